@@ -1,0 +1,1 @@
+"""Update maths for deterministic actor-critic agents (DDPG and TD3)."""

@@ -1,0 +1,1 @@
+"""Pure `nn.Module`s: the actor and the twin-Q critic."""

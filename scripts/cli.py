@@ -1,0 +1,158 @@
+"""The `rltrain` command line (Click).
+
+Exit codes: 0 success, 1 unexpected error (a bug: traceback shown), 2 bad usage, config
+or input file (one line, no traceback), 3 training paused (a resumable checkpoint was
+written and the resume command printed).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+import numpy as np
+import torch
+
+from rltrain import __version__
+from rltrain.networks.actor import Actor
+from rltrain.scripts.trainer import RunOutcome, Trainer
+from rltrain.utils.checkpoint import load_checkpoint
+from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
+from rltrain.utils.device import resolve_device
+from rltrain.utils.envs import make_env, space_dims
+from rltrain.utils.errors import CheckpointError, ConfigError, UserError
+from rltrain.utils.evaluation import evaluate
+from rltrain.utils.runs import create_run
+
+EXIT_PAUSED = 3
+
+
+class InputError(click.ClickException):
+    """A user mistake: printed as one line, exit code 2."""
+
+    exit_code = 2
+
+
+class RLTrainGroup(click.Group):
+    """Turns every `UserError` raised by a command into a one-line message and exit 2."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            raise InputError(str(exc)) from None
+
+
+@click.group(cls=RLTrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="rltrain")
+def cli() -> None:
+    """Train DDPG/TD3 agents on Gymnasium environments, stop safely, resume exactly.
+
+    \b
+    Quick start:
+      rltrain train --config pendulum_ddpg.yaml
+      tensorboard --logdir logs
+      rltrain eval --checkpoint checkpoints/<run>/best_model.pt
+    """
+
+
+CONFIG_HELP = ("YAML config: a path, or the name of a config shipped with rltrain ("
+               + ", ".join(shipped_config_names()) + ").")
+SET_HELP = ("Override a config key, e.g. --set gamma=0.98 --set td3.policy_delay=3 "
+            "(values parsed as YAML; repeatable).")
+
+
+@cli.command()
+@click.option("--config", "config_name", required=True, metavar="FILE", help=CONFIG_HELP)
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
+@click.option("--run-name", default=None, metavar="NAME",
+              help="Run folder name under log_dir and checkpoint_dir "
+                   "(default: <env>_<algo>_s<seed>_<time>).")
+def train(config_name: str, overrides: tuple[str, ...], run_name: str | None) -> None:
+    """Train a new agent from a YAML config.
+
+    Writes TensorBoard events and JSON Lines logs to <log_dir>/<run>/ and checkpoints to
+    <checkpoint_dir>/<run>/. Exits 0 when max_timesteps is reached, 3 when paused.
+    """
+    config = load_config(config_name, overrides, run_name)
+    trainer = Trainer(config, resolve_device(config.device))
+    paths = create_run(config)
+    click.echo(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
+               f"steps, device {trainer.device}")
+    click.echo(f"  logs: {paths.log_dir}  (tensorboard --logdir {config.log_dir})")
+    _report(trainer.run(paths))
+
+
+def _report(outcome: RunOutcome) -> None:
+    if outcome.status == "paused":
+        click.echo(f"paused at step {outcome.env_steps}: {outcome.reason}")
+        click.echo(f"resume with: rltrain resume --checkpoint {outcome.checkpoint}")
+        sys.exit(EXIT_PAUSED)
+    click.echo(f"finished at step {outcome.env_steps}; checkpoint: {outcome.checkpoint}")
+
+
+@cli.command("eval")
+@click.option("--checkpoint", "checkpoint_path", required=True, metavar="FILE",
+              help="A checkpoint written by rltrain (best_model.pt, checkpoint_step_*.pt, ...).")
+@click.option("--episodes", type=click.IntRange(min=1), default=None,
+              help="Episodes to run (default: the run's n_eval_episodes).")
+@click.option("--seed", type=click.IntRange(min=0), default=None,
+              help="Seed of the evaluation episodes (default: the run's seed).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
+                 as_json: bool) -> None:
+    """Evaluate a saved policy deterministically (no noise, no training)."""
+    payload = load_checkpoint(checkpoint_path)
+    try:
+        config = config_from_dict(payload["config"])
+    except ConfigError as exc:
+        raise CheckpointError(f"checkpoint '{checkpoint_path}' holds an invalid config: "
+                              f"{exc}") from None
+    env = make_env(config.env_name)
+    actor = load_actor(payload, env, checkpoint_path)
+    episodes = episodes or config.n_eval_episodes
+    seed = config.seed if seed is None else seed
+    with torch.inference_mode():
+        def policy(obs: np.ndarray) -> np.ndarray:
+            return actor(torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0))[0].numpy()
+
+        result = evaluate(policy, env, episodes, seed, config.gamma)
+    env.close()
+    if as_json:
+        click.echo(json.dumps({"checkpoint": checkpoint_path, "env_name": config.env_name,
+                               "total_steps": int(payload["total_steps"]),
+                               "episodes": episodes, "seed": seed, "mean_return": result.mean,
+                               "std_return": result.std, "returns": result.returns,
+                               "lengths": result.lengths}))
+    else:
+        click.echo(f"{config.env_name}, checkpoint at step {int(payload['total_steps'])}: "
+                   f"mean return {result.mean:.2f} +/- {result.std:.2f} over {episodes} "
+                   f"episodes (seed {seed})")
+
+
+def load_actor(payload: dict, env, path: str) -> Actor:
+    """The checkpoint's actor on the CPU, after checking it fits the env's spaces."""
+    obs_dim, _, low, high = space_dims(env)
+    spaces = payload.get("spaces", {})
+    if (spaces.get("obs_dim") != obs_dim or spaces.get("action_low") != low.tolist()
+            or spaces.get("action_high") != high.tolist()):
+        raise CheckpointError(f"checkpoint '{path}' does not fit env "
+                              f"'{spaces.get('env_name', '?')}': its observation/action "
+                              "shapes or bounds differ")
+    config = config_from_dict(payload["config"])
+    actor = Actor(obs_dim, low, high, config.hidden_sizes)
+    try:
+        actor.load_state_dict(payload["actor"])
+    except (RuntimeError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint '{path}': actor weights do not load "
+                              f"({str(exc).splitlines()[0]})") from None
+    return actor.eval()
+
+
+def main() -> None:
+    cli(prog_name="rltrain")
+
+
+if __name__ == "__main__":
+    main()

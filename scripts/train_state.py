@@ -1,0 +1,156 @@
+"""A trainer's complete state as a checkpoint payload, and its exact restoration.
+
+A periodic or paused checkpoint holds everything needed to continue bit-for-bit:
+networks, targets, optimisers, the replay buffer's filled part, every random state
+(agent, replay sampling, exploration, Python, NumPy, torch), the counters, the loss
+window being averaged for the next log line, and the episode in progress. The env
+itself is not pickled: every episode's reset is seeded from (seed, episode index), so
+the env state is rebuilt by resetting with that seed and replaying the episode's
+actions; if the replayed observation differs (a non-deterministic env), the episode
+is restarted instead and the user is warned. `best_model.pt` holds the policy and
+critic only (kind "best") and cannot be resumed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from rltrain import __version__
+from rltrain.utils.config import config_to_dict
+from rltrain.utils.errors import CheckpointError
+from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
+
+if TYPE_CHECKING:
+    from rltrain.scripts.trainer import Trainer
+
+RESUMABLE_KINDS = ("periodic", "paused")
+
+
+@dataclass
+class Episode:
+    """The episode in progress; its actions let a resumed run rebuild the env state."""
+
+    index: int
+    obs: np.ndarray
+    episode_return: float = 0.0
+    length: int = 0
+    actions: list[np.ndarray] = field(default_factory=list)
+
+
+@dataclass
+class Counters:
+    env_steps: int = 0
+    episodes: int = 0  # completed training episodes
+    evaluations: int = 0
+    best_eval: float | None = None
+    best_eval_step: int | None = None
+    last_return: float | None = None
+
+
+def spaces_of(trainer: Trainer) -> dict[str, Any]:
+    return {"env_name": trainer.config.env_name, "obs_dim": trainer.obs_dim,
+            "action_low": trainer.exploration.low.tolist(),
+            "action_high": trainer.exploration.high.tolist()}
+
+
+def build_payload(trainer: Trainer, kind: str) -> dict[str, Any]:
+    """The checkpoint dict for `kind` in ("best", "periodic", "paused")."""
+    payload: dict[str, Any] = {
+        **trainer.agent.state_dict(),
+        "kind": kind,
+        "total_steps": trainer.counters.env_steps,
+        "config": config_to_dict(trainer.config),
+        "run_name": trainer.paths.name,
+        "spaces": spaces_of(trainer),
+        "rltrain_version": __version__,
+    }
+    if kind in RESUMABLE_KINDS:
+        payload["buffer"] = trainer.buffer.state_dict()
+        payload["trainer"] = _trainer_state(trainer)
+    return payload
+
+
+def _trainer_state(trainer: Trainer) -> dict[str, Any]:
+    episode = trainer.episode
+    assert episode is not None
+    actions = (np.stack(episode.actions) if episode.actions
+               else np.zeros((0, trainer.action_dim), dtype=np.float32))
+    numpy_state = np.random.get_state(legacy=False)
+    numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
+    return {
+        "counters": dataclasses.asdict(trainer.counters),
+        "episode": {"index": episode.index, "obs": torch.as_tensor(np.array(episode.obs)),
+                    "episode_return": episode.episode_return, "length": episode.length,
+                    "actions": torch.from_numpy(actions)},
+        "exploration": trainer.exploration.state_dict(),
+        "losses": {k: list(v) for k, v in trainer.loss_window.items()},
+        "rng": {"python": random.getstate(), "numpy": numpy_state,
+                "torch": torch.get_rng_state()},
+    }
+
+
+def check_spaces(payload: dict[str, Any], trainer: Trainer, path: str) -> None:
+    """The checkpoint's networks must fit the env's observation and action spaces."""
+    saved, current = payload.get("spaces", {}), spaces_of(trainer)
+    for key in ("obs_dim", "action_low", "action_high"):
+        if saved.get(key) != current[key]:
+            raise CheckpointError(
+                f"checkpoint '{path}' does not fit env '{trainer.config.env_name}': "
+                f"{key} is {saved.get(key)} in the checkpoint but {current[key]} in the env")
+
+
+def restore(trainer: Trainer, payload: dict[str, Any], path: str) -> list[str]:
+    """Load a resumable payload into a freshly built trainer; returns warnings."""
+    if payload.get("kind") not in RESUMABLE_KINDS:
+        raise CheckpointError(f"'{path}' holds a model only (kind {payload.get('kind')!r}); "
+                              "resume from a checkpoint_step_* or paused_at_step_* file")
+    check_spaces(payload, trainer, path)
+    if payload["buffer"]["capacity"] != trainer.buffer.capacity:
+        raise CheckpointError("replay_buffer_size cannot change on resume "
+                              f"({payload['buffer']['capacity']} in the checkpoint)")
+    trainer.agent.load_state_dict(payload)
+    trainer.buffer.load_state_dict(payload["buffer"])
+    state = payload["trainer"]
+    trainer.counters = Counters(**state["counters"])
+    trainer.exploration.load_state_dict(state["exploration"])
+    trainer.loss_window = {k: list(v) for k, v in state["losses"].items()}
+    rng = state["rng"]
+    random.setstate(_as_tuple(rng["python"]))
+    numpy_state = dict(rng["numpy"])
+    numpy_state["state"] = {**numpy_state["state"],
+                            "key": np.asarray(numpy_state["state"]["key"], dtype=np.uint32)}
+    np.random.set_state(numpy_state)
+    torch.set_rng_state(rng["torch"])
+    return _rebuild_episode(trainer, state["episode"])
+
+
+def _rebuild_episode(trainer: Trainer, saved: dict[str, Any]) -> list[str]:
+    """Reset with the episode's seed and replay its actions to restore the env state."""
+    index = int(saved["index"])
+    obs, _ = trainer.env.reset(seed=derive_seed(trainer.config.seed, TRAIN_EPISODES, index))
+    actions = saved["actions"].numpy()
+    for action in actions:
+        obs, *_ = trainer.env.step(action)
+    expected = saved["obs"].numpy()
+    if np.array_equal(np.asarray(obs), expected):
+        trainer.episode = Episode(index=index, obs=obs,
+                                  episode_return=float(saved["episode_return"]),
+                                  length=int(saved["length"]), actions=list(actions))
+        return []
+    trainer.start_episode(index)
+    return [f"env '{trainer.config.env_name}' did not reproduce episode {index} when its "
+            f"{len(actions)} actions were replayed (not deterministic under replay); that "
+            "episode restarts, so this resume is not bit-exact"]
+
+
+def _as_tuple(value: Any) -> Any:
+    """`random.setstate` wants the exact nested tuples `getstate` gave."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_as_tuple(v) for v in value)
+    return value

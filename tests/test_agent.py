@@ -1,0 +1,139 @@
+"""The update maths: TD target, critic/actor steps, soft update, TD3 options, clipping."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from rltrain.agents.ddpg import DDPGAgent
+from rltrain.utils.config_loader import config_from_dict
+from rltrain.utils.replay_buffer import Batch
+
+LOW, HIGH = np.array([-2.0], dtype=np.float32), np.array([2.0], dtype=np.float32)
+
+
+def make_agent(**overrides) -> DDPGAgent:
+    torch.manual_seed(0)
+    config = config_from_dict({"hidden_sizes": [8, 8], "seed": 0, **overrides})
+    return DDPGAgent(3, LOW, HIGH, config, torch.device("cpu"))
+
+
+def make_batch(n: int = 16, terminated: float = 0.0) -> Batch:
+    g = torch.Generator().manual_seed(1)
+    return Batch(torch.randn(n, 3, generator=g), torch.rand(n, 1, generator=g) * 4 - 2,
+                 torch.randn(n, 1, generator=g), torch.randn(n, 3, generator=g),
+                 torch.full((n, 1), terminated))
+
+
+def params(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in module.parameters()]
+
+
+def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("terminated", [0.0, 1.0])
+def test_td_target_in_a_known_tiny_case(terminated):
+    agent = make_agent(gamma=0.9)
+    with torch.no_grad():  # target critics output only their last bias: 2.0 and -3.0
+        agent.critic_target.layers[-1].weight.zero_()
+        agent.critic_target.layers[-1].bias.copy_(torch.tensor([[[2.0]], [[-3.0]]]))
+    batch = make_batch(terminated=terminated)
+    target = agent._td_target(batch)
+    # min of the twin targets is -3; a truncated (not terminated) transition bootstraps.
+    expected = batch.rewards + 0.9 * (1 - terminated) * -3.0
+    assert torch.allclose(target, expected)
+
+
+def test_critic_loss_is_the_sum_of_both_critics_mse():
+    agent = make_agent()
+    batch = make_batch()
+    with torch.no_grad():
+        target = agent._td_target(batch)
+        q = agent.critic(batch.obs, batch.actions)
+        expected = ((q[0] - target) ** 2).mean() + ((q[1] - target) ** 2).mean()
+    metrics = agent._critic_step(batch)
+    assert torch.allclose(metrics["critic_loss"], expected)
+
+
+def test_actor_step_computes_no_gradient_for_the_critic():
+    agent = make_agent()
+    batch = make_batch()
+    critic_before = params(agent.critic)
+    agent.critic_optimizer.zero_grad(set_to_none=True)
+    agent._actor_step(batch.obs)
+    assert all(p.grad is None for p in agent.critic.parameters())
+    assert all(p.grad is not None for p in agent.actor.parameters())
+    assert same(critic_before, params(agent.critic))
+    assert all(p.requires_grad for p in agent.critic.parameters())  # unfrozen afterwards
+
+
+def test_soft_update_follows_the_polyak_formula():
+    agent = make_agent(tau=0.1)
+    online_before, target_before = params(agent.actor), params(agent.actor_target)
+    with torch.no_grad():
+        for p in agent.actor.parameters():
+            p.add_(1.0)
+    agent._soft_update_targets()
+    for online, target, after in zip(online_before, target_before, params(agent.actor_target),
+                                     strict=True):
+        assert torch.allclose(after, 0.1 * (online + 1.0) + 0.9 * target, atol=1e-6)
+
+
+def test_ddpg_updates_actor_and_targets_every_step():
+    agent = make_agent()
+    metrics = agent.update(make_batch())
+    assert set(metrics) == {"critic_loss", "q_mean", "critic_grad_norm", "actor_loss",
+                            "actor_grad_norm"}
+    assert not same(params(agent.actor), params(agent.actor_target))
+
+
+def test_td3_delays_the_actor_and_smooths_targets():
+    agent = make_agent(algo="td3", td3={"policy_delay": 2, "target_policy_noise": 0.2})
+    actor_before = params(agent.actor)
+    first = agent.update(make_batch())
+    assert "actor_loss" not in first
+    assert same(actor_before, params(agent.actor))
+    second = agent.update(make_batch())
+    assert "actor_loss" in second
+    assert not same(actor_before, params(agent.actor))
+    batch = make_batch()  # smoothing noise makes two targets of the same batch differ
+    assert not torch.equal(agent._td_target(batch), agent._td_target(batch))
+
+
+def test_clipping_bounds_the_gradient_and_reports_the_norm_before_clipping():
+    agent = make_agent(grad_clip_norm=1e-3)
+    batch = make_batch()
+    metrics = agent._critic_step(batch)
+    clipped = torch.linalg.vector_norm(
+        torch.stack([p.grad.norm() for p in agent.critic.parameters()]))
+    assert metrics["critic_grad_norm"] > 1e-3
+    assert clipped <= 1e-3 * 1.001
+
+
+def test_without_clipping_the_gradient_is_untouched():
+    agent = make_agent(grad_clip_norm=None)
+    reference = copy.deepcopy(agent.critic)
+    batch = make_batch()
+    metrics = agent._critic_step(batch)
+    with torch.no_grad():
+        target = agent._td_target(batch)  # targets did not move in a critic-only step
+    q = reference(batch.obs, batch.actions)
+    loss = ((q - target) ** 2).mean(dim=(1, 2)).sum()
+    grads = torch.autograd.grad(loss, list(reference.parameters()))
+    norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+    assert torch.allclose(metrics["critic_grad_norm"], norm, rtol=1e-5)
+
+
+def test_agent_state_round_trips():
+    a, b = make_agent(), make_agent(seed=5)
+    a.update(make_batch())
+    b.load_state_dict(copy.deepcopy(a.state_dict()))
+    assert b.updates == 1
+    ma, mb = a.update(make_batch()), b.update(make_batch())
+    assert all(torch.equal(ma[k], mb[k]) for k in ma)
+    assert same(params(a.critic), params(b.critic))

@@ -1,0 +1,118 @@
+"""Checkpoint files: contents, weights_only loading, atomic writes, refusal of bad files."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+
+import pytest
+import torch
+
+from rltrain.scripts.trainer import Trainer
+from rltrain.utils.checkpoint import (
+    REQUIRED_KEYS,
+    atomic_write,
+    load_checkpoint,
+    periodic_checkpoints,
+    prune_periodic,
+    save_checkpoint,
+)
+from rltrain.utils.errors import CheckpointError
+from rltrain.utils.runs import create_run
+
+from conftest import tiny_config
+
+
+@pytest.fixture
+def finished_run(tmp_path):
+    config = tiny_config(tmp_path, run_name="run")
+    trainer = Trainer(config, torch.device("cpu"), interactive=False)
+    paths = create_run(config)
+    trainer.run(paths)
+    return trainer, paths
+
+
+def test_training_writes_periodic_best_and_final_checkpoints(finished_run):
+    trainer, paths = finished_run
+    steps = [s for s, _ in periodic_checkpoints(paths.checkpoint_dir)]
+    assert steps == [100, 200, 300]  # every checkpoint_freq and at the end
+    assert paths.best_model.exists()
+
+
+def test_checkpoint_is_a_plain_dict_that_weights_only_loads(finished_run):
+    trainer, paths = finished_run
+    data = torch.load(paths.periodic_checkpoint(300), weights_only=True)
+    assert set(REQUIRED_KEYS) <= set(data)
+    assert data["total_steps"] == 300 and data["config"]["seed"] == trainer.config.seed
+    for net in ("actor", "critic", "actor_target", "critic_target"):
+        saved = data[net]
+        live = getattr(trainer.agent, net).state_dict()
+        assert all(torch.equal(saved[k], live[k]) for k in live)
+    assert data["buffer"]["data"].shape[0] == 300  # only the filled part
+    best = load_checkpoint(paths.best_model)
+    assert best["kind"] == "best" and "buffer" not in best
+
+
+def test_retention_keeps_the_newest_periodic_checkpoints(tmp_path):
+    for step in (10, 20, 30, 40):
+        save_checkpoint(tmp_path / f"checkpoint_step_{step}.pt",
+                        {k: 0 for k in REQUIRED_KEYS})
+    (tmp_path / "best_model.pt").write_bytes(b"x")
+    (tmp_path / "paused_at_step_5.pt").write_bytes(b"x")
+    prune_periodic(tmp_path, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "best_model.pt", "checkpoint_step_30.pt", "checkpoint_step_40.pt",
+        "paused_at_step_5.pt"]
+
+
+def test_a_failed_write_leaves_the_old_file_whole(tmp_path):
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, {k: 1 for k in REQUIRED_KEYS})
+
+    def crash(f):
+        f.write(b"partial")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        atomic_write(path, crash)
+    assert load_checkpoint(path)["total_steps"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]  # no temp file left
+
+
+class Exploit:
+    def __reduce__(self):
+        return (os.system, ("touch PWNED",))
+
+
+def test_a_malicious_pickle_is_refused_without_running(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "evil.pt"
+    torch.save({"format": "rltrain-checkpoint", "payload": Exploit()}, path)
+    with pytest.raises(CheckpointError, match="refused to load"):
+        load_checkpoint(path)
+    raw = tmp_path / "evil.pkl"
+    raw.write_bytes(pickle.dumps(Exploit()))
+    with pytest.raises(CheckpointError):
+        load_checkpoint(raw)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_truncated_corrupt_missing_and_foreign_files(finished_run, tmp_path):
+    _, paths = finished_run
+    good = paths.periodic_checkpoint(300).read_bytes()
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(good[: len(good) // 2])
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+        load_checkpoint(truncated)
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match="truncated or corrupt|refused"):
+        load_checkpoint(garbage)
+    with pytest.raises(CheckpointError, match="not found"):
+        load_checkpoint(tmp_path / "nope.pt")
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"state_dict": {"w": torch.zeros(2)}}, foreign)
+    with pytest.raises(CheckpointError, match="not an rltrain checkpoint"):
+        load_checkpoint(foreign)
+    assert zipfile.is_zipfile(paths.periodic_checkpoint(300))  # the original is untouched

@@ -1,0 +1,172 @@
+"""The `rltrain` command line: train, eval, help, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from rltrain.scripts.cli import cli
+
+from conftest import TESTS_DIR, tiny_dict
+
+
+def write_config(tmp_path: Path, **overrides) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(tiny_dict(tmp_path, **overrides)))
+    return path
+
+
+def run_cli(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_help_lists_every_command_and_option():
+    result = run_cli("--help")
+    assert result.exit_code == 0
+    for command in ("train", "eval"):
+        assert command in result.output
+    train_help = run_cli("train", "--help").output
+    for option in ("--config", "--set", "--run-name", "pendulum_ddpg.yaml"):
+        assert option in train_help
+    eval_help = run_cli("eval", "--help").output
+    for option in ("--checkpoint", "--episodes", "--seed", "--json"):
+        assert option in eval_help
+
+
+def test_train_then_eval_through_the_console_script(tmp_path):
+    """The installed `rltrain` entry point, in a real subprocess."""
+    config = write_config(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
+    exe = Path(sys.executable).with_name("rltrain")
+    train = subprocess.run([str(exe), "train", "--config", str(config), "--run-name", "r1",
+                            "--set", "max_timesteps=250"], capture_output=True, text=True,
+                           env=env, cwd=tmp_path, timeout=300)
+    assert train.returncode == 0, train.stderr
+    assert "finished at step 250" in train.stdout
+    log_dir = tmp_path / "logs" / "r1"
+    for name in ("config.yaml", "command.txt", "metrics.jsonl"):
+        assert (log_dir / name).is_file()
+    assert any(p.name.startswith("events.out.tfevents") for p in log_dir.iterdir())
+    assert "--run-name r1" in (log_dir / "command.txt").read_text()
+    assert yaml.safe_load((log_dir / "config.yaml").read_text())["max_timesteps"] == 250
+    checkpoint = tmp_path / "checkpoints" / "r1" / "best_model.pt"
+    result = subprocess.run([str(exe), "eval", "--checkpoint", str(checkpoint), "--episodes",
+                             "2", "--json"], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["episodes"] == 2 and len(report["returns"]) == 2
+    assert report["mean_return"] == pytest.approx(sum(report["returns"]) / 2)
+
+
+def test_metrics_and_tensorboard_tags(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = write_config(tmp_path)
+    assert run_cli("train", "--config", str(config), "--run-name", "r").exit_code == 0
+    log_dir = tmp_path / "logs" / "r"
+    lines = [json.loads(x) for x in (log_dir / "metrics.jsonl").read_text().splitlines()]
+    kinds = [line["kind"] for line in lines]
+    assert kinds.count("eval") == 3 and kinds.count("episode") == 1  # 300 steps, 200/episode
+    events = EventAccumulator(str(log_dir))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    for tag in ("train/episode_return", "train/episode_length", "eval/mean_return",
+                "eval/std_return", "losses/critic_loss", "losses/actor_loss", "losses/q_mean",
+                "charts/steps_per_second"):
+        assert tag in tags, tag
+    assert "config/text_summary" in events.Tags()["tensors"]
+
+
+def test_eval_is_deterministic_and_seed_dependent(tmp_path):
+    config = write_config(tmp_path)
+    assert run_cli("train", "--config", str(config), "--run-name", "r").exit_code == 0
+    checkpoint = str(tmp_path / "checkpoints" / "r" / "checkpoint_step_300.pt")
+    first = json.loads(run_cli("eval", "--checkpoint", checkpoint, "--json").output)
+    again = json.loads(run_cli("eval", "--checkpoint", checkpoint, "--json").output)
+    other = json.loads(run_cli("eval", "--checkpoint", checkpoint, "--json",
+                               "--seed", "11").output)
+    assert first["returns"] == again["returns"]
+    assert first["returns"] != other["returns"]
+    text = run_cli("eval", "--checkpoint", checkpoint).output
+    assert "mean return" in text and "over 1 episodes" in text
+
+
+def test_user_env_with_asymmetric_bounds_trains(tmp_path):
+    config = write_config(tmp_path, env_name="fake_envs:FakePoint-v0", max_timesteps=150,
+                          eval_freq=50, checkpoint_freq=50)
+    result = run_cli("train", "--config", str(config), "--run-name", "p")
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "gama=0.9"], "did you mean 'gamma'"),
+    (["--set", "gamma=2"], r"'gamma' must be a number in \(0, 1\]"),
+    (["--set", "env_name=Pendulm-v1"], "closest registered ids: Pendulum-v1"),
+    (["--set", "env_name=CartPole-v1"], "continuous bounded actions"),
+    (["--set", "device=cuda"], "CUDA is not available"),
+])
+def test_bad_training_input_is_one_line_and_exit_2(tmp_path, args, message):
+    if "device=cuda" in args:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
+    config = write_config(tmp_path)
+    result = CliRunner().invoke(cli, ["train", "--config", str(config), *args])
+    assert result.exit_code == 2
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output
+    assert __import__("re").search(message, lines[0]), lines[0]
+    assert not (tmp_path / "logs").exists()  # nothing was created
+
+
+def test_missing_config_file_is_exit_2(tmp_path):
+    result = CliRunner().invoke(cli, ["train", "--config", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "not found" in result.output
+
+
+def test_an_existing_run_is_never_overwritten(tmp_path):
+    config = write_config(tmp_path, max_timesteps=150)
+    assert run_cli("train", "--config", str(config), "--run-name", "r").exit_code == 0
+    before = sorted(p.name for p in (tmp_path / "checkpoints" / "r").iterdir())
+    result = CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", "r"])
+    assert result.exit_code == 2 and "already exists" in result.output
+    assert sorted(p.name for p in (tmp_path / "checkpoints" / "r").iterdir()) == before
+
+
+@pytest.mark.parametrize("content, message", [(b"", "truncated or corrupt"),
+                                              ([1, 2], "not an rltrain")])
+def test_eval_of_a_bad_checkpoint_is_exit_2(tmp_path, content, message):
+    import torch
+
+    path = tmp_path / "bad.pt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        torch.save(content, path)
+    result = CliRunner().invoke(cli, ["eval", "--checkpoint", str(path)])
+    assert result.exit_code == 2 and message in result.output
+    missing = CliRunner().invoke(cli, ["eval", "--checkpoint", str(tmp_path / "none.pt")])
+    assert missing.exit_code == 2 and "not found" in missing.output
+
+
+def test_eval_refuses_a_checkpoint_for_another_env(tmp_path, monkeypatch):
+    config = write_config(tmp_path, max_timesteps=150)
+    assert run_cli("train", "--config", str(config), "--run-name", "r").exit_code == 0
+    checkpoint = tmp_path / "checkpoints" / "r" / "best_model.pt"
+    import rltrain.scripts.cli as cli_module
+
+    real_make_env = cli_module.make_env
+    monkeypatch.setattr(cli_module, "make_env",
+                        lambda name: real_make_env("MountainCarContinuous-v0"))
+    result = CliRunner().invoke(cli, ["eval", "--checkpoint", str(checkpoint)])
+    assert result.exit_code == 2 and "does not fit env" in result.output

@@ -1,0 +1,118 @@
+"""Config loading, overrides and every validation error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rltrain.utils.config import TrainConfig, config_to_dict, iter_fields
+from rltrain.utils.config_loader import (
+    apply_overrides,
+    config_from_dict,
+    load_config,
+    resolve_config_path,
+    shipped_config_names,
+)
+from rltrain.utils.errors import ConfigError
+
+
+def test_shipped_configs_load_and_resolve_by_bare_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # from any working directory
+    assert {"pendulum_ddpg.yaml", "pendulum_td3.yaml"} <= set(shipped_config_names())
+    ddpg = load_config("pendulum_ddpg.yaml")
+    td3 = load_config("pendulum_td3")
+    assert (ddpg.algo, td3.algo) == ("ddpg", "td3")
+    assert ddpg.env_name == "Pendulum-v1" and ddpg.replay_buffer_size == 1_000_000
+    assert ddpg.actor_lr == pytest.approx(3e-4)  # YAML 1.1 leaves '3e-4' as text
+
+
+def test_an_existing_path_wins_over_a_shipped_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("pendulum_ddpg.yaml").write_text("env_name: MountainCarContinuous-v0\n")
+    assert resolve_config_path("pendulum_ddpg.yaml") == Path("pendulum_ddpg.yaml")
+    assert load_config("pendulum_ddpg.yaml").env_name == "MountainCarContinuous-v0"
+
+
+def test_missing_config_names_the_shipped_ones():
+    with pytest.raises(ConfigError, match="not found.*pendulum_ddpg.yaml"):
+        resolve_config_path("no_such_config.yaml")
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"gama": 0.9}, "unknown config key 'gama'.*did you mean 'gamma'"),
+    ({"td3": {"policy_dela": 2}, "algo": "td3"},
+     "unknown config key 'td3.policy_dela'.*did you mean 'td3.policy_delay'"),
+    ({"gamma": 1.5}, r"'gamma' must be a number in \(0, 1\]; got 1.5"),
+    ({"gamma": 0}, r"'gamma' must be a number in \(0, 1\]"),
+    ({"tau": -0.1}, r"'tau' must be a number in \(0, 1\]"),
+    ({"actor_lr": 0}, "'actor_lr' must be a number > 0"),
+    ({"critic_lr": -1e-3}, "'critic_lr' must be a number > 0"),
+    ({"batch_size": 0}, "'batch_size' must be an integer >= 1"),
+    ({"batch_size": 2.5}, "'batch_size' must be an integer"),
+    ({"batch_size": "big"}, "'batch_size' must be an integer >= 1; got 'big'"),
+    ({"batch_size": 512, "replay_buffer_size": 100}, "'batch_size' .512. must not exceed"),
+    ({"safe_mode": "yes please"}, "'safe_mode' must be true or false"),
+    ({"safe_mode": 1}, "'safe_mode' must be true or false"),
+    ({"device": "tpu"}, "'device' must be one of auto, cpu, cuda"),
+    ({"algo": "sac"}, "'algo' must be one of ddpg, td3"),
+    ({"hidden_sizes": []}, "'hidden_sizes' must be a non-empty list"),
+    ({"hidden_sizes": [64, 0]}, r"'hidden_sizes\[1\]' must be an integer >= 1"),
+    ({"exploration_noise": float("nan")}, "'exploration_noise' must be a number >= 0"),
+    ({"td3": {"policy_delay": 2}}, "section 'td3' applies only with algo: td3"),
+    ({"td3": 5, "algo": "td3"}, "section 'td3' must be a mapping"),
+    ({"learning_starts": 500, "max_timesteps": 500}, "'learning_starts' .500. must be below"),
+    ({"noise_decay_steps": 100}, "'noise_decay_steps' needs exploration_noise_final"),
+    ({"run_name": "../escape"}, "'run_name' must be a plain folder name"),
+])
+def test_invalid_values_name_the_key_and_the_allowed_range(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(raw)
+
+
+@pytest.mark.parametrize("text, expected", [("1e6", 1_000_000), ("1000000", 1_000_000),
+                                            (1e6, 1_000_000), ("2.5e3", 2500)])
+def test_yaml_1_1_number_strings_are_accepted(text, expected):
+    assert config_from_dict({"replay_buffer_size": text}).replay_buffer_size == expected
+
+
+def test_overrides_parse_yaml_and_reach_nested_sections(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("algo: td3\nmax_timesteps: 5000\n")
+    config = load_config(str(path), ["gamma=0.95", "td3.policy_delay=3", "hidden_sizes=[8, 8]",
+                                     "grad_clip_norm=null", "safe_mode=false"], run_name="abc")
+    assert config.gamma == 0.95 and config.td3.policy_delay == 3
+    assert config.hidden_sizes == (8, 8) and config.grad_clip_norm is None
+    assert config.safe_mode is False and config.run_name == "abc"
+
+
+@pytest.mark.parametrize("item, message", [("gamma", "expects key=value"),
+                                           ("=3", "expects key=value"),
+                                           ("seed.x=3", "'seed' is not a section"),
+                                           ("gamma=[1, 2", "cannot parse value")])
+def test_bad_overrides(item, message):
+    with pytest.raises(ConfigError, match=message):
+        apply_overrides({"seed": 1}, [item])
+
+
+@pytest.mark.parametrize("text, message", [("gamma: [1, 2\n", "not valid YAML at line"),
+                                           ("- a\n- b\n", "must be a YAML mapping")])
+def test_bad_yaml_files(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(str(path))
+
+
+@pytest.mark.parametrize("raw", [{"algo": "td3", "td3": {"policy_delay": 4}, "seed": 7},
+                                 {"algo": "ddpg", "hidden_sizes": [8], "grad_clip_norm": None}])
+def test_config_is_frozen_and_round_trips_through_a_plain_dict(raw):
+    config = config_from_dict(raw)
+    with pytest.raises(AttributeError):
+        config.seed = 1  # type: ignore[misc]
+    assert config_from_dict(config_to_dict(config)) == config
+
+
+def test_every_field_has_help_text():
+    for key, f in iter_fields(TrainConfig):
+        assert f.metadata.get("help"), key

@@ -1,0 +1,49 @@
+"""Environment creation: unknown ids, unsupported spaces, user modules, seeding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rltrain.utils.envs import make_env, space_dims
+from rltrain.utils.errors import EnvError
+from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
+
+
+def test_unknown_id_lists_the_closest_registered_ids():
+    with pytest.raises(EnvError, match="unknown environment id 'Pendulm-v1'.*Pendulum-v1"):
+        make_env("Pendulm-v1")
+
+
+def test_unknown_version_is_an_env_error():
+    with pytest.raises(EnvError, match="unknown environment id 'Pendulum-v9'"):
+        make_env("Pendulum-v9")
+
+
+def test_missing_user_module_is_an_env_error():
+    with pytest.raises(EnvError, match="cannot import its module"):
+        make_env("no_such_module_xyz:Thing-v0")
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "fake_envs:FakeDiscrete-v0"])
+def test_discrete_actions_are_refused(env_id):
+    with pytest.raises(EnvError, match="need continuous bounded actions"):
+        make_env(env_id)
+
+
+def test_user_module_env_with_asymmetric_bounds():
+    env = make_env("fake_envs:FakePoint-v0")
+    obs_dim, action_dim, low, high = space_dims(env)
+    assert (obs_dim, action_dim) == (2, 1)
+    assert low.tolist() == [0.0] and high.tolist() == [4.0]
+
+
+def test_episode_seeds_are_distinct_and_reproducible():
+    seeds = [derive_seed(1, TRAIN_EPISODES, i) for i in range(100)]
+    assert len(set(seeds)) == 100
+    assert seeds == [derive_seed(1, TRAIN_EPISODES, i) for i in range(100)]
+    env = make_env("Pendulum-v1")
+    first, _ = env.reset(seed=seeds[5])
+    env.reset(seed=seeds[6])
+    again, _ = env.reset(seed=seeds[5])
+    assert np.array_equal(first, again)

@@ -1,0 +1,69 @@
+"""Actor and critic: shapes, action bounds (also asymmetric), the twin-Q ensemble."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rltrain.networks.actor import Actor
+from rltrain.networks.critic import Critic
+
+BOUNDS = [(np.array([-2.0]), np.array([2.0])),
+          (np.array([0.0, -1.0]), np.array([4.0, 3.0])),  # asymmetric, per dimension
+          (np.array([10.0, 10.0, -5.0]), np.array([20.0, 11.0, 0.0]))]
+
+
+@pytest.mark.parametrize("low, high", BOUNDS)
+def test_actor_output_has_the_action_shape_and_stays_in_bounds(low, high):
+    torch.manual_seed(0)
+    actor = Actor(5, low, high, hidden_sizes=(16, 16))
+    with torch.no_grad():
+        # Push the last layer to saturate tanh in both directions.
+        actor.net[-1].weight.mul_(1000.0)
+        obs = torch.randn(256, 5) * 10
+        actions = actor(obs)
+    assert actions.shape == (256, len(low))
+    low_t, high_t = torch.as_tensor(low).float(), torch.as_tensor(high).float()
+    assert torch.all(actions >= low_t) and torch.all(actions <= high_t)
+    # Saturated outputs reach both ends of every dimension (scale and offset, not high[0]).
+    assert torch.allclose(actions.min(0).values, low_t, atol=1e-3)
+    assert torch.allclose(actions.max(0).values, high_t, atol=1e-3)
+
+
+def test_actor_maps_zero_preactivation_to_the_middle_of_the_bounds():
+    low, high = np.array([0.0, -1.0]), np.array([4.0, 3.0])
+    actor = Actor(3, low, high, hidden_sizes=(8,))
+    with torch.no_grad():
+        actor.net[-1].weight.zero_()
+        actor.net[-1].bias.zero_()
+        assert torch.allclose(actor(torch.randn(4, 3)), torch.tensor([[2.0, 1.0]] * 4))
+
+
+def test_critic_returns_one_q_per_member_and_q1_matches_member_zero():
+    torch.manual_seed(0)
+    critic = Critic(3, np.array([-2.0]), np.array([2.0]), hidden_sizes=(32, 32))
+    obs, action = torch.randn(10, 3), torch.rand(10, 1) * 4 - 2
+    q = critic(obs, action)
+    assert q.shape == (2, 10, 1)
+    assert torch.allclose(critic.q1(obs, action), q[0], atol=1e-6)
+    assert not torch.allclose(q[0], q[1])  # independently initialised members
+
+
+def test_critic_members_match_separate_linear_layers():
+    """The ensemble is exactly two ordinary MLPs evaluated side by side."""
+    torch.manual_seed(1)
+    critic = Critic(3, np.array([-1.0]), np.array([1.0]), hidden_sizes=(8,))
+    obs, action = torch.randn(6, 3), torch.rand(6, 1) * 2 - 1
+    x = torch.cat([obs, action], dim=1)
+    for i in range(2):
+        first, last = critic.layers
+        h = torch.relu(x @ first.weight[i] + first.bias[i])
+        assert torch.allclose(critic(obs, action)[i], h @ last.weight[i] + last.bias[i],
+                              atol=1e-6)
+
+
+def test_critic_normalises_actions_to_unit_range():
+    critic = Critic(1, np.array([10.0]), np.array([20.0]), hidden_sizes=(4,))
+    inputs = critic._inputs(torch.zeros(3, 1), torch.tensor([[10.0], [15.0], [20.0]]))
+    assert torch.allclose(inputs[:, 1], torch.tensor([-1.0, 0.0, 1.0]))

@@ -1,0 +1,81 @@
+"""Replay buffer: storage, ring wrap, terminated vs truncated, sampling, state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rltrain.utils.replay_buffer import ReplayBuffer
+
+
+def fill(buffer: ReplayBuffer, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        obs = np.full(buffer.obs_dim, i, dtype=np.float32)
+        buffer.add(obs, np.full(buffer.action_dim, -i, dtype=np.float32), float(i) / 10,
+                   obs + 0.5, terminated=(i % 3 == 0), truncated=(i % 5 == 0))
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_rows_hold_what_was_added(staged):
+    buffer = ReplayBuffer(10, 3, 2, torch.device("cpu"), seed=0, staged=staged)
+    fill(buffer, 4)
+    obs = buffer.column("obs")
+    assert obs.dtype == torch.float32 and obs.shape == (4, 3)
+    assert torch.equal(obs[:, 0], torch.arange(4.0))
+    assert torch.equal(buffer.column("actions")[:, 1], -torch.arange(4.0))
+    assert torch.allclose(buffer.column("rewards")[:, 0], torch.arange(4.0) / 10)
+    assert torch.equal(buffer.column("next_obs")[:, 2], torch.arange(4.0) + 0.5)
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_ring_wraps_and_overwrites_the_oldest(staged):
+    buffer = ReplayBuffer(5, 1, 1, torch.device("cpu"), seed=0, staged=staged)
+    fill(buffer, 7)
+    assert len(buffer) == 5 and buffer.ptr == 2
+    assert buffer.column("obs")[:, 0].tolist() == [5, 6, 2, 3, 4]
+
+
+def test_terminated_is_kept_apart_from_truncated():
+    buffer = ReplayBuffer(20, 1, 1, torch.device("cpu"), seed=0)
+    fill(buffer, 16)
+    ids = np.arange(16)
+    assert buffer.column("terminated")[:, 0].tolist() == list((ids % 3 == 0).astype(float))
+    assert buffer.column("truncated").tolist() == list(ids % 5 == 0)
+
+
+def test_batches_are_float32_tensors_on_the_device_with_matching_columns():
+    buffer = ReplayBuffer(100, 3, 2, torch.device("cpu"), seed=0)
+    fill(buffer, 50)
+    batch = buffer.sample(64)
+    assert batch.obs.shape == (64, 3) and batch.actions.shape == (64, 2)
+    assert batch.rewards.shape == (64, 1) and batch.terminated.shape == (64, 1)
+    assert all(t.dtype == torch.float32 and t.device.type == "cpu" for t in batch)
+    # Every sampled row is one consistent transition.
+    i = batch.obs[:, 0]
+    assert torch.equal(batch.actions[:, 0], -i)
+    assert torch.allclose(batch.rewards[:, 0], i / 10)
+    assert torch.equal(batch.next_obs[:, 0], i + 0.5)
+    assert torch.equal(batch.terminated[:, 0], (i % 3 == 0).float())
+    assert i.max() < 50
+
+
+def test_sampling_is_seeded_and_state_round_trips():
+    a = ReplayBuffer(100, 2, 1, torch.device("cpu"), seed=7)
+    fill(a, 30)
+    a.sample(8)
+    b = ReplayBuffer(100, 2, 1, torch.device("cpu"), seed=99)
+    state = a.state_dict()
+    b.load_state_dict(state)
+    assert torch.equal(a.sample(16).obs, b.sample(16).obs)
+    fill(a, 3, start=30)
+    fill(b, 3, start=30)
+    assert torch.equal(a.sample(16).obs, b.sample(16).obs)
+
+
+def test_state_holds_only_the_filled_part():
+    buffer = ReplayBuffer(1_000_000, 3, 1, torch.device("cpu"), seed=0)
+    fill(buffer, 10)
+    state = buffer.state_dict()
+    assert state["data"].shape == (10, buffer.width)
+    assert state["data"].untyped_storage().nbytes() == 10 * buffer.width * 4

@@ -1,0 +1,95 @@
+"""Checkpoint files: atomic writes, safe loads, retention.
+
+A checkpoint is a plain dict of tensors, numbers, strings and containers, so
+`torch.load(path, weights_only=True)` loads it and nothing in it can run code. Writes
+go to a temporary file in the same folder, are fsynced, then renamed over the target:
+a crash or `kill -9` at any moment leaves every existing checkpoint whole.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from rltrain.utils.errors import CheckpointError
+
+FORMAT = "rltrain-checkpoint"
+FORMAT_VERSION = 1
+REQUIRED_KEYS = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer",
+                 "critic_optimizer", "total_steps", "config")
+PERIODIC = re.compile(r"^checkpoint_step_(\d+)\.pt$")
+
+
+def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
+    """Call `write(file)` on a temp file, fsync it, and rename it to `path` in one step."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    """Write `payload` (with the format marker added) atomically to `path`."""
+    missing = [k for k in REQUIRED_KEYS if k not in payload]
+    assert not missing, f"checkpoint payload lacks {missing}"
+    data = {"format": FORMAT, "format_version": FORMAT_VERSION, **payload}
+    atomic_write(path, lambda f: torch.save(data, f))
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a checkpoint safely onto the CPU, or raise one clear `CheckpointError`."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint '{path}' not found")
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint '{path}' is not a file")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # any failure to parse a user file is a user-facing error
+        if "weights only load failed" in str(exc).lower():
+            raise CheckpointError(
+                f"refused to load '{path}': it contains objects other than tensors and "
+                "plain data (possibly code); rltrain loads checkpoints with "
+                "weights_only=True and never unpickles code") from None
+        raise CheckpointError(f"checkpoint '{path}' is truncated or corrupt "
+                              f"({type(exc).__name__})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CheckpointError(f"'{path}' is not an rltrain checkpoint")
+    if data.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint '{path}' has format version "
+                              f"{data.get('format_version')}; this rltrain reads "
+                              f"{FORMAT_VERSION}")
+    missing = [k for k in REQUIRED_KEYS if k not in data]
+    if missing:
+        raise CheckpointError(f"checkpoint '{path}' is incomplete: missing {', '.join(missing)}")
+    return data
+
+
+def periodic_checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """(step, path) of the periodic checkpoints in `folder`, oldest first."""
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := PERIODIC.match(p.name))]
+    return sorted(found)
+
+
+def prune_periodic(folder: Path, keep: int) -> None:
+    """Delete all but the newest `keep` periodic checkpoints (best/paused are never touched)."""
+    for _, path in periodic_checkpoints(folder)[:-keep]:
+        path.unlink(missing_ok=True)

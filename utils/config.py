@@ -1,0 +1,156 @@
+"""The training config: a tree of frozen dataclasses, each field with its help and range.
+
+The top-level keys of the source document's YAML (section 6.1 of
+`003_ab0d29ffd7c24cf0.txt`) keep their names and meaning; what a serious tool needs on
+top has defaults, and groups of options live in nested sections (`td3:`). Loading,
+overrides and validation are in `utils/config_loader.py`; this module is the schema.
+
+Frequencies (`*_freq`) and step counts are in env steps, not updates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class Range:
+    """An allowed numeric interval; `None` leaves that side open-ended."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def contains(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        if self.high is not None and (value >= self.high if self.high_open else value > self.high):
+            return False
+        return True
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.low is None:
+            return f"{'<' if self.high_open else '<='} {self.high:g}"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"{left}{self.low:g}, {self.high:g}{right}"
+
+
+POSITIVE = Range(0, None, low_open=True)
+NON_NEGATIVE = Range(0, None)
+AT_LEAST_ONE = Range(1, None)
+UNIT_INTERVAL = Range(0, 1, low_open=True)  # (0, 1]
+
+
+def opt(default: Any, help: str, valid: Range | None = None) -> Any:
+    """A config field: its default, its `--help`/README text and its allowed range."""
+    meta = {"help": help, "range": valid}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class TD3Config:
+    """Options that only exist for `algo: td3` (Fujimoto et al., 2018)."""
+
+    policy_delay: int = opt(2, "actor and target updates happen every this many critic updates",
+                            AT_LEAST_ONE)
+    target_policy_noise: float = opt(
+        0.2, "std of the target policy smoothing noise, relative to the action half-range",
+        NON_NEGATIVE)
+    target_noise_clip: float = opt(
+        0.5, "the smoothing noise is clipped to +/- this, relative to the action half-range",
+        NON_NEGATIVE)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything one training run needs; `rltrain train --config` builds it from YAML."""
+
+    # --- The source document's keys (section 6.1), same names and meaning ---
+    env_name: str = opt("Pendulum-v1", "Gymnasium id, or 'some.module:EnvName-v0' for your own env")
+    seed: int = opt(0, "seeds networks, replay sampling, noise and every episode's reset",
+                    NON_NEGATIVE)
+    device: Literal["auto", "cpu", "cuda"] = opt("auto", "auto picks CUDA when it is available")
+    max_timesteps: int = opt(200_000, "total env steps to train for", AT_LEAST_ONE)
+    batch_size: int = opt(256, "transitions per update", AT_LEAST_ONE)
+    replay_buffer_size: int = opt(1_000_000, "replay capacity in transitions", AT_LEAST_ONE)
+    exploration_noise: float = opt(
+        0.1, "std of the exploration noise, relative to each action dimension's half-range",
+        NON_NEGATIVE)
+    gamma: float = opt(0.99, "discount factor", UNIT_INTERVAL)
+    tau: float = opt(0.005, "soft target update rate: target <- (1 - tau) target + tau online",
+                     UNIT_INTERVAL)
+    actor_lr: float = opt(3e-4, "Adam learning rate of the actor", POSITIVE)
+    critic_lr: float = opt(3e-4, "Adam learning rate of the critic", POSITIVE)
+    eval_freq: int = opt(5000, "evaluate the deterministic policy every this many env steps",
+                         AT_LEAST_ONE)
+    n_eval_episodes: int = opt(5, "episodes per evaluation", AT_LEAST_ONE)
+    checkpoint_freq: int = opt(10_000, "write a periodic checkpoint every this many env steps",
+                               AT_LEAST_ONE)
+    patience: int = opt(10, "evaluations without a new best before early stopping",
+                        AT_LEAST_ONE)
+    min_reward_threshold: float | None = opt(
+        -1000.0, "an episode return below this is catastrophic (null: no such rule)")
+    safe_mode: bool = opt(True, "pause on health rules; false turns pauses into warnings")
+    checkpoint_dir: str = opt("checkpoints", "checkpoints go to <checkpoint_dir>/<run_name>/")
+    log_dir: str = opt("logs", "TensorBoard events and run logs go to <log_dir>/<run_name>/")
+
+    # --- Added by rltrain ---
+    run_name: str | None = opt(None, "run folder name (default: <env>_<algo>_s<seed>_<time>)")
+    algo: Literal["ddpg", "td3"] = opt("ddpg", "ddpg, or td3 (delayed actor, smoothed targets)")
+    td3: TD3Config = opt(TD3Config(), "TD3-only options; allowed only with algo: td3")
+    learning_starts: int = opt(
+        1000, "env steps of uniformly random actions before the first update", NON_NEGATIVE)
+    hidden_sizes: tuple[int, ...] = opt((256, 256), "hidden layer widths of actor and critic",
+                                        AT_LEAST_ONE)
+    grad_clip_norm: float | None = opt(
+        1.0, "clip each network's gradient to this global norm (null: no clipping)", POSITIVE)
+    utd_ratio: int = opt(1, "updates per env step once learning has started", AT_LEAST_ONE)
+    noise_type: Literal["gaussian", "ou"] = opt(
+        "gaussian", "exploration noise: independent gaussian, or Ornstein-Uhlenbeck")
+    ou_theta: float = opt(0.15, "mean reversion rate of the OU noise", POSITIVE)
+    exploration_noise_final: float | None = opt(
+        None, "if set, the noise std decays linearly to this (null: constant noise)",
+        NON_NEGATIVE)
+    noise_decay_steps: int | None = opt(
+        None, "env steps over which the noise decays (default: max_timesteps)", AT_LEAST_ONE)
+    log_freq: int = opt(1000, "write losses and throughput to TensorBoard every this many steps",
+                        AT_LEAST_ONE)
+    keep_checkpoints: int = opt(3, "newest periodic checkpoints kept (best and paused are kept)",
+                                AT_LEAST_ONE)
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """A plain dict (lists, not tuples) fit for YAML, JSON and `weights_only` checkpoints.
+
+    The `td3` section is left out unless `algo` is td3 (it is refused otherwise).
+    """
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+
+    data = plain(dataclasses.asdict(config))
+    if data.get("algo") != "td3":
+        data.pop("td3", None)
+    return data
+
+
+def iter_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field]]:
+    """Every leaf field of a config class as (dotted key, field), in declaration order."""
+    rows: list[tuple[str, dataclasses.Field]] = []
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(f.default):
+            rows.extend(iter_fields(type(f.default), prefix + f.name + "."))
+        else:
+            rows.append((prefix + f.name, f))
+    return rows

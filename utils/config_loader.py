@@ -1,0 +1,238 @@
+"""Load, override and validate configs: YAML file -> `--set` overrides -> `TrainConfig`.
+
+YAML is read with `yaml.safe_load` and `--set key=value` values too (never `eval`).
+Validation happens once, here: unknown keys fail with a "did you mean", types and
+ranges are checked per field, and cross-field rules at the end. Every failure is a
+`ConfigError` whose message names the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from rltrain.utils.config import Range, TrainConfig
+from rltrain.utils.errors import ConfigError
+
+SHIPPED_CONFIGS = "rltrain.configs"
+
+
+def shipped_config_names() -> list[str]:
+    """Names of the YAML configs installed with rltrain."""
+    folder = resources.files(SHIPPED_CONFIGS)
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith((".yaml", ".yml")))
+
+
+def resolve_config_path(name: str) -> Path:
+    """A path that exists wins; otherwise a bare name is looked up in the shipped configs."""
+    path = Path(name).expanduser()
+    if path.is_file():
+        return path
+    if path.exists():
+        raise ConfigError(f"config '{name}' is a folder, not a YAML file")
+    shipped = shipped_config_names()
+    if path.name == name:  # a bare name, no folder part
+        for candidate in (name, name + ".yaml", name + ".yml"):
+            if candidate in shipped:
+                return Path(str(resources.files(SHIPPED_CONFIGS).joinpath(candidate)))
+    raise ConfigError(f"config file '{name}' not found (not a file, and not a shipped config: "
+                      f"{', '.join(shipped)})")
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """Parse a YAML file that must hold a mapping at the top level."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config '{path}': {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        raise ConfigError(f"config '{path}' is not valid YAML{line}: "
+                          f"{getattr(exc, 'problem', None) or exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config '{path}' must be a YAML mapping of key: value, "
+                          f"got {type(data).__name__}")
+    return data
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Apply `key=value` strings (dotted keys for nested sections) to a copy of `raw`."""
+    result = _deep_copy(raw)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set expects key=value, got '{item}'")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key}: cannot parse value '{text}' as YAML") from None
+        node = result
+        parts = key.split(".")
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {key}: '{'.'.join(parts[:depth + 1])}' "
+                                  "is not a section")
+            node = child
+        node[parts[-1]] = value
+    return result
+
+
+def load_config(name: str, overrides: list[str] | tuple[str, ...] = (),
+                run_name: str | None = None) -> TrainConfig:
+    """The validated config from a file (path or shipped name) plus `--set` overrides."""
+    raw = read_yaml_mapping(resolve_config_path(name))
+    raw = apply_overrides(raw, overrides)
+    if run_name is not None:
+        raw["run_name"] = run_name
+    return config_from_dict(raw)
+
+
+def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
+    """Validate a plain mapping (from YAML or a checkpoint) into a `TrainConfig`."""
+    config = _build(TrainConfig, raw, prefix="")
+    _check_cross_field(config, raw)
+    return config
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config section '{prefix.rstrip('.')}' must be a mapping, "
+                          f"got {_show(raw)}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    for key in raw:
+        if key not in fields:
+            raise ConfigError(_unknown_key_message(prefix, str(key), list(fields)))
+    values = {}
+    for name, f in fields.items():
+        if name not in raw:
+            continue
+        key = prefix + name
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            values[name] = _build(hint, raw[name], prefix=key + ".")
+        else:
+            values[name] = _convert(key, raw[name], hint, f.metadata.get("range"))
+    return cls(**values)
+
+
+def _unknown_key_message(prefix: str, key: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    hint = f"; did you mean '{prefix}{close[0]}'?" if close else ""
+    section = f" in section '{prefix.rstrip('.')}'" if prefix else ""
+    return f"unknown config key '{prefix}{key}'{section}{hint}"
+
+
+def _convert(key: str, value: Any, hint: Any, valid: Range | None) -> Any:
+    """Check `value` against the type hint and range; return it in its canonical type."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        assert len(inner) == 1, f"unsupported union for {key}"
+        return _convert(key, value, inner[0], valid)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"config key '{key}' must be one of {', '.join(map(str, args))}; "
+                              f"got {_show(value)}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)) or not value:
+            raise ConfigError(f"config key '{key}' must be a non-empty list; got {_show(value)}")
+        return tuple(_convert(f"{key}[{i}]", v, args[0], valid) for i, v in enumerate(value))
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"config key '{key}' must be true or false; got {_show(value)}")
+        return value
+    if hint is str:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"config key '{key}' must be a non-empty string; got {_show(value)}")
+        return value
+    assert hint in (int, float), f"unsupported type {hint} for {key}"
+    number = _as_number(key, value, integer=hint is int, valid=valid)
+    if valid is not None and not valid.contains(number):
+        raise ConfigError(f"config key '{key}' must be {_describe(hint, valid)}; got {value!r}")
+    return number
+
+
+def _as_number(key: str, value: Any, integer: bool, valid: Range | None) -> int | float:
+    """Numbers, and strings such as '1e6' that YAML 1.1 leaves as text."""
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    kind = "an integer" if integer else "a number"
+    if valid is not None:
+        kind = _describe(int if integer else float, valid)
+    if number is None or not math.isfinite(number):
+        raise ConfigError(f"config key '{key}' must be {kind}; got {_show(value)}")
+    if integer:
+        if float(number) != int(number):
+            raise ConfigError(f"config key '{key}' must be {kind}; got {_show(value)}")
+        return int(number)
+    return float(number)
+
+
+def _describe(hint: type, valid: Range) -> str:
+    noun = "an integer" if hint is int else "a number"
+    text = str(valid)
+    return f"{noun} {text}" if text[0] in "<>" else f"{noun} in {text}"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if value is None:
+        return "null"
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _check_cross_field(config: TrainConfig, raw: dict[str, Any]) -> None:
+    if config.batch_size > config.replay_buffer_size:
+        raise ConfigError(f"config key 'batch_size' ({config.batch_size}) must not exceed "
+                          f"replay_buffer_size ({config.replay_buffer_size})")
+    if config.learning_starts >= config.max_timesteps:
+        raise ConfigError(f"config key 'learning_starts' ({config.learning_starts}) must be "
+                          f"below max_timesteps ({config.max_timesteps}): no update would run")
+    if config.algo != "td3" and "td3" in raw:
+        raise ConfigError("config section 'td3' applies only with algo: td3 "
+                          f"(algo is {config.algo})")
+    if config.noise_decay_steps is not None and config.exploration_noise_final is None:
+        raise ConfigError("config key 'noise_decay_steps' needs exploration_noise_final "
+                          "(the std to decay to)")
+    if config.run_name is not None and not _safe_name(config.run_name):
+        raise ConfigError(f"config key 'run_name' must be a plain folder name (letters, digits, "
+                          f"'-', '_', '.'); got {config.run_name!r}")
+
+
+def _safe_name(name: str) -> bool:
+    return (name not in (".", "..") and
+            all(c.isalnum() or c in "-_." for c in name))
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value

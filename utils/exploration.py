@@ -1,0 +1,69 @@
+"""Exploration: uniform warm-up actions, then gaussian or Ornstein-Uhlenbeck action noise.
+
+Noise is relative to each action dimension's half-range (as in TD3's `N(0, 0.1 *
+max_action)`), so `exploration_noise: 0.1` means 10% of the half-range in every
+dimension, also for asymmetric bounds. The std may decay linearly with env steps
+(section 5.3 of the source doc suggests it). OU noise follows the DDPG paper:
+x <- x - theta * x * dt + sigma * sqrt(dt) * N(0, 1), with dt = 0.01, reset each episode.
+All randomness comes from this object's own NumPy generator, saved in checkpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rltrain.utils.config import TrainConfig
+
+OU_DT = 0.01
+
+
+class Exploration:
+    """Turns the policy's deterministic action into the action the env executes."""
+
+    def __init__(self, config: TrainConfig, action_low: np.ndarray, action_high: np.ndarray,
+                 seed: int) -> None:
+        self.config = config
+        self.low = np.asarray(action_low, dtype=np.float32)
+        self.high = np.asarray(action_high, dtype=np.float32)
+        self.scale = (self.high - self.low) / 2
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.ou_state = np.zeros(self.low.shape)
+
+    def sigma(self, env_steps: int) -> float:
+        """The noise std (relative to the half-range) at this point of training."""
+        start, final = self.config.exploration_noise, self.config.exploration_noise_final
+        if final is None:
+            return start
+        horizon = self.config.noise_decay_steps or self.config.max_timesteps
+        fraction = min(env_steps / horizon, 1.0)
+        return start + fraction * (final - start)
+
+    def random_action(self) -> np.ndarray:
+        """A uniformly random action, for the warm-up before learning starts."""
+        return self.rng.uniform(self.low, self.high).astype(np.float32)
+
+    def noisy(self, action: np.ndarray, env_steps: int) -> np.ndarray:
+        """The policy's action plus exploration noise, clipped to the action bounds."""
+        sigma = self.sigma(env_steps)
+        if self.config.noise_type == "ou":
+            theta = self.config.ou_theta
+            step = self.rng.standard_normal(self.ou_state.shape)
+            self.ou_state = (self.ou_state - theta * self.ou_state * OU_DT
+                             + sigma * np.sqrt(OU_DT) * step)
+            noise = self.ou_state
+        else:
+            noise = sigma * self.rng.standard_normal(self.low.shape)
+        return np.clip(action + noise * self.scale, self.low, self.high).astype(np.float32)
+
+    def reset(self) -> None:
+        """Start of an episode: the OU process restarts at zero."""
+        self.ou_state = np.zeros(self.low.shape)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": self.rng.bit_generator.state, "ou_state": self.ou_state.tolist()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.ou_state = np.asarray(state["ou_state"], dtype=np.float64)

@@ -1,0 +1,69 @@
+"""Live progress: a rich progress bar on a terminal, plain periodic lines otherwise.
+
+Shows env steps, steps/s, the last episode return, the best evaluation and the ETA.
+The training loop calls `update` every few hundred steps; the display throttles itself.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+PLAIN_EVERY_SECONDS = 10.0
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+class ProgressDisplay:
+    """Progress of one training run; `interactive=None` picks by whether stdout is a tty."""
+
+    def __init__(self, total_steps: int, start_steps: int, interactive: bool | None = None):
+        self.total = total_steps
+        self.interactive = sys.stdout.isatty() if interactive is None else interactive
+        self.console = Console(highlight=False, soft_wrap=True)
+        self._last_plain = time.monotonic()
+        self._rate_mark = (time.monotonic(), start_steps)
+        self._rate = 0.0
+        self._bar: Progress | None = None
+        if self.interactive:
+            self._bar = Progress(
+                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]} steps/s"),
+                TextColumn("last return {task.fields[last]}"),
+                TextColumn("best eval {task.fields[best]}"),
+                TimeRemainingColumn(), console=self.console, transient=False)
+            self._task = self._bar.add_task("train", total=total_steps, completed=start_steps,
+                                            rate="-", last="n/a", best="n/a")
+            self._bar.start()
+
+    def update(self, env_steps: int, last_return: float | None,
+               best_eval: float | None) -> None:
+        now = time.monotonic()
+        mark_time, mark_steps = self._rate_mark
+        if now - mark_time >= 2.0:
+            self._rate = (env_steps - mark_steps) / (now - mark_time)
+            self._rate_mark = (now, env_steps)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=env_steps, rate=f"{self._rate:.0f}",
+                             last=_fmt(last_return), best=_fmt(best_eval))
+        elif now - self._last_plain >= PLAIN_EVERY_SECONDS:
+            self._last_plain = now
+            eta = (self.total - env_steps) / self._rate if self._rate > 0 else None
+            eta_text = "n/a" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta))
+            self.console.print(f"step {env_steps}/{self.total} | {self._rate:.0f} steps/s | "
+                               f"last return {_fmt(last_return)} | best eval "
+                               f"{_fmt(best_eval)} | ETA {eta_text}", markup=False)
+
+    def message(self, text: str) -> None:
+        """A line above the bar (or a plain line)."""
+        self.console.print(text, markup=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

@@ -1,0 +1,121 @@
+"""Replay buffer: preallocated float32 ring storage on the training device.
+
+One row per transition holds obs | action | reward | next_obs | terminated, so a batch is
+one gather plus free column views. `terminated` (the task really ended: do not
+bootstrap) is stored apart from `truncated` (a time limit cut the episode: bootstrap).
+On the CPU, `add` writes straight into the storage through a NumPy view of it; on CUDA,
+rows are staged in host memory and copied over in one transfer before the next sample.
+Sampling uses the buffer's own `torch.Generator`, whose state goes into checkpoints.
+Storage is allocated with `torch.empty`, so untouched capacity costs no resident
+memory; checkpoints hold only the filled part.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+
+class Batch(NamedTuple):
+    obs: torch.Tensor  # [B, obs_dim]
+    actions: torch.Tensor  # [B, action_dim], in env units
+    rewards: torch.Tensor  # [B, 1]
+    next_obs: torch.Tensor  # [B, obs_dim]
+    terminated: torch.Tensor  # [B, 1], 1.0 where the episode truly ended (no bootstrap)
+
+
+class ReplayBuffer:
+    """A fixed-capacity ring of transitions, sampled uniformly with replacement."""
+
+    def __init__(self, capacity: int, obs_dim: int, action_dim: int, device: torch.device,
+                 seed: int, staged: bool | None = None) -> None:
+        self.capacity = capacity
+        self.obs_dim, self.action_dim = obs_dim, action_dim
+        self.device = device
+        self.width = 2 * obs_dim + action_dim + 2
+        self._data = torch.empty((capacity, self.width), dtype=torch.float32, device=device)
+        self._truncated = np.zeros(capacity, dtype=bool)
+        self.ptr = 0  # next row to write
+        self.size = 0  # filled rows
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+        self.staged = device.type != "cpu" if staged is None else staged
+        if self.staged:
+            self._stage = np.empty((1024, self.width), dtype=np.float32)
+            self._stage_rows: list[int] = []
+        else:
+            self._view = self._data.numpy()  # shares memory with the storage
+        o, a = obs_dim, action_dim
+        self._cols = {"obs": slice(0, o), "actions": slice(o, o + a),
+                      "rewards": slice(o + a, o + a + 1),
+                      "next_obs": slice(o + a + 1, 2 * o + a + 1),
+                      "terminated": slice(2 * o + a + 1, 2 * o + a + 2)}
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, obs: np.ndarray, action: np.ndarray, reward: float, next_obs: np.ndarray,
+            terminated: bool, truncated: bool) -> None:
+        """Store one transition; `next_obs` is the true final obs when the episode ended."""
+        if self.staged:
+            if len(self._stage_rows) == len(self._stage):
+                self.flush()
+            row = self._stage[len(self._stage_rows)]
+            self._stage_rows.append(self.ptr)
+        else:
+            row = self._view[self.ptr]
+        c = self._cols
+        row[c["obs"]] = obs
+        row[c["actions"]] = action
+        row[c["rewards"]] = reward
+        row[c["next_obs"]] = next_obs
+        row[c["terminated"]] = float(terminated)
+        self._truncated[self.ptr] = truncated
+        self.ptr = (self.ptr + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def flush(self) -> None:
+        """Copy staged rows to the device storage (no-op when writing in place)."""
+        if not self.staged or not self._stage_rows:
+            return
+        n = len(self._stage_rows)
+        rows = torch.as_tensor(self._stage_rows, dtype=torch.long, device=self.device)
+        self._data.index_copy_(0, rows, torch.from_numpy(self._stage[:n]).to(self.device))
+        self._stage_rows.clear()
+
+    def sample(self, batch_size: int) -> Batch:
+        assert self.size > 0, "sample() from an empty replay buffer"
+        self.flush()
+        idx = torch.randint(0, self.size, (batch_size,), device=self.device,
+                            generator=self.generator)
+        rows = self._data[idx]  # [B, width]
+        c = self._cols
+        return Batch(rows[:, c["obs"]], rows[:, c["actions"]], rows[:, c["rewards"]],
+                     rows[:, c["next_obs"]], rows[:, c["terminated"]])
+
+    def column(self, name: str) -> torch.Tensor:
+        """The filled part of one column (`obs`, `actions`, ...), or `truncated`."""
+        self.flush()
+        if name == "truncated":
+            return torch.from_numpy(self._truncated[:self.size].copy())
+        return self._data[:self.size, self._cols[name]]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Only the filled rows: checkpoint size grows with the data, not the capacity."""
+        self.flush()
+        return {"data": self._data[:self.size].to("cpu", copy=True),
+                "truncated": torch.from_numpy(self._truncated[:self.size].copy()),
+                "ptr": self.ptr, "size": self.size, "capacity": self.capacity,
+                "width": self.width, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        assert state["capacity"] == self.capacity and state["width"] == self.width
+        size = int(state["size"])
+        self._data[:size].copy_(state["data"])
+        self._truncated[:size] = state["truncated"].numpy()
+        self.ptr, self.size = int(state["ptr"]), size
+        self.generator.set_state(state["generator"])
+        if self.staged:
+            self._stage_rows.clear()

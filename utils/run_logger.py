@@ -1,0 +1,98 @@
+"""What a run records: TensorBoard events and append-only JSON Lines files.
+
+TensorBoard tags are grouped as CleanRL does: `train/` (episodes), `eval/`, `losses/`,
+`charts/` (throughput, noise). `metrics.jsonl` gets one line per episode and per
+evaluation, `events.jsonl` one line per warning, pause or resume; both are only ever
+appended to, never re-read or re-written by the training loop (the source doc's JSON
+log was re-read and re-written every episode, which is quadratic in run length).
+On resume, TensorBoard events after the checkpoint's step are purged and the JSON
+Lines files get a `resume` line: readers drop earlier lines past that step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from typing import Any
+
+import yaml
+from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
+
+from rltrain.utils.config import TrainConfig, config_to_dict
+from rltrain.utils.runs import RunPaths
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN/inf; keep them readable
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+class RunLogger:
+    """Writes one run's TensorBoard events, metrics.jsonl and events.jsonl."""
+
+    def __init__(self, paths: RunPaths, resume_step: int | None = None) -> None:
+        self.paths = paths
+        # purge_step drops events a crashed/paused process wrote after the checkpoint.
+        purge = resume_step + 1 if resume_step is not None else None
+        self.writer = SummaryWriter(log_dir=str(paths.log_dir), purge_step=purge,
+                                    flush_secs=30)
+        self._metrics = open(paths.metrics_file, "a", encoding="utf-8", buffering=1)
+        self._events = open(paths.events_file, "a", encoding="utf-8", buffering=1)
+
+    def write_run_files(self, config: TrainConfig, argv: list[str] | None = None) -> None:
+        """config.yaml (the resolved config), command.txt, and the config in TensorBoard."""
+        plain = config_to_dict(config)
+        self.paths.config_file.write_text(yaml.safe_dump(plain, sort_keys=False))
+        command = " ".join(argv if argv is not None else sys.argv)
+        with open(self.paths.command_file, "a", encoding="utf-8") as f:
+            f.write(command + "\n")
+        text = "\n".join(f"    {line}" for line in yaml.safe_dump(plain, sort_keys=False)
+                         .splitlines())
+        self.writer.add_text("config", text, 0)
+        flat = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
+                for k, v in _flatten(plain).items()}
+        for summary in hparams(flat, {"eval/mean_return": float("nan")}):
+            self.writer.file_writer.add_summary(summary)
+
+    def scalars(self, env_steps: int, values: dict[str, float]) -> None:
+        for tag, value in values.items():
+            self.writer.add_scalar(tag, value, env_steps)
+
+    def text(self, tag: str, message: str, env_steps: int) -> None:
+        self.writer.add_text(tag, message, env_steps)
+
+    def metric(self, kind: str, env_steps: int, **fields: Any) -> None:
+        """Append one line to metrics.jsonl."""
+        line = {"kind": kind, "env_steps": env_steps, "time": round(time.time(), 3), **fields}
+        self._metrics.write(json.dumps(_json_safe(line)) + "\n")
+
+    def event(self, env_steps: int, **fields: Any) -> None:
+        """Append one line to events.jsonl (warnings, pauses, resumes)."""
+        line = {"env_steps": env_steps, "time": round(time.time(), 3), **fields}
+        self._events.write(json.dumps(_json_safe(line)) + "\n")
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+        self._metrics.close()
+        self._events.close()
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat

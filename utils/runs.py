@@ -1,0 +1,96 @@
+"""Run folders: naming, paths of every file a run writes, and finding a run by name.
+
+A run named R writes `<log_dir>/R/` (TensorBoard events, config.yaml, command.txt,
+metrics.jsonl, events.jsonl, status.json) and `<checkpoint_dir>/R/` (checkpoints).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rltrain.utils.config import TrainConfig
+from rltrain.utils.errors import UserError
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    name: str
+    log_dir: Path
+    checkpoint_dir: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.log_dir / "config.yaml"
+
+    @property
+    def command_file(self) -> Path:
+        return self.log_dir / "command.txt"
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.log_dir / "metrics.jsonl"
+
+    @property
+    def events_file(self) -> Path:
+        return self.log_dir / "events.jsonl"
+
+    @property
+    def status_file(self) -> Path:
+        return self.log_dir / "status.json"
+
+    @property
+    def pause_request_file(self) -> Path:
+        return self.log_dir / "pause.request"
+
+    def periodic_checkpoint(self, env_steps: int) -> Path:
+        return self.checkpoint_dir / f"checkpoint_step_{env_steps}.pt"
+
+    def paused_checkpoint(self, env_steps: int) -> Path:
+        return self.checkpoint_dir / f"paused_at_step_{env_steps}.pt"
+
+    @property
+    def best_model(self) -> Path:
+        return self.checkpoint_dir / "best_model.pt"
+
+
+def default_run_name(config: TrainConfig) -> str:
+    """<env>_<algo>_s<seed>_<YYYYmmdd-HHMMSS>, with characters unsafe in paths replaced."""
+    env = "".join(c if c.isalnum() or c in "-_." else "-" for c in config.env_name)
+    return f"{env}_{config.algo}_s{config.seed}_{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def paths_for(config: TrainConfig, name: str) -> RunPaths:
+    return RunPaths(name, Path(config.log_dir) / name, Path(config.checkpoint_dir) / name)
+
+
+def create_run(config: TrainConfig) -> RunPaths:
+    """Make the folders of a new run; never reuse an existing run's folders."""
+    if config.run_name is not None:
+        paths = paths_for(config, config.run_name)
+        if paths.log_dir.exists() or paths.checkpoint_dir.exists():
+            raise UserError(f"run '{config.run_name}' already exists ({paths.log_dir}); "
+                            "resume it with `rltrain resume --checkpoint ...` or choose "
+                            "another --run-name")
+    else:
+        base = default_run_name(config)
+        paths, n = paths_for(config, base), 1
+        while paths.log_dir.exists() or paths.checkpoint_dir.exists():
+            n += 1
+            paths = paths_for(config, f"{base}-{n}")
+    paths.log_dir.mkdir(parents=True, exist_ok=False)
+    paths.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    return paths
+
+
+def find_run_log_dir(run: str, log_dir: str = "logs") -> Path:
+    """A run given as a folder path, or as a name under `log_dir`."""
+    path = Path(run)
+    if path.is_dir() and (path / "config.yaml").exists():
+        return path
+    candidate = Path(log_dir) / run
+    if candidate.is_dir() and (candidate / "config.yaml").exists():
+        return candidate
+    raise UserError(f"run '{run}' not found (neither a run folder nor a run name under "
+                    f"'{log_dir}/')")
