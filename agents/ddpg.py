@@ -28,8 +28,22 @@ from rltrain.utils.replay_buffer import Batch
 
 
 def _adam(params: Any, lr: float, device: torch.device) -> torch.optim.Adam:
-    # fused=True runs Adam's whole step as one kernel per device; measured in benchmarks/.
-    return torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))
+    # fused=True runs Adam's whole step as one kernel (2.5x faster than foreach on a
+    # 2-core CPU here), and it honours `found_inf`, used below to skip non-finite steps.
+    assert device.type in ("cpu", "cuda"), f"unsupported device {device}"
+    return torch.optim.Adam(params, lr=lr, fused=True)
+
+
+def _skip_if_non_finite(optimizer: torch.optim.Optimizer, *values: torch.Tensor) -> None:
+    """Make the next fused Adam step a no-op if any value is NaN/inf, without a host sync.
+
+    Fused Adam reads `optimizer.found_inf` (the attribute GradScaler sets for mixed
+    precision): when it is 1, the kernel leaves parameters, moments and the step count
+    untouched. So the agent never learns from a NaN loss or gradient, and the monitor,
+    which sees the NaN in the metrics, pauses with the weights still finite.
+    """
+    total = torch.stack([v.detach().float() for v in values]).sum()
+    optimizer.found_inf = (~torch.isfinite(total)).float()
 
 
 class DDPGAgent:
@@ -105,6 +119,7 @@ class DDPGAgent:
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         grad_norm = self._clip(self.critic)
+        _skip_if_non_finite(self.critic_optimizer, critic_loss, grad_norm)
         self.critic_optimizer.step()
         return {"critic_loss": critic_loss.detach(), "q_mean": current_q[0].detach().mean(),
                 "critic_grad_norm": grad_norm}
@@ -120,6 +135,7 @@ class DDPGAgent:
         finally:
             self.critic.requires_grad_(True)
         grad_norm = self._clip(self.actor)
+        _skip_if_non_finite(self.actor_optimizer, actor_loss, grad_norm)
         self.actor_optimizer.step()
         return {"actor_loss": actor_loss.detach(), "actor_grad_norm": grad_norm}
 
@@ -129,6 +145,35 @@ class DDPGAgent:
         if self.config.grad_clip_norm is not None:
             return torch.nn.utils.clip_grad_norm_(net.parameters(), self.config.grad_clip_norm)
         return torch.nn.utils.get_total_norm(grads)
+
+    def health_probe(self, batch: Batch) -> dict[str, float]:
+        """Losses, mean Q and gradient norms on `batch`, changing nothing.
+
+        Used when a run resumes, to see whether a rule that paused it still fails. No
+        optimiser step, no random draw (no target smoothing), gradients cleared after.
+        """
+        with torch.no_grad():
+            next_q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))
+            bootstrap = (1 - batch.terminated) * next_q.min(dim=0).values
+            target = batch.rewards + self.config.gamma * bootstrap
+        q = self.critic(batch.obs, batch.actions)
+        critic_loss = ((q - target) ** 2).mean(dim=(1, 2)).sum()
+        critic_loss.backward()
+        critic_norm = torch.nn.utils.get_total_norm([p.grad for p in self.critic.parameters()])
+        self.critic.zero_grad(set_to_none=True)
+        actor_loss = -self.critic.q1(batch.obs, self.actor(batch.obs)).mean()
+        actor_loss.backward()
+        actor_norm = torch.nn.utils.get_total_norm([p.grad for p in self.actor.parameters()])
+        self.actor.zero_grad(set_to_none=True)
+        self.critic.zero_grad(set_to_none=True)
+        values = torch.stack([critic_loss.detach(), q[0].detach().mean(), critic_norm,
+                              actor_loss.detach(), actor_norm]).tolist()
+        return dict(zip(("critic_loss", "q_mean", "critic_grad_norm", "actor_loss",
+                         "actor_grad_norm"), values, strict=True))
+
+    def parameters_finite(self) -> bool:
+        params = [p for net in (self.actor, self.critic) for p in net.parameters()]
+        return bool(torch.stack([torch.isfinite(p).all() for p in params]).all())
 
     @torch.no_grad()
     def _soft_update_targets(self) -> None:

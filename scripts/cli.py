@@ -16,6 +16,8 @@ import torch
 
 from rltrain import __version__
 from rltrain.networks.actor import Actor
+from rltrain.scripts.resume import prepare_resume
+from rltrain.scripts.run_commands import pause, status
 from rltrain.scripts.trainer import RunOutcome, Trainer
 from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
@@ -53,6 +55,9 @@ def cli() -> None:
     Quick start:
       rltrain train --config pendulum_ddpg.yaml
       tensorboard --logdir logs
+      rltrain status <run>          (from another terminal)
+      rltrain pause <run>           (pauses with a resumable checkpoint)
+      rltrain resume --checkpoint checkpoints/<run>/paused_at_step_<N>.pt
       rltrain eval --checkpoint checkpoints/<run>/best_model.pt
     """
 
@@ -84,12 +89,47 @@ def train(config_name: str, overrides: tuple[str, ...], run_name: str | None) ->
     _report(trainer.run(paths))
 
 
+RULE_HINTS = {
+    "early_stopping": "--set patience=N (N larger than now) to keep training",
+    "catastrophic_reward": "--set min_reward_threshold=X (lower) if such returns are expected",
+    "critic_loss_explosion": "e.g. --set critic_lr=1e-4 --set grad_clip_norm=10",
+    "q_explosion": "e.g. --set critic_lr=1e-4 --set gamma=0.98",
+    "grad_explosion": "e.g. --set grad_clip_norm=10, or raise monitor.grad_explosion.threshold",
+    "memory": "--set monitor.memory.threshold=MiB (higher), or a smaller replay_buffer_size",
+}
+
+
 def _report(outcome: RunOutcome) -> None:
     if outcome.status == "paused":
-        click.echo(f"paused at step {outcome.env_steps}: {outcome.reason}")
+        click.echo(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
         click.echo(f"resume with: rltrain resume --checkpoint {outcome.checkpoint}")
+        if outcome.rule in RULE_HINTS:
+            click.echo(f"  the rule will fire again unless its cause changes: "
+                       f"{RULE_HINTS[outcome.rule]}")
         sys.exit(EXIT_PAUSED)
     click.echo(f"finished at step {outcome.env_steps}; checkpoint: {outcome.checkpoint}")
+
+
+@cli.command()
+@click.option("--checkpoint", "checkpoint_path", required=True, metavar="FILE",
+              help="A periodic (checkpoint_step_N.pt) or paused (paused_at_step_N.pt) "
+                   "checkpoint.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Change a config key and continue (recorded in events.jsonl). env_name, "
+                   "seed, algo, hidden_sizes and replay_buffer_size cannot change.")
+@click.option("--run-name", default=None, metavar="NAME",
+              help="Fork into a new run NAME instead of continuing in the run's own folders.")
+def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | None) -> None:
+    """Continue a run exactly where a checkpoint left it.
+
+    The run continues in its own folders (TensorBoard resumes at the checkpoint's step,
+    with no gap and no duplicate points) unless --run-name forks it. On CPU the result
+    is bit-identical to a run that never stopped. Exits 0, or 3 when paused again.
+    """
+    trainer, paths, info = prepare_resume(checkpoint_path, overrides, run_name)
+    click.echo(f"run {paths.name}: resuming at step {info.env_steps} of "
+               f"{trainer.config.max_timesteps}, device {trainer.device}")
+    _report(trainer.run(paths, info))
 
 
 @cli.command("eval")
@@ -148,6 +188,10 @@ def load_actor(payload: dict, env, path: str) -> Actor:
         raise CheckpointError(f"checkpoint '{path}': actor weights do not load "
                               f"({str(exc).splitlines()[0]})") from None
     return actor.eval()
+
+
+cli.add_command(pause)
+cli.add_command(status)
 
 
 def main() -> None:

@@ -43,14 +43,22 @@ class Episode:
     actions: list[np.ndarray] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ResumeInfo:
+    """How a run continues: from which checkpoint and step, with which changes."""
+
+    env_steps: int
+    checkpoint: str
+    changes: list[str]
+    warnings: list[str]
+    forked_from: str | None = None
+
+
 @dataclass
 class Counters:
     env_steps: int = 0
     episodes: int = 0  # completed training episodes
-    evaluations: int = 0
-    best_eval: float | None = None
-    best_eval_step: int | None = None
-    last_return: float | None = None
+    last_return: float | None = None  # of the latest completed episode
 
 
 def spaces_of(trainer: Trainer) -> dict[str, Any]:
@@ -89,6 +97,7 @@ def _trainer_state(trainer: Trainer) -> dict[str, Any]:
                     "episode_return": episode.episode_return, "length": episode.length,
                     "actions": torch.from_numpy(actions)},
         "exploration": trainer.exploration.state_dict(),
+        "monitor": trainer.monitor.state_dict(),
         "losses": {k: list(v) for k, v in trainer.loss_window.items()},
         "rng": {"python": random.getstate(), "numpy": numpy_state,
                 "torch": torch.get_rng_state()},
@@ -105,11 +114,15 @@ def check_spaces(payload: dict[str, Any], trainer: Trainer, path: str) -> None:
                 f"{key} is {saved.get(key)} in the checkpoint but {current[key]} in the env")
 
 
-def restore(trainer: Trainer, payload: dict[str, Any], path: str) -> list[str]:
-    """Load a resumable payload into a freshly built trainer; returns warnings."""
+def check_resumable(payload: dict[str, Any], path: str) -> None:
     if payload.get("kind") not in RESUMABLE_KINDS:
         raise CheckpointError(f"'{path}' holds a model only (kind {payload.get('kind')!r}); "
                               "resume from a checkpoint_step_* or paused_at_step_* file")
+
+
+def restore(trainer: Trainer, payload: dict[str, Any], path: str) -> list[str]:
+    """Load a resumable payload into a freshly built trainer; returns warnings."""
+    check_resumable(payload, path)
     check_spaces(payload, trainer, path)
     if payload["buffer"]["capacity"] != trainer.buffer.capacity:
         raise CheckpointError("replay_buffer_size cannot change on resume "
@@ -119,6 +132,7 @@ def restore(trainer: Trainer, payload: dict[str, Any], path: str) -> list[str]:
     state = payload["trainer"]
     trainer.counters = Counters(**state["counters"])
     trainer.exploration.load_state_dict(state["exploration"])
+    trainer.monitor_state = state["monitor"]
     trainer.loss_window = {k: list(v) for k, v in state["losses"].items()}
     rng = state["rng"]
     random.setstate(_as_tuple(rng["python"]))

@@ -1,31 +1,43 @@
-"""The training loop: env steps, updates, evaluation, checkpoints, logging.
+"""The training loop: env steps and updates; the monitor does what is due after each step.
 
-It wires the layers together (section 4 of the source doc's `train.py`, rebuilt):
-the env and the exploration produce transitions, the replay buffer stores them, the
-agent learns from batches, the logger records, and checkpoints hold everything needed
-to continue. Per env step the loop does one action transfer and, per update, one
-transfer of a handful of scalar metrics; all file writes happen per episode or less.
+It wires the layers together (section 4 of the source doc's `train.py`, rebuilt): the
+env and the exploration produce transitions, the replay buffer stores them, the agent
+learns from batches, and the TrainingMonitor evaluates, checkpoints and checks health.
+Per env step the loop does one action transfer and, per update, one transfer of a
+handful of scalar metrics; all file writes happen per episode or less often.
+
+Pauses: a health rule, Ctrl-C, SIGTERM or `rltrain pause` all become a pause request
+on the monitor; the loop finishes the env step it is in, writes
+`paused_at_step_<N>.pt` and returns. A second Ctrl-C aborts at once (KeyboardInterrupt);
+every checkpoint written before stays whole because all writes are atomic.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import signal
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
 
 from rltrain.agents.ddpg import DDPGAgent
-from rltrain.scripts.train_state import Counters, Episode, build_payload
-from rltrain.utils.checkpoint import prune_periodic, save_checkpoint
+from rltrain.scripts.train_state import Counters, Episode, ResumeInfo, build_payload
+from rltrain.utils.checkpoint import remove_stale_temp_files
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.envs import make_env, space_dims
-from rltrain.utils.evaluation import evaluate
+from rltrain.utils.evaluation import EvalResult, evaluate
 from rltrain.utils.exploration import Exploration
+from rltrain.utils.health import Finding, HealthRules
+from rltrain.utils.monitor import TrainingMonitor
 from rltrain.utils.progress import ProgressDisplay
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
+from rltrain.utils.run_status import write_status
 from rltrain.utils.runs import RunPaths
 from rltrain.utils.seeding import (
     AGENT,
@@ -39,6 +51,7 @@ from rltrain.utils.seeding import (
 LOSS_TAGS = {"critic_loss": "losses/critic_loss", "actor_loss": "losses/actor_loss",
              "q_mean": "losses/q_mean", "critic_grad_norm": "losses/critic_grad_norm",
              "actor_grad_norm": "losses/actor_grad_norm"}
+STATUS_EVERY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -47,19 +60,19 @@ class RunOutcome:
     env_steps: int
     checkpoint: Path | None
     reason: str | None = None
+    rule: str | None = None
 
 
 class Trainer:
-    """One run of DDPG/TD3 training, from scratch or from a checkpoint (`restore`)."""
+    """One run of DDPG/TD3 training, from scratch or restored from a checkpoint."""
 
     def __init__(self, config: TrainConfig, device: torch.device,
                  interactive: bool | None = None) -> None:
-        self.config, self.device = config, device
-        self.interactive = interactive
-        self.paths: RunPaths | None = None
+        self.config, self.device, self.interactive = config, device, interactive
         self.env = make_env(config.env_name)
         self.eval_env = make_env(config.env_name)
         self.obs_dim, self.action_dim, low, high = space_dims(self.env)
+        self.rules = HealthRules(config, self.obs_dim, device)
         torch.manual_seed(derive_seed(config.seed, NETWORK_INIT))
         self.agent = DDPGAgent(self.obs_dim, low, high, config, device)
         self.agent.generator.manual_seed(derive_seed(config.seed, AGENT))
@@ -68,33 +81,57 @@ class Trainer:
         self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION))
         self.counters = Counters()
         self.episode: Episode | None = None
-        self.logger: RunLogger | None = None
         self.loss_window: dict[str, list[float]] = {}
-        self._log_mark = (time.monotonic(), 0)
-        self._pause_reason: str | None = None
+        self.monitor_state: dict | None = None  # set by restore(), applied in run()
+        self._signalled: tuple[str, str] | None = None  # (rule, message) of a signal
+        self.paths: RunPaths | None = None
 
     # ----------------------------------------------------------------- the loop
-    def run(self, paths: RunPaths, resume_step: int | None = None) -> RunOutcome:
-        """Train until max_timesteps or a pause; `resume_step` when continuing a run."""
+    def run(self, paths: RunPaths, resume: ResumeInfo | None = None) -> RunOutcome:
+        """Train until max_timesteps or a pause; `resume` when continuing from a checkpoint."""
         self.paths = paths
-        self.logger = RunLogger(paths, resume_step=resume_step)
+        remove_stale_temp_files(paths.checkpoint_dir)
+        self.logger = RunLogger(paths, resume_step=resume.env_steps if resume else None)
         self.logger.write_run_files(self.config)
         self.progress = ProgressDisplay(self.config.max_timesteps, self.counters.env_steps,
                                         self.interactive)
+        self.monitor = TrainingMonitor(self.config, self.rules, paths, self.logger,
+                                       self._evaluate, self.checkpoint_payload,
+                                       self.progress.message)
+        if self.monitor_state is not None:
+            self.monitor.load_state_dict(self.monitor_state)
         self._log_mark = (time.monotonic(), self.counters.env_steps)
+        self._status_mark = 0.0
+        if resume is not None:
+            self._record_resume(resume)
         try:
-            if self.episode is None:
-                self.start_episode(self.counters.episodes)
-            while self.counters.env_steps < self.config.max_timesteps:
-                self._step()
-                if self._pause_reason is not None:
-                    return self._pause(self._pause_reason)
-            return self._finish()
+            with self._pause_on_signals():
+                return self._loop(resumed=resume is not None)
+        except KeyboardInterrupt:
+            self._write_status("aborted")
+            raise
+        except BaseException:
+            self._write_status("crashed")
+            raise
         finally:
             self.progress.close()
             self.logger.close()
             self.env.close()
             self.eval_env.close()
+
+    def _loop(self, resumed: bool) -> RunOutcome:
+        if self.episode is None:
+            self.start_episode(self.counters.episodes)
+        if resumed:
+            self.monitor.handle(self._recheck())
+        self._write_status("running")
+        while self.monitor.pause is None and self.counters.env_steps < self.config.max_timesteps:
+            self._step()
+            if self._signalled is not None:
+                self.monitor.request_outside_pause(*self._signalled, self.counters.env_steps)
+        if self.monitor.pause is not None:
+            return self._pause()
+        return self._finish()
 
     def _step(self) -> None:
         """One env step and everything that is due after it."""
@@ -105,12 +142,13 @@ class Trainer:
                 self._learn()
         if steps % self.config.log_freq == 0:
             self._log_losses()
-        if steps % self.config.eval_freq == 0:
-            self._evaluate()
-        if steps % self.config.checkpoint_freq == 0:
-            self._save_periodic()
+        self.monitor.after_step(steps)
+        if steps % self.config.checkpoint_freq == 0 or steps % self.config.eval_freq == 0:
+            self._write_status("running")
         if steps % 100 == 0:
-            self.progress.update(steps, self.counters.last_return, self.counters.best_eval)
+            self.progress.update(steps, self.counters.last_return, self.monitor.best_eval)
+            if time.monotonic() - self._status_mark > STATUS_EVERY_SECONDS:
+                self._write_status("running")
 
     def _env_step(self) -> None:
         episode = self.episode
@@ -122,20 +160,24 @@ class Trainer:
             action = self.exploration.noisy(self.agent.act(episode.obs), steps)
         next_obs, reward, terminated, truncated, _ = self.env.step(action)
         reward = float(reward)
-        self.buffer.add(episode.obs, action, reward, next_obs, terminated, truncated)
+        self.counters.env_steps += 1
+        if self.monitor.on_transition(self.counters.env_steps, next_obs, action, reward):
+            self.buffer.add(episode.obs, action, reward, next_obs, terminated, truncated)
+        elif not np.isfinite(next_obs).all():
+            truncated = True  # the env state is broken: end the episode here
         episode.actions.append(action)
         episode.episode_return += reward
         episode.length += 1
         episode.obs = next_obs
-        self.counters.env_steps += 1
         if terminated or truncated:
             self._end_episode()
 
     def _learn(self) -> None:
         metrics = self.agent.update(self.buffer.sample(self.config.batch_size))
-        values = torch.stack(list(metrics.values())).tolist()  # one host transfer
-        for name, value in zip(metrics, values, strict=True):
+        values = dict(zip(metrics, torch.stack(list(metrics.values())).tolist(), strict=True))
+        for name, value in values.items():  # one host transfer above, per update
             self.loss_window.setdefault(name, []).append(value)
+        self.monitor.on_update(self.counters.env_steps, values)
 
     def start_episode(self, index: int) -> None:
         obs, _ = self.env.reset(seed=derive_seed(self.config.seed, TRAIN_EPISODES, index))
@@ -144,18 +186,56 @@ class Trainer:
 
     def _end_episode(self) -> None:
         episode, steps = self.episode, self.counters.env_steps
-        assert episode is not None and self.logger is not None
+        assert episode is not None
         self.counters.episodes += 1
         self.counters.last_return = episode.episode_return
         self.logger.scalars(steps, {"train/episode_return": episode.episode_return,
                                     "train/episode_length": episode.length})
         self.logger.metric("episode", steps, episode=episode.index,
                            episode_return=episode.episode_return, length=episode.length)
+        self.monitor.on_episode(steps, episode.episode_return)
         self.start_episode(self.counters.episodes)
 
+    def _record_resume(self, resume: ResumeInfo) -> None:
+        """A `resume` line in metrics.jsonl and events.jsonl: readers drop older lines past it."""
+        changes = ", ".join(resume.changes) or "no changes"
+        origin = f" of run '{resume.forked_from}'" if resume.forked_from else ""
+        self.logger.metric("resume", resume.env_steps, checkpoint=resume.checkpoint,
+                           changes=resume.changes, forked_from=resume.forked_from)
+        self.logger.event(resume.env_steps, rule="resume", value=resume.changes,
+                          threshold=None, action="resume",
+                          message=f"resumed from {resume.checkpoint}{origin} ({changes})")
+        for warning in resume.warnings:
+            self.logger.event(resume.env_steps, rule="resume", value=None, threshold=None,
+                              action="warn", message=warning)
+            self.progress.message(f"warning: {warning}")
+
+    def _recheck(self) -> list[Finding]:
+        """On resume: every rule checked against the restored state, so a rule that
+        paused the run and still fails pauses it again at once, saying so."""
+        rules, steps, episode = self.rules, self.counters.env_steps, self.episode
+        assert episode is not None
+        found = rules.check_patience(steps, self.monitor.evals_since_best)
+        if self.counters.last_return is not None:
+            found += rules.check_episode(steps, self.counters.last_return)
+        if not self.agent.parameters_finite():
+            found += rules.fire("non_finite", steps, "parameters",
+                                "the network parameters contain NaN/inf")
+        if len(self.buffer):
+            probe = self.agent.health_probe(self.buffer.newest(self.config.batch_size))
+            found += rules.check_update(steps, probe)
+        found += rules.check_memory(steps)
+        found += rules.check_transition(steps, np.asarray(episode.obs),
+                                        np.zeros(self.action_dim), 0.0)[0]
+        return [dataclasses.replace(f, message="still failing after resume: " + f.message)
+                for f in found]
+
     # ------------------------------------------------------- periodic work
+    def _evaluate(self) -> EvalResult:
+        return evaluate(self.agent.act, self.eval_env, self.config.n_eval_episodes,
+                        self.config.seed, self.config.gamma)
+
     def _log_losses(self) -> None:
-        assert self.logger is not None
         now, steps = time.monotonic(), self.counters.env_steps
         mark_time, mark_steps = self._log_mark
         values = {LOSS_TAGS[k]: float(np.mean(v)) for k, v in self.loss_window.items() if v}
@@ -166,42 +246,61 @@ class Trainer:
         self.loss_window = {}
         self._log_mark = (now, steps)
 
-    def _evaluate(self) -> None:
-        assert self.logger is not None
-        steps, counters = self.counters.env_steps, self.counters
-        result = evaluate(self.agent.act, self.eval_env, self.config.n_eval_episodes,
-                          self.config.seed, self.config.gamma)
-        counters.evaluations += 1
-        self.logger.scalars(steps, {"eval/mean_return": result.mean,
-                                    "eval/std_return": result.std})
-        self.logger.metric("eval", steps, evaluation=counters.evaluations,
-                           mean_return=result.mean, std_return=result.std,
-                           returns=result.returns)
-        if counters.best_eval is None or result.mean > counters.best_eval:
-            counters.best_eval, counters.best_eval_step = result.mean, steps
-            save_checkpoint(self.paths.best_model, self.checkpoint_payload("best"))
-        self.progress.message(f"step {steps}: eval mean return {result.mean:.1f} "
-                              f"+/- {result.std:.1f} (best {counters.best_eval:.1f})")
-
-    def _save_periodic(self) -> Path:
-        path = self.paths.periodic_checkpoint(self.counters.env_steps)
-        save_checkpoint(path, self.checkpoint_payload("periodic"))
-        prune_periodic(self.paths.checkpoint_dir, self.config.keep_checkpoints)
-        return path
-
     def _finish(self) -> RunOutcome:
         steps = self.counters.env_steps
         path = self.paths.periodic_checkpoint(steps)
         if not path.exists():
-            path = self._save_periodic()
-        self.progress.message(f"training finished at step {steps}; checkpoint: {path}")
+            path = self.monitor.checkpoint("periodic", steps)
+        self._write_status("finished")
         return RunOutcome("finished", steps, path)
 
-    def _pause(self, reason: str) -> RunOutcome:
-        steps = self.counters.env_steps
-        path = self.paths.paused_checkpoint(steps)
-        save_checkpoint(path, self.checkpoint_payload("paused"))
-        return RunOutcome("paused", steps, path, reason)
+    def _pause(self) -> RunOutcome:
+        finding, steps = self.monitor.pause, self.counters.env_steps
+        assert finding is not None
+        path = self.monitor.checkpoint("paused", steps)
+        self.logger.event(steps, rule=finding.rule, value=finding.value,
+                          threshold=finding.threshold, action="paused",
+                          message=f"paused; checkpoint {path}")
+        self._write_status("paused", pause_reason=f"[{finding.rule}] {finding.message}")
+        return RunOutcome("paused", steps, path, finding.message, finding.rule)
+
+    def _write_status(self, state: str, pause_reason: str | None = None) -> None:
+        if self.paths is None or not hasattr(self, "monitor"):
+            return
+        self._status_mark = time.monotonic()
+        m, c = self.monitor, self.counters
+        write_status(self.paths.status_file, {
+            "run": self.paths.name, "state": state, "env_steps": c.env_steps,
+            "max_timesteps": self.config.max_timesteps, "episodes": c.episodes,
+            "updates": self.agent.updates, "latest_episode_return": c.last_return,
+            "latest_eval": m.latest_eval, "best_eval": m.best_eval,
+            "best_eval_step": m.best_eval_step, "evals_since_best": m.evals_since_best,
+            "evaluations": m.evaluations, "pause_reason": pause_reason,
+            "latest_checkpoint": m.latest_checkpoint})
+
+    @contextmanager
+    def _pause_on_signals(self) -> Iterator[None]:
+        """SIGINT and SIGTERM request a pause; a second SIGINT aborts at once."""
+
+        # The handler only records the signal: it can run between any two bytecodes
+        # (inside an import, a log write, a checkpoint write), so the pause itself is
+        # requested by the loop, after the step, in ordinary code.
+        def on_signal(signum: int, _frame: object) -> None:
+            if signum == signal.SIGINT and self._signalled is not None:
+                raise KeyboardInterrupt  # the second Ctrl-C
+            if self._signalled is None:
+                rule = "interrupt" if signum == signal.SIGINT else "terminate"
+                self._signalled = (rule, f"{signal.Signals(signum).name} received")
+
+        try:
+            previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        except ValueError:  # not the main thread (e.g. a Ray worker): no handlers
+            previous = {}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def checkpoint_payload(self, kind: str) -> dict:
         return build_payload(self, kind)

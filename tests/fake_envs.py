@@ -37,5 +37,43 @@ class DiscreteEnv(PointEnv):
         self.action_space = spaces.Discrete(3)
 
 
+class NaNReward(gym.Wrapper):
+    """Pendulum whose reward is NaN at one step of every episode (a planted fault)."""
+
+    def __init__(self, at_step: int = 120) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.at_step, self._t = at_step, 0
+
+    def reset(self, **kwargs):
+        self._t = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._t += 1
+        return obs, float("nan") if self._t == self.at_step else reward, terminated, \
+            truncated, info
+
+
+class SlowPendulum(gym.Wrapper):
+    """Pendulum whose steps take `delay` seconds after the first `after` steps: time to
+    send signals while a step is under way."""
+
+    def __init__(self, delay: float, after: int) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.delay, self.after, self.steps = delay, after, 0
+
+    def step(self, action):
+        import time
+
+        self.steps += 1
+        if self.steps > self.after:
+            time.sleep(self.delay)
+        return self.env.step(action)
+
+
 gym.register("FakePoint-v0", entry_point=PointEnv)
+gym.register("FakeNaNReward-v0", entry_point=NaNReward)
+gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
+             kwargs={"delay": 30.0, "after": 100})
 gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)

@@ -16,6 +16,7 @@ from rltrain.utils.checkpoint import (
     load_checkpoint,
     periodic_checkpoints,
     prune_periodic,
+    remove_stale_temp_files,
     save_checkpoint,
 )
 from rltrain.utils.errors import CheckpointError
@@ -80,11 +81,21 @@ def test_a_failed_write_leaves_the_old_file_whole(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]  # no temp file left
 
 
+def test_temp_files_of_dead_writers_are_removed(tmp_path):
+    dead = tmp_path / ".checkpoint_step_5.pt.tmp-999999999"
+    alive = tmp_path / f".checkpoint_step_6.pt.tmp-{os.getpid()}"
+    for path in (dead, alive):
+        path.write_bytes(b"partial")
+    assert remove_stale_temp_files(tmp_path) == [dead]
+    assert alive.exists() and not dead.exists()
+
+
 class Exploit:
     def __reduce__(self):
         return (os.system, ("touch PWNED",))
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 def test_a_malicious_pickle_is_refused_without_running(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "evil.pt"

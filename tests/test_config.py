@@ -114,5 +114,5 @@ def test_config_is_frozen_and_round_trips_through_a_plain_dict(raw):
 
 
 def test_every_field_has_help_text():
-    for key, f in iter_fields(TrainConfig):
+    for key, f, _ in iter_fields(TrainConfig):
         assert f.metadata.get("help"), key

@@ -24,19 +24,26 @@ REQUIRED_KEYS = ("actor", "critic", "actor_target", "critic_target", "actor_opti
 PERIODIC = re.compile(r"^checkpoint_step_(\d+)\.pt$")
 
 
-def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
-    """Call `write(file)` on a temp file, fsync it, and rename it to `path` in one step."""
+def atomic_write(path: Path, write: Callable[[Any], None], durable: bool = True) -> None:
+    """Call `write(file)` on a temp file, fsync it, and rename it to `path` in one step.
+
+    Readers see the old file or the new one, never a mix. `durable=False` skips the
+    fsyncs (for small status files, where losing the latest version to a power cut is ok).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
             write(f)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
+    if not durable:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)  # make the rename itself durable
@@ -79,6 +86,27 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if missing:
         raise CheckpointError(f"checkpoint '{path}' is incomplete: missing {', '.join(missing)}")
     return data
+
+
+def remove_stale_temp_files(folder: Path) -> list[Path]:
+    """Delete temp files that a process killed mid-write left behind (never valid files)."""
+    removed = []
+    for path in folder.glob(".*.tmp-*") if folder.is_dir() else []:
+        pid = path.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def periodic_checkpoints(folder: Path) -> list[tuple[int, Path]]:

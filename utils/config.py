@@ -68,6 +68,59 @@ class TD3Config:
         NON_NEGATIVE)
 
 
+RuleAction = Literal["warn", "pause", "off"]
+
+
+@dataclass(frozen=True)
+class RuleConfig:
+    """Every health and diagnostic rule has this shape: a threshold and an action."""
+
+    threshold: float | None = opt(None, "the rule fires beyond this value (see the README)")
+    action: RuleAction = opt("pause", "warn, pause (a warning when safe_mode is false) or off")
+
+
+@dataclass(frozen=True)
+class MemoryRuleConfig:
+    """The `memory` rule: resident memory of the process and, on CUDA, of the GPU."""
+
+    threshold: float | None = opt(
+        None, "process resident memory limit in MiB (null: 90% of the machine's RAM)", POSITIVE)
+    gpu_threshold: float | None = opt(
+        None, "GPU memory limit in MiB on CUDA (null: 90% of the device's memory)", POSITIVE)
+    action: RuleAction = opt("pause", "warn, pause or off")
+
+
+@dataclass(frozen=True)
+class StateBoundsConfig:
+    """The `state_bounds` rule (section 6.4): per-dimension observation limits."""
+
+    low: tuple[float, ...] | None = opt(None, "lower bound per observation dimension (null: none)")
+    high: tuple[float, ...] | None = opt(None, "upper bound per observation dimension (null: none)")
+    action: RuleAction = opt("pause", "warn, pause or off")
+
+
+@dataclass(frozen=True)
+class MonitorConfig:
+    """Health rules of the TrainingMonitor (sections 3.3 and 4 of the source doc)."""
+
+    early_stopping: RuleConfig = opt(
+        RuleConfig(), "no new best evaluation for `patience` evaluations (threshold: patience)")
+    catastrophic_reward: RuleConfig = opt(
+        RuleConfig(), "an episode return below min_reward_threshold (threshold: that key)")
+    non_finite: RuleConfig = opt(
+        RuleConfig(), "NaN/inf in an observation, reward, action, loss or Q value")
+    critic_loss_explosion: RuleConfig = opt(RuleConfig(1e6), "critic loss above the threshold")
+    q_explosion: RuleConfig = opt(RuleConfig(1e6), "|mean Q| above the threshold")
+    grad_explosion: RuleConfig = opt(
+        RuleConfig(1e6), "a gradient norm (before clipping) above the threshold")
+    memory: MemoryRuleConfig = opt(MemoryRuleConfig(), "process (and GPU) memory limit")
+    state_bounds: StateBoundsConfig = opt(StateBoundsConfig(), "observation bounds")
+    memory_check_freq: int = opt(1000, "check memory every this many env steps", AT_LEAST_ONE)
+    warn_every: int = opt(
+        1000, "a rule that keeps warning is reported again only after this many env steps",
+        AT_LEAST_ONE)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything one training run needs; `rltrain train --config` builds it from YAML."""
@@ -124,6 +177,7 @@ class TrainConfig:
                         AT_LEAST_ONE)
     keep_checkpoints: int = opt(3, "newest periodic checkpoints kept (best and paused are kept)",
                                 AT_LEAST_ONE)
+    monitor: MonitorConfig = opt(MonitorConfig(), "health rules: threshold and action per rule")
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
@@ -145,12 +199,14 @@ def config_to_dict(config: Any) -> dict[str, Any]:
     return data
 
 
-def iter_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field]]:
-    """Every leaf field of a config class as (dotted key, field), in declaration order."""
-    rows: list[tuple[str, dataclasses.Field]] = []
-    for f in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(f.default):
-            rows.extend(iter_fields(type(f.default), prefix + f.name + "."))
+def iter_fields(section: Any, prefix: str = "") -> list[tuple[str, dataclasses.Field, Any]]:
+    """Every leaf of a config (class or instance) as (dotted key, field, default value)."""
+    rows: list[tuple[str, dataclasses.Field, Any]] = []
+    instance = section() if isinstance(section, type) else section
+    for f in dataclasses.fields(instance):
+        value = getattr(instance, f.name)
+        if dataclasses.is_dataclass(value):
+            rows.extend(iter_fields(value, prefix + f.name + "."))
         else:
-            rows.append((prefix + f.name, f))
+            rows.append((prefix + f.name, f, value))
     return rows

@@ -104,31 +104,29 @@ def load_config(name: str, overrides: list[str] | tuple[str, ...] = (),
 
 def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     """Validate a plain mapping (from YAML or a checkpoint) into a `TrainConfig`."""
-    config = _build(TrainConfig, raw, prefix="")
+    config = _build(TrainConfig(), raw, prefix="")
     _check_cross_field(config, raw)
     return config
 
 
-def _build(cls: type, raw: Any, prefix: str) -> Any:
+def _build(default: Any, raw: Any, prefix: str) -> Any:
+    """`default` (a config section instance) with the keys given in `raw` replaced."""
     if not isinstance(raw, dict):
         raise ConfigError(f"config section '{prefix.rstrip('.')}' must be a mapping, "
                           f"got {_show(raw)}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(default)}
+    hints = typing.get_type_hints(type(default))
     for key in raw:
         if key not in fields:
             raise ConfigError(_unknown_key_message(prefix, str(key), list(fields)))
     values = {}
-    for name, f in fields.items():
-        if name not in raw:
-            continue
-        key = prefix + name
-        hint = hints[name]
-        if dataclasses.is_dataclass(hint):
-            values[name] = _build(hint, raw[name], prefix=key + ".")
+    for name, value in raw.items():
+        key, current = prefix + name, getattr(default, name)
+        if dataclasses.is_dataclass(current):
+            values[name] = _build(current, value, prefix=key + ".")
         else:
-            values[name] = _convert(key, raw[name], hint, f.metadata.get("range"))
-    return cls(**values)
+            values[name] = _convert(key, value, hints[name], fields[name].metadata.get("range"))
+    return dataclasses.replace(default, **values)
 
 
 def _unknown_key_message(prefix: str, key: str, valid: list[str]) -> str:
@@ -220,6 +218,22 @@ def _check_cross_field(config: TrainConfig, raw: dict[str, Any]) -> None:
     if config.noise_decay_steps is not None and config.exploration_noise_final is None:
         raise ConfigError("config key 'noise_decay_steps' needs exploration_noise_final "
                           "(the std to decay to)")
+    for rule in ("early_stopping", "catastrophic_reward", "non_finite"):
+        if getattr(config.monitor, rule).threshold is not None:
+            source = {"early_stopping": "the top-level key patience",
+                      "catastrophic_reward": "the top-level key min_reward_threshold",
+                      "non_finite": "nothing: any NaN/inf fires it"}[rule]
+            raise ConfigError(f"config key 'monitor.{rule}.threshold' cannot be set; its "
+                              f"threshold is {source}")
+    for rule in ("critic_loss_explosion", "q_explosion", "grad_explosion"):
+        settings = getattr(config.monitor, rule)
+        if settings.action != "off" and (settings.threshold is None or settings.threshold <= 0):
+            raise ConfigError(f"config key 'monitor.{rule}.threshold' must be a number > 0 "
+                              f"(or set monitor.{rule}.action: off)")
+    bounds = config.monitor.state_bounds
+    if bounds.low is not None and bounds.high is not None and len(bounds.low) != len(bounds.high):
+        raise ConfigError("config keys 'monitor.state_bounds.low' and '.high' must have the "
+                          "same length")
     if config.run_name is not None and not _safe_name(config.run_name):
         raise ConfigError(f"config key 'run_name' must be a plain folder name (letters, digits, "
                           f"'-', '_', '.'); got {config.run_name!r}")

@@ -95,6 +95,17 @@ class ReplayBuffer:
         return Batch(rows[:, c["obs"]], rows[:, c["actions"]], rows[:, c["rewards"]],
                      rows[:, c["next_obs"]], rows[:, c["terminated"]])
 
+    def newest(self, n: int) -> Batch:
+        """The `n` most recently added transitions (no random draw)."""
+        assert self.size > 0
+        self.flush()
+        n = min(n, self.size)
+        idx = (torch.arange(self.ptr - n, self.ptr, device=self.device) % self.capacity)
+        rows = self._data[idx]
+        c = self._cols
+        return Batch(rows[:, c["obs"]], rows[:, c["actions"]], rows[:, c["rewards"]],
+                     rows[:, c["next_obs"]], rows[:, c["terminated"]])
+
     def column(self, name: str) -> torch.Tensor:
         """The filled part of one column (`obs`, `actions`, ...), or `truncated`."""
         self.flush()

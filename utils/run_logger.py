@@ -15,6 +15,7 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -86,6 +87,28 @@ class RunLogger:
         self.writer.close()
         self._metrics.close()
         self._events.close()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The lines of metrics.jsonl/events.jsonl as one consistent history.
+
+    A `resume` line at step N means the run continued from a checkpoint taken at N:
+    lines written before it for steps after N belong to the abandoned continuation and
+    are dropped. A line cut short by a crash is skipped.
+    """
+    lines: list[dict[str, Any]] = []
+    if not path.exists():
+        return lines
+    with open(path, encoding="utf-8") as f:
+        for text in f:
+            try:
+                line = json.loads(text)
+            except ValueError:
+                continue
+            if line.get("kind") == "resume" or line.get("action") == "resume":
+                lines = [x for x in lines if x.get("env_steps", 0) <= line["env_steps"]]
+            lines.append(line)
+    return lines
 
 
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

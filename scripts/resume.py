@@ -1,0 +1,79 @@
+"""`rltrain resume`: a checkpoint's config plus changes, its run folders, the restored trainer.
+
+"Change parameters and continue" (section 6.5 of the source doc) is `--set` on resume;
+keys that would not fit the checkpoint (env, seed, algorithm, network and buffer sizes)
+cannot change. Without `--run-name` the run continues in its own folders; with it, the
+run is forked into new ones and the original stays as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from rltrain.scripts.train_state import ResumeInfo, check_resumable, restore
+from rltrain.scripts.trainer import Trainer
+from rltrain.utils.checkpoint import load_checkpoint
+from rltrain.utils.config import TrainConfig, config_to_dict
+from rltrain.utils.config_loader import apply_overrides, config_from_dict
+from rltrain.utils.device import resolve_device
+from rltrain.utils.errors import CheckpointError, UserError
+from rltrain.utils.run_status import effective_state, read_status
+from rltrain.utils.runs import RunPaths, create_run, paths_for
+
+FIXED_ON_RESUME = ("env_name", "seed", "algo", "hidden_sizes", "replay_buffer_size")
+
+
+def resume_config(payload: dict[str, Any], overrides: tuple[str, ...], path: str) -> TrainConfig:
+    """The checkpoint's config with `--set` changes, refusing ones that cannot apply."""
+    try:
+        saved = config_from_dict(payload["config"])
+    except UserError as exc:
+        raise CheckpointError(f"checkpoint '{path}' holds an invalid config: {exc}") from None
+    config = config_from_dict(apply_overrides(config_to_dict(saved), overrides))
+    for key in FIXED_ON_RESUME:
+        if getattr(config, key) != getattr(saved, key):
+            raise UserError(f"cannot change '{key}' on resume (the checkpoint was trained with "
+                            f"{getattr(saved, key)!r}); start a new run with `rltrain train`")
+    return config
+
+
+def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | None,
+                   interactive: bool | None = None) -> tuple[Trainer, RunPaths, ResumeInfo]:
+    """Load, check and restore everything; only then touch any run folder."""
+    payload = load_checkpoint(checkpoint)
+    check_resumable(payload, checkpoint)
+    config = resume_config(payload, overrides, checkpoint)
+    steps = int(payload["total_steps"])
+    if steps >= config.max_timesteps:
+        raise UserError(f"the run already reached max_timesteps ({config.max_timesteps}) at "
+                        f"step {steps}; resume with --set max_timesteps=N (N > {steps}) to "
+                        "train further")
+    original = str(payload.get("run_name", ""))
+    if run_name is not None:
+        config = dataclasses.replace(config, run_name=run_name)
+    trainer = Trainer(config, resolve_device(config.device), interactive)
+    warnings = restore(trainer, payload, checkpoint)
+    if run_name is not None:
+        paths = create_run(config)
+    else:
+        paths = _own_folders(config, original, Path(checkpoint))
+    info = ResumeInfo(steps, checkpoint, list(overrides), warnings,
+                      original if run_name is not None else None)
+    return trainer, paths, info
+
+
+def _own_folders(config: TrainConfig, name: str, checkpoint: Path) -> RunPaths:
+    """The run's own folders; its checkpoints are where the checkpoint file lies."""
+    if not name:
+        raise CheckpointError(f"checkpoint '{checkpoint}' does not name its run; "
+                              "resume it with --run-name NEW")
+    paths = paths_for(config, name)
+    paths = RunPaths(name, paths.log_dir, checkpoint.resolve().parent)
+    status = read_status(paths.status_file)
+    if status is not None and effective_state(status) == "running":
+        raise UserError(f"run '{name}' is still running (pid {status.get('pid')}); pause it "
+                        f"first (`rltrain pause {name}`) or fork it with --run-name NEW")
+    paths.log_dir.mkdir(parents=True, exist_ok=True)
+    return paths

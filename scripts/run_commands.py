@@ -1,0 +1,146 @@
+"""`rltrain status` and `rltrain pause`: look at and steer a run from another terminal.
+
+Both work from the run's files only (status.json, events.jsonl, the checkpoint folder),
+so `status` answers for live and finished runs alike. `pause` is the source doc's
+"outside instruction" (section 6.5): it leaves a request file in the run folder, which
+the training loop picks up at its next env step and turns into an ordinary pause.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from rltrain.utils.checkpoint import atomic_write
+from rltrain.utils.errors import UserError
+from rltrain.utils.run_status import effective_state, read_status
+from rltrain.utils.runs import find_run_log_dir
+
+LOG_DIR_HELP = "Where run folders live, when RUN is a name (default: logs)."
+
+
+def _load_status(log_dir: Path) -> dict[str, Any]:
+    status = read_status(log_dir / "status.json")
+    if status is None:
+        raise UserError(f"run folder '{log_dir}' has no readable status.json (the run never "
+                        "started training)")
+    return status
+
+
+def last_pause(log_dir: Path) -> str | None:
+    """The reason of the newest pause recorded in events.jsonl."""
+    reason = None
+    path = log_dir / "events.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a crash
+            if event.get("action") == "pause":
+                reason = f"[{event.get('rule')}] {event.get('message')} " \
+                         f"(step {event.get('env_steps')})"
+    return reason
+
+
+def status_report(log_dir: Path) -> dict[str, Any]:
+    status = _load_status(log_dir)
+    state = effective_state(status)
+    best_step, steps = status.get("best_eval_step"), status.get("env_steps", 0)
+    return {
+        "run": status.get("run"), "log_dir": str(log_dir), "state": state,
+        "pid": status.get("pid") if state == "running" else None,
+        "env_steps": steps, "max_timesteps": status.get("max_timesteps"),
+        "episodes": status.get("episodes"), "updates": status.get("updates"),
+        "latest_episode_return": status.get("latest_episode_return"),
+        "latest_eval": status.get("latest_eval"), "best_eval": status.get("best_eval"),
+        "best_eval_step": best_step, "evals_since_best": status.get("evals_since_best"),
+        "steps_since_best": None if best_step is None else steps - best_step,
+        "paused": state == "paused", "last_pause_reason": last_pause(log_dir),
+        "latest_checkpoint": status.get("latest_checkpoint"),
+        "updated_at": status.get("updated_at"),
+    }
+
+
+@click.command()
+@click.argument("run")
+@click.option("--log-dir", default="logs", show_default=True, help=LOG_DIR_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def status(run: str, log_dir: str, as_json: bool) -> None:
+    """Show a run's status (live or not): steps, evaluations, pause reason, checkpoint.
+
+    RUN is a run name under --log-dir, or a run folder.
+    """
+    report = status_report(find_run_log_dir(run, log_dir))
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    state = report["state"] + (f" (pid {report['pid']})" if report["pid"] else "")
+    if report["state"] == "stopped":
+        state += ": the process ended without a clean stop (killed?); resume from the " \
+                 "latest checkpoint"
+    table = Table(show_header=False, box=None)
+    rows = [("run", f"{report['run']}  ({report['log_dir']})"), ("state", state),
+            ("env steps", f"{report['env_steps']} / {report['max_timesteps']}"),
+            ("episodes", report["episodes"]), ("updates", report["updates"]),
+            ("latest episode return", _num(report["latest_episode_return"])),
+            ("latest eval", _num(report["latest_eval"])),
+            ("best eval", "n/a" if report["best_eval"] is None else
+             f"{_num(report['best_eval'])} at step {report['best_eval_step']}"),
+            ("since best", "n/a" if report["best_eval"] is None else
+             f"{report['evals_since_best']} evaluations ({report['steps_since_best']} env "
+             "steps)"),
+            ("last pause", report["last_pause_reason"] or "none"),
+            ("latest checkpoint", report["latest_checkpoint"] or "none")]
+    for key, value in rows:
+        table.add_row(key, Text(str(value)))  # Text: no rich markup in messages
+    Console(soft_wrap=True).print(table)
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+@click.command()
+@click.argument("run")
+@click.option("--log-dir", default="logs", show_default=True, help=LOG_DIR_HELP)
+@click.option("--reason", default="pause requested by `rltrain pause`",
+              help="Recorded as the pause reason.")
+@click.option("--wait/--no-wait", default=True, show_default=True,
+              help="Wait until the run has written its paused checkpoint.")
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait.")
+def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> None:
+    """Ask a running training to pause at its next env step, with a resumable checkpoint.
+
+    RUN is a run name under --log-dir, or a run folder.
+    """
+    folder = find_run_log_dir(run, log_dir)
+    before = _load_status(folder)
+    state = effective_state(before)
+    if state != "running":
+        raise UserError(f"run '{run}' is not running (state: {state}); nothing to pause")
+    request = folder / "pause.request"
+    atomic_write(request, lambda f: f.write(reason.encode()), durable=False)
+    click.echo(f"pause requested for run '{before.get('run')}' (pid {before.get('pid')})")
+    if not wait:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = read_status(folder / "status.json") or {}
+        state = effective_state(now) if now else "unknown"
+        if state == "paused":
+            click.echo(f"paused at step {now.get('env_steps')}; checkpoint: "
+                       f"{now.get('latest_checkpoint')}")
+            click.echo(f"resume with: rltrain resume --checkpoint {now.get('latest_checkpoint')}")
+            return
+        if state != "running":
+            raise UserError(f"run '{run}' stopped without pausing (state: {state})")
+        time.sleep(0.2)
+    click.echo(f"the run has not paused within {timeout:g} s; the request stays in {request}")

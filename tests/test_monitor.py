@@ -1,0 +1,100 @@
+"""Health rules: each one fires, pauses with its reason and exit code 3, or only warns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from click.testing import CliRunner
+
+from rltrain.scripts.cli import cli
+from rltrain.utils.checkpoint import load_checkpoint
+from rltrain.utils.run_logger import read_jsonl
+
+from conftest import tiny_dict
+
+# rule -> config overrides that make it fire in a 300-step Pendulum run
+PLANTED = {
+    # The policy does not change before learning starts, so evaluations at 50, 100, 150
+    # are identical: no new best after the first, patience 2 runs out at step 150.
+    "early_stopping": {"patience": 2, "eval_freq": 50, "learning_starts": 250},
+    "catastrophic_reward": {"min_reward_threshold": 0.0},  # Pendulum returns are < 0
+    "non_finite": {"env_name": "fake_envs:FakeNaNReward-v0"},  # NaN reward at step 120
+    "critic_loss_explosion": {"monitor": {"critic_loss_explosion": {"threshold": 1e-9}}},
+    "q_explosion": {"monitor": {"q_explosion": {"threshold": 1e-9}}},
+    "grad_explosion": {"monitor": {"grad_explosion": {"threshold": 1e-9}}},
+    "memory": {"monitor": {"memory": {"threshold": 1}, "memory_check_freq": 50}},
+    "state_bounds": {"monitor": {"state_bounds": {"low": [-1, -1, -0.5],
+                                                  "high": [1, 1, 0.5]}}},
+}
+
+
+def train(tmp_path: Path, **overrides):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(tiny_dict(tmp_path, **overrides)))
+    result = CliRunner().invoke(cli, ["train", "--config", str(path), "--run-name", "r"],
+                                catch_exceptions=False)
+    return result, read_jsonl(tmp_path / "logs" / "r" / "events.jsonl")
+
+
+@pytest.mark.parametrize("rule", sorted(PLANTED))
+def test_each_rule_pauses_with_its_reason_and_exit_code_3(tmp_path, rule):
+    result, events = train(tmp_path, **PLANTED[rule])
+    assert result.exit_code == 3, result.output
+    assert f"[{rule}]" in result.output and "resume with: rltrain resume --checkpoint" in \
+        result.output
+    pause = [e for e in events if e["action"] == "pause"]
+    assert pause[0]["rule"] == rule and pause[0]["message"]
+    step = pause[0]["env_steps"]
+    checkpoint = tmp_path / "checkpoints" / "r" / f"paused_at_step_{step}.pt"
+    data = load_checkpoint(checkpoint)
+    assert data["kind"] == "paused" and data["total_steps"] == step
+    for net in ("actor", "critic"):  # the agent never learned from a NaN
+        assert all(torch.isfinite(v).all() for v in data[net].values())
+
+
+@pytest.mark.parametrize("rule", sorted(PLANTED))
+def test_safe_mode_false_turns_pauses_into_warnings(tmp_path, rule):
+    result, events = train(tmp_path, safe_mode=False, **PLANTED[rule])
+    assert result.exit_code == 0, result.output
+    warnings = [e for e in events if e["action"] == "warn"]
+    assert warnings and warnings[0]["rule"] == rule
+    assert not list((tmp_path / "checkpoints" / "r").glob("paused_at_step_*.pt"))
+
+
+def test_action_off_silences_a_rule(tmp_path):
+    overrides = {**PLANTED["catastrophic_reward"],
+                 "monitor": {"catastrophic_reward": {"action": "off"}}}
+    result, events = train(tmp_path, **overrides)
+    assert result.exit_code == 0 and events == []
+
+
+def test_repeated_warnings_are_rate_limited(tmp_path):
+    overrides = {"safe_mode": False, "monitor": {"q_explosion": {"threshold": 1e-9},
+                                                 "warn_every": 100}}
+    result, events = train(tmp_path, **overrides)
+    q = [e for e in events if e["rule"] == "q_explosion"]
+    assert [e["env_steps"] for e in q] == [100, 200, 300]  # updates start at step 100
+    assert "(99 more since the last report)" in q[1]["message"]
+
+
+def test_non_finite_transitions_are_never_stored(tmp_path):
+    result, _ = train(tmp_path, safe_mode=False, **PLANTED["non_finite"])
+    data = load_checkpoint(tmp_path / "checkpoints" / "r" / "checkpoint_step_300.pt")
+    rewards = data["buffer"]["data"][:, 4]  # obs(3) | action(1) | reward
+    assert data["buffer"]["size"] == 299 and torch.isfinite(rewards).all()
+
+
+def test_a_rule_still_failing_on_resume_pauses_again_at_once(tmp_path):
+    result, _ = train(tmp_path, **PLANTED["early_stopping"])
+    assert result.exit_code == 3
+    paused = str(tmp_path / "checkpoints" / "r" / "paused_at_step_150.pt")
+    again = CliRunner().invoke(cli, ["resume", "--checkpoint", paused])
+    assert again.exit_code == 3, again.output
+    assert "still failing after resume" in again.output and "[early_stopping]" in again.output
+    assert "--set patience=N" in again.output
+    onward = CliRunner().invoke(cli, ["resume", "--checkpoint", paused, "--set", "patience=50"])
+    assert onward.exit_code == 0, onward.output
+    assert "finished at step 300" in onward.output

@@ -1,0 +1,187 @@
+"""Exact resume: a run continued from a mid-episode checkpoint equals one that never stopped."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+from click.testing import CliRunner
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rltrain.scripts.cli import cli
+from rltrain.scripts.trainer import Trainer
+from rltrain.utils.checkpoint import load_checkpoint
+from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.runs import create_run
+
+from conftest import tiny_config, tiny_dict
+
+STATE_KEYS = ("actor", "critic", "actor_target", "critic_target")
+
+
+def full_run(tmp_path, **overrides) -> Trainer:
+    config = tiny_config(tmp_path, run_name="full", keep_checkpoints=100,
+                         checkpoint_freq=50, **overrides)
+    trainer = Trainer(config, torch.device("cpu"), interactive=False)
+    assert trainer.run(create_run(config)).status == "finished"
+    return trainer
+
+
+def metrics(path) -> list[dict]:
+    lines = [x for x in read_jsonl(path) if x["kind"] != "resume"]
+    for line in lines:
+        line.pop("time")
+    return lines
+
+
+def assert_same_state(a: dict, b: dict) -> None:
+    for key in STATE_KEYS:
+        assert a[key].keys() == b[key].keys()
+        for name in a[key]:
+            assert torch.equal(a[key][name], b[key][name]), f"{key}.{name}"
+    for key in ("actor_optimizer", "critic_optimizer"):
+        for index, state in a[key]["state"].items():
+            for name, value in state.items():
+                assert torch.equal(value, b[key]["state"][index][name]), f"{key}.{name}"
+    assert torch.equal(a["buffer"]["data"], b["buffer"]["data"])
+    assert a["trainer"]["exploration"] == b["trainer"]["exploration"]
+    assert a["updates"] == b["updates"]
+
+
+@pytest.mark.parametrize("overrides", [{}, {"algo": "td3", "noise_type": "ou"}])
+def test_fork_from_a_mid_episode_checkpoint_is_bit_exact(tmp_path, overrides):
+    full_run(tmp_path, **overrides)
+    ckpt_dir = tmp_path / "checkpoints" / "full"
+    middle = load_checkpoint(ckpt_dir / "checkpoint_step_150.pt")
+    assert middle["trainer"]["episode"]["length"] == 150  # taken mid-episode
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint",
+                                      str(ckpt_dir / "checkpoint_step_150.pt"),
+                                      "--run-name", "fork"])
+    assert result.exit_code == 0, result.output
+    assert_same_state(load_checkpoint(ckpt_dir / "checkpoint_step_300.pt"),
+                      load_checkpoint(tmp_path / "checkpoints" / "fork" /
+                                      "checkpoint_step_300.pt"))
+    uninterrupted = [x for x in metrics(tmp_path / "logs" / "full" / "metrics.jsonl")
+                     if x["env_steps"] > 150]
+    assert metrics(tmp_path / "logs" / "fork" / "metrics.jsonl") == uninterrupted
+
+
+def test_pause_and_resume_in_the_same_folders_matches_an_uninterrupted_run(tmp_path):
+    full_run(tmp_path)
+    raw = tiny_dict(tmp_path, keep_checkpoints=100, checkpoint_freq=50)
+    config_file = tmp_path / "c.yaml"
+    config_file.write_text(yaml.safe_dump(raw))
+    runner = CliRunner()
+    # Pause at step 130 through the outside-request path, then resume in place.
+    log_dir = tmp_path / "logs" / "split"
+
+    def request_pause_at_130(self, env_steps):
+        if env_steps == 130:
+            (log_dir / "pause.request").write_text("test pause")
+        return original(self, env_steps)
+
+    from rltrain.utils.monitor import TrainingMonitor
+
+    original = TrainingMonitor.after_step
+    TrainingMonitor.after_step = request_pause_at_130
+    try:
+        first = runner.invoke(cli, ["train", "--config", str(config_file), "--run-name", "split"])
+    finally:
+        TrainingMonitor.after_step = original
+    assert first.exit_code == 3, first.output
+    assert "paused at step 130 [outside_request]: test pause" in first.output
+    paused = tmp_path / "checkpoints" / "split" / "paused_at_step_130.pt"
+    second = runner.invoke(cli, ["resume", "--checkpoint", str(paused)])
+    assert second.exit_code == 0, second.output
+    assert_same_state(load_checkpoint(tmp_path / "checkpoints" / "full" / "checkpoint_step_300.pt"),
+                      load_checkpoint(tmp_path / "checkpoints" / "split" /
+                                      "checkpoint_step_300.pt"))
+    assert metrics(log_dir / "metrics.jsonl") == metrics(
+        tmp_path / "logs" / "full" / "metrics.jsonl")
+    # TensorBoard: the same points as the uninterrupted run, no gap, no duplicates.
+    for tag in ("train/episode_return", "eval/mean_return", "losses/critic_loss"):
+        split, full = EventAccumulator(str(log_dir)), EventAccumulator(
+            str(tmp_path / "logs" / "full"))
+        split.Reload()
+        full.Reload()
+        assert [(e.step, e.value) for e in split.Scalars(tag)] == \
+            [(e.step, e.value) for e in full.Scalars(tag)], tag
+    events = read_jsonl(log_dir / "events.jsonl")
+    assert [e["action"] for e in events] == ["pause", "paused", "resume"]
+
+
+def test_resume_records_changes_and_refuses_ones_that_do_not_fit(tmp_path):
+    full_run(tmp_path)
+    ckpt = str(tmp_path / "checkpoints" / "full" / "checkpoint_step_200.pt")
+    runner = CliRunner()
+    for change, message in [("seed=1", "cannot change 'seed'"),
+                            ("hidden_sizes=[8]", "cannot change 'hidden_sizes'"),
+                            ("gama=0.9", "did you mean 'gamma'")]:
+        result = runner.invoke(cli, ["resume", "--checkpoint", ckpt, "--set", change])
+        assert result.exit_code == 2 and message in result.output, result.output
+    done = runner.invoke(cli, ["resume", "--checkpoint",
+                               str(tmp_path / "checkpoints" / "full" / "checkpoint_step_300.pt")])
+    assert done.exit_code == 2 and "already reached max_timesteps" in done.output
+    result = runner.invoke(cli, ["resume", "--checkpoint", ckpt, "--set", "gamma=0.95",
+                                 "--set", "max_timesteps=260", "--run-name", "changed"])
+    assert result.exit_code == 0, result.output
+    event = read_jsonl(tmp_path / "logs" / "changed" / "events.jsonl")[0]
+    assert event["rule"] == "resume" and event["value"] == ["gamma=0.95", "max_timesteps=260"]
+    assert "of run 'full'" in event["message"]
+    saved = yaml.safe_load((tmp_path / "logs" / "changed" / "config.yaml").read_text())
+    assert saved["gamma"] == 0.95
+
+
+def test_best_model_cannot_be_resumed(tmp_path):
+    full_run(tmp_path)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint",
+                                      str(tmp_path / "checkpoints" / "full" / "best_model.pt")])
+    assert result.exit_code == 2 and "holds a model only" in result.output
+
+
+def test_read_jsonl_drops_lines_past_a_resume_point(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"kind": "episode", "env_steps": 100}\n'
+                    '{"kind": "episode", "env_steps": 200}\n'
+                    '{"kind": "episode", "env_steps": 300}\n'
+                    '{"kind": "episo\n'
+                    '{"kind": "resume", "env_steps": 200}\n'
+                    '{"kind": "episode", "env_steps": 300}\n')
+    assert [(x["kind"], x["env_steps"]) for x in read_jsonl(path)] == [
+        ("episode", 100), ("episode", 200), ("resume", 200), ("episode", 300)]
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+def test_resume_refuses_bad_files_with_exit_2_and_touches_nothing(tmp_path, monkeypatch):
+    full_run(tmp_path)
+    folder = tmp_path / "checkpoints" / "full"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    good = (folder / "checkpoint_step_200.pt").read_bytes()
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(good[:-1000])
+
+    class Exploit:
+        def __reduce__(self):
+            import os
+
+            return (os.system, ("touch PWNED",))
+
+    evil = tmp_path / "evil.pt"
+    torch.save({"format": "rltrain-checkpoint", "x": Exploit()}, evil)
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    for path, message in [(truncated, "truncated or corrupt"), (evil, "refused to load"),
+                          (tmp_path / "missing.pt", "not found")]:
+        result = runner.invoke(cli, ["resume", "--checkpoint", str(path)])
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "PWNED").exists()
+    # A checkpoint whose shapes do not fit the env (the env changed under the run).
+    import rltrain.scripts.trainer as trainer_module
+
+    real = trainer_module.make_env
+    monkeypatch.setattr(trainer_module, "make_env",
+                        lambda name: real("MountainCarContinuous-v0"))
+    result = runner.invoke(cli, ["resume", "--checkpoint", str(folder / "checkpoint_step_200.pt")])
+    assert result.exit_code == 2 and "does not fit env" in result.output
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

@@ -1,0 +1,127 @@
+"""Real processes: Ctrl-C, SIGTERM, kill -9, and `rltrain pause`/`status` on a live run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rltrain.utils.checkpoint import load_checkpoint
+
+from conftest import TESTS_DIR, tiny_dict
+
+EXE = str(Path(sys.executable).with_name("rltrain"))
+ENV = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
+
+
+def start(tmp_path: Path, env: str = "Pendulum-v1",
+          **overrides) -> subprocess.Popen:
+    raw = tiny_dict(tmp_path, **{"max_timesteps": 100_000, "checkpoint_freq": 100,
+                                 "eval_freq": 10_000, "env_name": env, **overrides})
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return subprocess.Popen([EXE, "train", "--config", str(path), "--run-name", "live"],
+                            cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_steps(tmp_path: Path, steps: int, timeout: float = 120) -> dict:
+    status_file = tmp_path / "logs" / "live" / "status.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status = json.loads(status_file.read_text())
+            if status["env_steps"] >= steps:
+                return status
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"the run did not reach {steps} steps")
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([EXE, *args], cwd=cwd, env=ENV, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("sig, rule", [(signal.SIGINT, "interrupt"),
+                                       (signal.SIGTERM, "terminate")])
+def test_a_signal_pauses_with_a_checkpoint_that_resumes(tmp_path, sig, rule):
+    proc = start(tmp_path)
+    wait_for_steps(tmp_path, 150)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out + err
+    assert f"[{rule}]" in out, out + err
+    paused = sorted((tmp_path / "checkpoints" / "live").glob("paused_at_step_*.pt"))
+    assert len(paused) == 1
+    step = load_checkpoint(paused[0])["total_steps"]
+    resumed = cli("resume", "--checkpoint", str(paused[0]), "--set",
+                  f"max_timesteps={step + 60}", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"finished at step {step + 60}" in resumed.stdout, resumed.stdout
+
+
+def test_a_second_ctrl_c_aborts_at_once_and_keeps_earlier_checkpoints(tmp_path):
+    # From step 101 on, each env step takes 30 s: both Ctrl-Cs arrive during that step,
+    # and "at once" means the process ends long before the step would.
+    proc = start(tmp_path, env="fake_envs:FakeStallingPendulum-v0")
+    wait_for_steps(tmp_path, 100)  # status.json is written with the step-100 checkpoint
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    proc.communicate(timeout=60)
+    assert time.monotonic() - started < 10
+    assert proc.returncode not in (0, 3)
+    folder = tmp_path / "checkpoints" / "live"
+    assert not list(folder.glob("paused_at_step_*.pt"))
+    periodic = list(folder.glob("checkpoint_step_*.pt"))
+    assert periodic and all(load_checkpoint(p)["kind"] == "periodic" for p in periodic)
+    status = json.loads((tmp_path / "logs" / "live" / "status.json").read_text())
+    assert status["state"] == "aborted"
+
+
+def test_kill_9_leaves_every_checkpoint_loadable(tmp_path):
+    proc = start(tmp_path, checkpoint_freq=10, keep_checkpoints=1000)
+    wait_for_steps(tmp_path, 400)
+    proc.kill()
+    proc.communicate(timeout=60)
+    folder = tmp_path / "checkpoints" / "live"
+    files = sorted(folder.glob("*.pt"))
+    assert len(files) >= 30
+    for path in files:
+        load_checkpoint(path)
+    status = cli("status", "live", "--json", cwd=tmp_path)
+    assert json.loads(status.stdout)["state"] == "stopped"
+
+
+def test_pause_and_status_against_a_live_run(tmp_path):
+    proc = start(tmp_path)
+    wait_for_steps(tmp_path, 120)
+    live = json.loads(cli("status", "live", "--json", cwd=tmp_path).stdout)
+    assert live["state"] == "running" and live["pid"] == proc.pid
+    assert live["env_steps"] >= 120 and live["max_timesteps"] == 100_000
+    text = cli("status", "live", cwd=tmp_path).stdout
+    assert "running (pid" in text and "latest checkpoint" in text
+    paused = cli("pause", "live", "--reason", "maintenance window", cwd=tmp_path)
+    assert paused.returncode == 0, paused.stderr
+    assert "resume with: rltrain resume --checkpoint" in paused.stdout
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3 and "maintenance window" in out
+    after = json.loads(cli("status", "live", "--json", cwd=tmp_path).stdout)
+    assert after["state"] == "paused" and after["paused"] is True
+    assert "maintenance window" in after["last_pause_reason"]
+    assert after["latest_checkpoint"].endswith(f"paused_at_step_{after['env_steps']}.pt")
+    again = cli("pause", "live", cwd=tmp_path)
+    assert again.returncode == 2 and "not running (state: paused)" in again.stderr
+    missing = cli("status", "nope", cwd=tmp_path)
+    assert missing.returncode == 2 and "not found" in missing.stderr

@@ -1,0 +1,180 @@
+"""Health rules of the TrainingMonitor (sections 3.3, 4 and 6.4 of the source doc).
+
+Every rule has the same shape: a name, a threshold and an action (`warn`, `pause` or
+`off`), all from the config; `safe_mode: false` turns pauses into warnings. A check
+returns `Finding`s; what happens to them (event line, console, pause) is the monitor's
+job. The per-step checks are plain Python/NumPy on values the loop already has on the
+host, so they cost a few microseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psutil
+import torch
+
+from rltrain.utils.config import TrainConfig
+from rltrain.utils.errors import ConfigError
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    threshold: Any
+    action: str  # "warn", "pause" or "off", after safe_mode is applied
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule firing at one env step."""
+
+    env_steps: int
+    rule: str
+    value: Any
+    threshold: Any
+    action: str  # "warn" or "pause"
+    message: str
+
+    def as_event(self) -> dict[str, Any]:
+        return {"rule": self.rule, "value": self.value, "threshold": self.threshold,
+                "action": self.action, "message": self.message}
+
+
+def make_rule(name: str, threshold: Any, action: str, safe_mode: bool) -> Rule:
+    if action == "pause" and not safe_mode:
+        action = "warn"
+    return Rule(name, threshold, action)
+
+
+class HealthRules:
+    """The monitor's health checks, each one a rule of the same shape."""
+
+    def __init__(self, config: TrainConfig, obs_dim: int, device: torch.device) -> None:
+        m, safe = config.monitor, config.safe_mode
+        memory_mib = m.memory.threshold or 0.9 * psutil.virtual_memory().total / MIB
+        gpu_mib = m.memory.gpu_threshold
+        if gpu_mib is None and device.type == "cuda":
+            gpu_mib = 0.9 * torch.cuda.get_device_properties(device).total_memory / MIB
+        self.device = device
+        self.gpu_mib = gpu_mib
+        self.low, self.high = _bounds(m.state_bounds.low, m.state_bounds.high, obs_dim)
+        reward_action = "off" if config.min_reward_threshold is None else \
+            m.catastrophic_reward.action
+        bounds_action = "off" if self.low is None and self.high is None else \
+            m.state_bounds.action
+        self.rules = {r.name: r for r in (
+            make_rule("early_stopping", config.patience, m.early_stopping.action, safe),
+            make_rule("catastrophic_reward", config.min_reward_threshold, reward_action, safe),
+            make_rule("non_finite", None, m.non_finite.action, safe),
+            make_rule("critic_loss_explosion", m.critic_loss_explosion.threshold,
+                      m.critic_loss_explosion.action, safe),
+            make_rule("q_explosion", m.q_explosion.threshold, m.q_explosion.action, safe),
+            make_rule("grad_explosion", m.grad_explosion.threshold, m.grad_explosion.action,
+                      safe),
+            make_rule("memory", round(memory_mib, 1), m.memory.action, safe),
+            make_rule("state_bounds", [_plain(self.low), _plain(self.high)], bounds_action,
+                      safe),
+        )}
+
+    def fire(self, name: str, env_steps: int, value: Any, message: str) -> list[Finding]:
+        rule = self.rules[name]
+        if rule.action == "off":
+            return []
+        return [Finding(env_steps, name, value, rule.threshold, rule.action, message)]
+
+    def check_transition(self, env_steps: int, obs: np.ndarray, action: np.ndarray,
+                         reward: float) -> tuple[list[Finding], bool]:
+        """After an env step: (findings, whether every value is finite and may be stored)."""
+        bad = [name for name, ok in (("observation", np.isfinite(obs).all()),
+                                     ("reward", math.isfinite(reward)),
+                                     ("action", np.isfinite(action).all())) if not ok]
+        found = []
+        if bad:
+            found += self.fire("non_finite", env_steps, ", ".join(bad),
+                               f"non-finite {' and '.join(bad)} at env step {env_steps}; the "
+                               "transition was not stored")
+        if self.low is not None or self.high is not None:
+            found += self._check_bounds(env_steps, obs)
+        return found, not bad
+
+    def _check_bounds(self, env_steps: int, obs: np.ndarray) -> list[Finding]:
+        below = self.low is not None and bool((obs < self.low).any())
+        above = self.high is not None and bool((obs > self.high).any())
+        if not (below or above):
+            return []
+        dims = [int(i) for i in np.flatnonzero(
+            (obs < self.low if self.low is not None else False)
+            | (obs > self.high if self.high is not None else False))]
+        return self.fire("state_bounds", env_steps, [float(obs[i]) for i in dims],
+                         f"observation dimension(s) {dims} outside the configured bounds")
+
+    def check_update(self, env_steps: int, metrics: dict[str, float]) -> list[Finding]:
+        """After an update: non-finite losses/Q and the explosion rules."""
+        bad = [k for k, v in metrics.items() if not math.isfinite(v)]
+        if bad:
+            return self.fire("non_finite", env_steps, ", ".join(bad),
+                             f"non-finite {', '.join(bad)} in the update at env step "
+                             f"{env_steps}; that optimiser step was skipped")
+        found = []
+        checks = (("critic_loss_explosion", "critic_loss", "critic loss"),
+                  ("q_explosion", "q_mean", "|mean Q|"),
+                  ("grad_explosion", "critic_grad_norm", "critic gradient norm"),
+                  ("grad_explosion", "actor_grad_norm", "actor gradient norm"))
+        for rule, key, label in checks:
+            value, threshold = metrics.get(key), self.rules[rule].threshold
+            if value is None or self.rules[rule].action == "off":
+                continue
+            if abs(value) > threshold:
+                found += self.fire(rule, env_steps, value,
+                                   f"{label} {value:.4g} is above {threshold:g}")
+        return found
+
+    def check_episode(self, env_steps: int, episode_return: float) -> list[Finding]:
+        threshold = self.rules["catastrophic_reward"].threshold
+        if threshold is None or episode_return >= threshold:
+            return []
+        return self.fire("catastrophic_reward", env_steps, episode_return,
+                         f"episode return {episode_return:.1f} is below the catastrophic "
+                         f"threshold {threshold:g}")
+
+    def check_patience(self, env_steps: int, evals_since_best: int) -> list[Finding]:
+        patience = self.rules["early_stopping"].threshold
+        if evals_since_best < patience:
+            return []
+        return self.fire("early_stopping", env_steps, evals_since_best,
+                         f"no new best evaluation for {evals_since_best} evaluations "
+                         f"(patience {patience})")
+
+    def check_memory(self, env_steps: int) -> list[Finding]:
+        rss = psutil.Process().memory_info().rss / MIB
+        found = []
+        if rss > self.rules["memory"].threshold:
+            found += self.fire("memory", env_steps, round(rss, 1),
+                               f"process memory {rss:.0f} MiB is above "
+                               f"{self.rules['memory'].threshold:.0f} MiB")
+        if self.device.type == "cuda" and self.gpu_mib is not None:
+            gpu = torch.cuda.memory_reserved(self.device) / MIB
+            if gpu > self.gpu_mib:
+                found += self.fire("memory", env_steps, round(gpu, 1),
+                                   f"GPU memory {gpu:.0f} MiB is above {self.gpu_mib:.0f} MiB")
+        return found
+
+
+def _bounds(low: Any, high: Any, obs_dim: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    arrays = []
+    for name, value in (("low", low), ("high", high)):
+        if value is not None and len(value) != obs_dim:
+            raise ConfigError(f"config key 'monitor.state_bounds.{name}' has {len(value)} "
+                              f"values but the observations have {obs_dim} dimensions")
+        arrays.append(None if value is None else np.asarray(value, dtype=np.float64))
+    return arrays[0], arrays[1]
+
+
+def _plain(array: np.ndarray | None) -> list[float] | None:
+    return None if array is None else array.tolist()

@@ -1,0 +1,163 @@
+"""TrainingMonitor: evaluates, checkpoints, checks health, and owns the one pause path.
+
+Sections 3.3 and 4 of `003_ab0d29ffd7c24cf0.txt`: periodic evaluation with best-model
+saving, periodic checkpoints, early stopping on patience and health rules that ask
+for a pause. Here every pause, whoever asks for it (a rule, Ctrl-C, SIGTERM, or
+`rltrain pause` from another terminal), becomes one `request_pause` call; the loop
+finishes the current env step, then writes `paused_at_step_<N>.pt` and stops.
+Warnings and pauses are appended to `events.jsonl`, shown on the console and written
+to TensorBoard as text. A rule that keeps warning is repeated at most every
+`monitor.warn_every` env steps, with a count of what was held back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from rltrain.utils.checkpoint import prune_periodic, save_checkpoint
+from rltrain.utils.config import TrainConfig
+from rltrain.utils.evaluation import EvalResult
+from rltrain.utils.health import Finding, HealthRules
+from rltrain.utils.run_logger import RunLogger
+from rltrain.utils.runs import RunPaths
+
+
+class TrainingMonitor:
+    """Decides what is due after each env step and records what the rules find."""
+
+    def __init__(self, config: TrainConfig, rules: HealthRules, paths: RunPaths,
+                 logger: RunLogger, evaluate: Callable[[], EvalResult],
+                 payload: Callable[[str], dict], say: Callable[[str], None]) -> None:
+        self.config, self.rules, self.paths, self.logger = config, rules, paths, logger
+        self._evaluate_fn, self._payload, self._say = evaluate, payload, say
+        self.evaluations = 0
+        self.latest_eval: float | None = None
+        self.best_eval: float | None = None
+        self.best_eval_step: int | None = None
+        self.evals_since_best = 0
+        self.latest_checkpoint: str | None = None
+        self.pause: Finding | None = None
+        self._last_warned: dict[str, int] = {}
+        self._held_back: dict[str, int] = {}
+
+    # ------------------------------------------------------------ findings
+    def handle(self, findings: list[Finding]) -> None:
+        for finding in findings:
+            if finding.action == "pause":
+                self.request_pause(finding)
+            else:
+                self._warn(finding)
+
+    def request_pause(self, finding: Finding) -> None:
+        """Ask the loop to pause after the current env step (first request wins)."""
+        if self.pause is not None:
+            return
+        self.pause = finding
+        self._record(finding, "pause requested")
+
+    def request_outside_pause(self, rule: str, message: str, env_steps: int) -> None:
+        self.request_pause(Finding(env_steps, rule, None, None, "pause", message))
+
+    def _warn(self, finding: Finding) -> None:
+        last = self._last_warned.get(finding.rule)
+        if last is not None and finding.env_steps - last < self.config.monitor.warn_every:
+            self._held_back[finding.rule] = self._held_back.get(finding.rule, 0) + 1
+            return
+        held = self._held_back.pop(finding.rule, 0)
+        self._last_warned[finding.rule] = finding.env_steps
+        suffix = f" ({held} more since the last report)" if held else ""
+        self._record(finding, "warning", suffix)
+
+    def _record(self, finding: Finding, label: str, suffix: str = "") -> None:
+        event = finding.as_event()
+        event["message"] += suffix
+        self.logger.event(finding.env_steps, **event)
+        self.logger.text("events", f"{label}: [{finding.rule}] {event['message']}",
+                         finding.env_steps)
+        self._say(f"{label} at step {finding.env_steps}: [{finding.rule}] {event['message']}")
+
+    # ------------------------------------------------------- per-step hooks
+    def on_transition(self, env_steps: int, obs: np.ndarray, action: np.ndarray,
+                      reward: float) -> bool:
+        """Check a transition; False means it must not be stored (non-finite values)."""
+        findings, finite = self.rules.check_transition(env_steps, obs, action, reward)
+        self.handle(findings)
+        return finite
+
+    def on_update(self, env_steps: int, metrics: dict[str, float]) -> None:
+        self.handle(self.rules.check_update(env_steps, metrics))
+
+    def on_episode(self, env_steps: int, episode_return: float) -> None:
+        self.handle(self.rules.check_episode(env_steps, episode_return))
+
+    def after_step(self, env_steps: int) -> None:
+        """Evaluation, checkpoint, memory check and outside requests, when due."""
+        config = self.config
+        if env_steps % config.eval_freq == 0:
+            self.evaluate(env_steps)
+        if env_steps % config.checkpoint_freq == 0:
+            self.checkpoint("periodic", env_steps)
+        if env_steps % config.monitor.memory_check_freq == 0:
+            self.handle(self.rules.check_memory(env_steps))
+        if self.paths.pause_request_file.exists():
+            self._outside_request(env_steps)
+
+    def _outside_request(self, env_steps: int) -> None:
+        try:
+            note = self.paths.pause_request_file.read_text().strip()
+        except OSError:
+            note = ""
+        self.paths.pause_request_file.unlink(missing_ok=True)
+        self.request_outside_pause("outside_request", note or "pause requested by "
+                                   "`rltrain pause`", env_steps)
+
+    # ------------------------------------------------- evaluation, checkpoints
+    def evaluate(self, env_steps: int) -> EvalResult:
+        result = self._evaluate_fn()
+        self.evaluations += 1
+        self.latest_eval = result.mean
+        self.logger.scalars(env_steps, {"eval/mean_return": result.mean,
+                                        "eval/std_return": result.std})
+        self.logger.metric("eval", env_steps, evaluation=self.evaluations,
+                           mean_return=result.mean, std_return=result.std,
+                           returns=result.returns)
+        if self.best_eval is None or result.mean > self.best_eval:
+            self.best_eval, self.best_eval_step, self.evals_since_best = (
+                result.mean, env_steps, 0)
+            self.checkpoint("best", env_steps)
+        else:
+            self.evals_since_best += 1
+            self.handle(self.rules.check_patience(env_steps, self.evals_since_best))
+        self._say(f"step {env_steps}: eval mean return {result.mean:.1f} +/- {result.std:.1f} "
+                  f"(best {self.best_eval:.1f} at step {self.best_eval_step})")
+        return result
+
+    def checkpoint(self, kind: str, env_steps: int) -> Path:
+        """Write a `periodic`, `best`, `paused` checkpoint; prune old periodic ones."""
+        path = {"periodic": self.paths.periodic_checkpoint(env_steps),
+                "best": self.paths.best_model,
+                "paused": self.paths.paused_checkpoint(env_steps)}[kind]
+        save_checkpoint(path, self._payload(kind))
+        if kind == "periodic":
+            prune_periodic(self.paths.checkpoint_dir, self.config.keep_checkpoints)
+        if kind != "best":
+            self.latest_checkpoint = str(path)
+        return path
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        return {"evaluations": self.evaluations, "latest_eval": self.latest_eval,
+                "best_eval": self.best_eval, "best_eval_step": self.best_eval_step,
+                "evals_since_best": self.evals_since_best,
+                "last_warned": dict(self._last_warned), "held_back": dict(self._held_back)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.evaluations = int(state["evaluations"])
+        self.latest_eval, self.best_eval = state["latest_eval"], state["best_eval"]
+        self.best_eval_step = state["best_eval_step"]
+        self.evals_since_best = int(state["evals_since_best"])
+        self._last_warned = dict(state["last_warned"])
+        self._held_back = dict(state["held_back"])
