@@ -27,23 +27,75 @@ from rltrain.utils.config import TrainConfig
 from rltrain.utils.replay_buffer import Batch
 
 
-def _adam(params: Any, lr: float, device: torch.device) -> torch.optim.Adam:
-    # fused=True runs Adam's whole step as one kernel (2.5x faster than foreach on a
-    # 2-core CPU here), and it honours `found_inf`, used below to skip non-finite steps.
-    assert device.type in ("cpu", "cuda"), f"unsupported device {device}"
-    return torch.optim.Adam(params, lr=lr, fused=True)
+class Optimised:
+    """A network's parameters and their Adam optimiser, with cheap per-update bookkeeping.
 
-
-def _skip_if_non_finite(optimizer: torch.optim.Optimizer, *values: torch.Tensor) -> None:
-    """Make the next fused Adam step a no-op if any value is NaN/inf, without a host sync.
-
-    Fused Adam reads `optimizer.found_inf` (the attribute GradScaler sets for mixed
-    precision): when it is 1, the kernel leaves parameters, moments and the step count
-    untouched. So the agent never learns from a NaN loss or gradient, and the monitor,
-    which sees the NaN in the metrics, pauses with the weights still finite.
+    The parameter list is taken once: `requires_grad` toggles, gradient resets and norms
+    then loop over a plain list instead of walking the module tree on every update.
+    Adam is fused (one kernel per step, 2.5x faster than foreach on a 2-core CPU here),
+    and fused Adam honours `found_inf`, used to skip non-finite steps without a sync.
     """
-    total = torch.stack([v.detach().float() for v in values]).sum()
-    optimizer.found_inf = (~torch.isfinite(total)).float()
+
+    def __init__(self, net: nn.Module, lr: float, device: torch.device) -> None:
+        assert device.type in ("cpu", "cuda"), f"unsupported device {device}"
+        self.params = list(net.parameters())
+        self.optimizer = torch.optim.Adam(self.params, lr=lr, fused=True)
+        self._moments: tuple[list[torch.Tensor], ...] = ()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state)
+        self._moments = ()  # the optimiser's state tensors were replaced
+
+    def set_requires_grad(self, flag: bool) -> None:
+        for p in self.params:
+            p.requires_grad = flag
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self, loss: torch.Tensor, clip_norm: float | None) -> torch.Tensor:
+        """Backpropagate `loss`, clip if configured, step; return the norm before clipping.
+
+        If the loss or the gradient is NaN/inf, the step leaves parameters, moments and
+        the step count untouched: fused Adam reads `optimizer.found_inf` (the attribute
+        GradScaler sets for mixed precision) and skips the update when it is 1. So the
+        agent never learns from a NaN, and no host sync is needed to decide it.
+        """
+        self.zero_grad()
+        loss.backward()
+        grads = [p.grad for p in self.params]
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        if clip_norm is not None:
+            # Same rule as clip_grad_norm_: scale by clip / (norm + 1e-6) when above clip.
+            scale = torch.clamp(clip_norm / (norm + 1e-6), max=1.0)
+            torch._foreach_mul_(grads, scale)
+        self._adam_step((~torch.isfinite(loss.detach() + norm)).float())
+        return norm
+
+    def _adam_step(self, found_inf: torch.Tensor) -> None:
+        """torch.optim.Adam's fused step, minus its per-call Python bookkeeping.
+
+        The first step goes through `Optimizer.step()`, which creates Adam's state; later
+        steps call the same fused kernel on the cached state lists, exactly as
+        `torch.optim.adam._fused_adam` does (it measured 185 vs 75 us per step here).
+        """
+        if not self._moments:
+            self.optimizer.found_inf = found_inf
+            self.optimizer.step()
+            states = [self.optimizer.state[p] for p in self.params]
+            self._moments = tuple([s[k] for s in states]
+                                  for k in ("exp_avg", "exp_avg_sq", "step"))
+            return
+        exp_avgs, exp_avg_sqs, steps = self._moments
+        group = self.optimizer.param_groups[0]
+        beta1, beta2 = group["betas"]
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(self.params, [p.grad for p in self.params], exp_avgs, exp_avg_sqs,
+                           [], steps, amsgrad=False, lr=group["lr"], beta1=beta1,
+                           beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
+                           maximize=False, grad_scale=None, found_inf=found_inf)
+        torch._foreach_sub_(steps, [found_inf] * len(steps))
 
 
 class DDPGAgent:
@@ -58,8 +110,13 @@ class DDPGAgent:
         self.critic = Critic(obs_dim, action_low, action_high, hidden).to(device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optimizer = _adam(self.actor.parameters(), config.actor_lr, device)
-        self.critic_optimizer = _adam(self.critic.parameters(), config.critic_lr, device)
+        self.actor_opt = Optimised(self.actor, config.actor_lr, device)
+        self.critic_opt = Optimised(self.critic, config.critic_lr, device)
+        self.actor_optimizer, self.critic_optimizer = (self.actor_opt.optimizer,
+                                                       self.critic_opt.optimizer)
+        self._targets = (list(self.actor_target.parameters())
+                         + list(self.critic_target.parameters()))
+        self._onlines = self.actor_opt.params + self.critic_opt.params
         self.action_low = torch.as_tensor(action_low, dtype=torch.float32, device=device)
         self.action_high = torch.as_tensor(action_high, dtype=torch.float32, device=device)
         # Own generator for target smoothing noise: its state is saved in checkpoints.
@@ -116,35 +173,20 @@ class DDPGAgent:
         current_q = self.critic(batch.obs, batch.actions)  # [n_critics, B, 1]
         critic_loss = F.mse_loss(current_q, target_q.expand_as(current_q), reduction="none")
         critic_loss = critic_loss.mean(dim=(1, 2)).sum()  # sum of each critic's MSE
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        grad_norm = self._clip(self.critic)
-        _skip_if_non_finite(self.critic_optimizer, critic_loss, grad_norm)
-        self.critic_optimizer.step()
+        grad_norm = self.critic_opt.step(critic_loss, self.config.grad_clip_norm)
         return {"critic_loss": critic_loss.detach(), "q_mean": current_q[0].detach().mean(),
                 "critic_grad_norm": grad_norm}
 
     def _actor_step(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         # Freeze the critic: the actor loss backpropagates through it to the action,
         # but gradients for the critic's own parameters would be wasted work.
-        self.critic.requires_grad_(False)
+        self.critic_opt.set_requires_grad(False)
         try:
             actor_loss = -self.critic.q1(obs, self.actor(obs)).mean()
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            actor_loss.backward()
+            grad_norm = self.actor_opt.step(actor_loss, self.config.grad_clip_norm)
         finally:
-            self.critic.requires_grad_(True)
-        grad_norm = self._clip(self.actor)
-        _skip_if_non_finite(self.actor_optimizer, actor_loss, grad_norm)
-        self.actor_optimizer.step()
+            self.critic_opt.set_requires_grad(True)
         return {"actor_loss": actor_loss.detach(), "actor_grad_norm": grad_norm}
-
-    def _clip(self, net: nn.Module) -> torch.Tensor:
-        """Clip the gradient if configured; return its global norm before clipping."""
-        grads = [p.grad for p in net.parameters() if p.grad is not None]
-        if self.config.grad_clip_norm is not None:
-            return torch.nn.utils.clip_grad_norm_(net.parameters(), self.config.grad_clip_norm)
-        return torch.nn.utils.get_total_norm(grads)
 
     def health_probe(self, batch: Batch) -> dict[str, float]:
         """Losses, mean Q and gradient norms on `batch`, changing nothing.
@@ -178,10 +220,7 @@ class DDPGAgent:
     @torch.no_grad()
     def _soft_update_targets(self) -> None:
         # Polyak averaging, target <- target + tau * (online - target), as one fused op.
-        for online, target in ((self.actor, self.actor_target),
-                               (self.critic, self.critic_target)):
-            torch._foreach_lerp_(list(target.parameters()), list(online.parameters()),
-                                 self.config.tau)
+        torch._foreach_lerp_(self._targets, self._onlines, self.config.tau)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -200,7 +239,7 @@ class DDPGAgent:
         self.critic.load_state_dict(state["critic"])
         self.actor_target.load_state_dict(state["actor_target"])
         self.critic_target.load_state_dict(state["critic_target"])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.actor_opt.load_state_dict(state["actor_optimizer"])
+        self.critic_opt.load_state_dict(state["critic_optimizer"])
         self.updates = int(state["updates"])
         self.generator.set_state(state["agent_generator"].cpu())

@@ -72,7 +72,20 @@ class SlowPendulum(gym.Wrapper):
         return self.env.step(action)
 
 
+class DriftingPointEnv(PointEnv):
+    """Not deterministic under replay: its start depends on how often it was reset."""
+
+    resets = 0
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed)
+        DriftingPointEnv.resets += 1
+        self._x += 0.01 * DriftingPointEnv.resets
+        return self._obs(), info
+
+
 gym.register("FakePoint-v0", entry_point=PointEnv)
+gym.register("FakeDriftingPoint-v0", entry_point=DriftingPointEnv)
 gym.register("FakeNaNReward-v0", entry_point=NaNReward)
 gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
              kwargs={"delay": 30.0, "after": 100})

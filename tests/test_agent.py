@@ -137,3 +137,43 @@ def test_agent_state_round_trips():
     ma, mb = a.update(make_batch()), b.update(make_batch())
     assert all(torch.equal(ma[k], mb[k]) for k in ma)
     assert same(params(a.critic), params(b.critic))
+
+
+def test_the_fast_adam_step_equals_torch_optim_adam():
+    agent = make_agent(grad_clip_norm=None)
+    reference = copy.deepcopy(agent.critic)
+    optimizer = torch.optim.Adam(reference.parameters(), lr=agent.config.critic_lr)
+    for i in range(4):
+        batch = make_batch()
+        with torch.no_grad():
+            target = agent._td_target(batch)
+        agent._critic_step(batch)
+        loss = ((reference(batch.obs, batch.actions) - target) ** 2).mean(dim=(1, 2)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        for ours, theirs in zip(agent.critic.parameters(), reference.parameters(), strict=True):
+            assert torch.allclose(ours, theirs, atol=1e-6), i
+    state = agent.critic_optimizer.state_dict()["state"][0]
+    assert float(state["step"]) == 4
+
+
+@pytest.mark.parametrize("field, untouched", [("rewards", ("critic",)),
+                                               ("obs", ("critic", "actor"))])
+def test_a_nan_loss_leaves_weights_and_adam_state_untouched(field, untouched):
+    agent = make_agent()
+    agent.update(make_batch())  # Adam state exists from here on
+    before = copy.deepcopy(agent.state_dict())
+    bad = make_batch()
+    bad = bad._replace(**{field: torch.full_like(getattr(bad, field), float("nan"))})
+    metrics = agent.update(bad)
+    assert not torch.isfinite(metrics["critic_loss"])
+    after = agent.state_dict()
+    for net in untouched:
+        assert all(torch.equal(before[net][k], after[net][k]) for k in before[net])
+        key = f"{net}_optimizer"
+        for index, state in before[key]["state"].items():
+            for name, value in state.items():
+                assert torch.equal(value, after[key]["state"][index][name]), (key, name)
+    agent.update(make_batch())  # and learning continues afterwards
+    assert float(agent.state_dict()["critic_optimizer"]["state"][0]["step"]) == 2

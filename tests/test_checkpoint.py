@@ -51,6 +51,10 @@ def test_checkpoint_is_a_plain_dict_that_weights_only_loads(finished_run):
         live = getattr(trainer.agent, net).state_dict()
         assert all(torch.equal(saved[k], live[k]) for k in live)
     assert data["buffer"]["data"].shape[0] == 300  # only the filled part
+    # Pendulum's time limit truncates (at every 200th step) but never terminates.
+    truncated = data["buffer"]["truncated"]
+    assert truncated.nonzero().flatten().tolist() == [199]
+    assert not data["buffer"]["data"][:, -1].any()  # the terminated column
     best = load_checkpoint(paths.best_model)
     assert best["kind"] == "best" and "buffer" not in best
 

@@ -170,3 +170,31 @@ def test_eval_refuses_a_checkpoint_for_another_env(tmp_path, monkeypatch):
                         lambda name: real_make_env("MountainCarContinuous-v0"))
     result = CliRunner().invoke(cli, ["eval", "--checkpoint", str(checkpoint)])
     assert result.exit_code == 2 and "does not fit env" in result.output
+
+
+def test_progress_prints_plain_lines_when_not_on_a_terminal(monkeypatch, capsys):
+    import rltrain.utils.progress as progress
+
+    monkeypatch.setattr(progress, "PLAIN_EVERY_SECONDS", 0.0)
+    display = progress.ProgressDisplay(1000, 0, interactive=False)
+    display.update(100, -1234.5, None)
+    display.close()
+    out = capsys.readouterr().out
+    assert "step 100/1000" in out and "last return -1234.5" in out and "best eval n/a" in out
+    assert "steps/s" in out and "ETA" in out
+
+
+def test_progress_bar_on_a_terminal():
+    import io
+
+    from rich.console import Console
+
+    import rltrain.utils.progress as progress
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=200)
+    display = progress.ProgressDisplay(1000, 0, interactive=True, console=console)
+    display.update(500, -200.0, -150.0)
+    display.close()
+    out = screen.getvalue()
+    assert "500/1000" in out and "last return -200.0" in out and "best eval -150.0" in out

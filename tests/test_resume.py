@@ -185,3 +185,20 @@ def test_resume_refuses_bad_files_with_exit_2_and_touches_nothing(tmp_path, monk
     result = runner.invoke(cli, ["resume", "--checkpoint", str(folder / "checkpoint_step_200.pt")])
     assert result.exit_code == 2 and "does not fit env" in result.output
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_an_env_that_does_not_replay_is_detected_and_its_episode_restarted(tmp_path):
+    config = tiny_config(tmp_path, run_name="drift", env_name="fake_envs:FakeDriftingPoint-v0",
+                         max_timesteps=150, learning_starts=50, checkpoint_freq=50,
+                         eval_freq=1000)
+    assert Trainer(config, torch.device("cpu"), False).run(create_run(config)).status == \
+        "finished"
+    checkpoint = tmp_path / "checkpoints" / "drift" / "checkpoint_step_150.pt"
+    assert load_checkpoint(checkpoint)["trainer"]["episode"]["length"] == 10  # mid-episode
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint), "--set",
+                                      "max_timesteps=200", "--run-name", "drift2"])
+    assert result.exit_code == 0, result.output
+    assert "did not reproduce episode 7" in result.output
+    warning = [e for e in read_jsonl(tmp_path / "logs" / "drift2" / "events.jsonl")
+               if e["action"] == "warn"]
+    assert "not bit-exact" in warning[0]["message"]

@@ -12,6 +12,7 @@ to TensorBoard as text. A rule that keeps warning is repeated at most every
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,6 +43,7 @@ class TrainingMonitor:
         self.pause: Finding | None = None
         self._last_warned: dict[str, int] = {}
         self._held_back: dict[str, int] = {}
+        self._request_file = str(paths.pause_request_file)  # os.path, not pathlib, per step
 
     # ------------------------------------------------------------ findings
     def handle(self, findings: list[Finding]) -> None:
@@ -102,7 +104,7 @@ class TrainingMonitor:
             self.checkpoint("periodic", env_steps)
         if env_steps % config.monitor.memory_check_freq == 0:
             self.handle(self.rules.check_memory(env_steps))
-        if self.paths.pause_request_file.exists():
+        if os.path.exists(self._request_file):
             self._outside_request(env_steps)
 
     def _outside_request(self, env_steps: int) -> None:

@@ -22,10 +22,11 @@ def _fmt(value: float | None) -> str:
 class ProgressDisplay:
     """Progress of one training run; `interactive=None` picks by whether stdout is a tty."""
 
-    def __init__(self, total_steps: int, start_steps: int, interactive: bool | None = None):
+    def __init__(self, total_steps: int, start_steps: int, interactive: bool | None = None,
+                 console: Console | None = None):
         self.total = total_steps
         self.interactive = sys.stdout.isatty() if interactive is None else interactive
-        self.console = Console(highlight=False, soft_wrap=True)
+        self.console = console or Console(highlight=False, soft_wrap=True)
         self._last_plain = time.monotonic()
         self._rate_mark = (time.monotonic(), start_steps)
         self._rate = 0.0

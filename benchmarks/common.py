@@ -1,0 +1,71 @@
+"""Shared pieces of the benchmarks: the same settings for rltrain and Stable-Baselines3.
+
+The reference is SB3's TD3 set up like the source document's DDPG (twin critics, no
+policy delay, no target smoothing), with rltrain's `pendulum_ddpg.yaml` values: 256x256
+networks, batch 256, one update per env step, Adam lr 3e-4, tau 0.005, gamma 0.99,
+gaussian exploration noise 0.1 of the action half-range, 1000 random warm-up steps.
+Both bootstrap through time-limit truncation (SB3: `handle_timeout_termination`).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def run_worker(script: Path, args: list[str], timeout: float = 3600) -> dict[str, Any]:
+    """Run `script --worker ...` in a fresh process; it prints one JSON line last."""
+    proc = subprocess.run([sys.executable, str(script), "--worker", *args],
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {args} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def sb3_td3(env_name: str, seed: int, buffer_size: int, learning_starts: int,
+            noise: float, lr: float = 3e-4, hidden: int = 256, batch_size: int = 256):
+    """SB3 TD3 configured like rltrain's DDPG (policy_delay 1, no target smoothing)."""
+    import gymnasium as gym
+    import numpy as np
+    from stable_baselines3 import TD3
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    env = gym.make(env_name)
+    scale = (env.action_space.high - env.action_space.low) / 2
+    action_noise = NormalActionNoise(np.zeros_like(scale), noise * scale)
+    return TD3("MlpPolicy", env, learning_rate=lr, buffer_size=buffer_size,
+               learning_starts=learning_starts, batch_size=batch_size, tau=0.005, gamma=0.99,
+               train_freq=1, gradient_steps=1, action_noise=action_noise, policy_delay=1,
+               target_policy_noise=0.0, target_noise_clip=0.0,
+               policy_kwargs={"net_arch": [hidden, hidden]}, seed=seed, device="cpu",
+               verbose=0)
+
+
+class Stopwatch:
+    """Wall time between two marks."""
+
+    def __init__(self) -> None:
+        self.start: float | None = None
+        self.stop: float | None = None
+
+    def mark_start(self) -> None:
+        self.start = time.perf_counter()
+
+    def mark_stop(self) -> None:
+        self.stop = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        assert self.start is not None and self.stop is not None
+        return self.stop - self.start

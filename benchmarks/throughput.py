@@ -1,0 +1,190 @@
+"""Training throughput: rltrain vs Stable-Baselines3 side by side, plus the GEMM floor.
+
+    python benchmarks/throughput.py                 # 3 rounds, 5000 learning steps each
+    python benchmarks/throughput.py --rounds 5 --steps 5000
+
+Each round runs rltrain and SB3 (TD3 set up like rltrain's DDPG, see common.py) one
+after the other, each in a fresh process, on the same settings, and measures env steps
+per second over the learning phase (after the random warm-up), and the process's peak
+memory. It also measures rltrain's update-only rate (updates on a filled buffer, no env)
+against the matrix-multiply floor: the same GEMM shapes as one update, timed alone.
+Prints medians and ratios; needs the `[bench]` extra (stable-baselines3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Stopwatch, peak_rss_mib, run_worker, sb3_td3  # noqa: E402
+
+WARMUP = 1000
+BUFFER = 1_000_000
+
+
+def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
+    import tempfile
+
+    import torch
+
+    from rltrain.scripts.trainer import Trainer
+    from rltrain.utils.config_loader import load_config
+    from rltrain.utils.runs import create_run
+
+    folder = tempfile.mkdtemp()
+    config = load_config("pendulum_ddpg.yaml", [
+        f"max_timesteps={WARMUP + steps}", f"learning_starts={WARMUP}", f"seed={seed}",
+        "eval_freq=1000000", "checkpoint_freq=1000000", f"replay_buffer_size={BUFFER}",
+        f"log_dir={folder}/logs", f"checkpoint_dir={folder}/checkpoints", *extra])
+    watch = Stopwatch()
+
+    class TimedTrainer(Trainer):
+        def _step(self) -> None:
+            super()._step()
+            if self.counters.env_steps == WARMUP:
+                watch.mark_start()
+
+    trainer = TimedTrainer(config, torch.device("cpu"), interactive=False)
+    trainer.run(create_run(config))
+    watch.mark_stop()  # the final checkpoint is inside: it is part of a real run
+    return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib()}
+
+
+def sb3_worker(steps: int, seed: int) -> dict:
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    watch = Stopwatch()
+
+    class Timer(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps == WARMUP:
+                watch.mark_start()
+            return True
+
+    model = sb3_td3("Pendulum-v1", seed, BUFFER, WARMUP, noise=0.1)
+    model.learn(WARMUP + steps, callback=Timer())
+    watch.mark_stop()
+    return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib()}
+
+
+def update_gemm_shapes(batch: int, obs: int, act: int, hidden: int,
+                       critics: int = 2) -> list[tuple[int, int, int]]:
+    """(m, k, n) of every matrix product in one DDPG update with an L=2 hidden MLP."""
+    def forward(d_in: int, d_out: int) -> list[tuple[int, int, int]]:
+        return [(batch, d_in, hidden), (batch, hidden, hidden), (batch, hidden, d_out)]
+
+    def backward(d_in: int, d_out: int, input_grad: bool, weight_grad: bool):
+        shapes = []
+        for k_in, k_out, first in ((hidden, d_out, False), (hidden, hidden, False),
+                                   (d_in, hidden, True)):
+            if weight_grad:
+                shapes.append((k_in, batch, k_out))
+            if not first or input_grad:
+                shapes.append((batch, k_out, k_in))
+        return shapes
+
+    critic_in = obs + act
+    shapes = forward(obs, act) + critics * forward(critic_in, 1)  # TD target
+    shapes += critics * (forward(critic_in, 1) + backward(critic_in, 1, False, True))
+    shapes += forward(obs, act) + forward(critic_in, 1)  # actor loss through Q1
+    shapes += backward(critic_in, 1, True, False) + backward(obs, act, False, True)
+    return shapes
+
+
+def gemm_floor_updates_per_second(repeats: int = 200) -> float:
+    import torch
+
+    total = 0.0
+    for m, k, n in update_gemm_shapes(256, 3, 1, 256):
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        for _ in range(20):
+            torch.mm(a, b)
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(repeats):
+                torch.mm(a, b)
+            times.append((time.perf_counter() - start) / repeats)
+        total += statistics.median(times)
+    return 1.0 / total
+
+
+def update_only_worker(updates: int) -> dict:
+    import numpy as np
+    import torch
+
+    from rltrain.agents.ddpg import DDPGAgent
+    from rltrain.utils.config_loader import load_config
+    from rltrain.utils.replay_buffer import ReplayBuffer
+
+    config = load_config("pendulum_ddpg.yaml")
+    low, high = np.array([-2.0], np.float32), np.array([2.0], np.float32)
+    agent = DDPGAgent(3, low, high, config, torch.device("cpu"))
+    buffer = ReplayBuffer(10_000, 3, 1, torch.device("cpu"), seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(10_000):
+        buffer.add(rng.normal(size=3), rng.uniform(-2, 2, 1), float(rng.normal()),
+                   rng.normal(size=3), False, False)
+    for _ in range(50):
+        agent.update(buffer.sample(256))
+    start = time.perf_counter()
+    for _ in range(updates):
+        torch.stack(list(agent.update(buffer.sample(256)).values())).tolist()
+    rate = updates / (time.perf_counter() - start)
+    return {"updates_per_second": rate, "gemm_floor": gemm_floor_updates_per_second()}
+
+
+def worker_main(argv: list[str]) -> None:
+    import json
+
+    kind, steps, seed = argv[0], int(argv[1]), int(argv[2])
+    if kind == "rltrain":
+        result = rltrain_worker(steps, seed, argv[3:])
+    elif kind == "sb3":
+        result = sb3_worker(steps, seed)
+    else:
+        result = update_only_worker(steps)
+    print(json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5000, help="learning steps per run")
+    parser.add_argument("--updates", type=int, default=1000, help="for the update-only rate")
+    args = parser.parse_args()
+    script = Path(__file__).resolve()
+    rows: dict[str, list[dict]] = {"rltrain": [], "sb3": []}
+    for round_index in range(args.rounds):
+        for kind in ("rltrain", "sb3"):
+            result = run_worker(script, [kind, str(args.steps), str(round_index)])
+            rows[kind].append(result)
+            print(f"round {round_index + 1}: {kind:8s} {result['steps_per_second']:7.1f} "
+                  f"steps/s, peak RSS {result['peak_rss_mib']:.0f} MiB", flush=True)
+    ours = statistics.median(r["steps_per_second"] for r in rows["rltrain"])
+    theirs = statistics.median(r["steps_per_second"] for r in rows["sb3"])
+    mem_ours = statistics.median(r["peak_rss_mib"] for r in rows["rltrain"])
+    mem_theirs = statistics.median(r["peak_rss_mib"] for r in rows["sb3"])
+    update = run_worker(script, ["update", str(args.updates), "0"])
+    print()
+    print("| measure | rltrain | SB3 | ratio |")
+    print("|---|---|---|---|")
+    print(f"| env steps/s, learning phase (median of {args.rounds}) | {ours:.1f} | "
+          f"{theirs:.1f} | {ours / theirs:.2f}x |")
+    print(f"| peak memory, replay capacity {BUFFER:.0e} (MiB) | {mem_ours:.0f} | "
+          f"{mem_theirs:.0f} | {mem_ours / mem_theirs:.2f} |")
+    print()
+    print(f"update-only: {update['updates_per_second']:.1f} updates/s; GEMM floor "
+          f"{update['gemm_floor']:.1f} updates/s; "
+          f"{update['updates_per_second'] / update['gemm_floor']:.0%} of the floor")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker_main(sys.argv[2:])
+    else:
+        main()
