@@ -63,6 +63,10 @@ class Optimised:
         agent never learns from a NaN, and no host sync is needed to decide it.
         """
         self.zero_grad()
+        if not loss.requires_grad:
+            # The loss does not depend on these parameters (a detached graph): nothing to
+            # learn; the flow-1 `broken_gradient` check reports the missing gradients.
+            return torch.zeros((), device=loss.device)
         loss.backward()
         grads = [p.grad for p in self.params]
         norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
@@ -187,31 +191,6 @@ class DDPGAgent:
         finally:
             self.critic_opt.set_requires_grad(True)
         return {"actor_loss": actor_loss.detach(), "actor_grad_norm": grad_norm}
-
-    def health_probe(self, batch: Batch) -> dict[str, float]:
-        """Losses, mean Q and gradient norms on `batch`, changing nothing.
-
-        Used when a run resumes, to see whether a rule that paused it still fails. No
-        optimiser step, no random draw (no target smoothing), gradients cleared after.
-        """
-        with torch.no_grad():
-            next_q = self.critic_target(batch.next_obs, self.actor_target(batch.next_obs))
-            bootstrap = (1 - batch.terminated) * next_q.min(dim=0).values
-            target = batch.rewards + self.config.gamma * bootstrap
-        q = self.critic(batch.obs, batch.actions)
-        critic_loss = ((q - target) ** 2).mean(dim=(1, 2)).sum()
-        critic_loss.backward()
-        critic_norm = torch.nn.utils.get_total_norm([p.grad for p in self.critic.parameters()])
-        self.critic.zero_grad(set_to_none=True)
-        actor_loss = -self.critic.q1(batch.obs, self.actor(batch.obs)).mean()
-        actor_loss.backward()
-        actor_norm = torch.nn.utils.get_total_norm([p.grad for p in self.actor.parameters()])
-        self.actor.zero_grad(set_to_none=True)
-        self.critic.zero_grad(set_to_none=True)
-        values = torch.stack([critic_loss.detach(), q[0].detach().mean(), critic_norm,
-                              actor_loss.detach(), actor_norm]).tolist()
-        return dict(zip(("critic_loss", "q_mean", "critic_grad_norm", "actor_loss",
-                         "actor_grad_norm"), values, strict=True))
 
     def parameters_finite(self) -> bool:
         params = [p for net in (self.actor, self.critic) for p in net.parameters()]

@@ -38,3 +38,12 @@ class Actor(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.net(obs)) * self.action_scale + self.action_bias
+
+    def hidden_activations(self, obs: torch.Tensor) -> list[torch.Tensor]:
+        """The output of every hidden ReLU, [B, width] each (for dead-unit checks)."""
+        outputs, x = [], obs
+        for layer in self.net:
+            x = layer(x)
+            if isinstance(layer, nn.ReLU):
+                outputs.append(x)
+        return outputs

@@ -67,3 +67,12 @@ class Critic(nn.Module):
         for layer in self.layers[:-1]:
             x = torch.relu(layer.member(x, 0))
         return self.layers[-1].member(x, 0)
+
+    def hidden_activations(self, obs: torch.Tensor, action: torch.Tensor) -> list[torch.Tensor]:
+        """The output of every hidden ReLU, [n_critics, B, width] each."""
+        outputs = []
+        x = self._inputs(obs, action).expand(self.n_critics, -1, -1)
+        for layer in self.layers[:-1]:
+            x = torch.relu(layer(x))
+            outputs.append(x)
+        return outputs

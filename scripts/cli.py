@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 import numpy as np
@@ -17,11 +18,12 @@ import torch
 from rltrain import __version__
 from rltrain.networks.actor import Actor
 from rltrain.scripts.resume import prepare_resume
-from rltrain.scripts.run_commands import pause, status
+from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.trainer import RunOutcome, Trainer
 from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
 from rltrain.utils.device import resolve_device
+from rltrain.utils.diagnostics import snapshots
 from rltrain.utils.envs import make_env, space_dims
 from rltrain.utils.errors import CheckpointError, ConfigError, UserError
 from rltrain.utils.evaluation import evaluate
@@ -59,6 +61,7 @@ def cli() -> None:
       rltrain pause <run>           (pauses with a resumable checkpoint)
       rltrain resume --checkpoint checkpoints/<run>/paused_at_step_<N>.pt
       rltrain eval --checkpoint checkpoints/<run>/best_model.pt
+      rltrain diagnose <run>        (why does the agent misbehave?)
     """
 
 
@@ -140,9 +143,14 @@ def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | Non
 @click.option("--seed", type=click.IntRange(min=0), default=None,
               help="Seed of the evaluation episodes (default: the run's seed).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--record-video", "video_dir", default=None, metavar="DIR",
+              help="Also record the first evaluation episode as an MP4 in DIR "
+                   '(needs pip install "rltrain[video]").')
 def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
-                 as_json: bool) -> None:
+                 as_json: bool, video_dir: str | None) -> None:
     """Evaluate a saved policy deterministically (no noise, no training)."""
+    if video_dir is not None and not snapshots.video_available():
+        raise UserError(snapshots.INSTALL_HINT)
     payload = load_checkpoint(checkpoint_path)
     try:
         config = config_from_dict(payload["config"])
@@ -158,17 +166,25 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
             return actor(torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0))[0].numpy()
 
         result = evaluate(policy, env, episodes, seed, config.gamma)
+        video = None
+        if video_dir is not None:
+            name = f"{Path(checkpoint_path).stem}_seed{seed}.mp4"
+            video = snapshots.record_episode(policy, config.env_name, seed,
+                                             Path(video_dir) / name)
     env.close()
     if as_json:
         click.echo(json.dumps({"checkpoint": checkpoint_path, "env_name": config.env_name,
                                "total_steps": int(payload["total_steps"]),
                                "episodes": episodes, "seed": seed, "mean_return": result.mean,
                                "std_return": result.std, "returns": result.returns,
-                               "lengths": result.lengths}))
+                               "lengths": result.lengths,
+                               "video": None if video is None else str(video)}))
     else:
         click.echo(f"{config.env_name}, checkpoint at step {int(payload['total_steps'])}: "
                    f"mean return {result.mean:.2f} +/- {result.std:.2f} over {episodes} "
                    f"episodes (seed {seed})")
+        if video is not None:
+            click.echo(f"video: {video}")
 
 
 def load_actor(payload: dict, env, path: str) -> Actor:
@@ -192,6 +208,7 @@ def load_actor(payload: dict, env, path: str) -> Actor:
 
 cli.add_command(pause)
 cli.add_command(status)
+cli.add_command(diagnose)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""`rltrain status` and `rltrain pause`: look at and steer a run from another terminal.
+"""`rltrain status`, `pause` and `diagnose`: look at and steer a run from another terminal.
 
 Both work from the run's files only (status.json, events.jsonl, the checkpoint folder),
 so `status` answers for live and finished runs alike. `pause` is the source doc's
@@ -144,3 +144,28 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
             raise UserError(f"run '{run}' stopped without pausing (state: {state})")
         time.sleep(0.2)
     click.echo(f"the run has not paused within {timeout:g} s; the request stays in {request}")
+
+
+@click.command()
+@click.argument("run")
+@click.option("--log-dir", default="logs", show_default=True, help=LOG_DIR_HELP)
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"run": ..., "findings": [{"rule", "step", "evidence", '
+                   '"severity", "message"}]} instead of the table.')
+def diagnose(run: str, log_dir: str, as_json: bool) -> None:
+    """Explain a run (live or not): flow-1 findings, hypotheses, checks, report.html.
+
+    RUN is a run name under --log-dir, or a run folder. Writes <run folder>/report.html:
+    learning curve, reward statistics, latest state-action heatmaps, gradient norms per
+    layer, and the findings.
+    """
+    from rltrain.utils.diagnostics import report as reports
+
+    folder = find_run_log_dir(run, log_dir)
+    result = reports.diagnose(folder)
+    page = reports.write_html(folder, result)
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    reports.print_table(result)
+    click.echo(f"report: {page}")

@@ -98,6 +98,7 @@ def _trainer_state(trainer: Trainer) -> dict[str, Any]:
                     "actions": torch.from_numpy(actions)},
         "exploration": trainer.exploration.state_dict(),
         "monitor": trainer.monitor.state_dict(),
+        "diagnostics": trainer.diagnostics.state_dict(),
         "losses": {k: list(v) for k, v in trainer.loss_window.items()},
         "rng": {"python": random.getstate(), "numpy": numpy_state,
                 "torch": torch.get_rng_state()},
@@ -133,6 +134,7 @@ def restore(trainer: Trainer, payload: dict[str, Any], path: str) -> list[str]:
     trainer.counters = Counters(**state["counters"])
     trainer.exploration.load_state_dict(state["exploration"])
     trainer.monitor_state = state["monitor"]
+    trainer.diagnostics_state = state["diagnostics"]
     trainer.loss_window = {k: list(v) for k, v in state["losses"].items()}
     rng = state["rng"]
     random.setstate(_as_tuple(rng["python"]))

@@ -26,9 +26,11 @@ import numpy as np
 import torch
 
 from rltrain.agents.ddpg import DDPGAgent
+from rltrain.agents.probes import gradient_probe
 from rltrain.scripts.train_state import Counters, Episode, ResumeInfo, build_payload
 from rltrain.utils.checkpoint import remove_stale_temp_files
 from rltrain.utils.config import TrainConfig
+from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.envs import make_env, space_dims
 from rltrain.utils.evaluation import EvalResult, evaluate
 from rltrain.utils.exploration import Exploration
@@ -41,6 +43,7 @@ from rltrain.utils.run_status import write_status
 from rltrain.utils.runs import RunPaths
 from rltrain.utils.seeding import (
     AGENT,
+    DIAGNOSTICS,
     EXPLORATION,
     NETWORK_INIT,
     REPLAY,
@@ -89,6 +92,7 @@ class Trainer:
         self.loss_window: dict[str, list[float]] = {}
         self.monitor_state: dict | None = None  # set by restore(), applied in run()
         self._signalled: tuple[str, str] | None = None  # (rule, message) of a signal
+        self.diagnostics_state: dict | None = None  # set by restore(), applied in run()
         self.paths: RunPaths | None = None
 
     # ----------------------------------------------------------------- the loop
@@ -105,6 +109,7 @@ class Trainer:
                                        self.progress.message)
         if self.monitor_state is not None:
             self.monitor.load_state_dict(self.monitor_state)
+        self.diagnostics = self._diagnostics(paths)
         self._log_mark = (time.monotonic(), self.counters.env_steps)
         self._status_mark = 0.0
         if resume is not None:
@@ -119,6 +124,7 @@ class Trainer:
             self._write_status("crashed")
             raise
         finally:
+            self.diagnostics.close()
             self.progress.close()
             self.logger.close()
             self.env.close()
@@ -148,6 +154,7 @@ class Trainer:
         if steps % self.config.log_freq == 0:
             self._log_losses()
         self.monitor.after_step(steps)
+        self.diagnostics.after_step(steps)
         if steps % self.config.checkpoint_freq == 0 or steps % self.config.eval_freq == 0:
             self._write_status("running")
         if steps % 100 == 0:
@@ -168,6 +175,7 @@ class Trainer:
         self.counters.env_steps += 1
         if self.monitor.on_transition(self.counters.env_steps, next_obs, action, reward):
             self.buffer.add(episode.obs, action, reward, next_obs, terminated, truncated)
+            self.diagnostics.on_transition(self.counters.env_steps, reward)
         elif not np.isfinite(next_obs).all():
             truncated = True  # the env state is broken: end the episode here
         episode.actions.append(action)
@@ -183,6 +191,7 @@ class Trainer:
         for name, value in values.items():  # one host transfer above, per update
             self.loss_window.setdefault(name, []).append(value)
         self.monitor.on_update(self.counters.env_steps, values)
+        self.diagnostics.after_update(self.counters.env_steps, values)
 
     def start_episode(self, index: int) -> None:
         obs, _ = self.env.reset(seed=derive_seed(self.config.seed, TRAIN_EPISODES, index))
@@ -199,6 +208,7 @@ class Trainer:
         self.logger.metric("episode", steps, episode=episode.index,
                            episode_return=episode.episode_return, length=episode.length)
         self.monitor.on_episode(steps, episode.episode_return)
+        self.diagnostics.on_episode_end(steps, episode.episode_return)
         self.start_episode(self.counters.episodes)
 
     def _record_resume(self, resume: ResumeInfo) -> None:
@@ -227,8 +237,8 @@ class Trainer:
             found += rules.fire("non_finite", steps, "parameters",
                                 "the network parameters contain NaN/inf")
         if len(self.buffer):
-            probe = self.agent.health_probe(self.buffer.newest(self.config.batch_size))
-            found += rules.check_update(steps, probe)
+            probe = gradient_probe(self.agent, self.buffer.newest(self.config.batch_size))
+            found += rules.check_update(steps, probe.health_metrics())
         found += rules.check_memory(steps)
         found += rules.check_transition(steps, np.asarray(episode.obs),
                                         np.zeros(self.action_dim), 0.0)[0]
@@ -237,8 +247,22 @@ class Trainer:
 
     # ------------------------------------------------------- periodic work
     def _evaluate(self) -> EvalResult:
-        return evaluate(self.agent.act, self.eval_env, self.config.n_eval_episodes,
-                        self.config.seed, self.config.gamma)
+        with self.diagnostics.paused_collection():
+            result = evaluate(self.agent.act, self.eval_env, self.config.n_eval_episodes,
+                              self.config.seed, self.config.gamma)
+        self.diagnostics.on_eval(self.counters.env_steps, result)
+        return result
+
+    def _diagnostics(self, paths: RunPaths) -> Flow1Diagnostics | NoDiagnostics:
+        if not self.config.diagnostics.enabled:
+            return NoDiagnostics()
+        diagnostics = Flow1Diagnostics(
+            self.config, self.obs_dim, self.agent, self.buffer, paths, self.logger,
+            self.monitor.handle, self.progress.message,
+            derive_seed(self.config.seed, DIAGNOSTICS))
+        if self.diagnostics_state:
+            diagnostics.load_state_dict(self.diagnostics_state)
+        return diagnostics
 
     def _log_losses(self) -> None:
         now, steps = time.monotonic(), self.counters.env_steps
@@ -263,6 +287,7 @@ class Trainer:
         finding, steps = self.monitor.pause, self.counters.env_steps
         assert finding is not None
         path = self.monitor.checkpoint("paused", steps)
+        self.diagnostics.on_pause(steps)
         self.logger.event(steps, rule=finding.rule, value=finding.value,
                           threshold=finding.threshold, action="paused",
                           message=f"paused; checkpoint {path}")

@@ -31,6 +31,15 @@ class PointEnv(gym.Env):
         return np.array([self._x, self._t / self.horizon], dtype=np.float32)
 
 
+class WeakPointEnv(PointEnv):
+    """PointEnv whose actions move the point 100x less: the policy pushes the bounds."""
+
+    def step(self, action):
+        self._x += 0.001 * float(action[0] - self._center)
+        self._t += 1
+        return self._obs(), -abs(self._x), False, self._t >= self.horizon, {}
+
+
 class DiscreteEnv(PointEnv):
     def __init__(self) -> None:
         super().__init__()
@@ -53,6 +62,39 @@ class NaNReward(gym.Wrapper):
         self._t += 1
         return obs, float("nan") if self._t == self.at_step else reward, terminated, \
             truncated, info
+
+
+class SpikyPendulum(gym.Wrapper):
+    """Pendulum with a rare -1000 "collision" penalty (the flow-1 doc's x1000 fault)."""
+
+    def __init__(self, probability: float = 0.005, penalty: float = -1000.0) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.probability, self.penalty = probability, penalty
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self.np_random.random() < self.probability:
+            reward += self.penalty
+        return obs, reward, terminated, truncated, info
+
+
+class ScaledPendulum(gym.Wrapper):
+    """Pendulum with rewards multiplied by `scale` (1e-5: too small to learn from)."""
+
+    def __init__(self, scale: float = 1e-5) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.scale = scale
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward * self.scale, terminated, truncated, info
+
+
+class WeakPendulum(gym.Wrapper):
+    """Pendulum whose torque is divided by 10: too weak, so the policy pushes the bounds."""
+
+    def step(self, action):
+        return self.env.step(np.asarray(action) / 10.0)
 
 
 class SlowPendulum(gym.Wrapper):
@@ -85,6 +127,10 @@ class DriftingPointEnv(PointEnv):
 
 
 gym.register("FakePoint-v0", entry_point=PointEnv)
+gym.register("FakeWeakPoint-v0", entry_point=WeakPointEnv)
+gym.register("FakeSpikyPendulum-v0", entry_point=SpikyPendulum)
+gym.register("FakeScaledPendulum-v0", entry_point=ScaledPendulum)
+gym.register("FakeWeakPendulum-v0", entry_point=lambda: WeakPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeDriftingPoint-v0", entry_point=DriftingPointEnv)
 gym.register("FakeNaNReward-v0", entry_point=NaNReward)
 gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,

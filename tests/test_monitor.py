@@ -32,7 +32,9 @@ PLANTED = {
 
 
 def train(tmp_path: Path, **overrides):
+    """A tiny run with the flow-1 diagnostics off: these tests are about the monitor."""
     path = tmp_path / "c.yaml"
+    overrides.setdefault("diagnostics", {"enabled": False})
     path.write_text(yaml.safe_dump(tiny_dict(tmp_path, **overrides)))
     result = CliRunner().invoke(cli, ["train", "--config", str(path), "--run-name", "r"],
                                 catch_exceptions=False)

@@ -121,6 +121,56 @@ class MonitorConfig:
         AT_LEAST_ONE)
 
 
+def _warn_rule(threshold: float | None, help: str) -> Any:
+    return opt(RuleConfig(threshold, "warn"), help)
+
+
+@dataclass(frozen=True)
+class DiagnosticsConfig:
+    """Flow-1 diagnostics (`000_1e9dadcbb0133058.txt`): reward signal, state-action map,
+    gradient flow, DDPG checks, behaviour snapshots. Every finding is a rule of the
+    monitor's shape, `warn` by default; thresholds are calibrated (see the README)."""
+
+    enabled: bool = opt(True, "run the flow-1 diagnostics during training")
+    window_size: int = opt(100, "episodes in the reward-signal window", AT_LEAST_ONE)
+    reward_spikes: RuleConfig = _warn_rule(
+        0.5, "rare (>6 sigma) penalties carry more than this share of the below-mean mass")
+    sparse_reward: RuleConfig = _warn_rule(
+        0.5, "rare (>6 sigma) bonuses carry more than this share of the above-mean mass (info)")
+    reward_scale: RuleConfig = _warn_rule(
+        3.0, "the largest |reward| is below 10^-threshold, or the median above 10^threshold")
+    n_clusters: int = opt(30, "state clusters of the state-action map", AT_LEAST_ONE)
+    action_bins: int = opt(10, "bins per action dimension over the action range",
+                           Range(2, None))
+    heatmap_freq: int = opt(5000, "env steps between state-action heatmaps", AT_LEAST_ONE)
+    sample_rate_final: float = opt(
+        0.1, "the (state, action) sampling rate decays from 1 to this (section 6.3)",
+        Range(0, 1, low_open=True))
+    sample_decay_steps: int = opt(10_000, "env steps over which the sampling rate decays",
+                                  AT_LEAST_ONE)
+    max_samples: int = opt(10_000, "most recent (state, action) samples kept", AT_LEAST_ONE)
+    blind_cluster: RuleConfig = _warn_rule(0.3, "no action bin reaches this probability")
+    chaotic_cluster: RuleConfig = _warn_rule(0.9, "normalised action entropy at least this")
+    fixated_cluster: RuleConfig = _warn_rule(0.95, "one action bin has at least this probability")
+    grad_freq: int = opt(1000, "updates between per-layer gradient norm records",
+                         AT_LEAST_ONE)
+    vanishing_gradient: RuleConfig = _warn_rule(1e-3, "a layer's gradient norm below this")
+    exploding_gradient: RuleConfig = _warn_rule(5.0, "a layer's gradient norm above this")
+    value_policy_imbalance: RuleConfig = _warn_rule(3.0, "critic gradient norm over actor's")
+    broken_gradient: RuleConfig = _warn_rule(None, "a layer whose gradient is zero or None")
+    trace_drop: float = opt(
+        0.3, "a return falling this share of |baseline| below its moving baseline triggers "
+        "a gradient trace", POSITIVE)
+    action_saturation: RuleConfig = _warn_rule(
+        0.9, "share of policy actions within 1% of the action bounds")
+    q_overestimation: RuleConfig = _warn_rule(
+        0.5, "critic Q at eval start states over the discounted return obtained, relative")
+    dead_relu: RuleConfig = _warn_rule(0.5, "share of a layer's hidden units never active")
+    snapshot_freq: int | None = opt(
+        None, "record a fixed-seed evaluation video every this many env steps and on a "
+        "pause (needs the [video] extra; null: off)", AT_LEAST_ONE)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything one training run needs; `rltrain train --config` builds it from YAML."""
@@ -178,6 +228,7 @@ class TrainConfig:
     keep_checkpoints: int = opt(3, "newest periodic checkpoints kept (best and paused are kept)",
                                 AT_LEAST_ONE)
     monitor: MonitorConfig = opt(MonitorConfig(), "health rules: threshold and action per rule")
+    diagnostics: DiagnosticsConfig = opt(DiagnosticsConfig(), "flow-1 diagnostics")
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

@@ -24,6 +24,8 @@ class EvalResult:
     lengths: list[int]
     discounted_returns: list[float]
     start_obs: np.ndarray  # [n_episodes, obs_dim]
+    final_obs: np.ndarray  # [n_episodes, obs_dim]
+    truncated: list[bool]  # ended by a time limit (the value of final_obs still counts)
 
     @property
     def mean(self) -> float:
@@ -38,7 +40,7 @@ def evaluate(policy: Callable[[np.ndarray], np.ndarray], env: gym.Env, n_episode
              seed: int, gamma: float = 0.99,
              on_step: Callable[[np.ndarray, np.ndarray], None] | None = None) -> EvalResult:
     """Run `n_episodes` with the deterministic `policy`; `on_step(obs, action)` observes."""
-    returns, lengths, discounted, starts = [], [], [], []
+    returns, lengths, discounted, starts, finals, cut = [], [], [], [], [], []
     for i in range(n_episodes):
         obs, _ = env.reset(seed=derive_seed(seed, EVAL_EPISODES, i))
         starts.append(np.asarray(obs, dtype=np.float32))
@@ -56,4 +58,6 @@ def evaluate(policy: Callable[[np.ndarray], np.ndarray], env: gym.Env, n_episode
         returns.append(total)
         lengths.append(steps)
         discounted.append(disc)
-    return EvalResult(returns, lengths, discounted, np.stack(starts))
+        finals.append(np.asarray(obs, dtype=np.float32))
+        cut.append(bool(truncated and not terminated))
+    return EvalResult(returns, lengths, discounted, np.stack(starts), np.stack(finals), cut)

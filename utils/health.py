@@ -38,7 +38,7 @@ class Finding:
     rule: str
     value: Any
     threshold: Any
-    action: str  # "warn" or "pause"
+    action: str  # "info" (an observation), "warn" or "pause"
     message: str
 
     def as_event(self) -> dict[str, Any]:

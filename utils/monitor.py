@@ -47,6 +47,7 @@ class TrainingMonitor:
 
     # ------------------------------------------------------------ findings
     def handle(self, findings: list[Finding]) -> None:
+        """Pause, warn (console too) or note (events.jsonl and TensorBoard only)."""
         for finding in findings:
             if finding.action == "pause":
                 self.request_pause(finding)
@@ -64,14 +65,15 @@ class TrainingMonitor:
         self.request_pause(Finding(env_steps, rule, None, None, "pause", message))
 
     def _warn(self, finding: Finding) -> None:
-        last = self._last_warned.get(finding.rule)
+        key = f"{finding.rule}:{finding.action}"  # a note never holds back a warning
+        last = self._last_warned.get(key)
         if last is not None and finding.env_steps - last < self.config.monitor.warn_every:
-            self._held_back[finding.rule] = self._held_back.get(finding.rule, 0) + 1
+            self._held_back[key] = self._held_back.get(key, 0) + 1
             return
-        held = self._held_back.pop(finding.rule, 0)
-        self._last_warned[finding.rule] = finding.env_steps
+        held = self._held_back.pop(key, 0)
+        self._last_warned[key] = finding.env_steps
         suffix = f" ({held} more since the last report)" if held else ""
-        self._record(finding, "warning", suffix)
+        self._record(finding, "warning" if finding.action == "warn" else "note", suffix)
 
     def _record(self, finding: Finding, label: str, suffix: str = "") -> None:
         event = finding.as_event()
@@ -79,7 +81,9 @@ class TrainingMonitor:
         self.logger.event(finding.env_steps, **event)
         self.logger.text("events", f"{label}: [{finding.rule}] {event['message']}",
                          finding.env_steps)
-        self._say(f"{label} at step {finding.env_steps}: [{finding.rule}] {event['message']}")
+        if finding.action != "info":
+            self._say(f"{label} at step {finding.env_steps}: [{finding.rule}] "
+                      f"{event['message']}")
 
     # ------------------------------------------------------- per-step hooks
     def on_transition(self, env_steps: int, obs: np.ndarray, action: np.ndarray,

@@ -1,9 +1,10 @@
 """What a run records: TensorBoard events and append-only JSON Lines files.
 
 TensorBoard tags are grouped as CleanRL does: `train/` (episodes), `eval/`, `losses/`,
-`charts/` (throughput, noise). `metrics.jsonl` gets one line per episode and per
-evaluation, `events.jsonl` one line per warning, pause or resume; both are only ever
-appended to, never re-read or re-written by the training loop (the source doc's JSON
+`charts/` (throughput, noise), plus `flow1/` and `gradients/` from the diagnostics.
+`metrics.jsonl` gets one line per episode and per evaluation, `events.jsonl` one line
+per finding, pause or resume, `flow1.jsonl` the diagnostics' statistics; all are only
+ever appended to, never re-read or re-written by the training loop (the source doc's JSON
 log was re-read and re-written every episode, which is quadratic in run length).
 On resume, TensorBoard events after the checkpoint's step are purged and the JSON
 Lines files get a `resume` line: readers drop earlier lines past that step.
@@ -47,6 +48,10 @@ class RunLogger:
                                     flush_secs=30)
         self._metrics = open(paths.metrics_file, "a", encoding="utf-8", buffering=1)
         self._events = open(paths.events_file, "a", encoding="utf-8", buffering=1)
+        self._diagnostics = open(paths.diagnostics_file, "a", encoding="utf-8", buffering=1)
+        if resume_step is not None:  # mark the continuation point for readers
+            self._diagnostics.write(json.dumps({"kind": "resume",
+                                                "env_steps": resume_step}) + "\n")
 
     def write_run_files(self, config: TrainConfig, argv: list[str] | None = None) -> None:
         """config.yaml (the resolved config), command.txt, and the config in TensorBoard."""
@@ -80,6 +85,18 @@ class RunLogger:
         line = {"env_steps": env_steps, "time": round(time.time(), 3), **fields}
         self._events.write(json.dumps(_json_safe(line)) + "\n")
 
+    def diagnostic(self, kind: str, env_steps: int, **fields: Any) -> None:
+        """Append one line to flow1.jsonl (the flow-1 diagnostics' statistics)."""
+        line = {"kind": kind, "env_steps": env_steps, **fields}
+        self._diagnostics.write(json.dumps(_json_safe(line)) + "\n")
+
+    def histogram(self, tag: str, values: Any, env_steps: int) -> None:
+        self.writer.add_histogram(tag, values, env_steps)
+
+    def image(self, tag: str, rgb: Any, env_steps: int) -> None:
+        """An [H, W, 3] uint8 image."""
+        self.writer.add_image(tag, rgb, env_steps, dataformats="HWC")
+
     def flush(self) -> None:
         self.writer.flush()
 
@@ -87,6 +104,7 @@ class RunLogger:
         self.writer.close()
         self._metrics.close()
         self._events.close()
+        self._diagnostics.close()
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

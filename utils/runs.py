@@ -37,6 +37,10 @@ class RunPaths:
         return self.log_dir / "events.jsonl"
 
     @property
+    def diagnostics_file(self) -> Path:
+        return self.log_dir / "flow1.jsonl"
+
+    @property
     def status_file(self) -> Path:
         return self.log_dir / "status.json"
 

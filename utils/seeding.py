@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-TRAIN_EPISODES, EVAL_EPISODES, REPLAY, EXPLORATION, AGENT, NETWORK_INIT = range(6)
+TRAIN_EPISODES, EVAL_EPISODES, REPLAY, EXPLORATION, AGENT, NETWORK_INIT, DIAGNOSTICS = range(7)
 
 
 def derive_seed(seed: int, stream: int, index: int = 0) -> int:

@@ -1,0 +1,149 @@
+"""Calibration of the flow-1 rules: each rule's statistic on healthy runs and planted faults.
+
+    python benchmarks/calibration.py                  # all scenarios (about 15 minutes)
+    python benchmarks/calibration.py --only healthy-pendulum-ddpg spikes
+
+Healthy runs use the shipped configs on Pendulum-v1 and MountainCarContinuous-v0; the
+faults are planted through the small env wrappers of `tests/fake_envs.py` (rare -1000
+penalties, rewards x1e-5, torque too weak) or a patched actor (a detached output).
+Every run keeps going through warnings and pauses (safe_mode off) so that each
+statistic is seen over the whole run. Prints the markdown table that the README holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))  # fake_envs: the planted faults
+from common import run_worker  # noqa: E402
+
+# name -> (config, overrides, env steps, patch)
+SCENARIOS = {
+    "healthy-pendulum-ddpg": ("pendulum_ddpg.yaml", [], 20_000, None),
+    "healthy-pendulum-td3": ("pendulum_td3.yaml", [], 20_000, None),
+    "healthy-mountaincar-ddpg": ("pendulum_ddpg.yaml", [
+        "env_name=MountainCarContinuous-v0", "min_reward_threshold=null"], 30_000, None),
+    "spikes": ("pendulum_ddpg.yaml", ["env_name=fake_envs:FakeSpikyPendulum-v0",
+                                      "min_reward_threshold=null"], 10_000, None),
+    "scaled-1e-5": ("pendulum_ddpg.yaml", ["env_name=fake_envs:FakeScaledPendulum-v0"],
+                    10_000, None),
+    "weak-torque": ("pendulum_ddpg.yaml", ["env_name=fake_envs:FakeWeakPendulum-v0"],
+                    10_000, None),
+    "detached-actor": ("pendulum_ddpg.yaml", [], 10_000, "detach"),
+}
+COLUMNS = [  # rule, statistic shown, how it is read from flow1.jsonl
+    ("reward_spikes", "penalty share (max)"), ("sparse_reward", "bonus share (max)"),
+    ("reward_scale", "max abs reward"), ("action_saturation", "saturation (max)"),
+    ("q_overestimation", "Q over-estimation, 2nd half (max)"),
+    ("dead_relu", "dead units (max)"), ("value_policy_imbalance", "imbalance (max)"),
+    ("vanishing_gradient", "weakest/strongest layer (min)"),
+    ("exploding_gradient", "layer / own median (max)"),
+    ("broken_gradient", "layers without gradient (max)"),
+]
+
+
+def detach_actor() -> None:
+    """The planted broken graph: the actor's output leaves the autograd graph."""
+    from rltrain.networks.actor import Actor
+
+    forward = Actor.forward
+    Actor.forward = lambda self, obs: forward(self, obs).detach()
+
+
+def worker(name: str) -> dict:
+    import torch
+
+    from rltrain.scripts.trainer import Trainer
+    from rltrain.utils.config_loader import load_config
+    from rltrain.utils.run_logger import read_jsonl
+    from rltrain.utils.runs import create_run
+
+    import fake_envs  # noqa: F401  (registers the fault envs)
+
+    config_name, overrides, steps, patch = SCENARIOS[name]
+    if patch == "detach":
+        detach_actor()
+    folder = tempfile.mkdtemp()
+    config = load_config(config_name, [*overrides, f"max_timesteps={steps}", "safe_mode=false",
+                                       f"log_dir={folder}/logs",
+                                       f"checkpoint_dir={folder}/checkpoints"], run_name=name)
+    paths = create_run(config)
+    Trainer(config, torch.device("cpu"), interactive=False).run(paths)
+    records = read_jsonl(paths.diagnostics_file)
+    events = read_jsonl(paths.events_file)
+    return {"stats": summarise(records, steps),
+            "warnings": sorted({e["rule"] for e in events if e["action"] in ("warn", "pause")}),
+            "final_eval": [m["mean_return"] for m in read_jsonl(paths.metrics_file)
+                           if m["kind"] == "eval"][-1]}
+
+
+def summarise(records: list[dict], steps: int) -> dict[str, float | None]:
+    def of(kind: str) -> list[dict]:
+        return [r for r in records if r["kind"] == kind]
+
+    def top(values: list[float], pick=max) -> float | None:
+        values = [v for v in values if v is not None]
+        return round(pick(values), 4) if values else None
+
+    grads = of("gradients")
+    weakest, spikes, missing, history = [], [], [], {}
+    for g in grads:
+        for net in ("actor", "critic"):
+            norms = g[net]
+            present = [v for v in norms.values() if v]
+            missing.append(sum(1 for v in norms.values() if not v))
+            if present:
+                weakest.append(min(present) / max(present))
+            for layer, v in norms.items():
+                past = history.setdefault(f"{net}.{layer}", [])
+                if v and len(past) >= 5:
+                    spikes.append(v / sorted(past)[len(past) // 2])
+                if v:
+                    past.append(v)
+    return {
+        "reward_spikes": top([r["penalty_share"] for r in of("reward")]),
+        "sparse_reward": top([r["bonus_share"] for r in of("reward")]),
+        "reward_scale": top([r["max_abs"] for r in of("reward")][-1:]),
+        "action_saturation": top([r["action_saturation"] for r in of("heatmap")]),
+        "q_overestimation": top([r["q_overestimation"] for r in of("ddpg")
+                                 if r["env_steps"] > steps // 2]),
+        "dead_relu": top([max(r["dead_relu"].values()) for r in of("ddpg") if r["dead_relu"]]),
+        "value_policy_imbalance": top([g["imbalance"] for g in grads]),
+        "vanishing_gradient": top(weakest, min),
+        "exploding_gradient": top(spikes),
+        "broken_gradient": top(missing),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", choices=list(SCENARIOS))
+    parser.add_argument("--out", type=Path, default=HERE / "calibration.json")
+    args = parser.parse_args()
+    results = {}
+    for name in args.only or list(SCENARIOS):
+        results[name] = run_worker(Path(__file__), [name])
+        print(f"{name}: final eval {results[name]['final_eval']:.1f}, warnings "
+              f"{results[name]['warnings']}", flush=True)
+    args.out.write_text(json.dumps(results, indent=1))
+    names = list(results)
+    print("\n| rule (statistic) | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for rule, label in COLUMNS:
+        cells = " | ".join(str(results[n]["stats"][rule]) for n in names)
+        print(f"| `{rule}` ({label}) | {cells} |")
+    print("| warnings fired | " + " | ".join(", ".join(results[n]["warnings"]) or "none"
+                                          for n in names) + " |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
+        print(json.dumps(worker(sys.argv[2])))
+    else:
+        main()

@@ -1,0 +1,148 @@
+"""Flow-1 diagnostics end to end: planted faults fire the right rule; the output formats."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from click.testing import CliRunner
+
+from rltrain.scripts.cli import cli
+from rltrain.scripts.trainer import Trainer
+from rltrain.utils.diagnostics import snapshots
+from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.runs import create_run
+
+from conftest import tiny_config, tiny_dict
+
+# The names users script against (`rltrain diagnose --json`): never renamed.
+RULE_NAMES = {
+    "early_stopping", "catastrophic_reward", "non_finite", "critic_loss_explosion",
+    "q_explosion", "grad_explosion", "memory", "state_bounds", "reward_spikes",
+    "sparse_reward", "reward_scale", "blind_cluster", "chaotic_cluster", "fixated_cluster",
+    "vanishing_gradient", "exploding_gradient", "value_policy_imbalance", "broken_gradient",
+    "action_saturation", "q_overestimation", "dead_relu"}
+FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
+
+
+def train(tmp_path: Path, name: str = "r", **overrides) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(tiny_dict(tmp_path, **{"safe_mode": False, **overrides})))
+    result = CliRunner().invoke(cli, ["train", "--config", str(path), "--run-name", name],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return tmp_path / "logs" / name
+
+
+def warned(log_dir: Path) -> set[str]:
+    return {e["rule"] for e in read_jsonl(log_dir / "events.jsonl") if e["action"] == "warn"}
+
+
+@pytest.mark.parametrize("env, rule", [
+    ("fake_envs:FakeSpikyPendulum-v0", "reward_spikes"),  # rare x1000 penalties
+    ("fake_envs:FakeScaledPendulum-v0", "reward_scale"),  # rewards x 1e-5
+    ("fake_envs:FakeNaNReward-v0", "non_finite"),  # NaN rewards
+])
+def test_planted_reward_faults_fire_their_rule(tmp_path, env, rule):
+    log_dir = train(tmp_path, env_name=env, max_timesteps=1200, eval_freq=600, **FAST)
+    assert rule in warned(log_dir)
+
+
+def test_a_detached_actor_output_fires_broken_gradient(tmp_path, monkeypatch):
+    from rltrain.networks.actor import Actor
+
+    forward = Actor.forward
+    monkeypatch.setattr(Actor, "forward", lambda self, obs: forward(self, obs).detach())
+    log_dir = train(tmp_path, max_timesteps=400, **FAST)
+    events = [e for e in read_jsonl(log_dir / "events.jsonl")
+              if e["rule"] == "broken_gradient"]
+    assert events and all(layer.startswith("actor.") for layer in events[0]["value"])
+
+
+def test_an_action_scale_that_saturates_tanh_fires_action_saturation(tmp_path):
+    log_dir = train(tmp_path, env_name="fake_envs:FakeWeakPoint-v0", max_timesteps=3000,
+                    learning_starts=200, eval_freq=1000, actor_lr=3e-3, critic_lr=3e-3,
+                    **FAST)
+    assert "action_saturation" in warned(log_dir)
+
+
+def test_diagnostics_do_not_change_what_the_agent_learns(tmp_path):
+    states = []
+    for name, enabled in (("on", True), ("off", False)):
+        config = tiny_config(tmp_path, run_name=name, max_timesteps=450, diagnostics={
+            "enabled": enabled, "grad_freq": 20, "heatmap_freq": 50})
+        trainer = Trainer(config, torch.device("cpu"), interactive=False)
+        trainer.run(create_run(config))
+        states.append(trainer.agent.state_dict())
+    for net in ("actor", "critic", "actor_target", "critic_target"):
+        assert all(torch.equal(states[0][net][k], states[1][net][k]) for k in states[0][net])
+    assert list((tmp_path / "logs" / "on" / "heatmaps").glob("heatmap_step_*.png"))
+    assert not (tmp_path / "logs" / "off" / "flow1.jsonl").read_text()
+
+
+def test_outputs_heatmaps_gradients_and_tensorboard(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log_dir = train(tmp_path, max_timesteps=1000, **FAST)
+    assert (log_dir / "heatmaps" / "heatmap_step_1000.png").stat().st_size > 1000
+    clusters = json.loads((log_dir / "heatmaps" / "clusters_step_1000.json").read_text())
+    assert clusters["env_steps"] == 1000 and clusters["clusters"]
+    kinds = {r["kind"] for r in read_jsonl(log_dir / "flow1.jsonl")}
+    assert {"reward", "gradients", "heatmap", "ddpg"} <= kinds
+    events = EventAccumulator(str(log_dir), size_guidance={"images": 0, "histograms": 0})
+    events.Reload()
+    tags = events.Tags()
+    assert "flow1/heatmap" in tags["images"]
+    assert {"gradients/actor", "gradients/critic"} <= set(tags["histograms"])
+    for tag in ("flow1/reward_cv", "flow1/reward_spike_ratio", "flow1/reward_trend",
+                "gradients/actor/net.0.weight", "flow1/action_saturation"):
+        assert tag in tags["scalars"], tag
+
+
+def test_diagnose_json_format_table_and_report(tmp_path):
+    log_dir = train(tmp_path, env_name="fake_envs:FakeSpikyPendulum-v0",
+                    max_timesteps=1200, eval_freq=600, **FAST)
+    result = CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert set(report) == {"run", "findings"} and report["run"] == "r"
+    assert report["findings"]
+    for finding in report["findings"]:
+        assert set(finding) == {"rule", "step", "evidence", "severity", "message"}
+        assert finding["rule"] in RULE_NAMES
+        assert finding["severity"] in {"info", "warning", "pause"}
+        assert isinstance(finding["step"], int) and finding["message"]
+    assert any(f["rule"] == "reward_spikes" and f["severity"] == "warning"
+               for f in report["findings"])
+    table = CliRunner().invoke(cli, ["diagnose", "r", "--log-dir", str(tmp_path / "logs")])
+    assert table.exit_code == 0 and "reward_spikes" in table.output
+    assert "hypothesis: if rare large penalties" in table.output.replace("\n", " ").replace(
+        "│", " ").replace("  ", " ") or "hypothesis" in table.output
+    page = (log_dir / "report.html").read_text()
+    assert "reward_spikes" in page and page.count("data:image/png;base64,") >= 3
+    assert not re.search(r'(src|href)="(?!data:)', page)  # self-contained
+
+
+def test_rules_and_docs_agree():
+    from rltrain.utils.config import DiagnosticsConfig, RuleConfig
+    from rltrain.utils.diagnostics.rules import RULES
+
+    assert set(RULES) == RULE_NAMES
+    diagnostics = {f for f, v in vars(DiagnosticsConfig()).items() if isinstance(v, RuleConfig)}
+    assert diagnostics <= RULE_NAMES
+
+
+@pytest.mark.skipif(not snapshots.video_available(), reason="the [video] extra is not installed")
+def test_behaviour_snapshots_and_eval_record_video(tmp_path):
+    log_dir = train(tmp_path, max_timesteps=300, diagnostics={"snapshot_freq": 300})
+    assert (log_dir / "videos" / "step_300.mp4").stat().st_size > 0
+    checkpoint = tmp_path / "checkpoints" / "r" / "best_model.pt"
+    out = CliRunner().invoke(cli, ["eval", "--checkpoint", str(checkpoint), "--json",
+                                   "--record-video", str(tmp_path / "videos")])
+    assert out.exit_code == 0, out.output
+    video = Path(json.loads(out.output)["video"])
+    assert video.name == "best_model_seed3.mp4" and video.stat().st_size > 0

@@ -1,0 +1,130 @@
+"""Flow-1 statistics and verdicts on synthetic data, where the right answer is known."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from rltrain.utils.config_loader import config_from_dict
+from rltrain.utils.diagnostics.gradients import DropDetector, GradientVerdicts, pre_clip
+from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer, reward_stats
+from rltrain.utils.diagnostics.state_action import StateActionMap
+
+SETTINGS = config_from_dict({}).diagnostics
+
+
+def returns(n: int = 10) -> np.ndarray:
+    return np.zeros(n)
+
+
+def test_rare_large_penalties_dominate_the_penalty_share_but_not_the_z3_ratio():
+    rng = np.random.default_rng(0)
+    rewards = -1.0 + 0.1 * rng.standard_normal(100_000)
+    rewards[rng.random(100_000) < 0.005] -= 1000.0  # the doc's x1000 collision penalty
+    stats = reward_stats(rewards, returns())
+    assert stats["penalty_share"] > 0.9 and stats["bonus_share"] < 0.01
+    assert stats["spike_ratio"] < 0.1  # the doc's |z| > 3 share cannot see it
+    assert stats["kurtosis"] > 100
+
+
+def test_light_tailed_and_bonus_signals():
+    rng = np.random.default_rng(1)
+    normal = reward_stats(rng.normal(-5.0, 2.0, 50_000), returns())
+    assert normal["penalty_share"] == 0.0 and normal["bonus_share"] == 0.0
+    sparse = np.full(50_000, -0.01)
+    sparse[::500] = 100.0  # a goal bonus once per 500-step episode
+    stats = reward_stats(sparse, returns())
+    assert stats["bonus_share"] > 0.9 and stats["penalty_share"] == 0.0
+
+
+def test_cv_uses_the_magnitude_of_a_negative_mean():
+    stats = reward_stats(np.array([-10.0, -12.0, -8.0, -10.0]), returns(2))
+    assert stats["cv"] == pytest.approx(np.std([-10, -12, -8, -10]) / 10.0)
+
+
+def test_analyzer_keeps_a_bounded_window_and_the_largest_reward():
+    analyzer = RewardAnalyzer(window=3)
+    for episode in range(6):
+        for step in range(4):
+            analyzer.add(-float(episode) if step else 7.0 * (episode == 1))
+        analyzer.end_episode()
+    assert len(analyzer.episodes) == 3 and analyzer.max_abs == 7.0
+    assert analyzer.stats()["max_abs"] == 7.0
+
+
+def make_map(n_clusters: int = 2, bins: int = 10) -> StateActionMap:
+    settings = types.SimpleNamespace(**{**vars(SETTINGS), "n_clusters": n_clusters,
+                                        "action_bins": bins, "max_samples": 2000})
+    return StateActionMap(2, np.array([-1.0]), np.array([1.0]), settings, 0.9, seed=0)
+
+
+def fill(sa: StateActionMap, centre: float, actions: np.ndarray, reward: float) -> None:
+    """One episode per sample: the state's return-to-go is its reward."""
+    rng = np.random.default_rng(abs(int(centre * 10)))
+    for a in actions:
+        row = sa.ptr
+        sa.states[row] = centre + 0.01 * rng.standard_normal(2)
+        sa.actions[row] = a
+        sa._episode_rows.append((row, 0))
+        sa.ptr, sa.size, sa.recent = sa.ptr + 1, sa.size + 1, sa.recent + 1
+        sa.end_episode(np.array([reward]))
+
+
+def test_cluster_verdicts_follow_the_action_distribution():
+    sa = make_map()
+    fill(sa, -5.0, np.full(150, 0.93), reward=-1.0)  # one action everywhere: fixated
+    fill(sa, 5.0, np.linspace(-0.999, 0.999, 150), reward=-1.0)  # uniform: chaotic
+    view = sa.analyse(100)
+    fixated = view.verdicts["fixated_cluster"]
+    chaotic = view.verdicts["chaotic_cluster"]
+    assert len(fixated) == 1 and len(chaotic) == 1 and fixated[0][0] != chaotic[0][0]
+    c = fixated[0][0]
+    assert view.probs[c, 0, 9] == 1.0  # 0.93 falls in the last of 10 bins over [-1, 1]
+    assert len(view.typical[c]) == 10 and view.dropped == []
+
+
+def test_a_fixated_cluster_whose_return_drops_is_reported_as_dropped():
+    sa = make_map()
+    fill(sa, -5.0, np.full(150, 0.93), reward=-1.0)
+    fill(sa, 5.0, np.linspace(-0.999, 0.999, 150), reward=-1.0)
+    first = sa.analyse(100)
+    fixated = first.verdicts["fixated_cluster"][0][0]
+    sa.size = sa.ptr = 0
+    fill(sa, -5.0, np.full(150, 0.93), reward=-10.0)  # the same states now do far worse
+    fill(sa, 5.0, np.linspace(-0.999, 0.999, 150), reward=-1.0)
+    assert sa.analyse(200).dropped == [fixated]
+
+
+def test_saturation_counts_actions_within_one_percent_of_the_bounds():
+    sa = make_map()
+    fill(sa, 0.0, np.array([0.2, 0.3]), reward=0.0)
+    assert sa.saturation() == 0.0
+    fill(sa, 0.0, np.array([0.995, -0.999, 0.5, 0.0]), reward=0.0)
+    assert sa.saturation() == 0.5  # only what came since the previous call
+    assert sa.saturation() is None
+
+
+def test_gradient_verdicts():
+    verdicts = GradientVerdicts(SETTINGS)
+    for _ in range(6):
+        verdicts.review("actor", {"a": 1.0, "b": 0.5})
+    found = verdicts.review("actor", {"a": 100.0, "b": 0.5, "c": None})
+    assert found == {"a": "exploding", "b": "ok", "c": "broken"}
+    assert verdicts.review("critic", {"x": 1.0, "y": 1e-6})["y"] == "vanishing"
+
+
+def test_norms_before_clipping_are_rebuilt_from_the_global_norm():
+    after = {"a": 3.0, "b": 4.0, "c": None}  # global 5 after clipping
+    assert pre_clip(after, 50.0) == {"a": 30.0, "b": 40.0, "c": None}
+
+
+def test_drop_detection_is_sign_aware():
+    negative = DropDetector(0.3, alpha=1.0)
+    assert negative.update(-100.0) is None
+    assert negative.update(-125.0) is None  # 25% worse: not a drop
+    assert negative.update(-200.0) == -125.0  # 60% worse than the baseline
+    positive = DropDetector(0.3, alpha=1.0)
+    positive.update(100.0)
+    assert positive.update(65.0) == 100.0

@@ -1,0 +1,46 @@
+"""DDPG-specific checks (not in the flow-1 doc): saturation, Q over-estimation, dead ReLUs.
+
+- `action_saturation`: the share of the policy's actions within 1% of the action bounds
+  (from the state-action samples): a tanh pushed into saturation stops passing
+  gradient, and bang-bang behaviour is often an action-scale problem.
+- `q_overestimation`: the critic's Q1 at the evaluation start states against the
+  discounted return those episodes actually obtained (plus gamma^T Q at the last state
+  when a time limit cut the episode), relative to max(|return|, 1). DDPG's critic is
+  known to over-estimate (Fujimoto et al. 2018); the twin-min target counters it.
+- `dead_relu`: per hidden layer, the share of units that are zero for every sample of
+  the newest replay batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rltrain.agents.ddpg import DDPGAgent
+from rltrain.utils.evaluation import EvalResult
+from rltrain.utils.replay_buffer import Batch
+
+
+@torch.no_grad()
+def q_overestimation(agent: DDPGAgent, result: EvalResult, gamma: float) -> dict[str, float]:
+    def value(obs: np.ndarray) -> np.ndarray:
+        x = torch.as_tensor(obs, dtype=torch.float32, device=agent.device)
+        return agent.critic.q1(x, agent.actor(x))[:, 0].cpu().numpy().astype(np.float64)
+
+    tail = np.where(result.truncated, gamma ** np.asarray(result.lengths), 0.0)
+    obtained = np.asarray(result.discounted_returns) + tail * value(result.final_obs)
+    estimate = float(value(result.start_obs).mean())
+    actual = float(obtained.mean())
+    return {"q_estimate": estimate, "q_obtained": actual,
+            "q_overestimation": (estimate - actual) / max(abs(actual), 1.0)}
+
+
+@torch.no_grad()
+def dead_relu(agent: DDPGAgent, batch: Batch) -> dict[str, float]:
+    """Share of never-active units per hidden layer, e.g. {"actor.0": 0.02, "critic.1": 0.1}."""
+    shares = {}
+    for i, h in enumerate(agent.actor.hidden_activations(batch.obs)):  # [B, W]
+        shares[f"actor.{i}"] = float((h <= 0).all(dim=0).float().mean())
+    for i, h in enumerate(agent.critic.hidden_activations(batch.obs, batch.actions)):
+        shares[f"critic.{i}"] = float((h <= 0).all(dim=1).float().mean())  # [n, B, W]
+    return shares

@@ -1,0 +1,347 @@
+"""Flow1Diagnostics: what the training loop calls to run the flow-1 diagnostics.
+
+It observes through hooks only (a forward hook on the actor, `.grad` read after
+updates, probes that restore what they touch) and never changes the agent, its
+random state or the replay sampling: a run with diagnostics learns exactly what it
+learns without them. Findings have the monitor's rule shape and go through the
+monitor (events.jsonl, console, TensorBoard); statistics go to TensorBoard under
+`flow1/` and `gradients/` and to `logs/<run>/flow1.jsonl` for `rltrain diagnose`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from rltrain.agents.ddpg import DDPGAgent
+from rltrain.agents.probes import gradient_probe, layer_norms
+from rltrain.utils.checkpoint import atomic_write
+from rltrain.utils.config import RuleConfig, TrainConfig
+from rltrain.utils.diagnostics import ddpg_checks, plots, snapshots
+from rltrain.utils.diagnostics.gradients import (
+    DropDetector,
+    GradientVerdicts,
+    pre_clip,
+    relative_norm,
+)
+from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
+from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
+from rltrain.utils.evaluation import EvalResult
+from rltrain.utils.health import Finding
+from rltrain.utils.replay_buffer import ReplayBuffer
+from rltrain.utils.run_logger import RunLogger
+from rltrain.utils.runs import RunPaths
+
+
+class Flow1Diagnostics:
+    """Reward signal, state-action map, gradient flow, DDPG checks and snapshots."""
+
+    def __init__(self, config: TrainConfig, obs_dim: int, agent: DDPGAgent,
+                 buffer: ReplayBuffer, paths: RunPaths, logger: RunLogger,
+                 report: Callable[[list[Finding]], None], say: Callable[[str], None],
+                 seed: int) -> None:
+        self.config, self.settings = config, config.diagnostics
+        self.agent, self.buffer, self.paths, self.logger = agent, buffer, paths, logger
+        self.report, self.say = report, say
+        low, high = agent.action_low.cpu().numpy(), agent.action_high.cpu().numpy()
+        self.low, self.high = low, high
+        self.reward = RewardAnalyzer(self.settings.window_size)
+        self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed)
+        self.grads = GradientVerdicts(self.settings)
+        self.episode_drop = DropDetector(self.settings.trace_drop)
+        self.eval_drop = DropDetector(self.settings.trace_drop)
+        self.recent_returns: deque[float] = deque(maxlen=5)
+        self.last_trace: int | None = None
+        self.actor_pre_clip: float | None = None
+        self._hook = agent.actor.register_forward_hook(self.map.hook)
+        self._video_warned = False
+
+    def close(self) -> None:
+        self._hook.remove()
+
+    # ---------------------------------------------------------------- findings
+    def _finding(self, rule: str, env_steps: int, value: Any, message: str,
+                 observation: bool = False) -> None:
+        settings: RuleConfig = getattr(self.settings, rule)
+        action = settings.action
+        if action == "off":
+            return
+        if observation:
+            action = "info"
+        elif action == "pause" and not self.config.safe_mode:
+            action = "warn"
+        self.report([Finding(env_steps, rule, value, settings.threshold, action, message)])
+
+    # ------------------------------------------------------------ loop hooks
+    def on_transition(self, env_steps: int, reward: float) -> None:
+        self.reward.add(reward)
+        self.map.on_step(env_steps)
+
+    def on_episode_end(self, env_steps: int, episode_return: float) -> None:
+        rewards = self.reward.end_episode()
+        self.map.end_episode(rewards.astype(np.float64))
+        stats = self.reward.stats()
+        if stats is not None:
+            self.logger.scalars(env_steps, {f"flow1/reward_{k}": v for k, v in stats.items()})
+            self.logger.diagnostic("reward", env_steps, **stats)
+            self._reward_findings(env_steps, stats)
+        self.recent_returns.append(episode_return)
+        if len(self.recent_returns) == self.recent_returns.maxlen:
+            baseline = self.episode_drop.update(float(np.mean(self.recent_returns)))
+            if baseline is not None:
+                self._trace(env_steps, f"episode returns fell below their baseline "
+                                       f"{baseline:.1f}")
+
+    def _reward_findings(self, env_steps: int, stats: dict[str, float]) -> None:
+        s = self.settings
+        if stats["penalty_share"] > s.reward_spikes.threshold:
+            self._finding("reward_spikes", env_steps, round(stats["penalty_share"], 4),
+                          f"rare penalties beyond 6 sigma carry {stats['penalty_share']:.0%} "
+                          f"of the below-mean reward mass (kurtosis {stats['kurtosis']:.0f})")
+        if stats["bonus_share"] > s.sparse_reward.threshold:
+            self._finding("sparse_reward", env_steps, round(stats["bonus_share"], 4),
+                          f"rare bonuses beyond 6 sigma carry {stats['bonus_share']:.0%} of "
+                          "the above-mean reward mass", observation=True)
+        limit = 10.0 ** s.reward_scale.threshold
+        if stats["max_abs"] < 1 / limit:
+            self._finding("reward_scale", env_steps, stats["max_abs"],
+                          f"the largest |reward| so far is {stats['max_abs']:.3g}: rewards "
+                          "this small give the critic almost nothing to fit")
+        elif stats["median_abs"] > limit:
+            self._finding("reward_scale", env_steps, stats["median_abs"],
+                          f"the typical |reward| is {stats['median_abs']:.3g}: targets this "
+                          "large make the critic's loss explode")
+
+    def after_update(self, env_steps: int, metrics: dict[str, float]) -> None:
+        if "actor_grad_norm" in metrics:
+            self.actor_pre_clip = metrics["actor_grad_norm"]
+        if self.agent.updates % self.settings.grad_freq == 0:
+            self._record_gradients(env_steps, metrics.get("critic_grad_norm"))
+
+    def after_step(self, env_steps: int) -> None:
+        s = self.settings
+        if env_steps % s.heatmap_freq == 0 and self.map.ready():
+            with self.paused_collection():
+                self._heatmap(env_steps)
+        if s.snapshot_freq is not None and env_steps % s.snapshot_freq == 0:
+            self.snapshot(env_steps, "step")
+
+    @contextmanager
+    def paused_collection(self) -> Iterator[None]:
+        """No (state, action) sampling inside: evaluation and the diagnostics' own work."""
+        previous, self.map.collecting = self.map.collecting, False
+        try:
+            yield
+        finally:
+            self.map.collecting = previous
+
+    def on_eval(self, env_steps: int, result: EvalResult) -> None:
+        with self.paused_collection():
+            q = ddpg_checks.q_overestimation(self.agent, result, self.config.gamma)
+            dead = ddpg_checks.dead_relu(self.agent, self.buffer.newest(
+                self.config.batch_size)) if len(self.buffer) else {}
+        self.logger.scalars(env_steps, {f"flow1/{k}": v for k, v in q.items()})
+        self.logger.scalars(env_steps, {f"flow1/dead_relu/{k}": v for k, v in dead.items()})
+        self.logger.diagnostic("ddpg", env_steps, **q, dead_relu=dead)
+        if q["q_overestimation"] > self.settings.q_overestimation.threshold:
+            self._finding("q_overestimation", env_steps, round(q["q_overestimation"], 4),
+                          f"Q at the start states is {q['q_estimate']:.1f} but the episodes "
+                          f"obtained {q['q_obtained']:.1f} (discounted)")
+        worst = max(dead.items(), key=lambda kv: kv[1], default=None)
+        if worst and worst[1] > self.settings.dead_relu.threshold:
+            self._finding("dead_relu", env_steps, round(worst[1], 4),
+                          f"{worst[1]:.0%} of layer {worst[0]}'s units are never active")
+        baseline = self.eval_drop.update(result.mean)
+        if baseline is not None:
+            self._trace(env_steps, f"eval return {result.mean:.1f} fell below its baseline "
+                                   f"{baseline:.1f}")
+
+    def on_pause(self, env_steps: int) -> None:
+        if self.settings.snapshot_freq is not None:
+            self.snapshot(env_steps, "paused")
+
+    # ------------------------------------------------------------- gradients
+    def _record_gradients(self, env_steps: int, critic_pre_clip: float | None) -> None:
+        actor = pre_clip(layer_norms(self.agent.actor), self.actor_pre_clip)
+        critic = pre_clip(layer_norms(self.agent.critic), critic_pre_clip)
+        scalars = {f"gradients/actor/{k}": v for k, v in actor.items() if v is not None}
+        scalars.update({f"gradients/critic/{k}": v for k, v in critic.items() if v is not None})
+        self.logger.scalars(env_steps, scalars)
+        for name, net in (("actor", self.agent.actor), ("critic", self.agent.critic)):
+            grads = [p.grad.flatten() for p in net.parameters() if p.grad is not None]
+            if grads:
+                self.logger.histogram(f"gradients/{name}", torch.cat(grads), env_steps)
+        balance = self._imbalance(actor, critic)
+        self.logger.diagnostic("gradients", env_steps, actor=actor, critic=critic,
+                               imbalance=balance)
+        verdicts = {"actor": self.grads.review("actor", actor),
+                    "critic": self.grads.review("critic", critic)}
+        self._gradient_findings(env_steps, verdicts, {"actor": actor, "critic": critic},
+                                balance)
+
+    def _imbalance(self, actor: dict, critic: dict) -> float:
+        params = {n: {k: float(p.detach().norm()) for k, p in net.named_parameters()}
+                  for n, net in (("actor", self.agent.actor), ("critic", self.agent.critic))}
+        actor_rel = relative_norm(actor, params["actor"])
+        return relative_norm(critic, params["critic"]) / actor_rel if actor_rel > 0 else 0.0
+
+    def _gradient_findings(self, env_steps: int, verdicts: dict, norms: dict,
+                           balance: float) -> None:
+        for verdict, rule in (("broken", "broken_gradient"), ("vanishing", "vanishing_gradient"),
+                              ("exploding", "exploding_gradient")):
+            layers = [f"{net}.{name}" for net, found in verdicts.items()
+                      for name, v in found.items() if v == verdict]
+            if layers:
+                shown = {layer: norms[layer.split(".", 1)[0]][layer.split(".", 1)[1]]
+                         for layer in layers}
+                self._finding(rule, env_steps, shown,
+                              f"{verdict} gradient in {', '.join(layers)}")
+        if balance > self.settings.value_policy_imbalance.threshold:
+            self._finding("value_policy_imbalance", env_steps, round(balance, 3),
+                          f"the critic's relative gradient is {balance:.1f}x the actor's")
+
+    def _trace(self, env_steps: int, reason: str) -> None:
+        """Snapshot the newest batch and parameters; write per-layer norms and verdicts."""
+        cooldown = self.settings.heatmap_freq
+        if not len(self.buffer) or (self.last_trace is not None
+                                    and env_steps - self.last_trace < cooldown):
+            return
+        self.last_trace = env_steps
+        batch = self.buffer.newest(self.config.batch_size)
+        with self.paused_collection():
+            probe = gradient_probe(self.agent, batch)
+        layers = {}
+        for net, norms in (("actor", probe.actor_layers), ("critic", probe.critic_layers)):
+            strongest = max((v for v in norms.values() if v), default=0.0)
+            layers[net] = {k: {"norm": v, "verdict": self.grads.verdict(f"{net}.{k}", v,
+                                                                         strongest)}
+                           for k, v in norms.items()}
+        folder = self.paths.log_dir / "traces"
+        trace = {"env_steps": env_steps, "reason": reason, "critic_loss": probe.critic_loss,
+                 "actor_loss": probe.actor_loss, "q_mean": probe.q_mean, "layers": layers}
+        text = json.dumps(trace, indent=1).encode()
+        atomic_write(folder / f"grad_trace_step_{env_steps}.json", lambda f: f.write(text))
+        snapshot = {"env_steps": env_steps, "reason": reason, "batch": batch._asdict(),
+                    **{k: getattr(self.agent, k).state_dict() for k in
+                       ("actor", "critic", "actor_target", "critic_target")}}
+        atomic_write(folder / f"critical_snapshot_step_{env_steps}.pt",
+                     lambda f: torch.save(snapshot, f))
+        self.logger.diagnostic("trace", env_steps, reason=reason,
+                               file=str(folder / f"grad_trace_step_{env_steps}.json"))
+        bad = {rule: [f"{n}.{k}" for n, found in layers.items() for k, v in found.items()
+                      if v["verdict"] == verdict]
+               for verdict, rule in (("broken", "broken_gradient"),
+                                     ("vanishing", "vanishing_gradient"))}
+        for rule, found in bad.items():
+            if found:
+                self._finding(rule, env_steps, found, f"gradient trace after a reward drop "
+                                                     f"({reason}): {', '.join(found)}")
+
+    # ------------------------------------------------------------------ map
+    def _heatmap(self, env_steps: int) -> None:
+        view = self.map.analyse(env_steps)
+        folder = self.paths.log_dir / "heatmaps"
+        image = plots.heatmap(view, folder / f"heatmap_step_{env_steps}.png", self.low,
+                              self.high)
+        self.logger.image("flow1/heatmap", image, env_steps)
+        saturation = self.map.saturation()
+        clusters = self._cluster_summary(view)
+        text = json.dumps(clusters, indent=1).encode()
+        atomic_write(folder / f"clusters_step_{env_steps}.json", lambda f: f.write(text))
+        self.logger.scalars(env_steps, {"flow1/action_saturation": saturation,
+                                        "flow1/sample_rate": self.map.sample_rate()})
+        self.logger.diagnostic("heatmap", env_steps, action_saturation=saturation,
+                               png=str(folder / f"heatmap_step_{env_steps}.png"),
+                               verdicts={k: len(v) for k, v in view.verdicts.items()})
+        self._cluster_findings(env_steps, view)
+        if saturation is not None and saturation > self.settings.action_saturation.threshold:
+            self._finding("action_saturation", env_steps, round(saturation, 4),
+                          f"{saturation:.0%} of the policy's actions are within 1% of the "
+                          "action bounds (tanh saturated)")
+
+    def _cluster_summary(self, view: ClusterView) -> dict[str, Any]:
+        return {"env_steps": view.env_steps,
+                "clusters": {str(c): {
+                    "samples": int(view.counts[c]),
+                    "return_to_go": None if np.isnan(view.outcome[c]) else
+                    round(float(view.outcome[c]), 4),
+                    "verdicts": [rule for rule, found in view.verdicts.items()
+                                 if any(cl == c for cl, _ in found)],
+                    "action_probs": view.probs[c].round(3).tolist(),
+                    "typical_states": view.typical.get(c)}
+                    for c in range(len(view.counts))}}
+
+    def _cluster_findings(self, env_steps: int, view: ClusterView) -> None:
+        for rule, found in view.verdicts.items():
+            if not found:
+                continue
+            bad = sorted({c for c, _ in found} & set(view.dropped))
+            clusters = sorted({c for c, _ in found})
+            if bad:
+                self._finding(rule, env_steps, bad,
+                              f"clusters {bad} are {rule.split('_')[0]} and their "
+                              f"return-to-go dropped by more than "
+                              f"{self.settings.trace_drop:.0%} since the last heatmap")
+            else:
+                self._finding(rule, env_steps, clusters,
+                              f"{len(clusters)} of {len(view.counts)} clusters "
+                              f"{rule.split('_')[0]} (an observation; no outcome dropped)",
+                              observation=True)
+
+    # ------------------------------------------------------------- snapshots
+    def snapshot(self, env_steps: int, label: str) -> None:
+        if not snapshots.video_available():
+            if not self._video_warned:
+                self._video_warned = True
+                self.say(f"note: diagnostics.snapshot_freq is set but {snapshots.INSTALL_HINT}")
+            return
+        path = self.paths.log_dir / "videos" / f"{label}_{env_steps}.mp4"
+        with self.paused_collection():
+            snapshots.record_episode(self.agent.act, self.config.env_name, self.config.seed,
+                                     path)
+        self.logger.diagnostic("video", env_steps, file=str(path))
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        return {"reward": self.reward.state_dict(), "map": self.map.state_dict(),
+                "grads": self.grads.state_dict(),
+                "episode_baseline": self.episode_drop.baseline,
+                "eval_baseline": self.eval_drop.baseline,
+                "recent_returns": list(self.recent_returns), "last_trace": self.last_trace,
+                "actor_pre_clip": self.actor_pre_clip}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.reward.load_state_dict(state["reward"])
+        self.map.load_state_dict(state["map"])
+        self.grads.load_state_dict(state["grads"])
+        self.episode_drop.baseline = state["episode_baseline"]
+        self.eval_drop.baseline = state["eval_baseline"]
+        self.recent_returns.extend(state["recent_returns"])
+        self.last_trace = state["last_trace"]
+        self.actor_pre_clip = state["actor_pre_clip"]
+
+
+class NoDiagnostics:
+    """Stands in when `diagnostics.enabled` is false: every hook does nothing."""
+
+    def close(self) -> None: ...
+    def on_transition(self, env_steps: int, reward: float) -> None: ...
+    def on_episode_end(self, env_steps: int, episode_return: float) -> None: ...
+    def after_update(self, env_steps: int, metrics: dict[str, float]) -> None: ...
+    def after_step(self, env_steps: int) -> None: ...
+    def on_eval(self, env_steps: int, result: EvalResult) -> None: ...
+    def on_pause(self, env_steps: int) -> None: ...
+
+    @contextmanager
+    def paused_collection(self) -> Iterator[None]:
+        yield
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...

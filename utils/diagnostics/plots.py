@@ -1,0 +1,82 @@
+"""Pictures for the flow-1 diagnostics: state-cluster x action-bin heatmaps, report charts.
+
+Matplotlib's object API with the Agg canvas (no pyplot state, no display), so it is
+safe in a training process and in tests.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import itertools
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from rltrain.utils.diagnostics.state_action import ClusterView
+
+MARKS = {"fixated_cluster": "F", "chaotic_cluster": "C", "blind_cluster": "B"}
+MAX_DIMS = 4
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
+            action_high: np.ndarray) -> np.ndarray:
+    """Save the heatmap PNG; return it as an RGB array [H, W, 3] for TensorBoard."""
+    dims = min(view.probs.shape[1], MAX_DIMS)
+    fig = _figure(4.2 * dims + 1.0, max(4.0, 0.18 * len(view.counts) + 1.5))
+    for d in range(dims):
+        ax = fig.add_subplot(1, dims, d + 1)
+        image = ax.imshow(view.probs[:, d, :], aspect="auto", cmap="viridis", vmin=0, vmax=1)
+        bins = view.probs.shape[2]
+        edges = np.linspace(action_low[d], action_high[d], bins + 1)
+        ax.set_xticks(range(bins))
+        ax.set_xticklabels([f"{(a + b) / 2:.2g}" for a, b in itertools.pairwise(edges)],
+                           rotation=90, fontsize=6)
+        ax.set_yticks(range(len(view.counts)))
+        ax.set_yticklabels([_label(view, c, d) for c in range(len(view.counts))], fontsize=6)
+        ax.set_xlabel(f"action[{d}] bin")
+        ax.set_title(f"P(action bin | state cluster), step {view.env_steps}", fontsize=8)
+        fig.colorbar(image, ax=ax, fraction=0.05)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba())[:, :, :3].copy()
+
+
+def _label(view: ClusterView, cluster: int, dim: int) -> str:
+    marks = "".join(m for rule, m in MARKS.items() if (cluster, dim) in view.verdicts[rule])
+    return f"{cluster} (n={view.counts[cluster]}) {marks}".strip()
+
+
+def line_chart(series: dict[str, Sequence[tuple[int, float]]], title: str, ylabel: str,
+               log: bool = False) -> str:
+    """A line chart of named (step, value) series as a base64 PNG for an HTML page."""
+    fig = _figure(7.0, 3.2)
+    ax = fig.add_subplot(1, 1, 1)
+    for name, points in series.items():
+        if points:
+            steps, values = zip(*points, strict=True)
+            ax.plot(steps, values, label=name, linewidth=1)
+    if log:
+        ax.set_yscale("log")
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if len(series) > 1:
+        ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return base64.b64encode(buffer.getvalue()).decode()

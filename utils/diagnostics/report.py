@@ -1,0 +1,139 @@
+"""`rltrain diagnose`: a run's findings as a table, a JSON document and one HTML page.
+
+Everything is read from the run's files (events.jsonl, metrics.jsonl, flow1.jsonl,
+heatmaps/), so a live run and a finished one are read the same way. Findings are the
+events of the named rules (see `rules.RULES`), the latest one per rule and severity.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from rltrain.utils.checkpoint import atomic_write
+from rltrain.utils.diagnostics import plots
+from rltrain.utils.diagnostics.rules import RULES, SEVERITY
+from rltrain.utils.run_logger import read_jsonl
+
+ORDER = {"pause": 0, "warning": 1, "info": 2}
+
+
+def findings(log_dir: Path) -> list[dict[str, Any]]:
+    """The latest finding per (rule, severity), most severe first."""
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for event in read_jsonl(log_dir / "events.jsonl"):
+        rule, action = event.get("rule"), event.get("action")
+        if rule not in RULES or action not in SEVERITY:
+            continue
+        severity = SEVERITY[action]
+        latest[(rule, severity)] = {"rule": rule, "step": event["env_steps"],
+                                    "evidence": event.get("value"), "severity": severity,
+                                    "message": event.get("message", "")}
+    return sorted(latest.values(), key=lambda f: (ORDER[f["severity"]], f["rule"]))
+
+
+def diagnose(log_dir: Path) -> dict[str, Any]:
+    """The JSON document of `rltrain diagnose --json`."""
+    return {"run": log_dir.name, "findings": findings(log_dir)}
+
+
+def print_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(soft_wrap=False)
+    if not report["findings"]:
+        console.print(Text(f"run {report['run']}: no findings"))
+        return
+    table = Table(title=f"findings for run {report['run']}", show_lines=True)
+    for column in ("severity", "rule", "step", "evidence", "finding / hypothesis / check"):
+        table.add_column(column, overflow="fold")
+    for f in report["findings"]:
+        hypothesis, check = RULES[f["rule"]]
+        table.add_row(Text(f["severity"]), Text(f["rule"]), Text(str(f["step"])),
+                      Text(_short(f["evidence"])),
+                      Text(f"{f['message']}\nhypothesis: {hypothesis}\ncheck: {check}"))
+    console.print(table)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
+    """logs/<run>/report.html: one self-contained page (images inlined)."""
+    metrics = read_jsonl(log_dir / "metrics.jsonl")
+    flow1 = read_jsonl(log_dir / "flow1.jsonl")
+    charts = [_learning_curve(metrics), _reward_chart(flow1), _gradient_chart(flow1)]
+    heatmaps = sorted((log_dir / "heatmaps").glob("heatmap_step_*.png"),
+                      key=lambda p: int(p.stem.rsplit("_", 1)[-1]))[-2:]
+    parts = [f"<h1>rltrain diagnosis: {html.escape(report['run'])}</h1>",
+             "<h2>Findings</h2>", _findings_html(report["findings"]), "<h2>Charts</h2>"]
+    parts += [f'<img alt="{html.escape(t)}" src="data:image/png;base64,{img}">'
+              for t, img in charts if img]
+    parts.append("<h2>Latest state-action heatmaps</h2>")
+    parts += [f'<p>{p.name}</p><img alt="{p.name}" src="data:image/png;base64,'
+              f'{base64.b64encode(p.read_bytes()).decode()}">' for p in heatmaps]
+    if not heatmaps:
+        parts.append("<p>none yet</p>")
+    page = ("<!doctype html><html><head><meta charset='utf-8'><title>rltrain diagnosis"
+            "</title><style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
+            "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px;"
+            "vertical-align:top;font-size:13px}img{max-width:100%}</style></head><body>"
+            + "\n".join(parts) + "</body></html>")
+    path = log_dir / "report.html"
+    atomic_write(path, lambda f: f.write(page.encode()), durable=False)
+    return path
+
+
+def _findings_html(found: list[dict[str, Any]]) -> str:
+    if not found:
+        return "<p>No findings.</p>"
+    rows = ["<tr><th>severity</th><th>rule</th><th>step</th><th>evidence</th>"
+            "<th>finding</th><th>hypothesis</th><th>check</th></tr>"]
+    for f in found:
+        hypothesis, check = RULES[f["rule"]]
+        cells = [f["severity"], f["rule"], str(f["step"]), _short(f["evidence"]), f["message"],
+                 hypothesis, check]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    return "<table>" + "".join(rows) + "</table>"
+
+
+def _learning_curve(metrics: list[dict]) -> tuple[str, str | None]:
+    episodes = [(m["env_steps"], m["episode_return"]) for m in metrics if m["kind"] == "episode"]
+    evals = [(m["env_steps"], m["mean_return"]) for m in metrics if m["kind"] == "eval"]
+    if not episodes and not evals:
+        return "learning curve", None
+    return "learning curve", plots.line_chart(
+        {"episode return": episodes, "eval mean return": evals}, "Learning curve", "return")
+
+
+def _reward_chart(flow1: list[dict]) -> tuple[str, str | None]:
+    rewards = [r for r in flow1 if r["kind"] == "reward"]
+    if not rewards:
+        return "reward signal", None
+    series = {name: [(r["env_steps"], r[key]) for r in rewards]
+              for name, key in (("CV (std/|mean|)", "cv"), ("spike ratio (|z|>3)", "spike_ratio"),
+                                ("penalty share (>6 sigma)", "penalty_share"),
+                                ("bonus share (>6 sigma)", "bonus_share"))}
+    return "reward signal", plots.line_chart(series, "Reward signal over the window",
+                                             "statistic")
+
+
+def _gradient_chart(flow1: list[dict]) -> tuple[str, str | None]:
+    grads = [r for r in flow1 if r["kind"] == "gradients"]
+    if not grads:
+        return "gradients", None
+    series: dict[str, list[tuple[int, float]]] = {}
+    for record in grads:
+        for net in ("actor", "critic"):
+            for layer, norm in record[net].items():
+                if norm:
+                    series.setdefault(f"{net}.{layer}", []).append((record["env_steps"], norm))
+    return "gradients", plots.line_chart(series, "Gradient norm per layer (before clipping)",
+                                         "norm", log=True)

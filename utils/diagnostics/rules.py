@@ -1,0 +1,90 @@
+"""Every rule rltrain can report, with the flow-1 doc's hypothesis form and what to check.
+
+Section 4.2 of the flow-1 doc asks for falsifiable hypotheses: "if X, then Y should be
+observable". `rltrain diagnose` prints these next to each finding. The names are part
+of the JSON output that users script against: never rename one.
+"""
+
+from __future__ import annotations
+
+# rule -> (hypothesis, suggested check)
+RULES: dict[str, tuple[str, str]] = {
+    # health rules of the TrainingMonitor (pause issue)
+    "early_stopping": (
+        "if learning has plateaued, then evaluations stay below the best for many in a row",
+        "look at eval/mean_return; raise patience, lower the learning rates, or stop"),
+    "catastrophic_reward": (
+        "if the agent hit a failure mode, then single episodes fall far below the usual range",
+        "replay the episode's seed with `rltrain eval`; check min_reward_threshold"),
+    "non_finite": (
+        "if NaN/inf enters observations, rewards or losses, then updates produce NaN weights",
+        "assert finite rewards in the env (section 5.2 of the flow-1 doc); check divisions"),
+    "critic_loss_explosion": (
+        "if the critic diverges, then its loss grows by orders of magnitude",
+        "lower critic_lr, clip gradients (grad_clip_norm), scale rewards down"),
+    "q_explosion": (
+        "if the TD targets feed on themselves, then |mean Q| grows without bound",
+        "lower gamma or critic_lr; check that terminal states stop bootstrapping"),
+    "grad_explosion": (
+        "if a gradient explodes, then its norm before clipping jumps by orders of magnitude",
+        "clip gradients (grad_clip_norm), lower the learning rates"),
+    "memory": (
+        "if memory leaks or the buffer is too big, then resident memory keeps growing",
+        "lower replay_buffer_size; watch status.json's memory over time"),
+    "state_bounds": (
+        "if the agent leaves the safe region, then observations cross the configured bounds",
+        "check monitor.state_bounds and the env's safety constraints (section 6.4)"),
+    # flow-1 diagnostics (diagnostics issue)
+    "reward_spikes": (
+        "if rare large penalties dominate the signal, then a few steps carry most of the "
+        "negative reward and the agent learns to avoid everything near them",
+        "check the reward's penalty terms and their scale (the doc's x1000 collision case)"),
+    "sparse_reward": (
+        "if rare large bonuses carry the return, then most steps give no learning signal",
+        "informational; if learning stalls, add shaping or more exploration"),
+    "reward_scale": (
+        "if rewards are orders of magnitude from 1, then critic targets and gradients are "
+        "too small or too large to learn from",
+        "rescale rewards so that typical |r| is around 0.1-10"),
+    "blind_cluster": (
+        "if the state encoding misses information, then in some state clusters no action "
+        "is clearly preferred",
+        "dump the cluster's typical states (heatmaps/clusters_step_*.json); check "
+        "normalisation and missing features"),
+    "chaotic_cluster": (
+        "if the policy has not learned a region, then its actions there are near uniform",
+        "check exploration noise and whether the region is reachable"),
+    "fixated_cluster": (
+        "if the reward has a loophole, then one action is chosen in a region while the "
+        "return there drops",
+        "look at the cluster's typical states and the chosen action; recompute the reward "
+        "for the right action by hand (section 5.2)"),
+    "vanishing_gradient": (
+        "if the gradient does not reach a layer, then its norm is a tiny fraction of the "
+        "network's strongest layer",
+        "check input scaling, saturated activations, and detach() calls"),
+    "exploding_gradient": (
+        "if a layer's gradient explodes, then its norm jumps far above its own history",
+        "clip gradients, lower the learning rate, check reward scale"),
+    "value_policy_imbalance": (
+        "if the critic's updates dominate, then its relative gradient is many times the "
+        "actor's",
+        "lower critic_lr or raise actor_lr; for DDPG this is informational (two optimisers)"),
+    "broken_gradient": (
+        "if the graph is broken (a detach, an in-place op, a no_grad), then a layer gets a "
+        "gradient of exactly zero or none",
+        "follow section 5.3 of the flow-1 doc: requires_grad, detach(), in-place ops"),
+    "action_saturation": (
+        "if the action scale is wrong, then the policy sits at the action bounds and its "
+        "tanh output stops passing gradient",
+        "check the env's action units and bounds; consider rescaling actions"),
+    "q_overestimation": (
+        "if the critic over-estimates, then Q at the start states exceeds the return the "
+        "episodes actually obtain",
+        "use algo: td3, lower critic_lr or gamma"),
+    "dead_relu": (
+        "if units die, then a share of hidden units is zero for every input",
+        "lower learning rates; check input scaling"),
+}
+
+SEVERITY = {"info": "info", "warn": "warning", "pause": "pause"}

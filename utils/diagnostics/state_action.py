@@ -1,0 +1,228 @@
+"""State-action map (section 3.2 of the flow-1 doc): which action does the policy pick where?
+
+A forward hook on the actor samples (state, action) pairs while the agent acts, at a
+rate that decays from 1 to `sample_rate_final` (section 6.3); the doc's hook clustered
+inside the hook, this one only copies two small vectors. At each heatmap, the states
+are clustered with scikit-learn's MiniBatchKMeans (updated with `partial_fit`, so
+cluster ids persist between heatmaps) and each action dimension is cut into fixed bins
+over the action range (the doc indexed columns by dictionary order, which moves).
+Each cluster gets P(bin | cluster) and a verdict: fixated (one bin >= 0.95), chaotic
+(normalised entropy >= 0.9) or blind (no bin reaches a clear preference).
+
+A verdict alone is an observation: a learned deterministic policy is *meant* to be
+fixated almost everywhere. It becomes a warning only with a bad outcome: the
+discounted return-to-go of the sampled states in that cluster dropping by more than
+`trace_drop` of its magnitude since the previous heatmap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+MIN_CLUSTER_SAMPLES = 20
+MIN_SAMPLES = 200
+
+
+@dataclass
+class ClusterView:
+    """One heatmap: P(bin | cluster) per action dimension, verdicts and outcomes."""
+
+    env_steps: int
+    probs: np.ndarray  # [clusters, action_dim, bins]
+    counts: np.ndarray  # [clusters]
+    verdicts: dict[str, list[tuple[int, int]]]  # rule -> [(cluster, action dim)]
+    outcome: np.ndarray  # [clusters] mean return-to-go (nan: too few samples)
+    dropped: list[int]  # clusters whose outcome dropped since the previous heatmap
+    typical: dict[int, list[list[float]]]  # flagged cluster -> states near its centre
+
+
+class StateActionMap:
+    """Samples (state, action) from the actor and turns them into cluster verdicts."""
+
+    def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
+                 settings: Any, gamma: float, seed: int) -> None:
+        self.settings, self.gamma = settings, gamma
+        self.low, self.high = action_low.astype(np.float64), action_high.astype(np.float64)
+        n = settings.max_samples
+        self.states = np.zeros((n, obs_dim), dtype=np.float32)
+        self.actions = np.zeros((n, len(action_low)), dtype=np.float32)
+        self.return_to_go = np.full(n, np.nan, dtype=np.float64)
+        self.size, self.ptr = 0, 0
+        self.recent = 0  # samples since the last heatmap
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.collecting = True
+        self.env_steps = 0
+        self._episode_rows: list[tuple[int, int]] = []  # (ring row, step in episode)
+        self._episode_step = 0
+        self._kmeans = None
+        self._seed = seed
+        self._previous_outcome: np.ndarray | None = None
+
+    # ------------------------------------------------------------ sampling
+    def sample_rate(self) -> float:
+        s = self.settings
+        fraction = min(self.env_steps / s.sample_decay_steps, 1.0)
+        return 1.0 + fraction * (s.sample_rate_final - 1.0)
+
+    def hook(self, _module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        """Forward hook on the actor: keep some single-observation calls (acting)."""
+        obs = inputs[0]
+        if not self.collecting or obs.shape[0] != 1 or self.rng.random() >= self.sample_rate():
+            return
+        row = self.ptr
+        self.states[row] = obs[0].detach().cpu().numpy()
+        self.actions[row] = output[0].detach().cpu().numpy()
+        self.return_to_go[row] = np.nan
+        self._episode_rows.append((row, self._episode_step))
+        self.ptr = (self.ptr + 1) % len(self.states)
+        self.size = min(self.size + 1, len(self.states))
+        self.recent = min(self.recent + 1, len(self.states))
+
+    def on_step(self, env_steps: int) -> None:
+        self.env_steps = env_steps
+        self._episode_step += 1
+
+    def end_episode(self, rewards: np.ndarray) -> None:
+        """Give this episode's sampled states their discounted return-to-go."""
+        if len(rewards) and self._episode_rows:
+            discounts = self.gamma ** np.arange(len(rewards))
+            tail = np.cumsum((rewards * discounts)[::-1])[::-1] / discounts
+            for row, step in self._episode_rows:
+                if step < len(tail):
+                    self.return_to_go[row] = tail[step]
+        self._episode_rows = []
+        self._episode_step = 0
+
+    # -------------------------------------------------------------- verdicts
+    def ready(self) -> bool:
+        return int(np.isfinite(self.return_to_go[:self.size]).sum()) >= MIN_SAMPLES
+
+    def analyse(self, env_steps: int) -> ClusterView:
+        from sklearn.cluster import MiniBatchKMeans
+
+        valid = np.isfinite(self.return_to_go[:self.size])
+        states = self.states[:self.size][valid]
+        actions = self.actions[:self.size][valid]
+        rtg = self.return_to_go[:self.size][valid]
+        k = min(self.settings.n_clusters, len(states))
+        if self._kmeans is not None and self._kmeans.n_clusters == k:
+            if hasattr(self._kmeans, "cluster_centers_"):
+                self._kmeans.partial_fit(states)
+            else:  # restored from a checkpoint: start from the saved centres
+                self._kmeans.fit(states)
+        else:
+            self._kmeans = MiniBatchKMeans(n_clusters=k, random_state=self._seed, n_init=3,
+                                           batch_size=1024)
+            self._kmeans.fit(states)
+        labels = self._kmeans.predict(states)
+        return self._view(env_steps, states, actions, rtg, labels, k)
+
+    def _view(self, env_steps: int, states: np.ndarray, actions: np.ndarray,
+              rtg: np.ndarray, labels: np.ndarray, k: int) -> ClusterView:
+        s = self.settings
+        bins = s.action_bins
+        scaled = (actions - self.low) / (self.high - self.low)
+        binned = np.clip((scaled * bins).astype(int), 0, bins - 1)  # [N, action_dim]
+        counts = np.bincount(labels, minlength=k)
+        probs = np.zeros((k, actions.shape[1], bins))
+        for d in range(actions.shape[1]):
+            np.add.at(probs[:, d], (labels, binned[:, d]), 1.0)
+        probs /= np.maximum(counts, 1)[:, None, None]
+        outcome = np.array([rtg[labels == c].mean() if counts[c] >= MIN_CLUSTER_SAMPLES
+                            else np.nan for c in range(k)])
+        verdicts = self._verdicts(probs, counts)
+        dropped = self._dropped(outcome)
+        flagged = {c for found in verdicts.values() for c, _ in found}
+        typical = self._typical(states, labels, flagged)
+        return ClusterView(env_steps, probs, counts, verdicts, outcome, dropped, typical)
+
+    def _verdicts(self, probs: np.ndarray, counts: np.ndarray) -> dict[str, list]:
+        s = self.settings
+        top = probs.max(axis=2)  # [clusters, action_dim]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            entropy = -np.nansum(np.where(probs > 0, probs * np.log(probs), 0.0), axis=2)
+        entropy /= np.log(probs.shape[2])
+        enough = counts >= MIN_CLUSTER_SAMPLES
+        verdicts: dict[str, list] = {"fixated_cluster": [], "chaotic_cluster": [],
+                                     "blind_cluster": []}
+        for c, d in zip(*np.nonzero(enough[:, None] & np.ones_like(top, bool)), strict=True):
+            if top[c, d] >= s.fixated_cluster.threshold:
+                verdicts["fixated_cluster"].append((int(c), int(d)))
+            elif entropy[c, d] >= s.chaotic_cluster.threshold:
+                verdicts["chaotic_cluster"].append((int(c), int(d)))
+            elif top[c, d] < s.blind_cluster.threshold:
+                verdicts["blind_cluster"].append((int(c), int(d)))
+        return verdicts
+
+    def _dropped(self, outcome: np.ndarray) -> list[int]:
+        """Clusters whose return-to-go fell by more than trace_drop of its magnitude."""
+        previous, self._previous_outcome = self._previous_outcome, outcome
+        if previous is None or len(previous) != len(outcome):
+            return []
+        drop = self.settings.trace_drop
+        with np.errstate(invalid="ignore"):
+            fell = outcome < previous - drop * np.abs(previous)
+        return [int(c) for c in np.nonzero(fell)[0]]
+
+    def _typical(self, states: np.ndarray, labels: np.ndarray,
+                 clusters: set[int]) -> dict[int, list[list[float]]]:
+        """Ten states nearest to each flagged cluster's centre (section 5.2)."""
+        typical = {}
+        for c in sorted(clusters):
+            members = states[labels == c]
+            centre = self._kmeans.cluster_centers_[c]
+            nearest = np.argsort(((members - centre) ** 2).sum(axis=1))[:10]
+            typical[c] = members[nearest].round(5).tolist()
+        return typical
+
+    def saturation(self) -> float | None:
+        """Share of the policy's actions sampled since the last call that lie within 1% of
+        the action bounds (in any dimension): the current policy, not its history."""
+        if self.recent == 0:
+            return None
+        rows = (self.ptr - np.arange(1, self.recent + 1)) % len(self.actions)
+        self.recent = 0
+        a = self.actions[rows].astype(np.float64)
+        margin = 0.01 * (self.high - self.low)
+        near = (a <= self.low + margin) | (a >= self.high - margin)
+        return float(near.any(axis=1).mean())
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        n = self.size
+        return {"states": torch.from_numpy(self.states[:n].copy()),
+                "actions": torch.from_numpy(self.actions[:n].copy()),
+                "return_to_go": torch.from_numpy(self.return_to_go[:n].copy()),
+                "ptr": self.ptr, "size": n, "recent": self.recent,
+                "rng": self.rng.bit_generator.state,
+                "episode_rows": list(self._episode_rows), "episode_step": self._episode_step,
+                "env_steps": self.env_steps,
+                "previous_outcome": None if self._previous_outcome is None
+                else self._previous_outcome.tolist(),
+                "centers": None if self._kmeans is None or not hasattr(
+                    self._kmeans, "cluster_centers_")
+                else torch.from_numpy(self._kmeans.cluster_centers_.copy())}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        n = int(state["size"])
+        self.states[:n] = state["states"].numpy()
+        self.actions[:n] = state["actions"].numpy()
+        self.return_to_go[:n] = state["return_to_go"].numpy()
+        self.ptr, self.size = int(state["ptr"]), n
+        self.recent = int(state["recent"])
+        self.rng.bit_generator.state = state["rng"]
+        self._episode_rows = [tuple(x) for x in state["episode_rows"]]
+        self._episode_step = int(state["episode_step"])
+        self.env_steps = int(state["env_steps"])
+        previous = state["previous_outcome"]
+        self._previous_outcome = None if previous is None else np.asarray(previous)
+        if state["centers"] is not None:
+            from sklearn.cluster import MiniBatchKMeans
+
+            centers = state["centers"].numpy()
+            self._kmeans = MiniBatchKMeans(n_clusters=len(centers), init=centers, n_init=1,
+                                           random_state=self._seed, batch_size=1024)
