@@ -3,12 +3,13 @@
     python benchmarks/throughput.py                 # 3 rounds, 5000 learning steps each
     python benchmarks/throughput.py --rounds 5 --steps 5000
 
-Each round runs rltrain and SB3 (TD3 set up like rltrain's DDPG, see common.py) one
-after the other, each in a fresh process, on the same settings, and measures env steps
-per second over the learning phase (after the random warm-up), and the process's peak
-memory. It also measures rltrain's update-only rate (updates on a filled buffer, no env)
-against the matrix-multiply floor: the same GEMM shapes as one update, timed alone.
-Prints medians and ratios; needs the `[bench]` extra (stable-baselines3).
+Each round runs rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
+off, and SB3 (TD3 set up like rltrain's DDPG, see common.py) one after the other, each
+in a fresh process, on the same settings, and measures env steps per second over the
+learning phase (after the random warm-up) and the process's peak memory. It also
+measures rltrain's update-only rate (updates on a filled buffer, no env) against the
+matrix-multiply floor: the same GEMM shapes as one update, timed alone. Prints medians
+and ratios; needs the `[bench]` extra (stable-baselines3).
 """
 
 from __future__ import annotations
@@ -158,17 +159,22 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=1000, help="for the update-only rate")
     args = parser.parse_args()
     script = Path(__file__).resolve()
-    rows: dict[str, list[dict]] = {"rltrain": [], "sb3": []}
+    kinds = {"rltrain": ["rltrain"], "rltrain, diagnostics off":
+             ["rltrain", "diagnostics.enabled=false"], "sb3": ["sb3"]}
+    rows: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for round_index in range(args.rounds):
-        for kind in ("rltrain", "sb3"):
-            result = run_worker(script, [kind, str(args.steps), str(round_index)])
+        for kind, (worker, *extra) in kinds.items():
+            result = run_worker(script, [worker, str(args.steps), str(round_index), *extra])
             rows[kind].append(result)
-            print(f"round {round_index + 1}: {kind:8s} {result['steps_per_second']:7.1f} "
+            print(f"round {round_index + 1}: {kind:25s} {result['steps_per_second']:7.1f} "
                   f"steps/s, peak RSS {result['peak_rss_mib']:.0f} MiB", flush=True)
-    ours = statistics.median(r["steps_per_second"] for r in rows["rltrain"])
-    theirs = statistics.median(r["steps_per_second"] for r in rows["sb3"])
-    mem_ours = statistics.median(r["peak_rss_mib"] for r in rows["rltrain"])
-    mem_theirs = statistics.median(r["peak_rss_mib"] for r in rows["sb3"])
+
+    def median(kind: str, key: str) -> float:
+        return statistics.median(r[key] for r in rows[kind])
+
+    ours, theirs = median("rltrain", "steps_per_second"), median("sb3", "steps_per_second")
+    bare = median("rltrain, diagnostics off", "steps_per_second")
+    mem_ours, mem_theirs = median("rltrain", "peak_rss_mib"), median("sb3", "peak_rss_mib")
     update = run_worker(script, ["update", str(args.updates), "0"])
     print()
     print("| measure | rltrain | SB3 | ratio |")
@@ -177,6 +183,8 @@ def main() -> None:
           f"{theirs:.1f} | {ours / theirs:.2f}x |")
     print(f"| peak memory, replay capacity {BUFFER:.0e} (MiB) | {mem_ours:.0f} | "
           f"{mem_theirs:.0f} | {mem_ours / mem_theirs:.2f} |")
+    print(f"\nflow-1 diagnostics on: {ours:.1f} steps/s, off: {bare:.1f} steps/s; on/off = "
+          f"{ours / bare:.1%}")
     print()
     print(f"update-only: {update['updates_per_second']:.1f} updates/s; GEMM floor "
           f"{update['gemm_floor']:.1f} updates/s; "

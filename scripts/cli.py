@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -204,6 +205,79 @@ def load_actor(payload: dict, env, path: str) -> Actor:
         raise CheckpointError(f"checkpoint '{path}': actor weights do not load "
                               f"({str(exc).splitlines()[0]})") from None
     return actor.eval()
+
+
+@cli.command()
+@click.option("--config", "config_name", default=None, metavar="FILE", help=CONFIG_HELP)
+@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Seeds per grid point: the config's seed, seed+1, ...")
+@click.option("--grid", multiple=True, metavar="KEY=V1,V2",
+              help="A config key and the values to try (repeatable: the full product).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
+@click.option("--max-concurrent", type=click.IntRange(min=1), default=None,
+              help="Trials running at once (default: as many as the CPUs allow).")
+@click.option("--cpus-per-trial", type=click.FloatRange(min=0.1), default=1.0,
+              show_default=True, help="CPUs Ray reserves for each trial (its torch threads).")
+@click.option("--max-failures", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Retries of a crashed trial, each from its latest checkpoint.")
+@click.option("--address", default=None, metavar="ADDR",
+              help="Join a Ray cluster: auto, or ray://host:10001 (default: local Ray).")
+@click.option("--name", default=None, help="Sweep name: folder <log_dir>/<name>/.")
+@click.option("--resume", "resume_name", default=None, metavar="NAME",
+              help="Continue an interrupted sweep; finished trials are not rerun.")
+@click.option("--log-dir", default="logs", show_default=True,
+              help="Where the sweep to --resume lives.")
+def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
+          overrides: tuple[str, ...], max_concurrent: int | None, cpus_per_trial: float,
+          max_failures: int, address: str | None, name: str | None, resume_name: str | None,
+          log_dir: str) -> None:
+    """Run one trial per (grid point, seed) on Ray Tune, then summarise them.
+
+    Each trial is an ordinary rltrain run under <log_dir>/<name>/ with its own
+    checkpoints; a crashed trial is retried from its latest checkpoint, a trial paused
+    by a health rule stays paused. Writes summary.csv, summary.json and
+    learning_curves.png to <log_dir>/<name>/. Needs pip install "rltrain[sweep]".
+    """
+    from rltrain.scripts import sweep as sweeps
+
+    if resume_name is not None:
+        folder = sweeps.resume_sweep(resume_name, log_dir, address)
+    else:
+        if config_name is None:
+            raise click.UsageError("--config is required (or --resume NAME)")
+        name = name or time.strftime("sweep_%Y%m%d-%H%M%S")
+        folder = sweeps.launch(config_name, overrides, grid, seeds, name, max_concurrent,
+                               address, cpus_per_trial, max_failures)
+    points = sweeps.summarise(folder)
+    _print_summary(folder, points)
+    unfinished = sum(p["unfinished"] for p in points)
+    if unfinished:  # crashed past --max-failures, failed on bad input, or interrupted
+        click.echo(f"{unfinished} trial(s) did not finish: see {folder / 'summary.json'}; "
+                   f"`rltrain sweep --resume {folder.name}` retries crashed or interrupted ones",
+                   err=True)
+        sys.exit(1)
+
+
+def _print_summary(folder: Path, points: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"sweep {folder.name}")
+    for column in ("grid point", "seeds", "final mean +/- std", "final min..max",
+                   "best mean", "env steps", "paused", "unfinished"):
+        table.add_column(column)
+
+    def fmt(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1f}"
+
+    for p in points:
+        table.add_row(p["grid_point"], str(p["seeds"]),
+                      f"{fmt(p['final_mean'])} +/- {fmt(p['final_std'])}",
+                      f"{fmt(p['final_min'])}..{fmt(p['final_max'])}", fmt(p["best_mean"]),
+                      f"{p['env_steps_mean']:.0f}", str(p["paused"]), str(p["unfinished"]))
+    Console(soft_wrap=True).print(table)
+    click.echo(f"summary: {folder / 'summary.csv'}, {folder / 'summary.json'}, "
+               f"{folder / 'learning_curves.png'}")
 
 
 cli.add_command(pause)

@@ -22,8 +22,10 @@ import numpy as np
 import torch
 
 from rltrain import __version__
+from rltrain.agents.probes import gradient_probe
 from rltrain.utils.config import config_to_dict
 from rltrain.utils.errors import CheckpointError
+from rltrain.utils.health import Finding
 from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
 
 if TYPE_CHECKING:
@@ -170,3 +172,24 @@ def _as_tuple(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(_as_tuple(v) for v in value)
     return value
+
+
+def resume_findings(trainer: Trainer) -> list[Finding]:
+    """On resume, every rule checked against the restored state, so that a rule that
+    paused the run and still fails pauses it again at once, saying so."""
+    rules, steps, episode = trainer.rules, trainer.counters.env_steps, trainer.episode
+    assert episode is not None
+    found = rules.check_patience(steps, trainer.monitor.evals_since_best)
+    if trainer.counters.last_return is not None:
+        found += rules.check_episode(steps, trainer.counters.last_return)
+    if not trainer.agent.parameters_finite():
+        found += rules.fire("non_finite", steps, "parameters",
+                            "the network parameters contain NaN/inf")
+    if len(trainer.buffer):
+        batch = trainer.buffer.newest(trainer.config.batch_size)
+        found += rules.check_update(steps, gradient_probe(trainer.agent, batch).health_metrics())
+    found += rules.check_memory(steps)
+    found += rules.check_transition(steps, np.asarray(episode.obs),
+                                    np.zeros(trainer.action_dim), 0.0)[0]
+    return [dataclasses.replace(f, message="still failing after resume: " + f.message)
+            for f in found]

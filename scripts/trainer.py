@@ -14,27 +14,29 @@ every checkpoint written before stays whole because all writes are atomic.
 
 from __future__ import annotations
 
-import dataclasses
-import signal
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable
 
 import numpy as np
 import torch
 
 from rltrain.agents.ddpg import DDPGAgent
-from rltrain.agents.probes import gradient_probe
-from rltrain.scripts.train_state import Counters, Episode, ResumeInfo, build_payload
+from rltrain.scripts.train_state import (
+    Counters,
+    Episode,
+    ResumeInfo,
+    build_payload,
+    resume_findings,
+)
 from rltrain.utils.checkpoint import remove_stale_temp_files
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.envs import make_env, space_dims
 from rltrain.utils.evaluation import EvalResult, evaluate
 from rltrain.utils.exploration import Exploration
-from rltrain.utils.health import Finding, HealthRules
+from rltrain.utils.health import HealthRules
 from rltrain.utils.monitor import TrainingMonitor
 from rltrain.utils.progress import ProgressDisplay
 from rltrain.utils.replay_buffer import ReplayBuffer
@@ -50,6 +52,7 @@ from rltrain.utils.seeding import (
     TRAIN_EPISODES,
     derive_seed,
 )
+from rltrain.utils.signals import SignalCatcher
 
 LOSS_TAGS = {"critic_loss": "losses/critic_loss", "actor_loss": "losses/actor_loss",
              "q_mean": "losses/q_mean", "critic_grad_norm": "losses/critic_grad_norm",
@@ -91,8 +94,10 @@ class Trainer:
         self.episode: Episode | None = None
         self.loss_window: dict[str, list[float]] = {}
         self.monitor_state: dict | None = None  # set by restore(), applied in run()
-        self._signalled: tuple[str, str] | None = None  # (rule, message) of a signal
         self.diagnostics_state: dict | None = None  # set by restore(), applied in run()
+        # Called after each evaluation and checkpoint (`rltrain sweep` reports to Tune).
+        self.on_eval: Callable[[int, EvalResult], None] | None = None
+        self.on_checkpoint: Callable[[str, Path], None] | None = None
         self.paths: RunPaths | None = None
 
     # ----------------------------------------------------------------- the loop
@@ -106,7 +111,8 @@ class Trainer:
                                         self.interactive)
         self.monitor = TrainingMonitor(self.config, self.rules, paths, self.logger,
                                        self._evaluate, self.checkpoint_payload,
-                                       self.progress.message)
+                                       self.progress.message, self.on_eval,
+                                       self.on_checkpoint)
         if self.monitor_state is not None:
             self.monitor.load_state_dict(self.monitor_state)
         self.diagnostics = self._diagnostics(paths)
@@ -115,7 +121,7 @@ class Trainer:
         if resume is not None:
             self._record_resume(resume)
         try:
-            with self._pause_on_signals():
+            with SignalCatcher() as self.signals:
                 return self._loop(resumed=resume is not None)
         except KeyboardInterrupt:
             self._write_status("aborted")
@@ -134,12 +140,13 @@ class Trainer:
         if self.episode is None:
             self.start_episode(self.counters.episodes)
         if resumed:
-            self.monitor.handle(self._recheck())
+            self.monitor.handle(resume_findings(self))
         self._write_status("running")
         while self.monitor.pause is None and self.counters.env_steps < self.config.max_timesteps:
             self._step()
-            if self._signalled is not None:
-                self.monitor.request_outside_pause(*self._signalled, self.counters.env_steps)
+            if self.signals.received is not None:
+                self.monitor.request_outside_pause(*self.signals.received,
+                                                   self.counters.env_steps)
         if self.monitor.pause is not None:
             return self._pause()
         return self._finish()
@@ -225,26 +232,6 @@ class Trainer:
                               action="warn", message=warning)
             self.progress.message(f"warning: {warning}")
 
-    def _recheck(self) -> list[Finding]:
-        """On resume: every rule checked against the restored state, so a rule that
-        paused the run and still fails pauses it again at once, saying so."""
-        rules, steps, episode = self.rules, self.counters.env_steps, self.episode
-        assert episode is not None
-        found = rules.check_patience(steps, self.monitor.evals_since_best)
-        if self.counters.last_return is not None:
-            found += rules.check_episode(steps, self.counters.last_return)
-        if not self.agent.parameters_finite():
-            found += rules.fire("non_finite", steps, "parameters",
-                                "the network parameters contain NaN/inf")
-        if len(self.buffer):
-            probe = gradient_probe(self.agent, self.buffer.newest(self.config.batch_size))
-            found += rules.check_update(steps, probe.health_metrics())
-        found += rules.check_memory(steps)
-        found += rules.check_transition(steps, np.asarray(episode.obs),
-                                        np.zeros(self.action_dim), 0.0)[0]
-        return [dataclasses.replace(f, message="still failing after resume: " + f.message)
-                for f in found]
-
     # ------------------------------------------------------- periodic work
     def _evaluate(self) -> EvalResult:
         with self.diagnostics.paused_collection():
@@ -307,30 +294,6 @@ class Trainer:
             "best_eval_step": m.best_eval_step, "evals_since_best": m.evals_since_best,
             "evaluations": m.evaluations, "pause_reason": pause_reason,
             "latest_checkpoint": m.latest_checkpoint})
-
-    @contextmanager
-    def _pause_on_signals(self) -> Iterator[None]:
-        """SIGINT and SIGTERM request a pause; a second SIGINT aborts at once."""
-
-        # The handler only records the signal: it can run between any two bytecodes
-        # (inside an import, a log write, a checkpoint write), so the pause itself is
-        # requested by the loop, after the step, in ordinary code.
-        def on_signal(signum: int, _frame: object) -> None:
-            if signum == signal.SIGINT and self._signalled is not None:
-                raise KeyboardInterrupt  # the second Ctrl-C
-            if self._signalled is None:
-                rule = "interrupt" if signum == signal.SIGINT else "terminate"
-                self._signalled = (rule, f"{signal.Signals(signum).name} received")
-
-        try:
-            previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        except ValueError:  # not the main thread (e.g. a Ray worker): no handlers
-            previous = {}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
     def checkpoint_payload(self, kind: str) -> dict:
         return build_payload(self, kind)

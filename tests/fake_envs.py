@@ -97,6 +97,28 @@ class WeakPendulum(gym.Wrapper):
         return self.env.step(np.asarray(action) / 10.0)
 
 
+class KillOncePendulum(gym.Wrapper):
+    """Pendulum whose process kills itself (SIGKILL) once, at its `at`-th step, the first
+    time any process runs it: marked by the file named in $RLTRAIN_TEST_KILL_MARKER.
+    A stand-in for a worker dying mid-run (OOM killer, preempted node)."""
+
+    def __init__(self, at: int = 250) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.at, self.steps = at, 0
+
+    def step(self, action):
+        import os
+        import signal
+        from pathlib import Path
+
+        self.steps += 1
+        marker = os.environ.get("RLTRAIN_TEST_KILL_MARKER")
+        if marker and self.steps == self.at and not Path(marker).exists():
+            Path(marker).write_text("killed once")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.env.step(action)
+
+
 class SlowPendulum(gym.Wrapper):
     """Pendulum whose steps take `delay` seconds after the first `after` steps: time to
     send signals while a step is under way."""
@@ -127,6 +149,7 @@ class DriftingPointEnv(PointEnv):
 
 
 gym.register("FakePoint-v0", entry_point=PointEnv)
+gym.register("FakeKillOncePendulum-v0", entry_point=KillOncePendulum)
 gym.register("FakeWeakPoint-v0", entry_point=WeakPointEnv)
 gym.register("FakeSpikyPendulum-v0", entry_point=SpikyPendulum)
 gym.register("FakeScaledPendulum-v0", entry_point=ScaledPendulum)

@@ -109,10 +109,11 @@ def test_saturation_counts_actions_within_one_percent_of_the_bounds():
 def test_gradient_verdicts():
     verdicts = GradientVerdicts(SETTINGS)
     for _ in range(6):
-        verdicts.review("actor", {"a": 1.0, "b": 0.5})
-    found = verdicts.review("actor", {"a": 100.0, "b": 0.5, "c": None})
-    assert found == {"a": "exploding", "b": "ok", "c": "broken"}
-    assert verdicts.review("critic", {"x": 1.0, "y": 1e-6})["y"] == "vanishing"
+        verdicts.review("actor", {"a.weight": 1.0, "b.bias": 0.5})
+    found = verdicts.review("actor", {"a.weight": 1000.0, "b.bias": 0.5, "c.weight": None})
+    assert found == {"a.weight": "exploding", "b.bias": "ok", "c.weight": "broken"}
+    found = verdicts.review("critic", {"x.weight": 1.0, "y.weight": 1e-6, "z.bias": 1e-9})
+    assert found == {"x.weight": "ok", "y.weight": "vanishing", "z.bias": "ok"}
 
 
 def test_norms_before_clipping_are_rebuilt_from_the_global_norm():

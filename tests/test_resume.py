@@ -107,7 +107,8 @@ def test_pause_and_resume_in_the_same_folders_matches_an_uninterrupted_run(tmp_p
         assert [(e.step, e.value) for e in split.Scalars(tag)] == \
             [(e.step, e.value) for e in full.Scalars(tag)], tag
     events = read_jsonl(log_dir / "events.jsonl")
-    assert [e["action"] for e in events] == ["pause", "paused", "resume"]
+    assert [e["action"] for e in events if e["action"] in ("pause", "paused", "resume")] == [
+        "pause", "paused", "resume"]
 
 
 def test_resume_records_changes_and_refuses_ones_that_do_not_fit(tmp_path):

@@ -154,9 +154,12 @@ class DiagnosticsConfig:
     fixated_cluster: RuleConfig = _warn_rule(0.95, "one action bin has at least this probability")
     grad_freq: int = opt(1000, "updates between per-layer gradient norm records",
                          AT_LEAST_ONE)
-    vanishing_gradient: RuleConfig = _warn_rule(1e-3, "a layer's gradient norm below this")
-    exploding_gradient: RuleConfig = _warn_rule(5.0, "a layer's gradient norm above this")
-    value_policy_imbalance: RuleConfig = _warn_rule(3.0, "critic gradient norm over actor's")
+    vanishing_gradient: RuleConfig = _warn_rule(
+        1e-3, "a weight's gradient norm below this share of its network's strongest one")
+    exploding_gradient: RuleConfig = _warn_rule(
+        100.0, "a layer's gradient norm above this many times its own recent median")
+    value_policy_imbalance: RuleConfig = _warn_rule(
+        1000.0, "the critic's relative gradient (norm / weight norm) over the actor's")
     broken_gradient: RuleConfig = _warn_rule(None, "a layer whose gradient is zero or None")
     trace_drop: float = opt(
         0.3, "a return falling this share of |baseline| below its moving baseline triggers "
@@ -165,7 +168,10 @@ class DiagnosticsConfig:
         0.9, "share of policy actions within 1% of the action bounds")
     q_overestimation: RuleConfig = _warn_rule(
         0.5, "critic Q at eval start states over the discounted return obtained, relative")
-    dead_relu: RuleConfig = _warn_rule(0.5, "share of a layer's hidden units never active")
+    q_warmup_updates: int = opt(
+        10_000, "q_overestimation is checked from this many updates on (an untrained "
+        "critic's Q of about 0 is above any negative return)", NON_NEGATIVE)
+    dead_relu: RuleConfig = _warn_rule(0.9, "share of a layer's hidden units never active")
     snapshot_freq: int | None = opt(
         None, "record a fixed-seed evaluation video every this many env steps and on a "
         "pause (needs the [video] extra; null: off)", AT_LEAST_ONE)

@@ -31,9 +31,12 @@ class TrainingMonitor:
 
     def __init__(self, config: TrainConfig, rules: HealthRules, paths: RunPaths,
                  logger: RunLogger, evaluate: Callable[[], EvalResult],
-                 payload: Callable[[str], dict], say: Callable[[str], None]) -> None:
+                 payload: Callable[[str], dict], say: Callable[[str], None],
+                 on_evaluated: Callable[[int, EvalResult], None] | None = None,
+                 on_checkpoint: Callable[[str, Path], None] | None = None) -> None:
         self.config, self.rules, self.paths, self.logger = config, rules, paths, logger
         self._evaluate_fn, self._payload, self._say = evaluate, payload, say
+        self._on_evaluated, self._on_checkpoint = on_evaluated, on_checkpoint
         self.evaluations = 0
         self.latest_eval: float | None = None
         self.best_eval: float | None = None
@@ -139,6 +142,8 @@ class TrainingMonitor:
             self.handle(self.rules.check_patience(env_steps, self.evals_since_best))
         self._say(f"step {env_steps}: eval mean return {result.mean:.1f} +/- {result.std:.1f} "
                   f"(best {self.best_eval:.1f} at step {self.best_eval_step})")
+        if self._on_evaluated is not None:
+            self._on_evaluated(env_steps, result)
         return result
 
     def checkpoint(self, kind: str, env_steps: int) -> Path:
@@ -151,6 +156,8 @@ class TrainingMonitor:
             prune_periodic(self.paths.checkpoint_dir, self.config.keep_checkpoints)
         if kind != "best":
             self.latest_checkpoint = str(path)
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(kind, path)
         return path
 
     # ----------------------------------------------------------------- state

@@ -16,19 +16,12 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import numpy as np
-import torch
 
 from rltrain.agents.ddpg import DDPGAgent
-from rltrain.agents.probes import gradient_probe, layer_norms
 from rltrain.utils.checkpoint import atomic_write
 from rltrain.utils.config import RuleConfig, TrainConfig
 from rltrain.utils.diagnostics import ddpg_checks, plots, snapshots
-from rltrain.utils.diagnostics.gradients import (
-    DropDetector,
-    GradientVerdicts,
-    pre_clip,
-    relative_norm,
-)
+from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
 from rltrain.utils.evaluation import EvalResult
@@ -52,11 +45,11 @@ class Flow1Diagnostics:
         self.low, self.high = low, high
         self.reward = RewardAnalyzer(self.settings.window_size)
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed)
-        self.grads = GradientVerdicts(self.settings)
+        self.gradients = GradientWatch(agent, buffer, self.settings, logger, paths,
+                                       self._finding)
         self.episode_drop = DropDetector(self.settings.trace_drop)
         self.eval_drop = DropDetector(self.settings.trace_drop)
         self.recent_returns: deque[float] = deque(maxlen=5)
-        self.last_trace: int | None = None
         self.actor_pre_clip: float | None = None
         self._hook = agent.actor.register_forward_hook(self.map.hook)
         self._video_warned = False
@@ -121,7 +114,8 @@ class Flow1Diagnostics:
         if "actor_grad_norm" in metrics:
             self.actor_pre_clip = metrics["actor_grad_norm"]
         if self.agent.updates % self.settings.grad_freq == 0:
-            self._record_gradients(env_steps, metrics.get("critic_grad_norm"))
+            self.gradients.record(env_steps, self.actor_pre_clip,
+                                  metrics.get("critic_grad_norm"))
 
     def after_step(self, env_steps: int) -> None:
         s = self.settings
@@ -148,7 +142,8 @@ class Flow1Diagnostics:
         self.logger.scalars(env_steps, {f"flow1/{k}": v for k, v in q.items()})
         self.logger.scalars(env_steps, {f"flow1/dead_relu/{k}": v for k, v in dead.items()})
         self.logger.diagnostic("ddpg", env_steps, **q, dead_relu=dead)
-        if q["q_overestimation"] > self.settings.q_overestimation.threshold:
+        warm = self.agent.updates >= self.settings.q_warmup_updates
+        if warm and q["q_overestimation"] > self.settings.q_overestimation.threshold:
             self._finding("q_overestimation", env_steps, round(q["q_overestimation"], 4),
                           f"Q at the start states is {q['q_estimate']:.1f} but the episodes "
                           f"obtained {q['q_obtained']:.1f} (discounted)")
@@ -161,86 +156,13 @@ class Flow1Diagnostics:
             self._trace(env_steps, f"eval return {result.mean:.1f} fell below its baseline "
                                    f"{baseline:.1f}")
 
+    def _trace(self, env_steps: int, reason: str) -> None:
+        with self.paused_collection():
+            self.gradients.trace(env_steps, reason, cooldown=self.settings.heatmap_freq)
+
     def on_pause(self, env_steps: int) -> None:
         if self.settings.snapshot_freq is not None:
             self.snapshot(env_steps, "paused")
-
-    # ------------------------------------------------------------- gradients
-    def _record_gradients(self, env_steps: int, critic_pre_clip: float | None) -> None:
-        actor = pre_clip(layer_norms(self.agent.actor), self.actor_pre_clip)
-        critic = pre_clip(layer_norms(self.agent.critic), critic_pre_clip)
-        scalars = {f"gradients/actor/{k}": v for k, v in actor.items() if v is not None}
-        scalars.update({f"gradients/critic/{k}": v for k, v in critic.items() if v is not None})
-        self.logger.scalars(env_steps, scalars)
-        for name, net in (("actor", self.agent.actor), ("critic", self.agent.critic)):
-            grads = [p.grad.flatten() for p in net.parameters() if p.grad is not None]
-            if grads:
-                self.logger.histogram(f"gradients/{name}", torch.cat(grads), env_steps)
-        balance = self._imbalance(actor, critic)
-        self.logger.diagnostic("gradients", env_steps, actor=actor, critic=critic,
-                               imbalance=balance)
-        verdicts = {"actor": self.grads.review("actor", actor),
-                    "critic": self.grads.review("critic", critic)}
-        self._gradient_findings(env_steps, verdicts, {"actor": actor, "critic": critic},
-                                balance)
-
-    def _imbalance(self, actor: dict, critic: dict) -> float:
-        params = {n: {k: float(p.detach().norm()) for k, p in net.named_parameters()}
-                  for n, net in (("actor", self.agent.actor), ("critic", self.agent.critic))}
-        actor_rel = relative_norm(actor, params["actor"])
-        return relative_norm(critic, params["critic"]) / actor_rel if actor_rel > 0 else 0.0
-
-    def _gradient_findings(self, env_steps: int, verdicts: dict, norms: dict,
-                           balance: float) -> None:
-        for verdict, rule in (("broken", "broken_gradient"), ("vanishing", "vanishing_gradient"),
-                              ("exploding", "exploding_gradient")):
-            layers = [f"{net}.{name}" for net, found in verdicts.items()
-                      for name, v in found.items() if v == verdict]
-            if layers:
-                shown = {layer: norms[layer.split(".", 1)[0]][layer.split(".", 1)[1]]
-                         for layer in layers}
-                self._finding(rule, env_steps, shown,
-                              f"{verdict} gradient in {', '.join(layers)}")
-        if balance > self.settings.value_policy_imbalance.threshold:
-            self._finding("value_policy_imbalance", env_steps, round(balance, 3),
-                          f"the critic's relative gradient is {balance:.1f}x the actor's")
-
-    def _trace(self, env_steps: int, reason: str) -> None:
-        """Snapshot the newest batch and parameters; write per-layer norms and verdicts."""
-        cooldown = self.settings.heatmap_freq
-        if not len(self.buffer) or (self.last_trace is not None
-                                    and env_steps - self.last_trace < cooldown):
-            return
-        self.last_trace = env_steps
-        batch = self.buffer.newest(self.config.batch_size)
-        with self.paused_collection():
-            probe = gradient_probe(self.agent, batch)
-        layers = {}
-        for net, norms in (("actor", probe.actor_layers), ("critic", probe.critic_layers)):
-            strongest = max((v for v in norms.values() if v), default=0.0)
-            layers[net] = {k: {"norm": v, "verdict": self.grads.verdict(f"{net}.{k}", v,
-                                                                         strongest)}
-                           for k, v in norms.items()}
-        folder = self.paths.log_dir / "traces"
-        trace = {"env_steps": env_steps, "reason": reason, "critic_loss": probe.critic_loss,
-                 "actor_loss": probe.actor_loss, "q_mean": probe.q_mean, "layers": layers}
-        text = json.dumps(trace, indent=1).encode()
-        atomic_write(folder / f"grad_trace_step_{env_steps}.json", lambda f: f.write(text))
-        snapshot = {"env_steps": env_steps, "reason": reason, "batch": batch._asdict(),
-                    **{k: getattr(self.agent, k).state_dict() for k in
-                       ("actor", "critic", "actor_target", "critic_target")}}
-        atomic_write(folder / f"critical_snapshot_step_{env_steps}.pt",
-                     lambda f: torch.save(snapshot, f))
-        self.logger.diagnostic("trace", env_steps, reason=reason,
-                               file=str(folder / f"grad_trace_step_{env_steps}.json"))
-        bad = {rule: [f"{n}.{k}" for n, found in layers.items() for k, v in found.items()
-                      if v["verdict"] == verdict]
-               for verdict, rule in (("broken", "broken_gradient"),
-                                     ("vanishing", "vanishing_gradient"))}
-        for rule, found in bad.items():
-            if found:
-                self._finding(rule, env_steps, found, f"gradient trace after a reward drop "
-                                                     f"({reason}): {', '.join(found)}")
 
     # ------------------------------------------------------------------ map
     def _heatmap(self, env_steps: int) -> None:
@@ -309,20 +231,19 @@ class Flow1Diagnostics:
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         return {"reward": self.reward.state_dict(), "map": self.map.state_dict(),
-                "grads": self.grads.state_dict(),
+                "gradients": self.gradients.state_dict(),
                 "episode_baseline": self.episode_drop.baseline,
                 "eval_baseline": self.eval_drop.baseline,
-                "recent_returns": list(self.recent_returns), "last_trace": self.last_trace,
+                "recent_returns": list(self.recent_returns),
                 "actor_pre_clip": self.actor_pre_clip}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reward.load_state_dict(state["reward"])
         self.map.load_state_dict(state["map"])
-        self.grads.load_state_dict(state["grads"])
+        self.gradients.load_state_dict(state["gradients"])
         self.episode_drop.baseline = state["episode_baseline"]
         self.eval_drop.baseline = state["eval_baseline"]
         self.recent_returns.extend(state["recent_returns"])
-        self.last_trace = state["last_trace"]
         self.actor_pre_clip = state["actor_pre_clip"]
 
 
@@ -335,6 +256,10 @@ class NoDiagnostics:
     def after_update(self, env_steps: int, metrics: dict[str, float]) -> None: ...
     def after_step(self, env_steps: int) -> None: ...
     def on_eval(self, env_steps: int, result: EvalResult) -> None: ...
+    def _trace(self, env_steps: int, reason: str) -> None:
+        with self.paused_collection():
+            self.gradients.trace(env_steps, reason, cooldown=self.settings.heatmap_freq)
+
     def on_pause(self, env_steps: int) -> None: ...
 
     @contextmanager

@@ -10,17 +10,27 @@ each with a verdict, to `grad_trace_step_<N>.json`.
 The document's health table (absolute ranges per layer, for PPO-style nets with one
 loss) does not transfer to DDPG, whose critic gradient scales with the reward and
 whose actor gradient shrinks as the policy converges. The verdicts are calibrated on
-healthy runs instead (README): `vanishing_gradient` compares a layer with the
-strongest layer of its own network (the gradient does not reach it), and
-`exploding_gradient` compares a layer with its own recent history.
+healthy runs instead (README): `vanishing_gradient` compares a weight matrix with the
+strongest weight matrix of its own network (the gradient does not reach it; biases,
+some with a single element, are too noisy for this), and `exploding_gradient` compares
+a layer with its own recent history.
 """
 
 from __future__ import annotations
 
+import json
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
+import torch
+
+from rltrain.agents.ddpg import DDPGAgent
+from rltrain.agents.probes import gradient_probe, layer_norms
+from rltrain.utils.checkpoint import atomic_write
+from rltrain.utils.replay_buffer import ReplayBuffer
+from rltrain.utils.run_logger import RunLogger
+from rltrain.utils.runs import RunPaths
 
 HISTORY = 20
 
@@ -43,10 +53,12 @@ class GradientVerdicts:
         self.history: dict[str, deque[float]] = {}
 
     def verdict(self, name: str, norm: float | None, strongest: float) -> str:
+        """`strongest`: the largest weight-matrix gradient norm of the same network."""
         s = self.settings
         if norm is None or norm == 0.0:
             return "broken"
-        if strongest > 0 and norm / strongest < s.vanishing_gradient.threshold:
+        if (name.endswith("weight") and strongest > 0
+                and norm / strongest < s.vanishing_gradient.threshold):
             return "vanishing"
         past = self.history.get(name)
         if past and len(past) >= 5 and norm > s.exploding_gradient.threshold * np.median(past):
@@ -55,7 +67,7 @@ class GradientVerdicts:
 
     def review(self, network: str, layers: dict[str, float | None]) -> dict[str, str]:
         """Verdict of every layer of `network`; then remember the norms as history."""
-        strongest = max((v for v in layers.values() if v), default=0.0)
+        strongest = strongest_weight(layers)
         verdicts = {name: self.verdict(f"{network}.{name}", norm, strongest)
                     for name, norm in layers.items()}
         for name, norm in layers.items():
@@ -68,6 +80,10 @@ class GradientVerdicts:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.history = {k: deque(v, maxlen=HISTORY) for k, v in state.items()}
+
+
+def strongest_weight(layers: dict[str, float | None]) -> float:
+    return max((v for k, v in layers.items() if v and k.endswith("weight")), default=0.0)
 
 
 def relative_norm(layers: dict[str, float | None], params: dict[str, float]) -> float:
@@ -92,3 +108,93 @@ class DropDetector:
         if baseline is not None and value < baseline - self.drop * abs(baseline):
             return baseline
         return None
+
+
+class GradientWatch:
+    """Records per-layer gradient norms after updates and traces them after reward drops."""
+
+    def __init__(self, agent: DDPGAgent, buffer: ReplayBuffer, settings: Any,
+                 logger: RunLogger, paths: RunPaths, finding: Callable[..., None]) -> None:
+        self.agent, self.buffer, self.settings = agent, buffer, settings
+        self.logger, self.paths, self.finding = logger, paths, finding
+        self.verdicts = GradientVerdicts(settings)
+        self.last_trace: int | None = None
+
+    def record(self, env_steps: int, actor_pre_clip: float | None,
+               critic_pre_clip: float | None) -> None:
+        """Norms from `.grad` as the last update left them, rescaled to before clipping."""
+        agent = self.agent
+        actor = pre_clip(layer_norms(agent.actor), actor_pre_clip)
+        critic = pre_clip(layer_norms(agent.critic), critic_pre_clip)
+        scalars = {f"gradients/actor/{k}": v for k, v in actor.items() if v is not None}
+        scalars.update({f"gradients/critic/{k}": v for k, v in critic.items() if v is not None})
+        self.logger.scalars(env_steps, scalars)
+        for name, net in (("actor", agent.actor), ("critic", agent.critic)):
+            grads = [p.grad.flatten() for p in net.parameters() if p.grad is not None]
+            if grads:
+                self.logger.histogram(f"gradients/{name}", torch.cat(grads), env_steps)
+        balance = self._imbalance(actor, critic)
+        self.logger.diagnostic("gradients", env_steps, actor=actor, critic=critic,
+                               imbalance=balance)
+        verdicts = {"actor": self.verdicts.review("actor", actor),
+                    "critic": self.verdicts.review("critic", critic)}
+        self._findings(env_steps, verdicts, {"actor": actor, "critic": critic}, balance)
+
+    def _imbalance(self, actor: dict, critic: dict) -> float:
+        nets = (("actor", self.agent.actor), ("critic", self.agent.critic))
+        params = {n: {k: float(p.detach().norm()) for k, p in net.named_parameters()}
+                  for n, net in nets}
+        actor_rel = relative_norm(actor, params["actor"])
+        return relative_norm(critic, params["critic"]) / actor_rel if actor_rel > 0 else 0.0
+
+    def _findings(self, env_steps: int, verdicts: dict, norms: dict, balance: float) -> None:
+        for verdict, rule in (("broken", "broken_gradient"), ("vanishing", "vanishing_gradient"),
+                              ("exploding", "exploding_gradient")):
+            layers = {f"{net}.{name}": norms[net][name] for net, found in verdicts.items()
+                      for name, v in found.items() if v == verdict}
+            if layers:
+                self.finding(rule, env_steps, layers,
+                             f"{verdict} gradient in {', '.join(layers)}")
+        if balance > self.settings.value_policy_imbalance.threshold:
+            self.finding("value_policy_imbalance", env_steps, round(balance, 3),
+                         f"the critic's relative gradient is {balance:.1f}x the actor's")
+
+    def trace(self, env_steps: int, reason: str, cooldown: int) -> None:
+        """Snapshot the newest batch and parameters; write per-layer norms and verdicts."""
+        if not len(self.buffer) or (self.last_trace is not None
+                                    and env_steps - self.last_trace < cooldown):
+            return
+        self.last_trace = env_steps
+        batch = self.buffer.newest(self.agent.config.batch_size)
+        probe = gradient_probe(self.agent, batch)
+        layers = {}
+        for net, norms in (("actor", probe.actor_layers), ("critic", probe.critic_layers)):
+            strongest = strongest_weight(norms)
+            layers[net] = {k: {"norm": v, "verdict": self.verdicts.verdict(f"{net}.{k}", v,
+                                                                            strongest)}
+                           for k, v in norms.items()}
+        folder = self.paths.log_dir / "traces"
+        trace_file = folder / f"grad_trace_step_{env_steps}.json"
+        text = json.dumps({"env_steps": env_steps, "reason": reason,
+                           "critic_loss": probe.critic_loss, "actor_loss": probe.actor_loss,
+                           "q_mean": probe.q_mean, "layers": layers}, indent=1).encode()
+        atomic_write(trace_file, lambda f: f.write(text))
+        snapshot = {"env_steps": env_steps, "reason": reason, "batch": batch._asdict(),
+                    **{k: getattr(self.agent, k).state_dict() for k in
+                       ("actor", "critic", "actor_target", "critic_target")}}
+        atomic_write(folder / f"critical_snapshot_step_{env_steps}.pt",
+                     lambda f: torch.save(snapshot, f))
+        self.logger.diagnostic("trace", env_steps, reason=reason, file=str(trace_file))
+        for verdict, rule in (("broken", "broken_gradient"), ("vanishing", "vanishing_gradient")):
+            found = [f"{n}.{k}" for n, per in layers.items() for k, v in per.items()
+                     if v["verdict"] == verdict]
+            if found:
+                self.finding(rule, env_steps, found, f"gradient trace after a reward drop "
+                                                     f"({reason}): {', '.join(found)}")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"history": self.verdicts.state_dict(), "last_trace": self.last_trace}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.verdicts.load_state_dict(state["history"])
+        self.last_trace = state["last_trace"]

@@ -1,0 +1,261 @@
+"""`rltrain sweep`: many seeds and hyperparameter grids on Ray Tune, locally or on a cluster.
+
+One Tune trial per (grid point, seed). Each trial is an ordinary rltrain run with its
+own folders under `<log_dir>/<sweep>/` and `<checkpoint_dir>/<sweep>/` (TensorBoard
+logs, checkpoints, monitor rules, pauses) that reports every evaluation to Tune and
+hands Tune its newest periodic checkpoint. When a trial crashes or its worker dies,
+Tune's failure handling (`FailureConfig(max_failures)`) restarts it and the trial
+resumes exactly from that checkpoint. A trial paused by a health rule ends as paused,
+with its reason; it is not retried. Ray is an optional extra: `rltrain[sweep]`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rltrain.utils.config import TrainConfig
+from rltrain.utils.config_loader import apply_overrides, config_from_dict, load_config
+from rltrain.utils.errors import ConfigError, UserError
+from rltrain.utils.sweep_summary import ERROR_FILE
+
+INSTALL_HINT = 'rltrain sweep needs Ray Tune: pip install "rltrain[sweep]"'
+
+
+@dataclass(frozen=True)
+class Trial:
+    run_name: str
+    point: str  # the grid point, e.g. "actor_lr=0.001,tau=0.01" ("base" without a grid)
+    overrides: tuple[str, ...]
+
+
+def parse_grid(items: tuple[str, ...]) -> list[tuple[str, list[str]]]:
+    """`key=v1,v2` items -> [(key, ["v1", "v2"])], refusing malformed specs."""
+    grid = []
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        choices = [v.strip() for v in values.split(",")]
+        if not sep or not key or not values.strip() or any(not v for v in choices):
+            raise ConfigError(f"--grid expects key=v1,v2,... (comma-separated values), "
+                              f"got '{item}'")
+        if key in (k for k, _ in grid):
+            raise ConfigError(f"--grid names '{key}' twice")
+        grid.append((key, choices))
+    return grid
+
+
+def plan_trials(config_name: str, overrides: tuple[str, ...], grid_items: tuple[str, ...],
+                seeds: int, sweep: str) -> tuple[TrainConfig, list[Trial]]:
+    """Every (grid point, seed) as a validated config; any bad value fails here, up front."""
+    if seeds < 1:
+        raise UserError("--seeds must be at least 1")
+    base = load_config(config_name, overrides)
+    grid = parse_grid(grid_items)
+    raw = yaml.safe_load(yaml.safe_dump(_plain(base)))
+    trials = []
+    for values in itertools.product(*(choices for _, choices in grid)):
+        point_items = tuple(f"{k}={v}" for (k, _), v in zip(grid, values, strict=True))
+        point = ",".join(point_items) or "base"
+        for index in range(seeds):
+            seed = base.seed + index
+            items = (*point_items, f"seed={seed}")
+            name = _slug(f"{sweep}_{point}_s{seed}" if grid else f"{sweep}_s{seed}")
+            items = (*items, f"run_name={name}")
+            config_from_dict(apply_overrides(raw, items))  # validates the point and name
+            trials.append(Trial(name, point, (*overrides, *items)))
+    return base, trials
+
+
+def _plain(config: TrainConfig) -> dict[str, Any]:
+    from rltrain.utils.config import config_to_dict
+
+    return config_to_dict(config)
+
+
+def _slug(text: str) -> str:
+    """A run folder name: `grid_tau=0.01,seed=3` -> `grid_tau-0.01_seed-3`."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" if c == "," else "-"
+                   for c in text)
+
+
+def run_trial(tune_config: dict[str, Any]) -> None:
+    """The Tune trainable: one rltrain run, resumed from Tune's checkpoint after a crash."""
+    import torch
+    from ray import tune
+
+    params = tune_config["trial"]
+    torch.set_num_threads(int(params["threads"]))
+    try:
+        _run_trial(params, tune)
+    except UserError as error:  # bad input fails the same way every time: not retried
+        config = load_config(params["config"], tuple(params["overrides"]))
+        folder = Path(config.log_dir) / params["run_name"]
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / ERROR_FILE).open("a") as file:  # one line per attempt
+            file.write(f"{error}\n")
+        tune.report({"status": "error", "error": str(error)})
+
+
+def _run_trial(params: dict[str, Any], tune: Any) -> None:
+    from rltrain.scripts.resume import prepare_resume
+    from rltrain.scripts.trainer import Trainer
+    from rltrain.utils.device import resolve_device
+    from rltrain.utils.runs import create_run, paths_for
+
+    name, overrides = params["run_name"], tuple(params["overrides"])
+    restored = tune.get_checkpoint()
+    if restored is not None:
+        config = load_config(params["config"], overrides)
+        with restored.as_directory() as folder:
+            source = next(Path(folder).glob("*.pt"))  # the run's own file name
+            target = paths_for(config, name).checkpoint_dir / source.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target)
+        trainer, paths, info = prepare_resume(str(target), (), None, interactive=False)
+        outcome = TuneReporter(trainer, tune).attach().run(paths, info)
+    else:
+        config = load_config(params["config"], overrides)
+        trainer = Trainer(config, resolve_device(config.device), interactive=False)
+        outcome = TuneReporter(trainer, tune).attach().run(create_run(config))
+    TuneReporter(trainer, tune).final(outcome)
+
+
+class TuneReporter:
+    """Reports each evaluation and periodic checkpoint to Tune; the checkpoint file goes
+    along, so a retried trial resumes from it (on any node of a cluster)."""
+
+    def __init__(self, trainer: Any, tune: Any) -> None:
+        self.trainer, self.tune = trainer, tune
+
+    def attach(self) -> Any:
+        self.trainer.on_eval = self.report
+        self.trainer.on_checkpoint = self.checkpointed
+        return self.trainer
+
+    def checkpointed(self, kind: str, path: Path) -> None:
+        if kind == "periodic":
+            self._send(self._metrics("running"), force=str(path))
+
+    def _metrics(self, status: str) -> dict[str, Any]:
+        monitor = self.trainer.monitor
+        return {"env_steps": self.trainer.counters.env_steps,
+                "eval_mean_return": monitor.latest_eval, "best_eval": monitor.best_eval,
+                "status": status}
+
+    def report(self, env_steps: int, result: Any) -> None:
+        self.tune.report(self._metrics("running"))
+
+    def final(self, outcome: Any) -> None:
+        metrics = self._metrics(outcome.status)
+        metrics["pause_reason"] = outcome.reason
+        self._send(metrics, force=str(outcome.checkpoint))
+
+    def _send(self, metrics: dict[str, Any], force: str) -> None:
+        import tempfile
+
+        from ray.tune import Checkpoint
+
+        if not Path(force).exists():  # e.g. a run that finished without a new file
+            self.tune.report(metrics)
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            shutil.copy(force, Path(folder) / Path(force).name)
+            self.tune.report(metrics, checkpoint=Checkpoint.from_directory(folder))
+
+
+def start_ray(address: str | None) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    if address is None:
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    else:
+        ray.init(address=address, log_to_driver=False)
+
+
+def require_ray() -> None:
+    try:
+        import ray  # noqa: F401
+        from ray import tune  # noqa: F401
+    except ImportError:
+        raise UserError(INSTALL_HINT) from None
+
+
+def plan_file(sweep_dir: Path) -> Path:
+    return sweep_dir / "sweep.yaml"
+
+
+def launch(config_name: str, overrides: tuple[str, ...], grid: tuple[str, ...], seeds: int,
+           name: str, max_concurrent: int | None, address: str | None,
+           cpus_per_trial: float, max_failures: int) -> Path:
+    """Validate every trial, write the plan, and run it on Tune."""
+    require_ray()
+    base = load_config(config_name, overrides)
+    sweep_dir = Path(base.log_dir).resolve() / name
+    if sweep_dir.exists():
+        raise UserError(f"sweep '{name}' already exists ({sweep_dir}); continue it with "
+                        f"`rltrain sweep --resume {name}` or choose another --name")
+    folders = (f"log_dir={sweep_dir}",
+               f"checkpoint_dir={Path(base.checkpoint_dir).resolve() / name}")
+    _, trials = plan_trials(config_name, (*overrides, *folders), grid, seeds, name)
+    sweep_dir.mkdir(parents=True)
+    plan = {"config": str(Path(config_name).resolve()) if Path(config_name).is_file()
+            else config_name, "cpus_per_trial": cpus_per_trial, "max_failures": max_failures,
+            "max_concurrent": max_concurrent,
+            "trials": [{"run_name": t.run_name, "point": t.point,
+                        "overrides": list(t.overrides)} for t in trials]}
+    plan_file(sweep_dir).write_text(yaml.safe_dump(plan, sort_keys=False))
+    _fit(sweep_dir, plan, address, restore=False)
+    return sweep_dir
+
+
+def resume_sweep(name: str, log_dir: str, address: str | None) -> Path:
+    require_ray()
+    sweep_dir = Path(log_dir).resolve() / name
+    if not plan_file(sweep_dir).exists():
+        raise UserError(f"no sweep '{name}' under '{log_dir}/' (no sweep.yaml)")
+    plan = yaml.safe_load(plan_file(sweep_dir).read_text())
+    _fit(sweep_dir, plan, address, restore=True)
+    return sweep_dir
+
+
+def _fit(sweep_dir: Path, plan: dict[str, Any], address: str | None, restore: bool) -> None:
+    from ray import tune
+
+    start_ray(address)
+    threads = max(1, int(plan["cpus_per_trial"]))
+    params = [{"config": plan["config"], "run_name": t["run_name"],
+               "overrides": t["overrides"], "threads": threads} for t in plan["trials"]]
+    trainable = tune.with_resources(run_trial, {"cpu": plan["cpus_per_trial"]})
+    try:
+        if restore:
+            tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable=trainable,
+                                       resume_unfinished=True, resume_errored=True)
+        else:
+            tuner = tune.Tuner(
+                trainable, param_space={"trial": tune.grid_search(params)},
+                tune_config=tune.TuneConfig(max_concurrent_trials=plan["max_concurrent"]),
+                run_config=tune.RunConfig(
+                    name="tune", storage_path=str(sweep_dir), verbose=1,
+                    failure_config=tune.FailureConfig(max_failures=plan["max_failures"]),
+                    checkpoint_config=tune.CheckpointConfig(num_to_keep=1)))
+        tuner.fit()
+    except KeyboardInterrupt:
+        pass  # the summary below covers what ran; `--resume` continues the rest
+
+
+def summarise(sweep_dir: Path) -> list[dict[str, Any]]:
+    from rltrain.utils.sweep_summary import trial_row, write_summary
+
+    plan = yaml.safe_load(plan_file(sweep_dir).read_text())
+    trials = [trial_row(sweep_dir, t["run_name"], t["point"]) for t in plan["trials"]]
+    return write_summary(sweep_dir, trials)

@@ -1,0 +1,129 @@
+"""`rltrain sweep` on a local Ray: trials, summary, retry of a killed trial, bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from rltrain.scripts.cli import cli
+
+from conftest import TESTS_DIR, tiny_dict
+
+ray = pytest.importorskip("ray", reason="the [sweep] extra (Ray Tune) is part of [dev]")
+
+
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory):
+    """One local Ray for the module; workers inherit PYTHONPATH (fake_envs) and the marker."""
+    marker = tmp_path_factory.mktemp("kill") / "killed"
+    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "RLTRAIN_TEST_KILL_MARKER")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR),
+                                                             old["PYTHONPATH"]]))
+    os.environ["RLTRAIN_TEST_KILL_MARKER"] = str(marker)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    yield marker
+    ray.shutdown()
+    for key, value in old.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def config_file(tmp_path: Path, **overrides) -> Path:
+    path = tmp_path / "c.yaml"
+    raw = tiny_dict(tmp_path, **{"max_timesteps": 400, "eval_freq": 100,
+                                 "checkpoint_freq": 100, **overrides})
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def sweep(*args: str):
+    return CliRunner().invoke(cli, ["sweep", *args], catch_exceptions=False)
+
+
+def test_a_two_trial_grid_sweep_completes_and_writes_the_summary(tmp_path, local_ray):
+    result = sweep("--config", str(config_file(tmp_path)), "--seeds", "1", "--grid",
+                   "tau=0.005,0.01", "--name", "grid")
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "logs" / "grid"
+    rows = list(csv.DictReader((folder / "summary.csv").open()))
+    assert [r["grid_point"] for r in rows] == ["tau=0.005", "tau=0.01"]
+    assert all(r["seeds"] == "1" and r["paused"] == "0" and r["unfinished"] == "0"
+               for r in rows)
+    assert all(float(r["env_steps_mean"]) == 400 for r in rows)
+    summary = json.loads((folder / "summary.json").read_text())
+    assert {t["run"] for t in summary["trials"]} == {"grid_tau-0.005_s3", "grid_tau-0.01_s3"}
+    assert all(t["state"] == "finished" for t in summary["trials"])
+    assert (folder / "learning_curves.png").stat().st_size > 1000
+    for run in ("grid_tau-0.005_s3", "grid_tau-0.01_s3"):  # ordinary rltrain runs
+        assert (folder / run / "metrics.jsonl").exists()
+        assert (tmp_path / "checkpoints" / "grid" / run / "checkpoint_step_400.pt").exists()
+    config = yaml.safe_load((folder / "grid_tau-0.01_s3" / "config.yaml").read_text())
+    assert config["tau"] == 0.01 and config["seed"] == 3
+    again = sweep("--resume", "grid", "--log-dir", str(tmp_path / "logs"))
+    assert again.exit_code == 0, again.output
+    for run in ("grid_tau-0.005_s3", "grid_tau-0.01_s3"):  # finished trials are not rerun
+        lines = (folder / run / "metrics.jsonl").read_text()
+        assert '"resume"' not in lines
+
+
+def test_a_killed_trial_is_retried_from_its_checkpoint_and_finishes(tmp_path, local_ray):
+    # Evaluation only at the end, so that the training env's 250th step comes first.
+    path = config_file(tmp_path, env_name="fake_envs:FakeKillOncePendulum-v0", eval_freq=400)
+    result = sweep("--config", str(path), "--seeds", "1", "--name", "kill",
+                   "--max-failures", "2")
+    assert result.exit_code == 0, result.output
+    assert local_ray.exists()  # the worker really was killed once
+    run = tmp_path / "logs" / "kill" / "kill_s3"
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    resumes = [m for m in metrics if m["kind"] == "resume"]
+    assert len(resumes) == 1 and resumes[0]["env_steps"] == 200  # the checkpoint before 250
+    summary = json.loads((tmp_path / "logs" / "kill" / "summary.json").read_text())
+    assert summary["trials"][0]["state"] == "finished"
+    assert summary["trials"][0]["env_steps"] == 400
+
+
+def test_a_trial_that_cannot_run_is_reported_failed_and_not_retried(tmp_path, local_ray):
+    path = config_file(tmp_path, env_name="fake_envs:FakeNoSuchEnv-v0")
+    result = CliRunner().invoke(cli, ["sweep", "--config", str(path), "--seeds", "2",
+                                      "--name", "broken", "--max-failures", "3"])
+    assert result.exit_code == 1, result.output
+    assert "2 trial(s) did not finish" in result.output
+    summary = json.loads((tmp_path / "logs" / "broken" / "summary.json").read_text())
+    assert [t["state"] for t in summary["trials"]] == ["failed", "failed"]
+    for trial in summary["trials"]:  # one attempt each: bad input is not retried
+        assert "FakeNoSuchEnv-v0" in trial["error"] and "\n" not in trial["error"]
+    assert summary["points"][0]["unfinished"] == 2
+
+
+@pytest.mark.parametrize("grid, message", [
+    ("tau", "--grid expects key=v1,v2"),
+    ("tau=", "--grid expects key=v1,v2"),
+    ("tau=0.1,,0.2", "--grid expects key=v1,v2"),
+    ("gama=0.9,0.95", "did you mean 'gamma'"),
+    ("gamma=0.9,2", r"'gamma' must be a number in \(0, 1\]"),
+])
+def test_a_bad_grid_spec_is_a_clear_error(tmp_path, grid, message):
+    import re
+
+    result = CliRunner().invoke(cli, ["sweep", "--config", str(config_file(tmp_path)),
+                                      "--grid", grid, "--name", "bad"])
+    assert result.exit_code == 2 and re.search(message, result.output), result.output
+    assert not (tmp_path / "logs" / "bad").exists()
+
+
+def test_without_ray_the_sweep_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    result = CliRunner().invoke(cli, ["sweep", "--config", str(config_file(tmp_path))])
+    assert result.exit_code == 2
+    assert result.output.strip() == 'Error: rltrain sweep needs Ray Tune: pip install ' \
+                                    '"rltrain[sweep]"'

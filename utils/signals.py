@@ -1,0 +1,41 @@
+"""Ctrl-C and SIGTERM as pause requests: the first one asks, a second Ctrl-C aborts.
+
+The handler only records the signal. It can run between any two bytecodes (inside an
+import, a log write, a checkpoint write), so anything more than setting a field is
+unsafe there: the training loop reads `received` after each env step and pauses
+through the monitor like any other request. (A handler that printed through rich
+crashed inside a half-finished import under load, before this was so.)
+"""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType, TracebackType
+
+
+class SignalCatcher:
+    """Context manager: SIGINT/SIGTERM set `received`; a second SIGINT raises KeyboardInterrupt."""
+
+    def __init__(self) -> None:
+        self.received: tuple[str, str] | None = None  # (rule, message)
+        self._previous: dict[int, object] = {}
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and self.received is not None:
+            raise KeyboardInterrupt  # the second Ctrl-C: abort at once
+        if self.received is None:
+            rule = "interrupt" if signum == signal.SIGINT else "terminate"
+            self.received = (rule, f"{signal.Signals(signum).name} received")
+
+    def __enter__(self) -> SignalCatcher:
+        try:
+            self._previous = {s: signal.signal(s, self._handle)
+                              for s in (signal.SIGINT, signal.SIGTERM)}
+        except ValueError:  # not the main thread (e.g. a Ray worker): no handlers
+            self._previous = {}
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,103 @@
+"""The summary of a sweep, read from its trials' run folders (whatever state they are in).
+
+Per grid point: mean, std, min and max over seeds of the final and of the best
+evaluation return, the env steps reached, and the paused and unfinished trials. Saved
+as `<log_dir>/<sweep>/summary.csv`, `summary.json` and `learning_curves.png` (mean and
+min-max spread over seeds of the evaluation return, per grid point).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from rltrain.utils.checkpoint import atomic_write
+from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.run_status import effective_state, read_status
+
+ERROR_FILE = "trial_error.txt"  # in a trial's log folder: why it could not run
+
+
+def trial_row(log_dir: Path, run_name: str, point: str) -> dict[str, Any]:
+    folder = log_dir / run_name
+    evals = [(m["env_steps"], m["mean_return"]) for m in read_jsonl(folder / "metrics.jsonl")
+             if m["kind"] == "eval"]
+    status = read_status(folder / "status.json") or {}
+    state = effective_state(status) if status else "not started"
+    error = folder / ERROR_FILE
+    if error.exists() and state not in ("finished", "paused"):
+        state = "failed"
+    return {"run": run_name, "grid_point": point, "state": state,
+            "env_steps": status.get("env_steps", 0),
+            "final_eval": evals[-1][1] if evals else None,
+            "best_eval": max(v for _, v in evals) if evals else None,
+            "pause_reason": status.get("pause_reason"),
+            "error": error.read_text().strip() if error.exists() else None, "curve": evals}
+
+
+def _stats(values: list[float], prefix: str) -> dict[str, float | None]:
+    if not values:
+        return {f"{prefix}_{k}": None for k in ("mean", "std", "min", "max")}
+    return {f"{prefix}_mean": statistics.mean(values),
+            f"{prefix}_std": statistics.pstdev(values),
+            f"{prefix}_min": min(values), f"{prefix}_max": max(values)}
+
+
+def point_rows(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for point in dict.fromkeys(t["grid_point"] for t in trials):
+        group = [t for t in trials if t["grid_point"] == point]
+        finals = [t["final_eval"] for t in group if t["final_eval"] is not None]
+        bests = [t["best_eval"] for t in group if t["best_eval"] is not None]
+        rows.append({"grid_point": point, "seeds": len(group), **_stats(finals, "final"),
+                     **_stats(bests, "best"),
+                     "env_steps_mean": statistics.mean(t["env_steps"] for t in group),
+                     "paused": sum(t["state"] == "paused" for t in group),
+                     "unfinished": sum(t["state"] not in ("finished", "paused")
+                                       for t in group)})
+    return rows
+
+
+def write_summary(sweep_dir: Path, trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    points = point_rows(trials)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(points[0]))
+    writer.writeheader()
+    writer.writerows(points)
+    csv_bytes = text.getvalue().encode()
+    atomic_write(sweep_dir / "summary.csv", lambda f: f.write(csv_bytes), durable=False)
+    document = json.dumps({"sweep": sweep_dir.name, "points": points,
+                           "trials": [{k: v for k, v in t.items() if k != "curve"}
+                                      for t in trials]}, indent=1).encode()
+    atomic_write(sweep_dir / "summary.json", lambda f: f.write(document), durable=False)
+    _plot(sweep_dir / "learning_curves.png", trials)
+    return points
+
+
+def _plot(path: Path, trials: list[dict[str, Any]]) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for point in dict.fromkeys(t["grid_point"] for t in trials):
+        curves = [dict(t["curve"]) for t in trials if t["grid_point"] == point and t["curve"]]
+        if not curves:
+            continue
+        steps = sorted(set().union(*curves))
+        values = [[c[s] for c in curves if s in c] for s in steps]
+        ax.plot(steps, [statistics.mean(v) for v in values],
+                label=f"{point} ({len(curves)} seeds)")
+        ax.fill_between(steps, [min(v) for v in values], [max(v) for v in values], alpha=0.2)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("evaluation return")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
