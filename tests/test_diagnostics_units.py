@@ -116,6 +116,36 @@ def test_gradient_verdicts():
     assert found == {"x.weight": "ok", "y.weight": "vanishing", "z.bias": "ok"}
 
 
+def test_a_new_reward_scale_below_the_absolute_floor_is_not_an_explosion():
+    verdicts = GradientVerdicts(SETTINGS)  # MountainCar: ~0 gradients until the goal is found
+    for _ in range(10):
+        verdicts.review("critic", {"l.weight": 0.001})
+    assert verdicts.review("critic", {"l.weight": 2.0}) == {"l.weight": "ok"}  # 2000x, < 5
+    assert verdicts.review("critic", {"l.weight": 6.0}) == {"l.weight": "exploding"}
+
+
+def test_q_overestimation_is_relative_to_the_return_with_the_reward_scale_as_floor():
+    import torch
+
+    from rltrain.agents.ddpg import DDPGAgent
+    from rltrain.utils.diagnostics.ddpg_checks import q_overestimation
+    from rltrain.utils.evaluation import EvalResult
+
+    low, high = np.array([-1.0], np.float32), np.array([1.0], np.float32)
+    agent = DDPGAgent(2, low, high, config_from_dict({}), torch.device("cpu"))
+    start = np.zeros((1, 2), np.float32)
+    with torch.no_grad():
+        q = float(agent.critic.q1(torch.as_tensor(start), agent.actor(torch.as_tensor(start))))
+
+    def result(discounted: float) -> EvalResult:  # one episode that ended by termination
+        return EvalResult([discounted], [10], [discounted], start, start, [False])
+
+    far = q_overestimation(agent, result(q - 200.0), 0.99, reward_scale=1.0)
+    assert far["q_overestimation"] == pytest.approx(200.0 / abs(q - 200.0), rel=1e-5)
+    near_zero = q_overestimation(agent, result(q - 1.0), 0.99, reward_scale=100.0)
+    assert near_zero["q_overestimation"] == pytest.approx(1.0 / 100.0, rel=1e-5)
+
+
 def test_norms_before_clipping_are_rebuilt_from_the_global_norm():
     after = {"a": 3.0, "b": 4.0, "c": None}  # global 5 after clipping
     assert pre_clip(after, 50.0) == {"a": 30.0, "b": 40.0, "c": None}

@@ -158,6 +158,10 @@ class DiagnosticsConfig:
         1e-3, "a weight's gradient norm below this share of its network's strongest one")
     exploding_gradient: RuleConfig = _warn_rule(
         100.0, "a layer's gradient norm above this many times its own recent median")
+    exploding_gradient_min_norm: float = opt(
+        5.0, "exploding_gradient also needs the norm above this (the documents' limit): a "
+        "reward first found after a long near-zero phase is a new scale, not an explosion",
+        NON_NEGATIVE)
     value_policy_imbalance: RuleConfig = _warn_rule(
         1000.0, "the critic's relative gradient (norm / weight norm) over the actor's")
     broken_gradient: RuleConfig = _warn_rule(None, "a layer whose gradient is zero or None")
@@ -171,7 +175,9 @@ class DiagnosticsConfig:
     q_warmup_updates: int = opt(
         10_000, "q_overestimation is checked from this many updates on (an untrained "
         "critic's Q of about 0 is above any negative return)", NON_NEGATIVE)
-    dead_relu: RuleConfig = _warn_rule(0.9, "share of a layer's hidden units never active")
+    dead_relu: RuleConfig = _warn_rule(
+        0.99, "share of a layer's hidden units never active (a healthy bang-bang policy "
+        "can run on 2% of them)")
     snapshot_freq: int | None = opt(
         None, "record a fixed-seed evaluation video every this many env steps and on a "
         "pause (needs the [video] extra; null: off)", AT_LEAST_ONE)

@@ -5,8 +5,10 @@
   gradient, and bang-bang behaviour is often an action-scale problem.
 - `q_overestimation`: the critic's Q1 at the evaluation start states against the
   discounted return those episodes actually obtained (plus gamma^T Q at the last state
-  when a time limit cut the episode), relative to max(|return|, 1). DDPG's critic is
-  known to over-estimate (Fujimoto et al. 2018); the twin-min target counters it.
+  when a time limit cut the episode), relative to max(|return|, largest |reward| seen):
+  the floor keeps a return near 0 (MountainCarContinuous before the goal is found) from
+  turning any small error into a huge relative one. DDPG's critic is known to
+  over-estimate (Fujimoto et al. 2018); the twin-min target counters it.
 - `dead_relu`: per hidden layer, the share of units that are zero for every sample of
   the newest replay batch.
 """
@@ -22,7 +24,9 @@ from rltrain.utils.replay_buffer import Batch
 
 
 @torch.no_grad()
-def q_overestimation(agent: DDPGAgent, result: EvalResult, gamma: float) -> dict[str, float]:
+def q_overestimation(agent: DDPGAgent, result: EvalResult, gamma: float,
+                     reward_scale: float) -> dict[str, float]:
+    """`reward_scale`: the largest |reward| seen, the floor of the relative error's scale."""
     def value(obs: np.ndarray) -> np.ndarray:
         x = torch.as_tensor(obs, dtype=torch.float32, device=agent.device)
         return agent.critic.q1(x, agent.actor(x))[:, 0].cpu().numpy().astype(np.float64)
@@ -32,7 +36,7 @@ def q_overestimation(agent: DDPGAgent, result: EvalResult, gamma: float) -> dict
     estimate = float(value(result.start_obs).mean())
     actual = float(obtained.mean())
     return {"q_estimate": estimate, "q_obtained": actual,
-            "q_overestimation": (estimate - actual) / max(abs(actual), 1.0)}
+            "q_overestimation": (estimate - actual) / max(abs(actual), reward_scale, 1e-12)}
 
 
 @torch.no_grad()

@@ -136,7 +136,8 @@ class Flow1Diagnostics:
 
     def on_eval(self, env_steps: int, result: EvalResult) -> None:
         with self.paused_collection():
-            q = ddpg_checks.q_overestimation(self.agent, result, self.config.gamma)
+            q = ddpg_checks.q_overestimation(self.agent, result, self.config.gamma,
+                                             self.reward.max_abs)
             dead = ddpg_checks.dead_relu(self.agent, self.buffer.newest(
                 self.config.batch_size)) if len(self.buffer) else {}
         self.logger.scalars(env_steps, {f"flow1/{k}": v for k, v in q.items()})

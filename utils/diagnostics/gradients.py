@@ -13,7 +13,7 @@ whose actor gradient shrinks as the policy converges. The verdicts are calibrate
 healthy runs instead (README): `vanishing_gradient` compares a weight matrix with the
 strongest weight matrix of its own network (the gradient does not reach it; biases,
 some with a single element, are too noisy for this), and `exploding_gradient` compares
-a layer with its own recent history.
+a layer with its own recent history, above an absolute floor (the document's limit of 5).
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ class GradientVerdicts:
                 and norm / strongest < s.vanishing_gradient.threshold):
             return "vanishing"
         past = self.history.get(name)
-        if past and len(past) >= 5 and norm > s.exploding_gradient.threshold * np.median(past):
+        if (past and len(past) >= 5 and norm > s.exploding_gradient_min_norm
+                and norm > s.exploding_gradient.threshold * np.median(past)):
             return "exploding"
         return "ok"
 
