@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 import tempfile
+from collections import deque
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -69,7 +70,6 @@ def worker(name: str) -> dict:
 
     from rltrain.scripts.trainer import Trainer
     from rltrain.utils.config_loader import load_config
-    from rltrain.utils.run_logger import read_jsonl
     from rltrain.utils.runs import create_run
 
     import fake_envs  # noqa: F401  (registers the fault envs)
@@ -77,23 +77,35 @@ def worker(name: str) -> dict:
     config_name, overrides, steps, patch = SCENARIOS[name]
     if patch == "detach":
         detach_actor()
-    folder = tempfile.mkdtemp()
-    config = load_config(config_name, [*overrides, f"max_timesteps={steps}", "safe_mode=false",
-                                       f"log_dir={folder}/logs",
-                                       f"checkpoint_dir={folder}/checkpoints"], run_name=name)
-    paths = create_run(config)
-    Trainer(config, torch.device("cpu"), interactive=False).run(paths)
-    records = read_jsonl(paths.diagnostics_file)
+    with tempfile.TemporaryDirectory() as folder:
+        config = load_config(config_name, [
+            *overrides, f"max_timesteps={steps}", "safe_mode=false", f"log_dir={folder}/logs",
+            f"checkpoint_dir={folder}/checkpoints"], run_name=name)
+        paths = create_run(config)
+        Trainer(config, torch.device("cpu"), interactive=False).run(paths)
+        return result_of(paths, config)
+
+
+def result_of(paths, config) -> dict:
+    from rltrain.utils.run_logger import read_jsonl
+
     events = read_jsonl(paths.events_file)
     warm = config.learning_starts + config.diagnostics.q_warmup_updates // config.utd_ratio
-    return {"stats": summarise(records, warm),
+    return {"stats": summarise(read_jsonl(paths.diagnostics_file), warm,
+                               config.diagnostics.exploding_gradient_min_norm),
             "warnings": sorted({e["rule"] for e in events if e["action"] in ("warn", "pause")}),
             "final_eval": [m["mean_return"] for m in read_jsonl(paths.metrics_file)
                            if m["kind"] == "eval"][-1]}
 
 
-def summarise(records: list[dict], warm: int) -> dict[str, float | None]:
-    """Each rule's statistic over the run; Q over-estimation from the step its rule starts."""
+def summarise(records: list[dict], warm: int, min_norm: float) -> dict[str, float | None]:
+    """Each rule's statistic over the run, as its rule computes it: Q over-estimation from
+    the step its rule starts, weight matrices for the weakest/strongest ratio, spikes of
+    norms above `min_norm` against the layer's last HISTORY records."""
+    import numpy as np
+
+    from rltrain.utils.diagnostics.gradients import HISTORY
+
     def of(kind: str) -> list[dict]:
         return [r for r in records if r["kind"] == kind]
 
@@ -101,19 +113,19 @@ def summarise(records: list[dict], warm: int) -> dict[str, float | None]:
         values = [v for v in values if v is not None]
         return round(pick(values), 4) if values else None
 
-    grads = of("gradients")
+    grads = of("gradients")  # the statistics the gradient rules use (gradients.py)
     weakest, spikes, missing, history = [], [], [], {}
     for g in grads:
         for net in ("actor", "critic"):
             norms = g[net]
-            present = [v for v in norms.values() if v]
+            weights = [v for k, v in norms.items() if v and k.endswith("weight")]
             missing.append(sum(1 for v in norms.values() if not v))
-            if present:
-                weakest.append(min(present) / max(present))
+            if weights:
+                weakest.append(min(weights) / max(weights))
             for layer, v in norms.items():
-                past = history.setdefault(f"{net}.{layer}", [])
-                if v and len(past) >= 5:
-                    spikes.append(v / sorted(past)[len(past) // 2])
+                past = history.setdefault(f"{net}.{layer}", deque(maxlen=HISTORY))
+                if v and v > min_norm and len(past) >= 5:
+                    spikes.append(v / float(np.median(past)))
                 if v:
                     past.append(v)
     return {
@@ -142,6 +154,10 @@ def main() -> None:
         print(f"{name}: final eval {results[name]['final_eval']:.1f}, warnings "
               f"{results[name]['warnings']}", flush=True)
     args.out.write_text(json.dumps(results, indent=1))
+    print_table(results)
+
+
+def print_table(results: dict[str, dict]) -> None:
     names = list(results)
     print("\n| rule (statistic) | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))

@@ -31,6 +31,15 @@ from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
 
 
+def load_libraries() -> None:
+    """Import scikit-learn and matplotlib when training starts (about 3 s on 2 cores, most
+    of it sklearn pulling in scipy and, where installed, pandas), not at the first
+    heatmap, where it would stall training mid-run."""
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+    import sklearn.cluster  # noqa: F401
+
+
 class Flow1Diagnostics:
     """Reward signal, state-action map, gradient flow, DDPG checks and snapshots."""
 
@@ -53,6 +62,7 @@ class Flow1Diagnostics:
         self.actor_pre_clip: float | None = None
         self._hook = agent.actor.register_forward_hook(self.map.hook)
         self._video_warned = False
+        load_libraries()
 
     def close(self) -> None:
         self._hook.remove()

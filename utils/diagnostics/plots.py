@@ -48,10 +48,13 @@ def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
         ax.set_title(f"P(action bin | state cluster), step {view.env_steps}", fontsize=8)
         fig.colorbar(image, ax=ax, fraction=0.05)
     fig.tight_layout()
+    fig.canvas.draw()  # rendered once: the PNG is written from the same pixels
+    rgba = np.asarray(fig.canvas.buffer_rgba())
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    fig.canvas.draw()
-    return np.asarray(fig.canvas.buffer_rgba())[:, :, :3].copy()
+    from matplotlib.image import imsave
+
+    imsave(path, rgba)
+    return rgba[:, :, :3].copy()
 
 
 def _label(view: ClusterView, cluster: int, dim: int) -> str:

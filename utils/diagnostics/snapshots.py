@@ -40,7 +40,7 @@ def record_episode(policy: Callable[[np.ndarray], np.ndarray], env_name: str, se
     scratch = Path(tempfile.mkdtemp(prefix="rltrain-video-"))
     try:
         env = gym.make(env_name, render_mode="rgb_array")
-        env = RecordVideo(env, str(scratch), name_prefix="episode",
+        env = RecordVideo(env, str(scratch / "video"), name_prefix="episode",  # a new folder
                           episode_trigger=lambda _: True)
         obs, _ = env.reset(seed=derive_seed(seed, EVAL_EPISODES, 0))
         done = False
@@ -48,7 +48,7 @@ def record_episode(policy: Callable[[np.ndarray], np.ndarray], env_name: str, se
             obs, _, terminated, truncated, _ = env.step(policy(obs))
             done = terminated or truncated
         env.close()
-        recorded = sorted(scratch.glob("*.mp4"))
+        recorded = sorted((scratch / "video").glob("*.mp4"))
         if not recorded:
             raise UserError(f"env '{env_name}' produced no video frames (does it support "
                             "render_mode='rgb_array'?)")
