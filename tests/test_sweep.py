@@ -92,6 +92,22 @@ def test_a_killed_trial_is_retried_from_its_checkpoint_and_finishes(tmp_path, lo
     assert summary["trials"][0]["env_steps"] == 400
 
 
+def test_a_trial_paused_by_a_health_rule_stays_paused_with_its_reason(tmp_path, local_ray):
+    # Every Pendulum episode scores below 0: catastrophic_reward pauses after the first.
+    path = config_file(tmp_path, min_reward_threshold=0.0)
+    result = sweep("--config", str(path), "--seeds", "1", "--name", "paused")
+    assert result.exit_code == 0, result.output  # paused is an outcome, not a failure
+    summary = json.loads((tmp_path / "logs" / "paused" / "summary.json").read_text())
+    trial = summary["trials"][0]
+    assert trial["state"] == "paused" and trial["env_steps"] == 200
+    assert "catastrophic_reward" in trial["pause_reason"]
+    assert summary["points"][0]["paused"] == 1 and summary["points"][0]["unfinished"] == 0
+    paused = tmp_path / "checkpoints" / "paused" / "paused_s3" / "paused_at_step_200.pt"
+    assert paused.exists()  # resumable like any paused run; not retried by Tune
+    metrics = (tmp_path / "logs" / "paused" / "paused_s3" / "metrics.jsonl").read_text()
+    assert '"resume"' not in metrics
+
+
 def test_a_trial_that_cannot_run_is_reported_failed_and_not_retried(tmp_path, local_ray):
     path = config_file(tmp_path, env_name="fake_envs:FakeNoSuchEnv-v0")
     result = CliRunner().invoke(cli, ["sweep", "--config", str(path), "--seeds", "2",
