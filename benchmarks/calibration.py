@@ -146,13 +146,14 @@ def summarise(records: list[dict], warm: int, min_norm: float) -> dict[str, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", choices=list(SCENARIOS))
-    parser.add_argument("--out", type=Path, default=HERE / "calibration.json")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "calibration.json")
     args = parser.parse_args()
     results = {}
     for name in args.only or list(SCENARIOS):
         results[name] = run_worker(Path(__file__), [name])
         print(f"{name}: final eval {results[name]['final_eval']:.1f}, warnings "
               f"{results[name]['warnings']}", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
     print_table(results)
 

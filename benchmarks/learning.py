@@ -97,7 +97,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--no-sb3", action="store_true", help="rltrain only")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    parser.add_argument("--out", type=Path,
+                        default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args()
     tools = ["rltrain"] + ([] if args.no_sb3 else ["sb3"])
     results: dict[str, dict[int, list]] = {tool: {} for tool in tools}
