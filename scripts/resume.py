@@ -58,19 +58,21 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
     if run_name is not None:
         paths = create_run(config)
     else:
-        paths = _own_folders(config, original, Path(checkpoint))
+        paths = _own_folders(config, original, Path(checkpoint), payload.get("log_dir"))
     info = ResumeInfo(steps, checkpoint, list(overrides), warnings,
                       original if run_name is not None else None)
     return trainer, paths, info
 
 
-def _own_folders(config: TrainConfig, name: str, checkpoint: Path) -> RunPaths:
-    """The run's own folders; its checkpoints are where the checkpoint file lies."""
+def _own_folders(config: TrainConfig, name: str, checkpoint: Path,
+                 log_dir: str | None) -> RunPaths:
+    """The run's own folders: its checkpoints are where the checkpoint file lies, its logs
+    where the checkpoint says they were written (whatever the current folder is)."""
     if not name:
         raise CheckpointError(f"checkpoint '{checkpoint}' does not name its run; "
                               "resume it with --run-name NEW")
-    paths = paths_for(config, name)
-    paths = RunPaths(name, paths.log_dir, checkpoint.resolve().parent)
+    logs = Path(log_dir) if log_dir else paths_for(config, name).log_dir
+    paths = RunPaths(name, logs, checkpoint.resolve().parent)
     status = read_status(paths.status_file)
     if status is not None and effective_state(status) == "running":
         raise UserError(f"run '{name}' is still running (pid {status.get('pid')}); pause it "

@@ -77,6 +77,7 @@ def build_payload(trainer: Trainer, kind: str) -> dict[str, Any]:
         "total_steps": trainer.counters.env_steps,
         "config": config_to_dict(trainer.config),
         "run_name": trainer.paths.name,
+        "log_dir": str(trainer.paths.log_dir.resolve()),  # resume finds it from any folder
         "spaces": spaces_of(trainer),
         "rltrain_version": __version__,
     }

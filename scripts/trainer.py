@@ -14,6 +14,7 @@ every checkpoint written before stays whole because all writes are atomic.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,7 @@ class Trainer:
         """Train until max_timesteps or a pause; `resume` when continuing from a checkpoint."""
         self.paths = paths
         remove_stale_temp_files(paths.checkpoint_dir)
+        paths.pause_request_file.unlink(missing_ok=True)  # meant for an earlier process
         self.logger = RunLogger(paths, resume_step=resume.env_steps if resume else None)
         self.logger.write_run_files(self.config)
         self.progress = ProgressDisplay(self.config.max_timesteps, self.counters.env_steps,
@@ -186,7 +188,8 @@ class Trainer:
         elif not np.isfinite(next_obs).all():
             truncated = True  # the env state is broken: end the episode here
         episode.actions.append(action)
-        episode.episode_return += reward
+        if math.isfinite(reward):  # a refused NaN/inf reward is non_finite's, not the return's
+            episode.episode_return += reward
         episode.length += 1
         episode.obs = next_obs
         if terminated or truncated:

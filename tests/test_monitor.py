@@ -89,6 +89,15 @@ def test_non_finite_transitions_are_never_stored(tmp_path):
     assert data["buffer"]["size"] == 299 and torch.isfinite(rewards).all()
 
 
+def test_a_nan_reward_is_non_finite_not_a_catastrophic_return(tmp_path):
+    _, events = train(tmp_path, safe_mode=False, min_reward_threshold=-3300,
+                      **PLANTED["non_finite"])
+    assert {e["rule"] for e in events if e["action"] == "warn"} == {"non_finite"}
+    returns = [m["episode_return"] for m in read_jsonl(tmp_path / "logs" / "r" / "metrics.jsonl")
+               if m["kind"] == "episode"]
+    assert returns and all(abs(r) < 3300 for r in returns)  # finite, NaN step left out
+
+
 def test_a_rule_still_failing_on_resume_pauses_again_at_once(tmp_path):
     result, _ = train(tmp_path, **PLANTED["early_stopping"])
     assert result.exit_code == 3

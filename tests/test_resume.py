@@ -133,6 +133,25 @@ def test_resume_records_changes_and_refuses_ones_that_do_not_fit(tmp_path):
     assert saved["gamma"] == 0.95
 
 
+def test_resume_from_another_folder_continues_the_runs_own_logs(tmp_path, monkeypatch):
+    start, elsewhere = tmp_path / "start", tmp_path / "elsewhere"
+    start.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(start)  # relative log_dir and checkpoint_dir, as in the shipped configs
+    config = tiny_config(tmp_path, log_dir="logs", checkpoint_dir="checkpoints", run_name="r")
+    Trainer(config, torch.device("cpu"), interactive=False).run(create_run(config))
+    # A stale request left by `rltrain pause --no-wait` on a run that had already ended.
+    (start / "logs" / "r" / "pause.request").write_text("too late")
+    monkeypatch.chdir(elsewhere)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(
+        start / "checkpoints" / "r" / "checkpoint_step_300.pt"), "--set", "max_timesteps=400"])
+    assert result.exit_code == 0, result.output  # not paused by the earlier request
+    assert not (elsewhere / "logs").exists()
+    steps = [m["env_steps"] for m in metrics(start / "logs" / "r" / "metrics.jsonl")]
+    assert steps[-1] == 400
+    assert not (start / "logs" / "r" / "pause.request").exists()
+
+
 def test_best_model_cannot_be_resumed(tmp_path):
     full_run(tmp_path)
     result = CliRunner().invoke(cli, ["resume", "--checkpoint",
