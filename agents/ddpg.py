@@ -68,16 +68,21 @@ class Optimised:
             # learn; the flow-1 `broken_gradient` check reports the missing gradients.
             return torch.zeros((), device=loss.device)
         loss.backward()
-        grads = [p.grad for p in self.params]
+        grads = [p.grad for p in self.params if p.grad is not None]
         norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
         if clip_norm is not None:
             # Same rule as clip_grad_norm_: scale by clip / (norm + 1e-6) when above clip.
             scale = torch.clamp(clip_norm / (norm + 1e-6), max=1.0)
             torch._foreach_mul_(grads, scale)
-        self._adam_step((~torch.isfinite(loss.detach() + norm)).float())
+        found_inf = (~torch.isfinite(loss.detach() + norm)).float()
+        if len(grads) < len(self.params):  # part of the network got no gradient: torch's
+            self.optimizer.found_inf = found_inf  # own step skips those parameters
+            self.optimizer.step()
+        else:
+            self._adam_step(grads, found_inf)
         return norm
 
-    def _adam_step(self, found_inf: torch.Tensor) -> None:
+    def _adam_step(self, grads: list[torch.Tensor], found_inf: torch.Tensor) -> None:
         """torch.optim.Adam's fused step, minus its per-call Python bookkeeping.
 
         The first step goes through `Optimizer.step()`, which creates Adam's state; later
@@ -95,7 +100,7 @@ class Optimised:
         group = self.optimizer.param_groups[0]
         beta1, beta2 = group["betas"]
         torch._foreach_add_(steps, 1)
-        torch._fused_adam_(self.params, [p.grad for p in self.params], exp_avgs, exp_avg_sqs,
+        torch._fused_adam_(self.params, grads, exp_avgs, exp_avg_sqs,
                            [], steps, amsgrad=False, lr=group["lr"], beta1=beta1,
                            beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
                            maximize=False, grad_scale=None, found_inf=found_inf)

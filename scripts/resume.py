@@ -9,6 +9,7 @@ run is forked into new ones and the original stays as it was.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,13 @@ from rltrain.utils.errors import CheckpointError, UserError
 from rltrain.utils.run_status import effective_state, read_status
 from rltrain.utils.runs import RunPaths, create_run, paths_for
 
-FIXED_ON_RESUME = ("env_name", "seed", "algo", "hidden_sizes", "replay_buffer_size")
+# The checkpoint's arrays and networks are sized by these (dotted: nested sections).
+FIXED_ON_RESUME = ("env_name", "seed", "algo", "hidden_sizes", "replay_buffer_size",
+                   "diagnostics.max_samples")
+
+
+def _value(config: TrainConfig, key: str) -> Any:
+    return functools.reduce(getattr, key.split("."), config)
 
 
 def resume_config(payload: dict[str, Any], overrides: tuple[str, ...], path: str) -> TrainConfig:
@@ -33,9 +40,9 @@ def resume_config(payload: dict[str, Any], overrides: tuple[str, ...], path: str
         raise CheckpointError(f"checkpoint '{path}' holds an invalid config: {exc}") from None
     config = config_from_dict(apply_overrides(config_to_dict(saved), overrides))
     for key in FIXED_ON_RESUME:
-        if getattr(config, key) != getattr(saved, key):
+        if _value(config, key) != _value(saved, key):
             raise UserError(f"cannot change '{key}' on resume (the checkpoint was trained with "
-                            f"{getattr(saved, key)!r}); start a new run with `rltrain train`")
+                            f"{_value(saved, key)!r}); start a new run with `rltrain train`")
     return config
 
 

@@ -64,6 +64,14 @@ def test_missing_config_names_the_shipped_ones():
     ({"learning_starts": 500, "max_timesteps": 500}, "'learning_starts' .500. must be below"),
     ({"noise_decay_steps": 100}, "'noise_decay_steps' needs exploration_noise_final"),
     ({"run_name": "../escape"}, "'run_name' must be a plain folder name"),
+    ({"diagnostics": {"dead_relu": {"threshold": None}}},
+     r"'diagnostics.dead_relu.threshold' must be a number > 0 \(or set diagnostics"),
+    ({"monitor": {"q_explosion": {"threshold": -1}}}, "'monitor.q_explosion.threshold' must be"),
+    ({"diagnostics": {"broken_gradient": {"threshold": 3}}},
+     "'diagnostics.broken_gradient.threshold' cannot be set"),
+    ({"monitor": {"early_stopping": {"threshold": 3}}},
+     "'monitor.early_stopping.threshold' cannot be set; its threshold is the top-level key "
+     "patience"),
 ])
 def test_invalid_values_name_the_key_and_the_allowed_range(raw, message):
     with pytest.raises(ConfigError, match=message):

@@ -117,6 +117,8 @@ def test_resume_records_changes_and_refuses_ones_that_do_not_fit(tmp_path):
     runner = CliRunner()
     for change, message in [("seed=1", "cannot change 'seed'"),
                             ("hidden_sizes=[8]", "cannot change 'hidden_sizes'"),
+                            ("diagnostics.max_samples=10",
+                             "cannot change 'diagnostics.max_samples'"),
                             ("gama=0.9", "did you mean 'gamma'")]:
         result = runner.invoke(cli, ["resume", "--checkpoint", ckpt, "--set", change])
         assert result.exit_code == 2 and message in result.output, result.output

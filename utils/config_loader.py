@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
-from rltrain.utils.config import Range, TrainConfig
+from rltrain.utils.config import Range, RuleConfig, TrainConfig
 from rltrain.utils.errors import ConfigError
 
 SHIPPED_CONFIGS = "rltrain.configs"
@@ -218,18 +218,8 @@ def _check_cross_field(config: TrainConfig, raw: dict[str, Any]) -> None:
     if config.noise_decay_steps is not None and config.exploration_noise_final is None:
         raise ConfigError("config key 'noise_decay_steps' needs exploration_noise_final "
                           "(the std to decay to)")
-    for rule in ("early_stopping", "catastrophic_reward", "non_finite"):
-        if getattr(config.monitor, rule).threshold is not None:
-            source = {"early_stopping": "the top-level key patience",
-                      "catastrophic_reward": "the top-level key min_reward_threshold",
-                      "non_finite": "nothing: any NaN/inf fires it"}[rule]
-            raise ConfigError(f"config key 'monitor.{rule}.threshold' cannot be set; its "
-                              f"threshold is {source}")
-    for rule in ("critic_loss_explosion", "q_explosion", "grad_explosion"):
-        settings = getattr(config.monitor, rule)
-        if settings.action != "off" and (settings.threshold is None or settings.threshold <= 0):
-            raise ConfigError(f"config key 'monitor.{rule}.threshold' must be a number > 0 "
-                              f"(or set monitor.{rule}.action: off)")
+    for section in ("monitor", "diagnostics"):
+        _check_rule_thresholds(section, getattr(config, section))
     bounds = config.monitor.state_bounds
     if bounds.low is not None and bounds.high is not None and len(bounds.low) != len(bounds.high):
         raise ConfigError("config keys 'monitor.state_bounds.low' and '.high' must have the "
@@ -237,6 +227,32 @@ def _check_cross_field(config: TrainConfig, raw: dict[str, Any]) -> None:
     if config.run_name is not None and not _safe_name(config.run_name):
         raise ConfigError(f"config key 'run_name' must be a plain folder name (letters, digits, "
                           f"'-', '_', '.'); got {config.run_name!r}")
+
+
+FIXED_THRESHOLDS = {  # rules without a numeric threshold of their own
+    "early_stopping": "the top-level key patience",
+    "catastrophic_reward": "the top-level key min_reward_threshold",
+    "non_finite": "nothing: any NaN/inf fires it",
+    "broken_gradient": "nothing: any layer without gradient fires it",
+}
+
+
+def _check_rule_thresholds(name: str, section: Any) -> None:
+    """A rule whose default has no threshold cannot be given one; any other rule that is
+    not off needs a number > 0 (null would only fail later, mid-run)."""
+    defaults = type(section)()
+    for field in dataclasses.fields(section):
+        rule = getattr(section, field.name)
+        if not isinstance(rule, RuleConfig):
+            continue
+        key = f"{name}.{field.name}.threshold"
+        if getattr(defaults, field.name).threshold is None:
+            if rule.threshold is not None:
+                raise ConfigError(f"config key '{key}' cannot be set; its threshold is "
+                                  f"{FIXED_THRESHOLDS[field.name]}")
+        elif rule.action != "off" and (rule.threshold is None or rule.threshold <= 0):
+            raise ConfigError(f"config key '{key}' must be a number > 0 "
+                              f"(or set {name}.{field.name}.action: off)")
 
 
 def _safe_name(name: str) -> bool:
