@@ -33,22 +33,26 @@ def run_worker(script: Path, args: list[str], timeout: float = 3600) -> dict[str
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def sb3_td3(env_name: str, seed: int, buffer_size: int, learning_starts: int,
-            noise: float, lr: float = 3e-4, hidden: int = 256, batch_size: int = 256):
-    """SB3 TD3 configured like rltrain's DDPG (policy_delay 1, no target smoothing)."""
+def sb3_td3(config, seed: int):
+    """SB3's TD3 set up like an rltrain config (a `TrainConfig`): with `algo: ddpg` that is
+    policy_delay 1 and no target smoothing, with `algo: td3` the config's TD3 values."""
     import gymnasium as gym
     import numpy as np
     from stable_baselines3 import TD3
     from stable_baselines3.common.noise import NormalActionNoise
 
-    env = gym.make(env_name)
+    env = gym.make(config.env_name)
     scale = (env.action_space.high - env.action_space.low) / 2
-    action_noise = NormalActionNoise(np.zeros_like(scale), noise * scale)
-    return TD3("MlpPolicy", env, learning_rate=lr, buffer_size=buffer_size,
-               learning_starts=learning_starts, batch_size=batch_size, tau=0.005, gamma=0.99,
-               train_freq=1, gradient_steps=1, action_noise=action_noise, policy_delay=1,
-               target_policy_noise=0.0, target_noise_clip=0.0,
-               policy_kwargs={"net_arch": [hidden, hidden]}, seed=seed, device="cpu",
+    action_noise = NormalActionNoise(np.zeros_like(scale), config.exploration_noise * scale)
+    td3 = config.td3 if config.algo == "td3" else None
+    return TD3("MlpPolicy", env, learning_rate=config.actor_lr,
+               buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
+               batch_size=config.batch_size, tau=config.tau, gamma=config.gamma,
+               train_freq=1, gradient_steps=1, action_noise=action_noise,
+               policy_delay=td3.policy_delay if td3 else 1,
+               target_policy_noise=td3.target_policy_noise if td3 else 0.0,
+               target_noise_clip=td3.target_noise_clip if td3 else 0.0,
+               policy_kwargs={"net_arch": list(config.hidden_sizes)}, seed=seed, device="cpu",
                verbose=0)
 
 

@@ -7,7 +7,7 @@ rltrain trains with a shipped config; SB3 trains TD3 set up like it (see common.
 Both are evaluated the same way: every `eval_freq` env steps, `n_eval_episodes`
 deterministic episodes from the same reset seeds (rltrain's `evaluate`). Prints a
 table of the final evaluation per seed and writes `learning.png` (mean and spread over
-seeds) and `learning.json` next to this script, or to --out.
+seeds) and `learning.json` to benchmarks/results/, or to --out.
 """
 
 from __future__ import annotations
@@ -50,9 +50,7 @@ def sb3_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, float]
     from rltrain.utils.evaluation import evaluate
 
     config = load_config(config_name)
-    model = sb3_td3(config.env_name, seed, config.replay_buffer_size, config.learning_starts,
-                    config.exploration_noise, lr=config.actor_lr,
-                    hidden=config.hidden_sizes[0], batch_size=config.batch_size)
+    model = sb3_td3(config, seed)
     eval_env, curve = make_env(config.env_name), []
 
     class Evaluate(BaseCallback):

@@ -66,7 +66,11 @@ def sb3_worker(steps: int, seed: int) -> dict:
                 watch.mark_start()
             return True
 
-    model = sb3_td3("Pendulum-v1", seed, BUFFER, WARMUP, noise=0.1)
+    from rltrain.utils.config_loader import load_config
+
+    config = load_config("pendulum_ddpg.yaml", [f"learning_starts={WARMUP}",
+                                                f"replay_buffer_size={BUFFER}"])
+    model = sb3_td3(config, seed)
     model.learn(WARMUP + steps, callback=Timer())
     watch.mark_stop()
     return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib()}

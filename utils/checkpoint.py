@@ -8,6 +8,8 @@ a crash or `kill -9` at any moment leaves every existing checkpoint whole.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 from pathlib import Path
@@ -22,6 +24,23 @@ FORMAT_VERSION = 1
 REQUIRED_KEYS = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer",
                  "critic_optimizer", "total_steps", "config")
 PERIODIC = re.compile(r"^checkpoint_step_(\d+)\.pt$")
+
+
+def json_safe(value: Any) -> Any:
+    """JSON has no NaN/inf: write them as readable strings ("nan", "inf")."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def write_json(path: Path, data: Any, indent: int = 1) -> None:
+    """A small JSON file (status, summaries, diagnostics), atomically and without fsync."""
+    text = json.dumps(json_safe(data), indent=indent).encode()
+    atomic_write(path, lambda f: f.write(text), durable=False)
 
 
 def atomic_write(path: Path, write: Callable[[Any], None], durable: bool = True) -> None:

@@ -13,7 +13,6 @@ Lines files get a `resume` line: readers drop earlier lines past that step.
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -23,18 +22,9 @@ import yaml
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
+from rltrain.utils.checkpoint import json_safe
 from rltrain.utils.config import TrainConfig, config_to_dict
 from rltrain.utils.runs import RunPaths
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # JSON has no NaN/inf; keep them readable
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 class RunLogger:
@@ -78,17 +68,17 @@ class RunLogger:
     def metric(self, kind: str, env_steps: int, **fields: Any) -> None:
         """Append one line to metrics.jsonl."""
         line = {"kind": kind, "env_steps": env_steps, "time": round(time.time(), 3), **fields}
-        self._metrics.write(json.dumps(_json_safe(line)) + "\n")
+        self._metrics.write(json.dumps(json_safe(line)) + "\n")
 
     def event(self, env_steps: int, **fields: Any) -> None:
         """Append one line to events.jsonl (warnings, pauses, resumes)."""
         line = {"env_steps": env_steps, "time": round(time.time(), 3), **fields}
-        self._events.write(json.dumps(_json_safe(line)) + "\n")
+        self._events.write(json.dumps(json_safe(line)) + "\n")
 
     def diagnostic(self, kind: str, env_steps: int, **fields: Any) -> None:
         """Append one line to flow1.jsonl (the flow-1 diagnostics' statistics)."""
         line = {"kind": kind, "env_steps": env_steps, **fields}
-        self._diagnostics.write(json.dumps(_json_safe(line)) + "\n")
+        self._diagnostics.write(json.dumps(json_safe(line)) + "\n")
 
     def histogram(self, tag: str, values: Any, env_steps: int) -> None:
         self.writer.add_histogram(tag, values, env_steps)

@@ -15,14 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rltrain.utils.checkpoint import atomic_write
+from rltrain.utils.checkpoint import write_json
 
 
 def write_status(path: Path, status: dict[str, Any]) -> None:
     data = {**status, "pid": os.getpid(), "host": socket.gethostname(),
             "updated_at": round(time.time(), 3)}
-    text = json.dumps(data, indent=2).encode()
-    atomic_write(path, lambda f: f.write(text), durable=False)
+    write_json(path, data, indent=2)
 
 
 def read_status(path: Path) -> dict[str, Any] | None:

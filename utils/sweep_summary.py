@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import statistics
 from pathlib import Path
 from typing import Any
 
-from rltrain.utils.checkpoint import atomic_write
+from rltrain.utils.checkpoint import atomic_write, write_json
 from rltrain.utils.run_logger import read_jsonl
 from rltrain.utils.run_status import effective_state, read_status
 
@@ -70,10 +69,9 @@ def write_summary(sweep_dir: Path, trials: list[dict[str, Any]]) -> list[dict[st
     writer.writerows(points)
     csv_bytes = text.getvalue().encode()
     atomic_write(sweep_dir / "summary.csv", lambda f: f.write(csv_bytes), durable=False)
-    document = json.dumps({"sweep": sweep_dir.name, "points": points,
-                           "trials": [{k: v for k, v in t.items() if k != "curve"}
-                                      for t in trials]}, indent=1).encode()
-    atomic_write(sweep_dir / "summary.json", lambda f: f.write(document), durable=False)
+    write_json(sweep_dir / "summary.json", {
+        "sweep": sweep_dir.name, "points": points,
+        "trials": [{k: v for k, v in t.items() if k != "curve"} for t in trials]})
     _plot(sweep_dir / "learning_curves.png", trials)
     return points
 

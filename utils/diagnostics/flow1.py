@@ -10,7 +10,6 @@ monitor (events.jsonl, console, TensorBoard); statistics go to TensorBoard under
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -18,7 +17,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from rltrain.agents.ddpg import DDPGAgent
-from rltrain.utils.checkpoint import atomic_write
+from rltrain.utils.checkpoint import write_json
 from rltrain.utils.config import RuleConfig, TrainConfig
 from rltrain.utils.diagnostics import ddpg_checks, plots, snapshots
 from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
@@ -184,8 +183,7 @@ class Flow1Diagnostics:
         self.logger.image("flow1/heatmap", image, env_steps)
         saturation = self.map.saturation()
         clusters = self._cluster_summary(view)
-        text = json.dumps(clusters, indent=1).encode()
-        atomic_write(folder / f"clusters_step_{env_steps}.json", lambda f: f.write(text))
+        write_json(folder / f"clusters_step_{env_steps}.json", clusters)
         self.logger.scalars(env_steps, {"flow1/action_saturation": saturation,
                                         "flow1/sample_rate": self.map.sample_rate()})
         self.logger.diagnostic("heatmap", env_steps, action_saturation=saturation,
@@ -267,10 +265,6 @@ class NoDiagnostics:
     def after_update(self, env_steps: int, metrics: dict[str, float]) -> None: ...
     def after_step(self, env_steps: int) -> None: ...
     def on_eval(self, env_steps: int, result: EvalResult) -> None: ...
-    def _trace(self, env_steps: int, reason: str) -> None:
-        with self.paused_collection():
-            self.gradients.trace(env_steps, reason, cooldown=self.settings.heatmap_freq)
-
     def on_pause(self, env_steps: int) -> None: ...
 
     @contextmanager

@@ -18,7 +18,6 @@ a layer with its own recent history, above an absolute floor (the document's lim
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from typing import Any, Callable
 
@@ -27,7 +26,7 @@ import torch
 
 from rltrain.agents.ddpg import DDPGAgent
 from rltrain.agents.probes import gradient_probe, layer_norms
-from rltrain.utils.checkpoint import atomic_write
+from rltrain.utils.checkpoint import atomic_write, write_json
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
@@ -176,10 +175,10 @@ class GradientWatch:
                            for k, v in norms.items()}
         folder = self.paths.log_dir / "traces"
         trace_file = folder / f"grad_trace_step_{env_steps}.json"
-        text = json.dumps({"env_steps": env_steps, "reason": reason,
-                           "critic_loss": probe.critic_loss, "actor_loss": probe.actor_loss,
-                           "q_mean": probe.q_mean, "layers": layers}, indent=1).encode()
-        atomic_write(trace_file, lambda f: f.write(text))
+        write_json(trace_file, {"env_steps": env_steps, "reason": reason,
+                                "critic_loss": probe.critic_loss,
+                                "actor_loss": probe.actor_loss, "q_mean": probe.q_mean,
+                                "layers": layers})
         snapshot = {"env_steps": env_steps, "reason": reason, "batch": batch._asdict(),
                     **{k: getattr(self.agent, k).state_dict() for k in
                        ("actor", "critic", "actor_target", "critic_target")}}
