@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from rltrain.utils.config import TrainConfig
+from rltrain.utils.config import TrainConfig, config_to_dict
 from rltrain.utils.config_loader import apply_overrides, config_from_dict, load_config
 from rltrain.utils.errors import ConfigError, UserError
 from rltrain.utils.sweep_summary import ERROR_FILE
@@ -51,14 +51,14 @@ def parse_grid(items: tuple[str, ...]) -> list[tuple[str, list[str]]]:
     return grid
 
 
-def plan_trials(config_name: str, overrides: tuple[str, ...], grid_items: tuple[str, ...],
-                seeds: int, sweep: str) -> tuple[TrainConfig, list[Trial]]:
-    """Every (grid point, seed) as a validated config; any bad value fails here, up front."""
+def plan_trials(base: TrainConfig, overrides: tuple[str, ...], grid_items: tuple[str, ...],
+                seeds: int, sweep: str) -> list[Trial]:
+    """Every (grid point, seed) as a validated config; any bad value fails here, up front.
+    `base` is the config with `overrides` applied."""
     if seeds < 1:
         raise UserError("--seeds must be at least 1")
-    base = load_config(config_name, overrides)
     grid = parse_grid(grid_items)
-    raw = yaml.safe_load(yaml.safe_dump(_plain(base)))
+    raw = config_to_dict(base)
     trials = []
     for values in itertools.product(*(choices for _, choices in grid)):
         point_items = tuple(f"{k}={v}" for (k, _), v in zip(grid, values, strict=True))
@@ -70,13 +70,7 @@ def plan_trials(config_name: str, overrides: tuple[str, ...], grid_items: tuple[
             items = (*items, f"run_name={name}")
             config_from_dict(apply_overrides(raw, items))  # validates the point and name
             trials.append(Trial(name, point, (*overrides, *items)))
-    return base, trials
-
-
-def _plain(config: TrainConfig) -> dict[str, Any]:
-    from rltrain.utils.config import config_to_dict
-
-    return config_to_dict(config)
+    return trials
 
 
 def _slug(text: str) -> str:
@@ -109,22 +103,20 @@ def _run_trial(params: dict[str, Any], tune: Any) -> None:
     from rltrain.utils.device import resolve_device
     from rltrain.utils.runs import create_run, paths_for
 
-    name, overrides = params["run_name"], tuple(params["overrides"])
+    config = load_config(params["config"], tuple(params["overrides"]))
     restored = tune.get_checkpoint()
     if restored is not None:
-        config = load_config(params["config"], overrides)
         with restored.as_directory() as folder:
             source = next(Path(folder).glob("*.pt"))  # the run's own file name
-            target = paths_for(config, name).checkpoint_dir / source.name
+            target = paths_for(config, params["run_name"]).checkpoint_dir / source.name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, target)
         trainer, paths, info = prepare_resume(str(target), (), None, interactive=False)
-        outcome = TuneReporter(trainer, tune).attach().run(paths, info)
     else:
-        config = load_config(params["config"], overrides)
         trainer = Trainer(config, resolve_device(config.device), interactive=False)
-        outcome = TuneReporter(trainer, tune).attach().run(create_run(config))
-    TuneReporter(trainer, tune).final(outcome)
+        paths, info = create_run(config), None
+    reporter = TuneReporter(trainer, tune)
+    reporter.final(reporter.attach().run(paths, info))
 
 
 class TuneReporter:
@@ -206,7 +198,8 @@ def launch(config_name: str, overrides: tuple[str, ...], grid: tuple[str, ...], 
                         f"`rltrain sweep --resume {name}` or choose another --name")
     folders = (f"log_dir={sweep_dir}",
                f"checkpoint_dir={Path(base.checkpoint_dir).resolve() / name}")
-    _, trials = plan_trials(config_name, (*overrides, *folders), grid, seeds, name)
+    overrides = (*overrides, *folders)
+    trials = plan_trials(load_config(config_name, overrides), overrides, grid, seeds, name)
     sweep_dir.mkdir(parents=True)
     plan = {"config": str(Path(config_name).resolve()) if Path(config_name).is_file()
             else config_name, "cpus_per_trial": cpus_per_trial, "max_failures": max_failures,

@@ -112,13 +112,14 @@ def remove_stale_temp_files(folder: Path) -> list[Path]:
     removed = []
     for path in folder.glob(".*.tmp-*") if folder.is_dir() else []:
         pid = path.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True if a process with this pid runs on this machine."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

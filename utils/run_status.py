@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rltrain.utils.checkpoint import write_json
+from rltrain.utils.checkpoint import pid_alive, write_json
 
 
 def write_status(path: Path, status: dict[str, Any]) -> None:
@@ -36,12 +36,9 @@ def process_alive(status: dict[str, Any]) -> bool:
     if status.get("host") != socket.gethostname():
         return False
     try:
-        os.kill(int(status["pid"]), 0)
-    except (ProcessLookupError, KeyError, ValueError, TypeError):
+        return pid_alive(int(status["pid"]))
+    except (KeyError, ValueError, TypeError):
         return False
-    except PermissionError:
-        return True
-    return True
 
 
 def effective_state(status: dict[str, Any]) -> str:
