@@ -29,6 +29,14 @@ class Rule:
     threshold: Any
     action: str  # "warn", "pause" or "off", after safe_mode is applied
 
+    def fire(self, env_steps: int, value: Any, message: str,
+             observation: bool = False) -> list["Finding"]:
+        """The finding of this rule (none when it is off); `observation`: info only."""
+        if self.action == "off":
+            return []
+        action = "info" if observation else self.action
+        return [Finding(env_steps, self.name, value, self.threshold, action, message)]
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -83,10 +91,7 @@ class HealthRules:
         )}
 
     def fire(self, name: str, env_steps: int, value: Any, message: str) -> list[Finding]:
-        rule = self.rules[name]
-        if rule.action == "off":
-            return []
-        return [Finding(env_steps, name, value, rule.threshold, rule.action, message)]
+        return self.rules[name].fire(env_steps, value, message)
 
     def check_transition(self, env_steps: int, obs: np.ndarray, action: np.ndarray,
                          reward: float) -> tuple[list[Finding], bool]:

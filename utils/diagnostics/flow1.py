@@ -10,6 +10,7 @@ monitor (events.jsonl, console, TensorBoard); statistics go to TensorBoard under
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -24,7 +25,7 @@ from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
 from rltrain.utils.evaluation import EvalResult
-from rltrain.utils.health import Finding
+from rltrain.utils.health import Finding, make_rule
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
@@ -49,6 +50,9 @@ class Flow1Diagnostics:
         self.config, self.settings = config, config.diagnostics
         self.agent, self.buffer, self.paths, self.logger = agent, buffer, paths, logger
         self.report, self.say = report, say
+        self.rules = {f.name: make_rule(f.name, rule.threshold, rule.action, config.safe_mode)
+                      for f in dataclasses.fields(self.settings)
+                      if isinstance(rule := getattr(self.settings, f.name), RuleConfig)}
         low, high = agent.action_low.cpu().numpy(), agent.action_high.cpu().numpy()
         self.low, self.high = low, high
         self.reward = RewardAnalyzer(self.settings.window_size)
@@ -69,15 +73,9 @@ class Flow1Diagnostics:
     # ---------------------------------------------------------------- findings
     def _finding(self, rule: str, env_steps: int, value: Any, message: str,
                  observation: bool = False) -> None:
-        settings: RuleConfig = getattr(self.settings, rule)
-        action = settings.action
-        if action == "off":
-            return
-        if observation:
-            action = "info"
-        elif action == "pause" and not self.config.safe_mode:
-            action = "warn"
-        self.report([Finding(env_steps, rule, value, settings.threshold, action, message)])
+        findings = self.rules[rule].fire(env_steps, value, message, observation)
+        if findings:
+            self.report(findings)
 
     # ------------------------------------------------------------ loop hooks
     def on_transition(self, env_steps: int, reward: float) -> None:
