@@ -13,8 +13,9 @@ detached tensors on the agent's device so that the hot loop needs no host sync.
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -161,9 +162,9 @@ class DDPGAgent:
             self._soft_update_targets()
         return metrics
 
-    def _td_target(self, batch: Batch) -> torch.Tensor:
+    def _td_target(self, batch: Batch, smooth: bool = True) -> torch.Tensor:
         next_action = self.actor_target(batch.next_obs)
-        if self.target_noise > 0:
+        if smooth and self.target_noise > 0:
             # TD3 target policy smoothing, noise relative to the action half-range.
             noise = torch.randn(next_action.shape, device=self.device, generator=self.generator)
             noise = (noise * self.target_noise).clamp(-self.target_noise_clip,
@@ -176,25 +177,39 @@ class DDPGAgent:
         # `terminated`; truncated transitions bootstrap like any other).
         return batch.rewards + self.config.gamma * (1.0 - batch.terminated) * target_q
 
-    def _critic_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def critic_loss(self, batch: Batch,
+                    smooth: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """The sum of each critic's MSE to the TD target, and the critics' Q [n, B, 1].
+        `smooth=False` leaves out TD3's target noise (and the agent's random stream)."""
         with torch.no_grad():
-            target_q = self._td_target(batch)
+            target_q = self._td_target(batch, smooth)
         current_q = self.critic(batch.obs, batch.actions)  # [n_critics, B, 1]
-        critic_loss = F.mse_loss(current_q, target_q.expand_as(current_q), reduction="none")
-        critic_loss = critic_loss.mean(dim=(1, 2)).sum()  # sum of each critic's MSE
+        loss = F.mse_loss(current_q, target_q.expand_as(current_q), reduction="none")
+        return loss.mean(dim=(1, 2)).sum(), current_q
+
+    def actor_loss(self, obs: torch.Tensor) -> torch.Tensor:
+        return -self.critic.q1(obs, self.actor(obs)).mean()
+
+    @contextlib.contextmanager
+    def critic_frozen(self) -> Iterator[None]:
+        """The actor loss backpropagates through the critic to the action; gradients for
+        the critic's own parameters would be wasted work."""
+        self.critic_opt.set_requires_grad(False)
+        try:
+            yield
+        finally:
+            self.critic_opt.set_requires_grad(True)
+
+    def _critic_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        critic_loss, current_q = self.critic_loss(batch)
         grad_norm = self.critic_opt.step(critic_loss, self.config.grad_clip_norm)
         return {"critic_loss": critic_loss.detach(), "q_mean": current_q[0].detach().mean(),
                 "critic_grad_norm": grad_norm}
 
     def _actor_step(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        # Freeze the critic: the actor loss backpropagates through it to the action,
-        # but gradients for the critic's own parameters would be wasted work.
-        self.critic_opt.set_requires_grad(False)
-        try:
-            actor_loss = -self.critic.q1(obs, self.actor(obs)).mean()
+        with self.critic_frozen():
+            actor_loss = self.actor_loss(obs)
             grad_norm = self.actor_opt.step(actor_loss, self.config.grad_clip_norm)
-        finally:
-            self.critic_opt.set_requires_grad(True)
         return {"actor_loss": actor_loss.detach(), "actor_grad_norm": grad_norm}
 
     def parameters_finite(self) -> bool:

@@ -49,19 +49,17 @@ def gradient_probe(agent: DDPGAgent, batch: Batch) -> Probe:
     """Critic and actor losses on `batch` and the per-layer gradients they produce."""
     saved = {p: p.grad for net in (agent.actor, agent.critic) for p in net.parameters()}
     try:
-        with torch.no_grad():
-            next_q = agent.critic_target(batch.next_obs, agent.actor_target(batch.next_obs))
-            bootstrap = (1 - batch.terminated) * next_q.min(dim=0).values
-            target = batch.rewards + agent.config.gamma * bootstrap
-        _clear(agent)
-        q = agent.critic(batch.obs, batch.actions)
-        critic_loss = ((q - target) ** 2).mean(dim=(1, 2)).sum()
+        agent.actor_opt.zero_grad()
+        agent.critic_opt.zero_grad()
+        critic_loss, q = agent.critic_loss(batch, smooth=False)
         critic_loss.backward()
         critic_layers = layer_norms(agent.critic)
-        _clear(agent)
-        actor_loss = -agent.critic.q1(batch.obs, agent.actor(batch.obs)).mean()
-        if actor_loss.requires_grad:
-            actor_loss.backward()
+        agent.actor_opt.zero_grad()
+        agent.critic_opt.zero_grad()
+        with agent.critic_frozen():
+            actor_loss = agent.actor_loss(batch.obs)
+            if actor_loss.requires_grad:
+                actor_loss.backward()
         actor_layers = layer_norms(agent.actor)
         values = torch.stack([critic_loss.detach(), actor_loss.detach(),
                               q[0].detach().mean()]).tolist()
@@ -70,8 +68,3 @@ def gradient_probe(agent: DDPGAgent, batch: Batch) -> Probe:
             p.grad = grad
     return Probe(values[0], values[1], values[2], critic_layers, actor_layers)
 
-
-def _clear(agent: DDPGAgent) -> None:
-    for net in (agent.actor, agent.critic):
-        for p in net.parameters():
-            p.grad = None
