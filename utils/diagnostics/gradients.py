@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from rltrain.agents.ddpg import DDPGAgent
-from rltrain.agents.probes import gradient_probe, layer_norms
+from rltrain.agents.probes import gradient_probe, layer_norms, total_norm
 from rltrain.utils.checkpoint import atomic_write, write_json
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
@@ -37,7 +37,7 @@ HISTORY = 20
 def pre_clip(layers: dict[str, float | None],
              pre_clip_total: float | None) -> dict[str, float | None]:
     """Per-layer norms before clipping, from norms read after it."""
-    post = sum((v or 0.0) ** 2 for v in layers.values()) ** 0.5
+    post = total_norm(layers)
     if pre_clip_total is None or post == 0:
         return dict(layers)
     scale = pre_clip_total / post
@@ -86,11 +86,12 @@ def strongest_weight(layers: dict[str, float | None]) -> float:
     return max((v for k, v in layers.items() if v and k.endswith("weight")), default=0.0)
 
 
-def relative_norm(layers: dict[str, float | None], params: dict[str, float]) -> float:
+def relative_norm(layers: dict[str, float | None], net: torch.nn.Module) -> float:
     """Global gradient norm over global parameter norm (a scale-free size of a step)."""
-    grad = sum((v or 0.0) ** 2 for v in layers.values()) ** 0.5
-    weight = sum(v ** 2 for v in params.values()) ** 0.5
-    return grad / weight if weight > 0 else 0.0
+    with torch.no_grad():  # one kernel and one host transfer for all parameters
+        weight = float(torch.linalg.vector_norm(torch.stack(
+            torch._foreach_norm(list(net.parameters())))))
+    return total_norm(layers) / weight if weight > 0 else 0.0
 
 
 class DropDetector:
@@ -141,11 +142,8 @@ class GradientWatch:
         self._findings(env_steps, verdicts, {"actor": actor, "critic": critic}, balance)
 
     def _imbalance(self, actor: dict, critic: dict) -> float:
-        nets = (("actor", self.agent.actor), ("critic", self.agent.critic))
-        params = {n: {k: float(p.detach().norm()) for k, p in net.named_parameters()}
-                  for n, net in nets}
-        actor_rel = relative_norm(actor, params["actor"])
-        return relative_norm(critic, params["critic"]) / actor_rel if actor_rel > 0 else 0.0
+        actor_rel = relative_norm(actor, self.agent.actor)
+        return relative_norm(critic, self.agent.critic) / actor_rel if actor_rel > 0 else 0.0
 
     def _findings(self, env_steps: int, verdicts: dict, norms: dict, balance: float) -> None:
         for verdict, rule in (("broken", "broken_gradient"), ("vanishing", "vanishing_gradient"),
