@@ -87,15 +87,14 @@ def worker(name: str) -> dict:
 
 
 def result_of(paths, config) -> dict:
-    from rltrain.utils.run_logger import read_jsonl
+    from rltrain.utils.run_logger import eval_curve, read_jsonl
 
     events = read_jsonl(paths.events_file)
     warm = config.learning_starts + config.diagnostics.q_warmup_updates // config.utd_ratio
     return {"stats": summarise(read_jsonl(paths.diagnostics_file), warm,
                                config.diagnostics.exploding_gradient_min_norm),
             "warnings": sorted({e["rule"] for e in events if e["action"] in ("warn", "pause")}),
-            "final_eval": [m["mean_return"] for m in read_jsonl(paths.metrics_file)
-                           if m["kind"] == "eval"][-1]}
+            "final_eval": eval_curve(read_jsonl(paths.metrics_file))[-1][1]}
 
 
 def summarise(records: list[dict], warm: int, min_norm: float) -> dict[str, float | None]:

@@ -28,7 +28,7 @@ def rltrain_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, fl
 
     from rltrain.scripts.trainer import Trainer
     from rltrain.utils.config_loader import load_config
-    from rltrain.utils.run_logger import read_jsonl
+    from rltrain.utils.run_logger import eval_curve, read_jsonl
     from rltrain.utils.runs import create_run
 
     folder = tempfile.mkdtemp()
@@ -38,8 +38,7 @@ def rltrain_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, fl
                                        "safe_mode=false"], run_name="run")
     paths = create_run(config)
     Trainer(config, torch.device("cpu"), interactive=False).run(paths)
-    return [(x["env_steps"], x["mean_return"]) for x in read_jsonl(paths.metrics_file)
-            if x["kind"] == "eval"]
+    return eval_curve(read_jsonl(paths.metrics_file))
 
 
 def sb3_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, float]]:

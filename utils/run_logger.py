@@ -119,6 +119,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return lines
 
 
+def eval_curve(metrics: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    """(env steps, mean evaluation return) of every evaluation in metrics.jsonl lines."""
+    return [(m["env_steps"], m["mean_return"]) for m in metrics if m["kind"] == "eval"]
+
+
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in tree.items():

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrain.utils.checkpoint import atomic_write, write_json
-from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.run_logger import eval_curve, read_jsonl
 from rltrain.utils.run_status import effective_state, read_status
 
 ERROR_FILE = "trial_error.txt"  # in a trial's log folder: why it could not run
@@ -23,8 +23,7 @@ ERROR_FILE = "trial_error.txt"  # in a trial's log folder: why it could not run
 
 def trial_row(log_dir: Path, run_name: str, point: str) -> dict[str, Any]:
     folder = log_dir / run_name
-    evals = [(m["env_steps"], m["mean_return"]) for m in read_jsonl(folder / "metrics.jsonl")
-             if m["kind"] == "eval"]
+    evals = eval_curve(read_jsonl(folder / "metrics.jsonl"))
     status = read_status(folder / "status.json") or {}
     state = effective_state(status) if status else "not started"
     error = folder / ERROR_FILE

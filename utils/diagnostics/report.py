@@ -16,7 +16,7 @@ from typing import Any
 from rltrain.utils.checkpoint import atomic_write
 from rltrain.utils.diagnostics import plots
 from rltrain.utils.diagnostics.rules import RULES, SEVERITY
-from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.run_logger import eval_curve, read_jsonl
 
 ORDER = {"pause": 0, "warning": 1, "info": 2}
 
@@ -106,7 +106,7 @@ def _findings_html(found: list[dict[str, Any]]) -> str:
 
 def _learning_curve(metrics: list[dict]) -> tuple[str, str | None]:
     episodes = [(m["env_steps"], m["episode_return"]) for m in metrics if m["kind"] == "episode"]
-    evals = [(m["env_steps"], m["mean_return"]) for m in metrics if m["kind"] == "eval"]
+    evals = eval_curve(metrics)
     if not episodes and not evals:
         return "learning curve", None
     return "learning curve", plots.line_chart(
