@@ -90,18 +90,18 @@ class ReplayBuffer:
         self.flush()
         idx = torch.randint(0, self.size, (batch_size,), device=self.device,
                             generator=self.generator)
-        rows = self._data[idx]  # [B, width]
-        c = self._cols
-        return Batch(rows[:, c["obs"]], rows[:, c["actions"]], rows[:, c["rewards"]],
-                     rows[:, c["next_obs"]], rows[:, c["terminated"]])
+        return self._batch(idx)
 
     def newest(self, n: int) -> Batch:
         """The `n` most recently added transitions (no random draw)."""
         assert self.size > 0
         self.flush()
         n = min(n, self.size)
-        idx = (torch.arange(self.ptr - n, self.ptr, device=self.device) % self.capacity)
-        rows = self._data[idx]
+        return self._batch(torch.arange(self.ptr - n, self.ptr, device=self.device)
+                           % self.capacity)
+
+    def _batch(self, idx: torch.Tensor) -> Batch:
+        rows = self._data[idx]  # [B, width]
         c = self._cols
         return Batch(rows[:, c["obs"]], rows[:, c["actions"]], rows[:, c["rewards"]],
                      rows[:, c["next_obs"]], rows[:, c["terminated"]])
