@@ -72,6 +72,20 @@ def fill(sa: StateActionMap, centre: float, actions: np.ndarray, reward: float) 
         sa.end_episode(np.array([reward]))
 
 
+def test_the_actor_hook_keeps_acting_calls_only():
+    import torch
+
+    sa = make_map()  # sampling rate 1 at step 0
+    actor = torch.nn.Linear(2, 1)
+    actor.register_forward_hook(sa.hook)
+    actor(torch.zeros(1, 2))  # an update's forward with batch_size 1: autograd on
+    actor(torch.zeros(4, 2))
+    assert sa.size == 0
+    with torch.inference_mode():
+        actor(torch.ones(1, 2))  # agent.act
+    assert sa.size == 1 and sa.states[0].tolist() == [1.0, 1.0]
+
+
 def test_cluster_verdicts_follow_the_action_distribution():
     sa = make_map()
     fill(sa, -5.0, np.full(150, 0.93), reward=-1.0)  # one action everywhere: fixated

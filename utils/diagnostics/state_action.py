@@ -69,9 +69,11 @@ class StateActionMap:
         return 1.0 + fraction * (s.sample_rate_final - 1.0)
 
     def hook(self, _module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-        """Forward hook on the actor: keep some single-observation calls (acting)."""
+        """Forward hook on the actor: keep some of its acting calls (`act`: one observation,
+        in inference mode; an update's forward, even with batch_size 1, has autograd on)."""
         obs = inputs[0]
-        if not self.collecting or obs.shape[0] != 1 or self.rng.random() >= self.sample_rate():
+        if (not self.collecting or obs.shape[0] != 1 or not torch.is_inference_mode_enabled()
+                or self.rng.random() >= self.sample_rate()):
             return
         row = self.ptr
         self.states[row] = obs[0].detach().cpu().numpy()
