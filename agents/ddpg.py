@@ -9,19 +9,21 @@ The source document's DDPG already uses twin critics and the min of the two targ
 This module is update maths only: `act(obs)`, `update(batch) -> metrics`,
 `state_dict()`. It never touches an env, a file or a logger. Metrics come back as
 detached tensors on the agent's device so that the hot loop needs no host sync.
+Gradients are written out by hand (agents/backprop.py) rather than taken from autograd;
+`critic_gradients` and `actor_gradients` are the two losses and their gradients.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-from typing import Any, Iterator
+import functools
+from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from rltrain.agents import backprop
 from rltrain.networks.actor import Actor
 from rltrain.networks.critic import Critic
 from rltrain.utils.config import TrainConfig
@@ -29,61 +31,55 @@ from rltrain.utils.replay_buffer import Batch
 
 
 class Optimised:
-    """A network's parameters and their Adam optimiser, with cheap per-update bookkeeping.
+    """A network's parameters, one flat gradient buffer for them, and their Adam optimiser.
 
-    The parameter list is taken once: `requires_grad` toggles, gradient resets and norms
-    then loop over a plain list instead of walking the module tree on every update.
-    Adam is fused (one kernel per step, 2.5x faster than foreach on a 2-core CPU here),
-    and fused Adam honours `found_inf`, used to skip non-finite steps without a sync.
+    The update writes gradients straight into the buffer (agents/backprop.py), through
+    views that are also the parameters' `.grad`, so diagnostics read them as usual. One
+    buffer makes the gradient norm and clipping one kernel each. Adam is fused (one
+    kernel per step, 2.5x faster than foreach on a 2-core CPU here), and fused Adam
+    honours `found_inf`, used to skip non-finite steps without a host sync.
     """
 
     def __init__(self, net: nn.Module, lr: float, device: torch.device) -> None:
         assert device.type in ("cpu", "cuda"), f"unsupported device {device}"
         self.params = list(net.parameters())
+        self.grad = torch.zeros(sum(p.numel() for p in self.params), device=device)
+        sizes = [p.numel() for p in self.params]
+        self.grads = [g.view_as(p) for g, p in zip(self.grad.split(sizes), self.params,
+                                                   strict=True)]
+        self.attach_grads()
         self.optimizer = torch.optim.Adam(self.params, lr=lr, fused=True)
         self._moments: tuple[list[torch.Tensor], ...] = ()
+
+    def attach_grads(self) -> None:
+        """Make the buffer's views the parameters' `.grad` again (a probe or a user may
+        have replaced them)."""
+        for p, g in zip(self.params, self.grads, strict=True):
+            if p.grad is not g:
+                p.grad = g
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state)
         self._moments = ()  # the optimiser's state tensors were replaced
 
-    def set_requires_grad(self, flag: bool) -> None:
-        for p in self.params:
-            p.requires_grad = flag
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
     def step(self, loss: torch.Tensor, clip_norm: float | None) -> torch.Tensor:
-        """Backpropagate `loss`, clip if configured, step; return the norm before clipping.
+        """Clip the gradient in the buffer if configured and take an Adam step; return the
+        gradient norm before clipping.
 
         If the loss or the gradient is NaN/inf, the step leaves parameters, moments and
         the step count untouched: fused Adam reads `optimizer.found_inf` (the attribute
         GradScaler sets for mixed precision) and skips the update when it is 1. So the
         agent never learns from a NaN, and no host sync is needed to decide it.
         """
-        self.zero_grad()
-        if not loss.requires_grad:
-            # The loss does not depend on these parameters (a detached graph): nothing to
-            # learn; the flow-1 `broken_gradient` check reports the missing gradients.
-            return torch.zeros((), device=loss.device)
-        loss.backward()
-        grads = [p.grad for p in self.params if p.grad is not None]
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        norm = torch.linalg.vector_norm(self.grad)
         if clip_norm is not None:
             # Same rule as clip_grad_norm_: scale by clip / (norm + 1e-6) when above clip.
-            scale = torch.clamp(clip_norm / (norm + 1e-6), max=1.0)
-            torch._foreach_mul_(grads, scale)
-        found_inf = (~torch.isfinite(loss.detach() + norm)).float()
-        if len(grads) < len(self.params):  # part of the network got no gradient: torch's
-            self.optimizer.found_inf = found_inf  # own step skips those parameters
-            self.optimizer.step()
-        else:
-            self._adam_step(grads, found_inf)
+            self.grad.mul_(torch.clamp(clip_norm / (norm + 1e-6), max=1.0))
+        found_inf = (~torch.isfinite(loss + norm)).float()
+        self._adam_step(found_inf)
         return norm
 
-    def _adam_step(self, grads: list[torch.Tensor], found_inf: torch.Tensor) -> None:
+    def _adam_step(self, found_inf: torch.Tensor) -> None:
         """torch.optim.Adam's fused step, minus its per-call Python bookkeeping.
 
         The first step goes through `Optimizer.step()`, which creates Adam's state; later
@@ -101,7 +97,7 @@ class Optimised:
         group = self.optimizer.param_groups[0]
         beta1, beta2 = group["betas"]
         torch._foreach_add_(steps, 1)
-        torch._fused_adam_(self.params, grads, exp_avgs, exp_avg_sqs,
+        torch._fused_adam_(self.params, self.grads, exp_avgs, exp_avg_sqs,
                            [], steps, amsgrad=False, lr=group["lr"], beta1=beta1,
                            beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
                            maximize=False, grad_scale=None, found_inf=found_inf)
@@ -124,9 +120,21 @@ class DDPGAgent:
         self.critic_opt = Optimised(self.critic, config.critic_lr, device)
         self.actor_optimizer, self.critic_optimizer = (self.actor_opt.optimizer,
                                                        self.critic_opt.optimizer)
-        self._targets = (list(self.actor_target.parameters())
-                         + list(self.critic_target.parameters()))
-        self._onlines = self.actor_opt.params + self.critic_opt.params
+        self._params = {name: list(getattr(self, name).parameters())
+                        for name in ("actor", "critic", "actor_target", "critic_target")}
+        self._targets = self._params["actor_target"] + self._params["critic_target"]
+        self._onlines = self._params["actor"] + self._params["critic"]
+        with torch.no_grad():
+            # Views of the weights and gradient buffers in the layout backprop.py uses, made
+            # once: updates, Polyak averaging and load_state_dict all change the tensors in
+            # place, so the views stay valid.
+            self._actor_views = {name: backprop.as_layers(self._params[name], transposed=True)
+                                 for name in ("actor", "actor_target")}
+            self._actor_views["actor_grads"] = backprop.as_layers(self.actor_opt.grads,
+                                                                  transposed=True)
+            self._critic_views = {name: backprop.ensemble_members(self._params[name])
+                                  for name in ("critic", "critic_target")}
+            self._critic_views["critic_grads"] = backprop.ensemble_members(self.critic_opt.grads)
         self.action_low = torch.as_tensor(action_low, dtype=torch.float32, device=device)
         self.action_high = torch.as_tensor(action_high, dtype=torch.float32, device=device)
         # Own generator for target smoothing noise: its state is saved in checkpoints.
@@ -163,54 +171,89 @@ class DDPGAgent:
         return metrics
 
     def _td_target(self, batch: Batch, smooth: bool = True) -> torch.Tensor:
-        next_action = self.actor_target(batch.next_obs)
-        if smooth and self.target_noise > 0:
-            # TD3 target policy smoothing, noise relative to the action half-range.
-            noise = torch.randn(next_action.shape, device=self.device, generator=self.generator)
-            noise = (noise * self.target_noise).clamp(-self.target_noise_clip,
-                                                      self.target_noise_clip)
-            next_action = torch.clamp(next_action + noise * self.actor.action_scale,
-                                      self.action_low, self.action_high)
-        target_q = self.critic_target(batch.next_obs, next_action).min(dim=0).values  # [B, 1]
-        # Bootstrap unless the episode truly terminated: a time-limit truncation is not
-        # the end of the task, so its next state still has value (the batch only marks
-        # `terminated`; truncated transitions bootstrap like any other).
-        return batch.rewards + self.config.gamma * (1.0 - batch.terminated) * target_q
-
-    def critic_loss(self, batch: Batch,
-                    smooth: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        """The sum of each critic's MSE to the TD target, and the critics' Q [n, B, 1].
-        `smooth=False` leaves out TD3's target noise (and the agent's random stream)."""
+        """r + gamma * (1 - terminated) * min_i Q'_i(s', pi'(s')), [B, 1]."""
         with torch.no_grad():
-            target_q = self._td_target(batch, smooth)
-        current_q = self.critic(batch.obs, batch.actions)  # [n_critics, B, 1]
-        loss = F.mse_loss(current_q, target_q.expand_as(current_q), reduction="none")
-        return loss.mean(dim=(1, 2)).sum(), current_q
+            # Actions are handled normalised to [-1, 1] (the tanh output), which is what
+            # the critic takes: a = tanh(.) * scale + bias enters it as (a - bias) / scale.
+            next_action, _ = backprop.forward(self._layers("actor_target"), batch.next_obs)
+            next_action = next_action.tanh_()
+            if smooth and self.target_noise > 0:
+                # TD3 target policy smoothing, noise relative to the action half-range.
+                noise = torch.randn(next_action.shape, device=self.device,
+                                    generator=self.generator)
+                noise = (noise * self.target_noise).clamp_(-self.target_noise_clip,
+                                                           self.target_noise_clip)
+                next_action = next_action.add_(noise).clamp_(-1.0, 1.0)
+            x = torch.cat([batch.next_obs, next_action], dim=-1)
+            target_q = functools.reduce(torch.minimum, [
+                backprop.forward(member, x)[0] for member in self._critics("critic_target")])
+            # Bootstrap unless the episode truly terminated: a time-limit truncation is not
+            # the end of the task, so its next state still has value (the batch only marks
+            # `terminated`; truncated transitions bootstrap like any other).
+            return torch.addcmul(batch.rewards, 1.0 - batch.terminated, target_q,
+                                 value=self.config.gamma)
 
-    def actor_loss(self, obs: torch.Tensor) -> torch.Tensor:
-        return -self.critic.q1(obs, self.actor(obs)).mean()
+    def _layers(self, net: str) -> list[backprop.Layer]:
+        """The (weight, bias) layers of "actor", "actor_target" or "actor_grads"."""
+        return self._actor_views[net]
 
-    @contextlib.contextmanager
-    def critic_frozen(self) -> Iterator[None]:
-        """The actor loss backpropagates through the critic to the action; gradients for
-        the critic's own parameters would be wasted work."""
-        self.critic_opt.set_requires_grad(False)
-        try:
-            yield
-        finally:
-            self.critic_opt.set_requires_grad(True)
+    def _critics(self, net: str) -> list[list[backprop.Layer]]:
+        """The layers of each twin critic of "critic", "critic_target" or "critic_grads"."""
+        return self._critic_views[net]
+
+    def critic_gradients(self, batch: Batch,
+                         smooth: bool = True) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Write the gradient of the critic loss (the sum of each critic's MSE to the TD
+        target) into the critic's `.grad`; return the loss and each critic's Q [B, 1].
+        `smooth=False` leaves out TD3's target noise (and the agent's random stream)."""
+        target_q = self._td_target(batch, smooth)
+        with torch.no_grad():
+            action = (batch.actions - self.critic.action_bias) / self.critic.action_scale
+            x = torch.cat([batch.obs, action], dim=-1)
+            losses, qs = [], []
+            for layers, member_grads in zip(self._critics("critic"), self._critics("critic_grads"),
+                                            strict=True):
+                q, inputs = backprop.forward(layers, x)
+                error = q - target_q  # [B, 1]
+                losses.append(error.square().mean())
+                backprop.backward(layers, inputs, error.mul_(2.0 / error.shape[0]),
+                                  member_grads)
+                qs.append(q)
+            loss = torch.stack(losses).sum()
+        self.critic_opt.attach_grads()
+        return loss, qs
+
+    def actor_gradients(self, obs: torch.Tensor) -> torch.Tensor:
+        """Write the gradient of the actor loss, -mean Q1(s, pi(s)), into the actor's
+        `.grad`; return the loss. The loss reaches the actor through the critic's input
+        gradient only: the critic's own weights get no gradient (it would be wasted work)
+        and its `.grad` is left as the critic update made it."""
+        with torch.no_grad():
+            actor_layers = self._layers("actor")
+            action, actor_inputs = backprop.forward(actor_layers, obs)
+            action = action.tanh_()  # normalised, [B, action_dim]
+            q1_layers = self._critics("critic")[0]
+            q, critic_inputs = backprop.forward(q1_layers, torch.cat([obs, action], dim=-1))
+            loss = -q.mean()
+            grad_q = torch.full_like(q, -1.0 / q.shape[0])
+            grad_input = backprop.backward(q1_layers, critic_inputs, grad_q)
+            grad_action = grad_input[:, obs.shape[1]:]
+            grad_pre_tanh = grad_action - grad_action * action.square()  # tanh' = 1 - tanh^2
+            backprop.backward(actor_layers, actor_inputs, grad_pre_tanh,
+                              self._layers("actor_grads"))
+        self.actor_opt.attach_grads()
+        return loss
 
     def _critic_step(self, batch: Batch) -> dict[str, torch.Tensor]:
-        critic_loss, current_q = self.critic_loss(batch)
+        critic_loss, current_q = self.critic_gradients(batch)
         grad_norm = self.critic_opt.step(critic_loss, self.config.grad_clip_norm)
-        return {"critic_loss": critic_loss.detach(), "q_mean": current_q[0].detach().mean(),
+        return {"critic_loss": critic_loss, "q_mean": current_q[0].mean(),
                 "critic_grad_norm": grad_norm}
 
     def _actor_step(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        with self.critic_frozen():
-            actor_loss = self.actor_loss(obs)
-            grad_norm = self.actor_opt.step(actor_loss, self.config.grad_clip_norm)
-        return {"actor_loss": actor_loss.detach(), "actor_grad_norm": grad_norm}
+        actor_loss = self.actor_gradients(obs)
+        grad_norm = self.actor_opt.step(actor_loss, self.config.grad_clip_norm)
+        return {"actor_loss": actor_loss, "actor_grad_norm": grad_norm}
 
     def parameters_finite(self) -> bool:
         params = [p for net in (self.actor, self.critic) for p in net.parameters()]

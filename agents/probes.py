@@ -2,8 +2,8 @@
 
 Used by the monitor when a run resumes (does a rule that paused it still fail?) and by
 the flow-1 gradient trace (section 3.3 of the flow-1 doc). A probe takes no optimiser
-step and no random draw (no target smoothing noise), and clears the gradients it made,
-so training continues exactly as if it had not run.
+step and no random draw (no target smoothing noise), and puts back the gradients the
+last update left, so training continues exactly as if it had not run.
 """
 
 from __future__ import annotations
@@ -47,24 +47,14 @@ def layer_norms(net: nn.Module) -> dict[str, float | None]:
 
 def gradient_probe(agent: DDPGAgent, batch: Batch) -> Probe:
     """Critic and actor losses on `batch` and the per-layer gradients they produce."""
-    saved = {p: p.grad for net in (agent.actor, agent.critic) for p in net.parameters()}
+    saved = [opt.grad.clone() for opt in (agent.actor_opt, agent.critic_opt)]
     try:
-        agent.actor_opt.zero_grad()
-        agent.critic_opt.zero_grad()
-        critic_loss, q = agent.critic_loss(batch, smooth=False)
-        critic_loss.backward()
+        critic_loss, q = agent.critic_gradients(batch, smooth=False)
         critic_layers = layer_norms(agent.critic)
-        agent.actor_opt.zero_grad()
-        agent.critic_opt.zero_grad()
-        with agent.critic_frozen():
-            actor_loss = agent.actor_loss(batch.obs)
-            if actor_loss.requires_grad:
-                actor_loss.backward()
+        actor_loss = agent.actor_gradients(batch.obs)
         actor_layers = layer_norms(agent.actor)
-        values = torch.stack([critic_loss.detach(), actor_loss.detach(),
-                              q[0].detach().mean()]).tolist()
+        values = torch.stack([critic_loss, actor_loss, q[0].mean()]).tolist()
     finally:
-        for p, grad in saved.items():  # put back what the last update left
-            p.grad = grad
+        for opt, grad in zip((agent.actor_opt, agent.critic_opt), saved, strict=True):
+            opt.grad.copy_(grad)  # put back what the last update left
     return Probe(values[0], values[1], values[2], critic_layers, actor_layers)
-

@@ -6,7 +6,7 @@
 Healthy runs use the shipped configs on Pendulum-v1 and MountainCarContinuous-v0; the
 faults are planted through the small env wrappers of `tests/fake_envs.py` (rare -1000
 penalties, rewards x1e-5, torque too weak, actions 100x too weak) or a patched actor
-(a detached output).
+(a dead first layer: every ReLU off, so no gradient reaches it).
 Every run keeps going through warnings and pauses (safe_mode off) so that each
 statistic is seen over the whole run. Prints the markdown table that the README holds.
 """
@@ -44,7 +44,7 @@ SCENARIOS = {
                     20_000, None),
     "weak-point": ("pendulum_ddpg.yaml", ["env_name=fake_envs:FakeWeakPoint-v0",
                                           "min_reward_threshold=null"], 10_000, None),
-    "detached-actor": ("pendulum_ddpg.yaml", [], 20_000, "detach"),
+    "dead-actor-layer": ("pendulum_ddpg.yaml", [], 20_000, "dead-layer"),
 }
 COLUMNS = [  # rule, statistic shown, how it is read from flow1.jsonl
     ("reward_spikes", "penalty share (max)"), ("sparse_reward", "bonus share (max)"),
@@ -57,12 +57,20 @@ COLUMNS = [  # rule, statistic shown, how it is read from flow1.jsonl
 ]
 
 
-def detach_actor() -> None:
-    """The planted broken graph: the actor's output leaves the autograd graph."""
+def kill_first_actor_layer() -> None:
+    """The planted broken gradient: the actor's first-layer biases at -1000 switch every
+    ReLU off for any Pendulum observation, so that layer never gets a gradient."""
+    import torch
+
     from rltrain.networks.actor import Actor
 
-    forward = Actor.forward
-    Actor.forward = lambda self, obs: forward(self, obs).detach()
+    init = Actor.__init__
+
+    def dead_first_layer(self, *args, **kwargs) -> None:
+        init(self, *args, **kwargs)
+        torch.nn.init.constant_(self.net[0].bias, -1e3)
+
+    Actor.__init__ = dead_first_layer
 
 
 def worker(name: str) -> dict:
@@ -75,8 +83,8 @@ def worker(name: str) -> dict:
     import fake_envs  # noqa: F401  (registers the fault envs)
 
     config_name, overrides, steps, patch = SCENARIOS[name]
-    if patch == "detach":
-        detach_actor()
+    if patch == "dead-layer":
+        kill_first_actor_layer()
     with tempfile.TemporaryDirectory() as folder:
         config = load_config(config_name, [
             *overrides, f"max_timesteps={steps}", "safe_mode=false", f"log_dir={folder}/logs",

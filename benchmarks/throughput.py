@@ -126,6 +126,7 @@ def update_only_worker(updates: int) -> dict:
     from rltrain.utils.config_loader import load_config
     from rltrain.utils.replay_buffer import ReplayBuffer
 
+    torch.set_flush_denormal(True)  # as the Trainer does
     config = load_config("pendulum_ddpg.yaml")
     low, high = np.array([-2.0], np.float32), np.array([2.0], np.float32)
     agent = DDPGAgent(3, low, high, config, torch.device("cpu"))

@@ -1,8 +1,10 @@
 """Twin-Q critic (clipped double Q, Fujimoto et al. 2018; section 3.1 of the source doc).
 
-The two Q-networks are evaluated together as one stacked ensemble: every layer holds a
-weight of shape [n_critics, in, out] and runs as one batched matmul (`baddbmm`), which
-measured about 17% faster than two separate MLPs for 256x256 layers on a 2-core CPU.
+The two Q-networks are stored as one stacked ensemble: every layer holds a weight of
+shape [n_critics, in, out] (one tensor per layer for Adam and Polyak averaging), and
+`forward` runs each layer as one batched matmul (`baddbmm`). The update does not call
+`forward`: it takes the members apart (agents/backprop.py), because on some CPUs a
+batched matmul of the thin output-layer shapes is several times slower than plain ones.
 Actions enter normalised to [-1, 1] with the actor's scale and offset, so the critic
 sees inputs of similar size whatever the env's action units.
 """

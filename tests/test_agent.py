@@ -158,29 +158,6 @@ def test_the_fast_adam_step_equals_torch_optim_adam():
     assert float(state["step"]) == 4
 
 
-def test_a_parameter_without_gradient_is_skipped_like_torch_adam_does():
-    from rltrain.agents.ddpg import Optimised
-
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(3, 4))
-    reference = copy.deepcopy(net)
-    ours = Optimised(net, 1e-2, torch.device("cpu"))
-    theirs = torch.optim.Adam(reference.parameters(), lr=1e-2)
-    x = torch.randn(8, 3)
-    for i in range(3):  # the second layer is never used: its gradient stays None
-        for model, step in ((net, None), (reference, theirs)):
-            loss = model[0](x).pow(2).sum()
-            if step is None:
-                ours.step(loss, clip_norm=None)
-            else:
-                step.zero_grad()
-                loss.backward()
-                step.step()
-        for a, b in zip(net.parameters(), reference.parameters(), strict=True):
-            assert torch.allclose(a, b, atol=1e-6), i
-    assert torch.equal(net[1].weight, reference[1].weight)
-
-
 @pytest.mark.parametrize("field, untouched", [("rewards", ("critic",)),
                                                ("obs", ("critic", "actor"))])
 def test_a_nan_loss_leaves_weights_and_adam_state_untouched(field, untouched):

@@ -52,15 +52,21 @@ def test_planted_reward_faults_fire_their_rule(tmp_path, env, rule):
     assert rule in warned(log_dir)
 
 
-def test_a_detached_actor_output_fires_broken_gradient(tmp_path, monkeypatch):
+def test_a_dead_actor_layer_fires_broken_gradient(tmp_path, monkeypatch):
     from rltrain.networks.actor import Actor
 
-    forward = Actor.forward
-    monkeypatch.setattr(Actor, "forward", lambda self, obs: forward(self, obs).detach())
+    init = Actor.__init__
+
+    def dead_first_layer(self, *args, **kwargs):  # every first-layer ReLU off for any obs
+        init(self, *args, **kwargs)
+        torch.nn.init.constant_(self.net[0].bias, -1e3)
+
+    monkeypatch.setattr(Actor, "__init__", dead_first_layer)
     log_dir = train(tmp_path, max_timesteps=400, **FAST)
     events = [e for e in read_jsonl(log_dir / "events.jsonl")
               if e["rule"] == "broken_gradient"]
-    assert events and all(layer.startswith("actor.") for layer in events[0]["value"])
+    assert events and all(layer.startswith("actor.net.") for layer in events[0]["value"])
+    assert "actor.net.0.weight" in events[0]["value"]
 
 
 def test_an_action_scale_that_saturates_tanh_fires_action_saturation(tmp_path):

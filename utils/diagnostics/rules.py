@@ -71,8 +71,9 @@ RULES: dict[str, tuple[str, str]] = {
         "actor's",
         "lower critic_lr or raise actor_lr; for DDPG this is informational (two optimisers)"),
     "broken_gradient": (
-        "if the graph is broken (a detach, an in-place op, a no_grad), then a layer gets a "
-        "gradient of exactly zero or none",
+        "if nothing reaches a layer (every ReLU feeding it is off, its input is all zero, or "
+        "the graph is cut), then the layer gets a gradient of exactly zero or none",
+        "check the dead_relu finding, input scaling and bias initialisation; in custom code "
         "follow section 5.3 of the flow-1 doc: requires_grad, detach(), in-place ops"),
     "action_saturation": (
         "if the action scale is wrong, then the policy sits at the action bounds and its "
