@@ -20,14 +20,15 @@ from rich.text import Text
 
 from rltrain.utils.checkpoint import atomic_write
 from rltrain.utils.errors import UserError
+from rltrain.utils.run_logger import read_jsonl
 from rltrain.utils.run_status import effective_state, read_status
-from rltrain.utils.runs import find_run_log_dir
+from rltrain.utils.runs import EVENTS_FILE, PAUSE_REQUEST_FILE, STATUS_FILE, find_run_log_dir
 
 LOG_DIR_HELP = "Where run folders live, when RUN is a name (default: logs)."
 
 
 def _load_status(log_dir: Path) -> dict[str, Any]:
-    status = read_status(log_dir / "status.json")
+    status = read_status(log_dir / STATUS_FILE)
     if status is None:
         raise UserError(f"run folder '{log_dir}' has no readable status.json (the run never "
                         "started training)")
@@ -35,19 +36,13 @@ def _load_status(log_dir: Path) -> dict[str, Any]:
 
 
 def last_pause(log_dir: Path) -> str | None:
-    """The reason of the newest pause recorded in events.jsonl."""
-    reason = None
-    path = log_dir / "events.jsonl"
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a crash
-            if event.get("action") == "pause":
-                reason = f"[{event.get('rule')}] {event.get('message')} " \
-                         f"(step {event.get('env_steps')})"
-    return reason
+    """The reason of the newest pause recorded in events.jsonl (status.json holds it only
+    while the run is paused; this also names the pause a resumed run came from)."""
+    pauses = [e for e in read_jsonl(log_dir / EVENTS_FILE) if e.get("action") == "pause"]
+    if not pauses:
+        return None
+    event = pauses[-1]
+    return f"[{event.get('rule')}] {event.get('message')} (step {event.get('env_steps')})"
 
 
 def status_report(log_dir: Path) -> dict[str, Any]:
@@ -126,14 +121,14 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
     state = effective_state(before)
     if state != "running":
         raise UserError(f"run '{run}' is not running (state: {state}); nothing to pause")
-    request = folder / "pause.request"
+    request = folder / PAUSE_REQUEST_FILE
     atomic_write(request, lambda f: f.write(reason.encode()), durable=False)
     click.echo(f"pause requested for run '{before.get('run')}' (pid {before.get('pid')})")
     if not wait:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        now = read_status(folder / "status.json") or {}
+        now = read_status(folder / STATUS_FILE) or {}
         state = effective_state(now) if now else "unknown"
         if state == "paused":
             click.echo(f"paused at step {now.get('env_steps')}; checkpoint: "

@@ -13,6 +13,13 @@ from pathlib import Path
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.errors import UserError
 
+# The files of a run's log folder; readers that only have the folder use these names too.
+METRICS_FILE = "metrics.jsonl"
+EVENTS_FILE = "events.jsonl"
+STATUS_FILE = "status.json"
+DIAGNOSTICS_FILE = "flow1.jsonl"
+PAUSE_REQUEST_FILE = "pause.request"
+
 
 @dataclass(frozen=True)
 class RunPaths:
@@ -30,23 +37,23 @@ class RunPaths:
 
     @property
     def metrics_file(self) -> Path:
-        return self.log_dir / "metrics.jsonl"
+        return self.log_dir / METRICS_FILE
 
     @property
     def events_file(self) -> Path:
-        return self.log_dir / "events.jsonl"
+        return self.log_dir / EVENTS_FILE
 
     @property
     def diagnostics_file(self) -> Path:
-        return self.log_dir / "flow1.jsonl"
+        return self.log_dir / DIAGNOSTICS_FILE
 
     @property
     def status_file(self) -> Path:
-        return self.log_dir / "status.json"
+        return self.log_dir / STATUS_FILE
 
     @property
     def pause_request_file(self) -> Path:
-        return self.log_dir / "pause.request"
+        return self.log_dir / PAUSE_REQUEST_FILE
 
     def periodic_checkpoint(self, env_steps: int) -> Path:
         return self.checkpoint_dir / f"checkpoint_step_{env_steps}.pt"

@@ -17,14 +17,15 @@ from typing import Any
 from rltrain.utils.checkpoint import atomic_write, write_json
 from rltrain.utils.run_logger import eval_curve, read_jsonl
 from rltrain.utils.run_status import effective_state, read_status
+from rltrain.utils.runs import METRICS_FILE, STATUS_FILE
 
 ERROR_FILE = "trial_error.txt"  # in a trial's log folder: why it could not run
 
 
 def trial_row(log_dir: Path, run_name: str, point: str) -> dict[str, Any]:
     folder = log_dir / run_name
-    evals = eval_curve(read_jsonl(folder / "metrics.jsonl"))
-    status = read_status(folder / "status.json") or {}
+    evals = eval_curve(read_jsonl(folder / METRICS_FILE))
+    status = read_status(folder / STATUS_FILE) or {}
     state = effective_state(status) if status else "not started"
     error = folder / ERROR_FILE
     if error.exists() and state not in ("finished", "paused"):

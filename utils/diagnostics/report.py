@@ -17,6 +17,7 @@ from rltrain.utils.checkpoint import atomic_write
 from rltrain.utils.diagnostics import plots
 from rltrain.utils.diagnostics.rules import RULES, SEVERITY
 from rltrain.utils.run_logger import eval_curve, read_jsonl
+from rltrain.utils.runs import DIAGNOSTICS_FILE, EVENTS_FILE, METRICS_FILE
 
 ORDER = {"pause": 0, "warning": 1, "info": 2}
 
@@ -24,7 +25,7 @@ ORDER = {"pause": 0, "warning": 1, "info": 2}
 def findings(log_dir: Path) -> list[dict[str, Any]]:
     """The latest finding per (rule, severity), most severe first."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
-    for event in read_jsonl(log_dir / "events.jsonl"):
+    for event in read_jsonl(log_dir / EVENTS_FILE):
         rule, action = event.get("rule"), event.get("action")
         if rule not in RULES or action not in SEVERITY:
             continue
@@ -67,8 +68,8 @@ def _short(value: Any) -> str:
 
 def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
     """logs/<run>/report.html: one self-contained page (images inlined)."""
-    metrics = read_jsonl(log_dir / "metrics.jsonl")
-    flow1 = read_jsonl(log_dir / "flow1.jsonl")
+    metrics = read_jsonl(log_dir / METRICS_FILE)
+    flow1 = read_jsonl(log_dir / DIAGNOSTICS_FILE)
     charts = [_learning_curve(metrics), _reward_chart(flow1), _gradient_chart(flow1)]
     heatmaps = sorted((log_dir / "heatmaps").glob("heatmap_step_*.png"),
                       key=lambda p: int(p.stem.rsplit("_", 1)[-1]))[-2:]
