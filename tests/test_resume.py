@@ -109,6 +109,11 @@ def test_pause_and_resume_in_the_same_folders_matches_an_uninterrupted_run(tmp_p
     events = read_jsonl(log_dir / "events.jsonl")
     assert [e["action"] for e in events if e["action"] in ("pause", "paused", "resume")] == [
         "pause", "paused", "resume"]
+    # Every log file marks where the continuation starts.
+    for name in ("metrics.jsonl", "events.jsonl", "flow1.jsonl"):
+        marks = [x["env_steps"] for x in read_jsonl(log_dir / name)
+                 if "resume" in (x.get("kind"), x.get("action"))]
+        assert marks == [130], name
 
 
 def test_resume_records_changes_and_refuses_ones_that_do_not_fit(tmp_path):

@@ -39,9 +39,6 @@ class RunLogger:
         self._metrics = open(paths.metrics_file, "a", encoding="utf-8", buffering=1)
         self._events = open(paths.events_file, "a", encoding="utf-8", buffering=1)
         self._diagnostics = open(paths.diagnostics_file, "a", encoding="utf-8", buffering=1)
-        if resume_step is not None:  # mark the continuation point for readers
-            self._diagnostics.write(json.dumps({"kind": "resume",
-                                                "env_steps": resume_step}) + "\n")
 
     def write_run_files(self, config: TrainConfig, argv: list[str] | None = None) -> None:
         """config.yaml (the resolved config), command.txt, and the config in TensorBoard."""
@@ -113,6 +110,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
                 line = json.loads(text)
             except ValueError:
                 continue
+            # metrics.jsonl and flow1.jsonl lines name their type in "kind", events.jsonl
+            # lines in "action"; the trainer writes the three resume markers together.
             if line.get("kind") == "resume" or line.get("action") == "resume":
                 lines = [x for x in lines if x.get("env_steps", 0) <= line["env_steps"]]
             lines.append(line)
