@@ -208,8 +208,7 @@ class DDPGAgent:
         `smooth=False` leaves out TD3's target noise (and the agent's random stream)."""
         target_q = self._td_target(batch, smooth)
         with torch.no_grad():
-            action = (batch.actions - self.critic.action_bias) / self.critic.action_scale
-            x = torch.cat([batch.obs, action], dim=-1)
+            x = self.critic.inputs(batch.obs, batch.actions)  # action normalised, [B, in]
             losses, qs = [], []
             for layers, member_grads in zip(self._critics("critic"), self._critics("critic_grads"),
                                             strict=True):

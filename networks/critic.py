@@ -54,18 +54,18 @@ class Critic(nn.Module):
         self.register_buffer("action_scale", (high - low) / 2)
         self.register_buffer("action_bias", (high + low) / 2)
 
-    def _inputs(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    def inputs(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return torch.cat([obs, (action - self.action_bias) / self.action_scale], dim=-1)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        x = self._inputs(obs, action).expand(self.n_critics, -1, -1)  # [n, B, in]
+        x = self.inputs(obs, action).expand(self.n_critics, -1, -1)  # [n, B, in]
         for layer in self.layers[:-1]:
             x = torch.relu(layer(x))
         return self.layers[-1](x)  # [n, B, 1]
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The first critic alone, [B, 1]: what the actor maximises (as in DDPG/TD3)."""
-        x = self._inputs(obs, action)
+        x = self.inputs(obs, action)
         for layer in self.layers[:-1]:
             x = torch.relu(layer.member(x, 0))
         return self.layers[-1].member(x, 0)
@@ -73,7 +73,7 @@ class Critic(nn.Module):
     def hidden_activations(self, obs: torch.Tensor, action: torch.Tensor) -> list[torch.Tensor]:
         """The output of every hidden ReLU, [n_critics, B, width] each."""
         outputs = []
-        x = self._inputs(obs, action).expand(self.n_critics, -1, -1)
+        x = self.inputs(obs, action).expand(self.n_critics, -1, -1)
         for layer in self.layers[:-1]:
             x = torch.relu(layer(x))
             outputs.append(x)

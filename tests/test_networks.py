@@ -65,5 +65,5 @@ def test_critic_members_match_separate_linear_layers():
 
 def test_critic_normalises_actions_to_unit_range():
     critic = Critic(1, np.array([10.0]), np.array([20.0]), hidden_sizes=(4,))
-    inputs = critic._inputs(torch.zeros(3, 1), torch.tensor([[10.0], [15.0], [20.0]]))
+    inputs = critic.inputs(torch.zeros(3, 1), torch.tensor([[10.0], [15.0], [20.0]]))
     assert torch.allclose(inputs[:, 1], torch.tensor([-1.0, 0.0, 1.0]))
