@@ -57,22 +57,6 @@ COLUMNS = [  # rule, statistic shown, how it is read from flow1.jsonl
 ]
 
 
-def kill_first_actor_layer() -> None:
-    """The planted broken gradient: the actor's first-layer biases at -1000 switch every
-    ReLU off for any Pendulum observation, so that layer never gets a gradient."""
-    import torch
-
-    from rltrain.networks.actor import Actor
-
-    init = Actor.__init__
-
-    def dead_first_layer(self, *args, **kwargs) -> None:
-        init(self, *args, **kwargs)
-        torch.nn.init.constant_(self.net[0].bias, -1e3)
-
-    Actor.__init__ = dead_first_layer
-
-
 def worker(name: str) -> dict:
     import torch
 
@@ -80,11 +64,13 @@ def worker(name: str) -> dict:
     from rltrain.utils.config_loader import load_config
     from rltrain.utils.runs import create_run
 
-    import fake_envs  # noqa: F401  (registers the fault envs)
+    import fake_envs  # registers the fault envs; holds the planted faults
 
     config_name, overrides, steps, patch = SCENARIOS[name]
     if patch == "dead-layer":
-        kill_first_actor_layer()
+        from rltrain.networks.actor import Actor
+
+        Actor.__init__ = fake_envs.dead_first_layer(Actor.__init__)
     with tempfile.TemporaryDirectory() as folder:
         config = load_config(config_name, [
             *overrides, f"max_timesteps={steps}", "safe_mode=false", f"log_dir={folder}/logs",

@@ -1,4 +1,5 @@
-"""Small environments for tests, importable as "fake_envs:FakePoint-v0" by gymnasium.make."""
+"""Small environments for tests, importable as "fake_envs:FakePoint-v0" by gymnasium.make,
+and the planted faults the tests and benchmarks/calibration.py share."""
 
 from __future__ import annotations
 
@@ -159,3 +160,16 @@ gym.register("FakeNaNReward-v0", entry_point=NaNReward)
 gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
              kwargs={"delay": 30.0, "after": 100})
 gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
+
+
+def dead_first_layer(init):
+    """A planted broken gradient for the actor: `Actor.__init__` wrapped so that the
+    first layer's biases are -1000, which switches every ReLU of that layer off for any
+    observation of these envs or Pendulum; no gradient reaches the layer."""
+    import torch
+
+    def wrapped(self, *args, **kwargs) -> None:
+        init(self, *args, **kwargs)
+        torch.nn.init.constant_(self.net[0].bias, -1e3)
+
+    return wrapped

@@ -55,13 +55,9 @@ def test_planted_reward_faults_fire_their_rule(tmp_path, env, rule):
 def test_a_dead_actor_layer_fires_broken_gradient(tmp_path, monkeypatch):
     from rltrain.networks.actor import Actor
 
-    init = Actor.__init__
+    import fake_envs
 
-    def dead_first_layer(self, *args, **kwargs):  # every first-layer ReLU off for any obs
-        init(self, *args, **kwargs)
-        torch.nn.init.constant_(self.net[0].bias, -1e3)
-
-    monkeypatch.setattr(Actor, "__init__", dead_first_layer)
+    monkeypatch.setattr(Actor, "__init__", fake_envs.dead_first_layer(Actor.__init__))
     log_dir = train(tmp_path, max_timesteps=400, **FAST)
     events = [e for e in read_jsonl(log_dir / "events.jsonl")
               if e["rule"] == "broken_gradient"]
