@@ -222,16 +222,12 @@ class Trainer:
         self.start_episode(self.counters.episodes)
 
     def _record_resume(self, resume: ResumeInfo) -> None:
-        """A `resume` line in metrics.jsonl, events.jsonl and flow1.jsonl: readers drop
-        older lines past it (read_jsonl)."""
         changes = ", ".join(resume.changes) or "no changes"
         origin = f" of run '{resume.forked_from}'" if resume.forked_from else ""
-        self.logger.metric("resume", resume.env_steps, checkpoint=resume.checkpoint,
-                           changes=resume.changes, forked_from=resume.forked_from)
-        self.logger.diagnostic("resume", resume.env_steps)
-        self.logger.event(resume.env_steps, rule="resume", value=resume.changes,
-                          threshold=None, action="resume",
-                          message=f"resumed from {resume.checkpoint}{origin} ({changes})")
+        self.logger.resume(resume.env_steps,
+                           f"resumed from {resume.checkpoint}{origin} ({changes})",
+                           checkpoint=resume.checkpoint, changes=resume.changes,
+                           forked_from=resume.forked_from)
         for warning in resume.warnings:
             self.logger.event(resume.env_steps, rule="resume", value=None, threshold=None,
                               action="warn", message=warning)

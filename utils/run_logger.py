@@ -77,6 +77,14 @@ class RunLogger:
         line = {"kind": kind, "env_steps": env_steps, **fields}
         self._diagnostics.write(json.dumps(json_safe(line)) + "\n")
 
+    def resume(self, env_steps: int, message: str, **fields: Any) -> None:
+        """Mark where a resumed run continues, in metrics.jsonl, events.jsonl and
+        flow1.jsonl: `read_jsonl` drops older lines past the mark."""
+        self.metric("resume", env_steps, **fields)
+        self.diagnostic("resume", env_steps)
+        self.event(env_steps, rule="resume", value=fields.get("changes"), threshold=None,
+                   action="resume", message=message)
+
     def histogram(self, tag: str, values: Any, env_steps: int) -> None:
         self.writer.add_histogram(tag, values, env_steps)
 
