@@ -111,6 +111,29 @@ def test_a_fixated_cluster_whose_return_drops_is_reported_as_dropped():
     assert sa.analyse(200).dropped == [fixated]
 
 
+
+def test_cluster_ids_persist_between_heatmaps_and_through_a_checkpoint():
+    """k-means restarts from the previous centres (also restored ones), so a cluster keeps
+    its id when the states move a little, in the same run and after a resume."""
+    sa = make_map(n_clusters=3)
+    for centre in (-5.0, 0.0, 5.0):
+        fill(sa, centre, np.full(100, 0.5), reward=-1.0)
+    first = sa.analyse(100)
+    ids = {centre: int(np.argmin(np.abs(sa._centers[:, 0] - centre)))
+           for centre in (-5.0, 0.0, 5.0)}
+    assert sorted(ids.values()) == [0, 1, 2] and first.counts.tolist() == [100, 100, 100]
+    restored = make_map(n_clusters=3)
+    restored.load_state_dict(sa.state_dict())
+    np.testing.assert_array_equal(restored._centers, sa._centers)
+    for m in (sa, restored):
+        m.size = m.ptr = 0
+        for centre in (5.0, 0.0, -5.0):  # rows in another order: ids must not follow them
+            fill(m, centre + 0.3, np.full(100, 0.5), reward=-1.0)
+        m.analyse(200)
+        for centre, c in ids.items():
+            assert abs(m._centers[c, 0] - (centre + 0.3)) < 0.1
+    np.testing.assert_array_equal(sa._centers, restored._centers)
+
 def test_saturation_counts_actions_within_one_percent_of_the_bounds():
     sa = make_map()
     fill(sa, 0.0, np.array([0.2, 0.3]), reward=0.0)
