@@ -148,14 +148,11 @@ class DDPGAgent:
 
     @torch.inference_mode()
     def act(self, obs: np.ndarray) -> np.ndarray:
-        """The deterministic action for one observation (no exploration noise)."""
+        """The deterministic action (no exploration noise) for one observation [obs_dim],
+        or one per row of [N, obs_dim]."""
         obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        return self.actor(obs_t.unsqueeze(0))[0].cpu().numpy()
-
-    @torch.inference_mode()
-    def act_batch(self, obs: np.ndarray) -> np.ndarray:
-        """Deterministic actions for a batch of observations [N, obs_dim]."""
-        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        if obs_t.dim() == 1:
+            return self.actor(obs_t.unsqueeze(0))[0].cpu().numpy()
         return self.actor(obs_t).cpu().numpy()
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:

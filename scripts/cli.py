@@ -120,7 +120,7 @@ def _report(outcome: RunOutcome) -> None:
                    "checkpoint.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Change a config key and continue (recorded in events.jsonl). env_name, "
-                   "seed, algo, hidden_sizes and replay_buffer_size cannot change.")
+                   "seed, algo, hidden_sizes, replay_buffer_size and num_envs cannot change.")
 @click.option("--run-name", default=None, metavar="NAME",
               help="Fork into a new run NAME instead of continuing in the run's own folders.")
 def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | None) -> None:

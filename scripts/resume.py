@@ -23,9 +23,10 @@ from rltrain.utils.errors import CheckpointError, UserError
 from rltrain.utils.run_status import effective_state, read_status
 from rltrain.utils.runs import RunPaths, create_run, paths_for
 
-# The checkpoint's arrays and networks are sized by these (dotted: nested sections).
+# The checkpoint's arrays, networks and episodes are sized by these (dotted: nested
+# sections).
 FIXED_ON_RESUME = ("env_name", "seed", "algo", "hidden_sizes", "replay_buffer_size",
-                   "diagnostics.max_samples")
+                   "num_envs", "diagnostics.max_samples")
 
 
 def _value(config: TrainConfig, key: str) -> Any:
@@ -61,7 +62,11 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
     if run_name is not None:
         config = dataclasses.replace(config, run_name=run_name)
     trainer = Trainer(config, resolve_device(config.device), interactive)
-    warnings = restore(trainer, payload, checkpoint)
+    try:
+        warnings = restore(trainer, payload, checkpoint)
+    except BaseException:
+        trainer.close()  # async env workers included
+        raise
     if run_name is not None:
         paths = create_run(config)
     else:

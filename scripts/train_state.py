@@ -3,19 +3,17 @@
 A periodic or paused checkpoint holds everything needed to continue bit-for-bit:
 networks, targets, optimisers, the replay buffer's filled part, every random state
 (agent, replay sampling, exploration, Python, NumPy, torch), the counters, the loss
-window being averaged for the next log line, and the episode in progress. The env
-itself is not pickled: every episode's reset is seeded from (seed, episode index), so
-the env state is rebuilt by resetting with that seed and replaying the episode's
-actions; if the replayed observation differs (a non-deterministic env), the episode
-is restarted instead and the user is warned. `best_model.pt` holds the policy and
-critic only (kind "best") and cannot be resumed.
+window being averaged for the next log line, and each training env's episode in
+progress. The envs themselves are not pickled: scripts/collector.py rebuilds them by
+replaying each episode's actions from its seeded reset. `best_model.pt` holds the
+policy and critic only (kind "best") and cannot be resumed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,23 +24,11 @@ from rltrain.agents.probes import gradient_probe
 from rltrain.utils.config import config_to_dict
 from rltrain.utils.errors import CheckpointError
 from rltrain.utils.health import Finding
-from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
 
 if TYPE_CHECKING:
     from rltrain.scripts.trainer import Trainer
 
 RESUMABLE_KINDS = ("periodic", "paused")
-
-
-@dataclass
-class Episode:
-    """The episode in progress; its actions let a resumed run rebuild the env state."""
-
-    index: int
-    obs: np.ndarray
-    episode_return: float = 0.0
-    length: int = 0
-    actions: list[np.ndarray] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -88,17 +74,11 @@ def build_payload(trainer: Trainer, kind: str) -> dict[str, Any]:
 
 
 def _trainer_state(trainer: Trainer) -> dict[str, Any]:
-    episode = trainer.episode
-    assert episode is not None
-    actions = (np.stack(episode.actions) if episode.actions
-               else np.zeros((0, trainer.action_dim), dtype=np.float32))
     numpy_state = np.random.get_state(legacy=False)
     numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
     return {
         "counters": dataclasses.asdict(trainer.counters),
-        "episode": {"index": episode.index, "obs": torch.as_tensor(np.array(episode.obs)),
-                    "episode_return": episode.episode_return, "length": episode.length,
-                    "actions": torch.from_numpy(actions)},
+        **trainer.collector.state_dict(trainer.action_dim),  # "episodes", "pending"
         "exploration": trainer.exploration.state_dict(),
         "monitor": trainer.monitor.state_dict(),
         "diagnostics": trainer.diagnostics.state_dict(),
@@ -131,9 +111,11 @@ def restore(trainer: Trainer, payload: dict[str, Any], path: str) -> list[str]:
     if payload["buffer"]["capacity"] != trainer.buffer.capacity:
         raise CheckpointError("replay_buffer_size cannot change on resume "
                               f"({payload['buffer']['capacity']} in the checkpoint)")
+    state = payload["trainer"]
+    if "episode" in state:  # written before num_envs: one env, nothing pending
+        state = {**state, "episodes": [state["episode"]], "pending": []}
     trainer.agent.load_state_dict(payload)
     trainer.buffer.load_state_dict(payload["buffer"])
-    state = payload["trainer"]
     trainer.counters = Counters(**state["counters"])
     trainer.exploration.load_state_dict(state["exploration"])
     trainer.monitor_state = state["monitor"]
@@ -146,26 +128,7 @@ def restore(trainer: Trainer, payload: dict[str, Any], path: str) -> list[str]:
                             "key": np.asarray(numpy_state["state"]["key"], dtype=np.uint32)}
     np.random.set_state(numpy_state)
     torch.set_rng_state(rng["torch"])
-    return _rebuild_episode(trainer, state["episode"])
-
-
-def _rebuild_episode(trainer: Trainer, saved: dict[str, Any]) -> list[str]:
-    """Reset with the episode's seed and replay its actions to restore the env state."""
-    index = int(saved["index"])
-    obs, _ = trainer.env.reset(seed=derive_seed(trainer.config.seed, TRAIN_EPISODES, index))
-    actions = saved["actions"].numpy()
-    for action in actions:
-        obs, *_ = trainer.env.step(action)
-    expected = saved["obs"].numpy()
-    if np.array_equal(np.asarray(obs), expected):
-        trainer.episode = Episode(index=index, obs=obs,
-                                  episode_return=float(saved["episode_return"]),
-                                  length=int(saved["length"]), actions=list(actions))
-        return []
-    trainer.start_episode(index)
-    return [f"env '{trainer.config.env_name}' did not reproduce episode {index} when its "
-            f"{len(actions)} actions were replayed (not deterministic under replay); that "
-            "episode restarts, so this resume is not bit-exact"]
+    return trainer.collector.restore(state)
 
 
 def _as_tuple(value: Any) -> Any:
@@ -178,8 +141,7 @@ def _as_tuple(value: Any) -> Any:
 def resume_findings(trainer: Trainer) -> list[Finding]:
     """On resume, every rule checked against the restored state, so that a rule that
     paused the run and still fails pauses it again at once, saying so."""
-    rules, steps, episode = trainer.rules, trainer.counters.env_steps, trainer.episode
-    assert episode is not None
+    rules, steps = trainer.rules, trainer.counters.env_steps
     found = rules.check_patience(steps, trainer.monitor.evals_since_best)
     if trainer.counters.last_return is not None:
         found += rules.check_episode(steps, trainer.counters.last_return)
@@ -190,7 +152,8 @@ def resume_findings(trainer: Trainer) -> list[Finding]:
         batch = trainer.buffer.newest(trainer.config.batch_size)
         found += rules.check_update(steps, gradient_probe(trainer.agent, batch).health_metrics())
     found += rules.check_memory(steps)
-    found += rules.check_transition(steps, np.asarray(episode.obs),
-                                    np.zeros(trainer.action_dim), 0.0)[0]
+    for episode in trainer.collector.episodes:
+        found += rules.check_transition(steps, np.asarray(episode.obs),
+                                        np.zeros(trainer.action_dim), 0.0)[0]
     return [dataclasses.replace(f, message="still failing after resume: " + f.message)
             for f in found]

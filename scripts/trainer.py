@@ -1,10 +1,11 @@
 """The training loop: env steps and updates; the monitor does what is due after each step.
 
 It wires the layers together (section 4 of the source doc's `train.py`, rebuilt): the
-env and the exploration produce transitions, the replay buffer stores them, the agent
-learns from batches, and the TrainingMonitor evaluates, checkpoints and checks health.
-Per env step the loop does one action transfer and, per update, one transfer of a
-handful of scalar metrics; all file writes happen per episode or less often.
+Collector (the training envs and the exploration) produces transitions one env step at
+a time, the replay buffer stores them, the agent learns from batches, and the
+TrainingMonitor evaluates, checkpoints and checks health. Per vector step the loop does
+one action transfer and, per update, one transfer of a handful of scalar metrics; all
+file writes happen per episode or less often.
 
 Pauses: a health rule, Ctrl-C, SIGTERM or `rltrain pause` all become a pause request
 on the monitor; the loop finishes the env step it is in, writes
@@ -24,9 +25,9 @@ import numpy as np
 import torch
 
 from rltrain.agents.ddpg import DDPGAgent
+from rltrain.scripts.collector import Collector
 from rltrain.scripts.train_state import (
     Counters,
-    Episode,
     ResumeInfo,
     build_payload,
     resume_findings,
@@ -51,7 +52,6 @@ from rltrain.utils.seeding import (
     EXPLORATION,
     NETWORK_INIT,
     REPLAY,
-    TRAIN_EPISODES,
     derive_seed,
 )
 from rltrain.utils.signals import SignalCatcher
@@ -78,9 +78,8 @@ class Trainer:
                  interactive: bool | None = None) -> None:
         self.config, self.device, self.interactive = config, device, interactive
         flush_denormals()
-        self.env = make_env(config.env_name)
-        self.eval_env = make_env(config.env_name)
-        self.obs_dim, self.action_dim, low, high = space_dims(self.env)
+        self.eval_env = make_env(config.env_name)  # first: a bad env fails here, in-process
+        self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         self.rules = HealthRules(config, self.obs_dim, device)
         torch.manual_seed(derive_seed(config.seed, NETWORK_INIT))
         self.agent = DDPGAgent(self.obs_dim, low, high, config, device)
@@ -88,8 +87,8 @@ class Trainer:
         self.buffer = ReplayBuffer(config.replay_buffer_size, self.obs_dim, self.action_dim,
                                    device, seed=derive_seed(config.seed, REPLAY))
         self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION))
+        self.collector = Collector(config, self.exploration)
         self.counters = Counters()
-        self.episode: Episode | None = None
         self.loss_window: dict[str, list[float]] = {}
         self.monitor_state: dict | None = None  # set by restore(), applied in run()
         self.diagnostics_state: dict | None = None  # set by restore(), applied in run()
@@ -132,12 +131,16 @@ class Trainer:
             self.diagnostics.close()
             self.progress.close()
             self.logger.close()
-            self.env.close()
-            self.eval_env.close()
+            self.close()
+
+    def close(self) -> None:
+        """Close the envs (async vector envs run worker processes)."""
+        self.collector.close()
+        self.eval_env.close()
 
     def _loop(self, resumed: bool) -> RunOutcome:
-        if self.episode is None:
-            self.start_episode(self.counters.episodes)
+        if not self.collector.episodes:
+            self.collector.start(self.counters.episodes)
         if resumed:
             self.monitor.handle(resume_findings(self))
         self._write_status("running")
@@ -169,28 +172,21 @@ class Trainer:
                 self._write_status("running")
 
     def _env_step(self) -> None:
-        episode = self.episode
-        assert episode is not None
         steps = self.counters.env_steps
-        if steps < self.config.learning_starts:
-            action = self.exploration.random_action()
-        else:
-            action = self.exploration.noisy(self.agent.act(episode.obs), steps)
-        next_obs, reward, terminated, truncated, _ = self.env.step(action)
-        reward = float(reward)
+        t = self.collector.next(steps, self.agent.act)
+        episode = self.collector.episodes[t.env]
+        truncated = t.truncated
         self.counters.env_steps += 1
-        if self.monitor.on_transition(self.counters.env_steps, next_obs, action, reward):
-            self.buffer.add(episode.obs, action, reward, next_obs, terminated, truncated)
-            self.diagnostics.on_transition(self.counters.env_steps, reward)
-        elif not np.isfinite(next_obs).all():
+        if self.monitor.on_transition(self.counters.env_steps, t.next_obs, t.action, t.reward):
+            self.buffer.add(t.obs, t.action, t.reward, t.next_obs, t.terminated, truncated)
+            self.diagnostics.on_transition(self.counters.env_steps, t.reward, t.env)
+        elif not np.isfinite(t.next_obs).all():
             truncated = True  # the env state is broken: end the episode here
-        episode.actions.append(action)
-        if math.isfinite(reward):  # a refused NaN/inf reward is non_finite's, not the return's
-            episode.episode_return += reward
+        if math.isfinite(t.reward):  # a refused NaN/inf reward is non_finite's, not the return's
+            episode.episode_return += t.reward
         episode.length += 1
-        episode.obs = next_obs
-        if terminated or truncated:
-            self._end_episode()
+        if t.terminated or truncated:
+            self._end_episode(t.env)
 
     def _learn(self) -> None:
         metrics = self.agent.update(self.buffer.sample(self.config.batch_size))
@@ -200,14 +196,8 @@ class Trainer:
         self.monitor.on_update(self.counters.env_steps, values)
         self.diagnostics.after_update(self.counters.env_steps, values)
 
-    def start_episode(self, index: int) -> None:
-        obs, _ = self.env.reset(seed=derive_seed(self.config.seed, TRAIN_EPISODES, index))
-        self.exploration.reset()
-        self.episode = Episode(index=index, obs=obs)
-
-    def _end_episode(self) -> None:
-        episode, steps = self.episode, self.counters.env_steps
-        assert episode is not None
+    def _end_episode(self, env: int) -> None:
+        episode, steps = self.collector.episodes[env], self.counters.env_steps
         self.counters.episodes += 1
         self.counters.last_return = episode.episode_return
         self.logger.scalars(steps, {"train/episode_return": episode.episode_return,
@@ -215,8 +205,9 @@ class Trainer:
         self.logger.metric("episode", steps, episode=episode.index,
                            episode_return=episode.episode_return, length=episode.length)
         self.monitor.on_episode(steps, episode.episode_return)
-        self.diagnostics.on_episode_end(steps, episode.episode_return)
-        self.start_episode(self.counters.episodes)
+        self.diagnostics.on_episode_end(steps, episode.episode_return, env)
+        # num_envs episodes are always in progress: the next index is the one after them.
+        self.collector.restart(env, self.counters.episodes + self.collector.num_envs - 1)
 
     def _record_resume(self, resume: ResumeInfo) -> None:
         changes = ", ".join(resume.changes) or "no changes"

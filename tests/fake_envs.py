@@ -137,6 +137,23 @@ class SlowPendulum(gym.Wrapper):
         return self.env.step(action)
 
 
+class BusyPendulum(gym.Wrapper):
+    """Pendulum whose every step also burns `cost` seconds of CPU, like a physics
+    simulator: the case vector envs are for (benchmarks/vector_envs.py)."""
+
+    def __init__(self, cost: float) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.cost = cost
+
+    def step(self, action):
+        import time
+
+        end = time.perf_counter() + self.cost
+        while time.perf_counter() < end:
+            pass
+        return self.env.step(action)
+
+
 class DriftingPointEnv(PointEnv):
     """Not deterministic under replay: its start depends on how often it was reset."""
 
@@ -160,6 +177,7 @@ gym.register("FakeNaNReward-v0", entry_point=NaNReward)
 gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
              kwargs={"delay": 30.0, "after": 100})
 gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
+gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum, kwargs={"cost": 0.005})
 
 
 def dead_first_layer(init):

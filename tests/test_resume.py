@@ -53,7 +53,7 @@ def test_fork_from_a_mid_episode_checkpoint_is_bit_exact(tmp_path, overrides):
     full_run(tmp_path, **overrides)
     ckpt_dir = tmp_path / "checkpoints" / "full"
     middle = load_checkpoint(ckpt_dir / "checkpoint_step_150.pt")
-    assert middle["trainer"]["episode"]["length"] == 150  # taken mid-episode
+    assert middle["trainer"]["episodes"][0]["length"] == 150  # taken mid-episode
     result = CliRunner().invoke(cli, ["resume", "--checkpoint",
                                       str(ckpt_dir / "checkpoint_step_150.pt"),
                                       "--run-name", "fork"])
@@ -221,7 +221,7 @@ def test_an_env_that_does_not_replay_is_detected_and_its_episode_restarted(tmp_p
     assert Trainer(config, torch.device("cpu"), False).run(create_run(config)).status == \
         "finished"
     checkpoint = tmp_path / "checkpoints" / "drift" / "checkpoint_step_150.pt"
-    assert load_checkpoint(checkpoint)["trainer"]["episode"]["length"] == 10  # mid-episode
+    assert load_checkpoint(checkpoint)["trainer"]["episodes"][0]["length"] == 10  # mid-episode
     result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint), "--set",
                                       "max_timesteps=200", "--run-name", "drift2"])
     assert result.exit_code == 0, result.output

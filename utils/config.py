@@ -227,6 +227,12 @@ class TrainConfig:
     grad_clip_norm: float | None = opt(
         1.0, "clip each network's gradient to this global norm (null: no clipping)", POSITIVE)
     utd_ratio: int = opt(1, "updates per env step once learning has started", AT_LEAST_ONE)
+    num_envs: int = opt(
+        1, "training envs stepped together through Gymnasium's vector API; more than 1 pays "
+        "when the env step is expensive (utd_ratio stays per env step)", AT_LEAST_ONE)
+    vector_mode: Literal["sync", "async"] = opt(
+        "sync", "with num_envs > 1: sync steps the envs in turn in this process, async in "
+        "one process each (for expensive steps)")
     noise_type: Literal["gaussian", "ou"] = opt(
         "gaussian", "exploration noise: independent gaussian, or Ornstein-Uhlenbeck")
     ou_theta: float = opt(0.15, "mean reversion rate of the OU noise", POSITIVE)

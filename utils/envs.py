@@ -10,6 +10,8 @@ reproducible on their own: the basis of exact resume.
 from __future__ import annotations
 
 import difflib
+import functools
+import signal
 
 import gymnasium as gym
 import numpy as np
@@ -76,3 +78,48 @@ def space_dims(env: gym.Env) -> tuple[int, int, np.ndarray, np.ndarray]:
     low = np.asarray(env.action_space.low, dtype=np.float32)
     high = np.asarray(env.action_space.high, dtype=np.float32)
     return obs_dim, int(low.shape[0]), low, high
+
+
+class Replayable(gym.Wrapper):
+    """A training sub-env that can rebuild an episode's state on its own: reset with the
+    episode's seed and replay its actions. A vector env steps all its sub-envs together,
+    so a resume replays each sub-env's episode through `VectorEnv.call("replay", plans)`,
+    in its own process when the vector env is async."""
+
+    def __init__(self, env: gym.Env, index: int) -> None:
+        super().__init__(env)
+        self.index = index
+
+    def replay(self, plans: list[tuple[int, np.ndarray]]) -> np.ndarray:
+        """`plans[index]` is (reset seed, actions [T, action_dim]); returns the last obs."""
+        seed, actions = plans[self.index]
+        obs, _ = self.env.reset(seed=seed)
+        for action in actions:
+            obs, *_ = self.env.step(action)
+        return obs
+
+
+def _sub_env(env_name: str, index: int) -> gym.Env:
+    return Replayable(make_env(env_name), index)
+
+
+def _worker_sub_env(env_name: str, index: int) -> gym.Env:
+    """In an async worker process: Ctrl-C belongs to the trainer, which pauses the run
+    and closes the workers; a worker that died of the same SIGINT would lose the step."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return _sub_env(env_name, index)
+
+
+def make_training_envs(env_name: str, num_envs: int, mode: str) -> gym.vector.VectorEnv:
+    """`num_envs` copies of the env behind Gymnasium's vector API, without autoreset (the
+    trainer resets each finished episode itself, with that episode's seed). `sync` steps
+    them in turn in this process; `async` in one process each, which pays when a step
+    is expensive (physics simulators), not for Pendulum's 30 us."""
+    if mode == "async":
+        # spawn: a forked copy of a process that already runs torch's threads can hang.
+        return gym.vector.AsyncVectorEnv(
+            [functools.partial(_worker_sub_env, env_name, i) for i in range(num_envs)],
+            autoreset_mode=gym.vector.AutoresetMode.DISABLED, context="spawn")
+    return gym.vector.SyncVectorEnv(
+        [functools.partial(_sub_env, env_name, i) for i in range(num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.DISABLED)

@@ -5,7 +5,9 @@ max_action)`), so `exploration_noise: 0.1` means 10% of the half-range in every
 dimension, also for asymmetric bounds. The std may decay linearly with env steps
 (section 5.3 of the source doc suggests it). OU noise follows the DDPG paper:
 x <- x - theta * x * dt + sigma * sqrt(dt) * N(0, 1), with dt = 0.01, reset each episode.
-All randomness comes from this object's own NumPy generator, saved in checkpoints.
+With `num_envs` training envs, actions come as rows [num_envs, action_dim] and each env
+has its own OU process. All randomness comes from this object's own NumPy generator,
+saved in checkpoints.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ class Exploration:
         self.high = np.asarray(action_high, dtype=np.float32)
         self.scale = (self.high - self.low) / 2
         self.rng = np.random.Generator(np.random.PCG64(seed))
-        self.ou_state = np.zeros(self.low.shape)
+        self.shape = (config.num_envs, len(self.low))
+        self.ou_state = np.zeros(self.shape)
 
     def sigma(self, env_steps: int) -> float:
         """The noise std (relative to the half-range) at this point of training."""
@@ -40,12 +43,14 @@ class Exploration:
         fraction = min(env_steps / horizon, 1.0)
         return start + fraction * (final - start)
 
-    def random_action(self) -> np.ndarray:
-        """A uniformly random action, for the warm-up before learning starts."""
-        return self.rng.uniform(self.low, self.high).astype(np.float32)
+    def random_actions(self) -> np.ndarray:
+        """Uniformly random actions [num_envs, action_dim], for the warm-up before learning
+        starts."""
+        return self.rng.uniform(self.low, self.high, size=self.shape).astype(np.float32)
 
     def noisy(self, action: np.ndarray, env_steps: int) -> np.ndarray:
-        """The policy's action plus exploration noise, clipped to the action bounds."""
+        """The policy's actions [num_envs, action_dim] plus exploration noise, clipped to
+        the action bounds."""
         sigma = self.sigma(env_steps)
         if self.config.noise_type == "ou":
             theta = self.config.ou_theta
@@ -54,16 +59,17 @@ class Exploration:
                              + sigma * np.sqrt(OU_DT) * step)
             noise = self.ou_state
         else:
-            noise = sigma * self.rng.standard_normal(self.low.shape)
+            noise = sigma * self.rng.standard_normal(self.shape)
         return np.clip(action + noise * self.scale, self.low, self.high).astype(np.float32)
 
-    def reset(self) -> None:
-        """Start of an episode: the OU process restarts at zero."""
-        self.ou_state = np.zeros(self.low.shape)
+    def reset(self, env: int) -> None:
+        """Start of an episode in training env `env`: its OU process restarts at zero."""
+        self.ou_state[env] = 0.0
 
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self.rng.bit_generator.state, "ou_state": self.ou_state.tolist()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state["rng"]
-        self.ou_state = np.asarray(state["ou_state"], dtype=np.float64)
+        # Checkpoints from before num_envs saved one env's state, shape [action_dim].
+        self.ou_state = np.asarray(state["ou_state"], dtype=np.float64).reshape(self.shape)

@@ -54,8 +54,9 @@ class Flow1Diagnostics:
                       if isinstance(rule := getattr(self.settings, f.name), RuleConfig)}
         low, high = agent.action_low.cpu().numpy(), agent.action_high.cpu().numpy()
         self.low, self.high = low, high
-        self.reward = RewardAnalyzer(self.settings.window_size)
-        self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed)
+        self.reward = RewardAnalyzer(self.settings.window_size, config.num_envs)
+        self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
+                                  config.num_envs)
         self.gradients = GradientWatch(agent, buffer, self.settings, logger, paths,
                                        self._finding)
         self.episode_drop = DropDetector(self.settings.trace_drop)
@@ -77,13 +78,14 @@ class Flow1Diagnostics:
             self.report(findings)
 
     # ------------------------------------------------------------ loop hooks
-    def on_transition(self, env_steps: int, reward: float) -> None:
-        self.reward.add(reward)
-        self.map.on_step(env_steps)
+    def on_transition(self, env_steps: int, reward: float, env: int = 0) -> None:
+        """A transition of training env `env` went into the replay buffer."""
+        self.reward.add(reward, env)
+        self.map.on_step(env_steps, env)
 
-    def on_episode_end(self, env_steps: int, episode_return: float) -> None:
-        rewards = self.reward.end_episode()
-        self.map.end_episode(rewards.astype(np.float64))
+    def on_episode_end(self, env_steps: int, episode_return: float, env: int = 0) -> None:
+        rewards = self.reward.end_episode(env)
+        self.map.end_episode(rewards.astype(np.float64), env)
         stats = self.reward.stats()
         if stats is not None:
             self.logger.scalars(env_steps, {f"flow1/reward_{k}": v for k, v in stats.items()})
@@ -257,8 +259,8 @@ class NoDiagnostics:
     """Stands in when `diagnostics.enabled` is false: every hook does nothing."""
 
     def close(self) -> None: ...
-    def on_transition(self, env_steps: int, reward: float) -> None: ...
-    def on_episode_end(self, env_steps: int, episode_return: float) -> None: ...
+    def on_transition(self, env_steps: int, reward: float, env: int = 0) -> None: ...
+    def on_episode_end(self, env_steps: int, episode_return: float, env: int = 0) -> None: ...
     def after_update(self, env_steps: int, metrics: dict[str, float]) -> None: ...
     def after_step(self, env_steps: int) -> None: ...
     def on_eval(self, env_steps: int, result: EvalResult) -> None: ...

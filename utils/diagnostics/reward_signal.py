@@ -50,19 +50,20 @@ def reward_stats(rewards: np.ndarray, returns: np.ndarray) -> dict[str, float]:
 
 
 class RewardAnalyzer:
-    """Keeps the per-step rewards of the last `window` episodes (bounded memory)."""
+    """Keeps the per-step rewards of the last `window` episodes (bounded memory), each
+    training env's episode in progress apart."""
 
-    def __init__(self, window: int) -> None:
+    def __init__(self, window: int, num_envs: int = 1) -> None:
         self.episodes: deque[np.ndarray] = deque(maxlen=window)
-        self._current: list[float] = []
+        self._current: list[list[float]] = [[] for _ in range(num_envs)]
         self.max_abs = 0.0  # the largest |reward| of the run
 
-    def add(self, reward: float) -> None:
-        self._current.append(reward)
+    def add(self, reward: float, env: int = 0) -> None:
+        self._current[env].append(reward)
 
-    def end_episode(self) -> np.ndarray:
-        rewards = np.asarray(self._current, dtype=np.float32)
-        self._current = []
+    def end_episode(self, env: int = 0) -> np.ndarray:
+        rewards = np.asarray(self._current[env], dtype=np.float32)
+        self._current[env] = []
         if rewards.size and np.isfinite(rewards).all():
             self.episodes.append(rewards)
             self.max_abs = max(self.max_abs, float(np.abs(rewards).max()))
@@ -79,10 +80,13 @@ class RewardAnalyzer:
         import torch
 
         return {"episodes": [torch.from_numpy(e.copy()) for e in self.episodes],
-                "current": list(self._current), "max_abs": self.max_abs}
+                "current": [list(c) for c in self._current], "max_abs": self.max_abs}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.episodes.clear()
         self.episodes.extend(t.numpy() for t in state["episodes"])
-        self._current = list(state["current"])
+        current = state["current"]
+        if current and not isinstance(current[0], list):  # saved before num_envs: one env
+            current = [current]
+        self._current = [list(c) for c in current] or [[] for _ in self._current]
         self.max_abs = float(state["max_abs"])

@@ -3,10 +3,10 @@
 A forward hook on the actor samples (state, action) pairs while the agent acts, at a
 rate that decays from 1 to `sample_rate_final` (section 6.3); the doc's hook clustered
 inside the hook, this one only copies two small vectors. At each heatmap, the states
-are clustered by k-means (SciPy's `kmeans2`: k-means++ the first time, then started
-from the previous heatmap's centres, so cluster ids persist between heatmaps) and each
-action dimension is cut into fixed bins over the action range (the doc indexed columns
-by dictionary order, which moves).
+are clustered by k-means (SciPy's `kmeans2` the first time, then each centre follows
+the running mean of the states it is given, so cluster ids and regions persist between
+heatmaps) and each action dimension is cut into fixed bins over the action range (the
+doc indexed columns by dictionary order, which moves).
 Each cluster gets P(bin | cluster) and a verdict: fixated (one bin >= 0.95), chaotic
 (normalised entropy >= 0.9) or blind (no bin reaches a clear preference).
 
@@ -47,7 +47,7 @@ class StateActionMap:
     """Samples (state, action) from the actor and turns them into cluster verdicts."""
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
-                 settings: Any, gamma: float, seed: int) -> None:
+                 settings: Any, gamma: float, seed: int, num_envs: int = 1) -> None:
         self.settings, self.gamma = settings, gamma
         self.low, self.high = action_low.astype(np.float64), action_high.astype(np.float64)
         n = settings.max_samples
@@ -59,9 +59,11 @@ class StateActionMap:
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self.collecting = True
         self.env_steps = 0
-        self._episode_rows: list[tuple[int, int]] = []  # (ring row, step in episode)
-        self._episode_step = 0
+        # Per training env: (ring row, step in episode) of the episode in progress.
+        self._episode_rows: list[list[tuple[int, int]]] = [[] for _ in range(num_envs)]
+        self._episode_step = [0] * num_envs
         self._centers: np.ndarray | None = None  # k-means centres of the latest heatmap
+        self._seen = np.zeros(0)  # states each centre was given so far (its running mean)
         self._seed = seed
         self._previous_outcome: np.ndarray | None = None
 
@@ -72,35 +74,43 @@ class StateActionMap:
         return 1.0 + fraction * (s.sample_rate_final - 1.0)
 
     def hook(self, _module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-        """Forward hook on the actor: keep some of its acting calls (`act`: one observation,
-        in inference mode; an update's forward, even with batch_size 1, has autograd on)."""
+        """Forward hook on the actor: keep some of its acting calls (`act` on one row per
+        training env, in inference mode; an update's forward has autograd on). Row i is
+        training env i's observation."""
         obs = inputs[0]
-        if (not self.collecting or obs.shape[0] != 1 or not torch.is_inference_mode_enabled()
-                or self.rng.random() >= self.sample_rate()):
+        if (not self.collecting or obs.shape[0] != len(self._episode_step)
+                or not torch.is_inference_mode_enabled()):
             return
+        rate = self.sample_rate()
+        for env in range(obs.shape[0]):
+            if self.rng.random() < rate:
+                self._keep(env, obs[env], output[env])
+
+    def _keep(self, env: int, obs: torch.Tensor, action: torch.Tensor) -> None:
         row = self.ptr
-        self.states[row] = obs[0].detach().cpu().numpy()
-        self.actions[row] = output[0].detach().cpu().numpy()
+        self.states[row] = obs.detach().cpu().numpy()
+        self.actions[row] = action.detach().cpu().numpy()
         self.return_to_go[row] = np.nan
-        self._episode_rows.append((row, self._episode_step))
+        self._episode_rows[env].append((row, self._episode_step[env]))
         self.ptr = (self.ptr + 1) % len(self.states)
         self.size = min(self.size + 1, len(self.states))
         self.recent = min(self.recent + 1, len(self.states))
 
-    def on_step(self, env_steps: int) -> None:
+    def on_step(self, env_steps: int, env: int = 0) -> None:
         self.env_steps = env_steps
-        self._episode_step += 1
+        self._episode_step[env] += 1
 
-    def end_episode(self, rewards: np.ndarray) -> None:
-        """Give this episode's sampled states their discounted return-to-go."""
-        if len(rewards) and self._episode_rows:
+    def end_episode(self, rewards: np.ndarray, env: int = 0) -> None:
+        """Give the sampled states of training env `env`'s episode their discounted
+        return-to-go."""
+        if len(rewards) and self._episode_rows[env]:
             discounts = self.gamma ** np.arange(len(rewards))
             tail = np.cumsum((rewards * discounts)[::-1])[::-1] / discounts
-            for row, step in self._episode_rows:
+            for row, step in self._episode_rows[env]:
                 if step < len(tail):
                     self.return_to_go[row] = tail[step]
-        self._episode_rows = []
-        self._episode_step = 0
+        self._episode_rows[env] = []
+        self._episode_step[env] = 0
 
     # -------------------------------------------------------------- verdicts
     def ready(self) -> bool:
@@ -115,24 +125,33 @@ class StateActionMap:
         return self._view(env_steps, states, actions, rtg, labels, len(self._centers))
 
     def _cluster(self, states: np.ndarray) -> np.ndarray:
-        """k-means of the states; returns each state's cluster. SciPy's kmeans2 rather than
-        scikit-learn: importing scikit-learn cost 150 MiB of peak memory (it pulls in
-        pandas and pyarrow where installed) and 1.7 s; scipy.cluster.vq 26 MiB, 0.4 s."""
+        """Each state's cluster. The first heatmap fits k-means (k-means++ start, Lloyd
+        iterations); later ones assign the states to the nearest centre and move each
+        centre to the running mean of every state it was given so far (as mini-batch
+        k-means does), so a cluster stays the same region of state space from heatmap
+        to heatmap and its return-to-go can be compared. SciPy rather than scikit-learn:
+        importing scikit-learn cost 150 MiB of peak memory (it pulls in pandas and
+        pyarrow where installed) and 1.7 s; scipy.cluster.vq 26 MiB and 0.4 s."""
         from scipy.cluster.vq import kmeans2, vq
 
         data = states.astype(np.float64)
         k = min(self.settings.n_clusters, len(data))
-        with warnings.catch_warnings():
-            # "One of the clusters is empty": that cluster keeps its previous centre.
-            warnings.simplefilter("ignore", UserWarning)
-            if self._centers is not None and len(self._centers) == k:
-                centers, _ = kmeans2(data, self._centers, iter=KMEANS_ITERATIONS,
-                                     minit="matrix")
-            else:
-                centers, _ = kmeans2(data, k, iter=KMEANS_ITERATIONS, minit="++",
-                                     rng=self._seed)
-        self._centers = centers
-        return vq(data, centers, check_finite=False)[0]
+        if self._centers is None or len(self._centers) != k:
+            with warnings.catch_warnings():
+                # "One of the clusters is empty": that cluster keeps its starting centre.
+                warnings.simplefilter("ignore", UserWarning)
+                self._centers, _ = kmeans2(data, k, iter=KMEANS_ITERATIONS, minit="++",
+                                           rng=self._seed)
+            self._seen = np.zeros(k)
+        labels = vq(data, self._centers, check_finite=False)[0]
+        counts = np.bincount(labels, minlength=k).astype(np.float64)
+        sums = np.zeros_like(self._centers)
+        np.add.at(sums, labels, data)
+        given = counts > 0
+        self._seen += counts
+        self._centers[given] += (sums[given] - counts[given, None] * self._centers[given]) \
+            / self._seen[given, None]
+        return vq(data, self._centers, check_finite=False)[0]
 
     def _view(self, env_steps: int, states: np.ndarray, actions: np.ndarray,
               rtg: np.ndarray, labels: np.ndarray, k: int) -> ClusterView:
@@ -212,12 +231,14 @@ class StateActionMap:
                 "return_to_go": torch.from_numpy(self.return_to_go[:n].copy()),
                 "ptr": self.ptr, "size": n, "recent": self.recent,
                 "rng": self.rng.bit_generator.state,
-                "episode_rows": list(self._episode_rows), "episode_step": self._episode_step,
+                "episode_rows": [list(rows) for rows in self._episode_rows],
+                "episode_step": list(self._episode_step),
                 "env_steps": self.env_steps,
                 "previous_outcome": None if self._previous_outcome is None
                 else self._previous_outcome.tolist(),
                 "centers": None if self._centers is None
-                else torch.from_numpy(self._centers.copy())}
+                else torch.from_numpy(self._centers.copy()),
+                "center_counts": torch.from_numpy(self._seen.copy())}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         n = int(state["size"])
@@ -227,10 +248,17 @@ class StateActionMap:
         self.ptr, self.size = int(state["ptr"]), n
         self.recent = int(state["recent"])
         self.rng.bit_generator.state = state["rng"]
-        self._episode_rows = [tuple(x) for x in state["episode_rows"]]
-        self._episode_step = int(state["episode_step"])
+        rows, steps = state["episode_rows"], state["episode_step"]
+        if isinstance(steps, int):  # saved before num_envs: one env
+            rows, steps = [rows], [steps]
+        self._episode_rows = [[tuple(x) for x in env_rows] for env_rows in rows]
+        self._episode_step = [int(x) for x in steps]
         self.env_steps = int(state["env_steps"])
         previous = state["previous_outcome"]
         self._previous_outcome = None if previous is None else np.asarray(previous)
         centers = state["centers"]
         self._centers = None if centers is None else centers.numpy().astype(np.float64)
+        if centers is not None:
+            counts = state.get("center_counts")  # absent in checkpoints of rltrain <= 0.1.0
+            self._seen = (np.zeros(len(self._centers)) if counts is None
+                          else counts.numpy().astype(np.float64))

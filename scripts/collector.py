@@ -1,0 +1,148 @@
+"""The training envs: act in all of them at once, hand their transitions out one at a time.
+
+With `num_envs` envs (Gymnasium's vector API, `vector_mode` sync or async), one vector
+step yields `num_envs` transitions; the Trainer takes them one by one, so everything it
+does per env step (replay, updates, health rules, evaluation and checkpoint schedules)
+is the same as with one env, and `utd_ratio` stays updates per env step. The actions
+of one vector step come from the policy as it was before those transitions' updates.
+
+Every episode's reset is seeded from (seed, episode index), so a checkpoint holds each
+env's episode in progress as its index and the actions taken so far, plus the
+transitions of the last vector step not handed out yet; `restore` replays each env's
+actions to rebuild its state (in its own process when async). An env whose replay does
+not reproduce the saved observation (not deterministic under replay) restarts its
+episode, with a warning.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from rltrain.utils.config import TrainConfig
+from rltrain.utils.envs import make_training_envs
+from rltrain.utils.exploration import Exploration
+from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
+
+
+@dataclass
+class Episode:
+    """An env's episode in progress; its actions let a resumed run rebuild the env state.
+    `obs` is the env's latest observation (the next action is chosen from it)."""
+
+    index: int
+    obs: np.ndarray
+    episode_return: float = 0.0
+    length: int = 0
+    actions: list[np.ndarray] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Transition:
+    env: int
+    obs: np.ndarray
+    action: np.ndarray
+    reward: float
+    next_obs: np.ndarray
+    terminated: bool
+    truncated: bool
+
+
+class Collector:
+    """The training envs, their episodes in progress and the transitions not handed out."""
+
+    def __init__(self, config: TrainConfig, exploration: Exploration) -> None:
+        self.config, self.exploration = config, exploration
+        self.num_envs = config.num_envs
+        self.envs = make_training_envs(config.env_name, config.num_envs, config.vector_mode)
+        self.episodes: list[Episode] = []
+        self.pending: deque[Transition] = deque()
+
+    def close(self) -> None:
+        self.envs.close()
+
+    def _seed(self, index: int) -> int:
+        return derive_seed(self.config.seed, TRAIN_EPISODES, index)
+
+    def start(self, first_index: int) -> None:
+        """Start an episode in every env: indices first_index, first_index + 1, ..."""
+        indices = list(range(first_index, first_index + self.num_envs))
+        obs, _ = self.envs.reset(seed=[self._seed(i) for i in indices])
+        self.episodes = [Episode(index=i, obs=o) for i, o in zip(indices, obs, strict=True)]
+        for env in range(self.num_envs):
+            self.exploration.reset(env)
+
+    def restart(self, env: int, index: int) -> None:
+        """Start episode `index` in env `env` (its previous episode has ended)."""
+        mask = np.arange(self.num_envs) == env
+        seeds = [self._seed(index) if m else None for m in mask]
+        obs, _ = self.envs.reset(seed=seeds, options={"reset_mask": mask})
+        self.episodes[env] = Episode(index=index, obs=obs[env])
+        self.exploration.reset(env)
+
+    def next(self, env_steps: int, policy: Callable[[np.ndarray], np.ndarray]) -> Transition:
+        """The next transition; steps all envs when the last vector step is used up.
+        Random actions before `learning_starts` env steps, then the policy's plus noise."""
+        if not self.pending:
+            self._step_all(env_steps, policy)
+        return self.pending.popleft()
+
+    def _step_all(self, env_steps: int, policy: Callable[[np.ndarray], np.ndarray]) -> None:
+        obs = np.stack([e.obs for e in self.episodes])
+        if env_steps < self.config.learning_starts:
+            actions = self.exploration.random_actions()
+        else:
+            actions = self.exploration.noisy(policy(obs), env_steps)
+        next_obs, rewards, terminated, truncated, _ = self.envs.step(actions)
+        for env, episode in enumerate(self.episodes):
+            episode.actions.append(actions[env])
+            self.pending.append(Transition(env, episode.obs, actions[env], float(rewards[env]),
+                                           next_obs[env], bool(terminated[env]),
+                                           bool(truncated[env])))
+            episode.obs = next_obs[env]
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self, action_dim: int) -> dict[str, Any]:
+        def actions(episode: Episode) -> torch.Tensor:
+            return torch.from_numpy(np.stack(episode.actions) if episode.actions
+                                    else np.zeros((0, action_dim), dtype=np.float32))
+
+        return {
+            "episodes": [{"index": e.index, "obs": torch.as_tensor(np.array(e.obs)),
+                          "episode_return": e.episode_return, "length": e.length,
+                          "actions": actions(e)} for e in self.episodes],
+            "pending": [{"env": t.env, "obs": torch.as_tensor(np.array(t.obs)),
+                         "action": torch.as_tensor(np.array(t.action)), "reward": t.reward,
+                         "next_obs": torch.as_tensor(np.array(t.next_obs)),
+                         "terminated": t.terminated, "truncated": t.truncated}
+                        for t in self.pending],
+        }
+
+    def restore(self, state: dict[str, Any]) -> list[str]:
+        """Rebuild every env's episode from a checkpoint; returns warnings."""
+        saved = state["episodes"]
+        self.pending = deque(Transition(
+            int(t["env"]), t["obs"].numpy(), t["action"].numpy(), float(t["reward"]),
+            t["next_obs"].numpy(), bool(t["terminated"]), bool(t["truncated"]))
+            for t in state["pending"])
+        self.envs.reset(seed=[self._seed(int(e["index"])) for e in saved])
+        replayed = self.envs.call("replay", [(self._seed(int(e["index"])), e["actions"].numpy())
+                                             for e in saved])
+        self.episodes, warnings = [], []
+        for env, (e, obs) in enumerate(zip(saved, replayed, strict=True)):
+            index, actions = int(e["index"]), e["actions"].numpy()
+            self.episodes.append(Episode(index=index, obs=obs,
+                                         episode_return=float(e["episode_return"]),
+                                         length=int(e["length"]), actions=list(actions)))
+            if not np.array_equal(np.asarray(obs), e["obs"].numpy()):
+                self.pending = deque(t for t in self.pending if t.env != env)
+                self.restart(env, index)
+                warnings.append(
+                    f"env '{self.config.env_name}' did not reproduce episode {index} when its "
+                    f"{len(actions)} actions were replayed (not deterministic under replay); "
+                    "that episode restarts, so this resume is not bit-exact")
+        return warnings
