@@ -3,6 +3,8 @@ and the planted faults the tests and benchmarks/calibration.py share."""
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -108,7 +110,6 @@ class KillOncePendulum(gym.Wrapper):
         self.at, self.steps = at, 0
 
     def step(self, action):
-        import os
         import signal
         from pathlib import Path
 
@@ -138,12 +139,13 @@ class SlowPendulum(gym.Wrapper):
 
 
 class BusyPendulum(gym.Wrapper):
-    """Pendulum whose every step also burns `cost` seconds of CPU, like a physics
-    simulator: the case vector envs are for (benchmarks/vector_envs.py)."""
+    """Pendulum whose every step also burns CPU time, like a physics simulator: the case
+    vector envs are for (benchmarks/vector_envs.py). The cost in seconds comes from
+    $BUSY_STEP_SECONDS (default 0.005), which async env workers inherit."""
 
-    def __init__(self, cost: float) -> None:
+    def __init__(self) -> None:
         super().__init__(gym.make("Pendulum-v1"))
-        self.cost = cost
+        self.cost = float(os.environ.get("BUSY_STEP_SECONDS", "0.005"))
 
     def step(self, action):
         import time
@@ -177,7 +179,7 @@ gym.register("FakeNaNReward-v0", entry_point=NaNReward)
 gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
              kwargs={"delay": 30.0, "after": 100})
 gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
-gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum, kwargs={"cost": 0.005})
+gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
 
 
 def dead_first_layer(init):
