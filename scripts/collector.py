@@ -129,7 +129,7 @@ class Collector:
             int(t["env"]), t["obs"].numpy(), t["action"].numpy(), float(t["reward"]),
             t["next_obs"].numpy(), bool(t["terminated"]), bool(t["truncated"]))
             for t in state["pending"])
-        self.envs.reset(seed=[self._seed(int(e["index"])) for e in saved])
+        # Each env resets itself with its episode's seed and replays its actions.
         replayed = self.envs.call("replay", [(self._seed(int(e["index"])), e["actions"].numpy())
                                              for e in saved])
         self.episodes, warnings = [], []
