@@ -94,7 +94,8 @@ def result_of(paths, config) -> dict:
 def summarise(records: list[dict], warm: int, min_norm: float) -> dict[str, float | None]:
     """Each rule's statistic over the run, as its rule computes it: Q over-estimation from
     the step its rule starts, weight matrices for the weakest/strongest ratio, spikes of
-    norms above `min_norm` against the layer's last HISTORY records."""
+    norms above `min_norm` against the layer's last HISTORY records, all over the reward
+    scale of their record."""
     import numpy as np
 
     from rltrain.utils.diagnostics.gradients import HISTORY
@@ -115,12 +116,13 @@ def summarise(records: list[dict], warm: int, min_norm: float) -> dict[str, floa
             missing.append(sum(1 for v in norms.values() if not v))
             if weights:
                 weakest.append(min(weights) / max(weights))
+            scale = g.get("reward_scale", 1.0)
             for layer, v in norms.items():
                 past = history.setdefault(f"{net}.{layer}", deque(maxlen=HISTORY))
                 if v and v > min_norm and len(past) >= 5:
-                    spikes.append(v / float(np.median(past)))
+                    spikes.append(v / scale / float(np.median(past)))
                 if v:
-                    past.append(v)
+                    past.append(v / scale)
     return {
         "reward_spikes": top([r["penalty_share"] for r in of("reward")]),
         "sparse_reward": top([r["bonus_share"] for r in of("reward")]),

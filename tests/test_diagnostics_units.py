@@ -161,6 +161,26 @@ def test_a_new_reward_scale_below_the_absolute_floor_is_not_an_explosion():
     assert verdicts.review("critic", {"l.weight": 6.0}) == {"l.weight": "exploding"}
 
 
+def test_gradients_that_grow_with_the_reward_scale_are_not_exploding():
+    """MountainCar: action costs of 0.1 until the +100 goal is found, then gradients
+    1000x larger; growth the reward scale does not explain is still an explosion."""
+    verdicts = GradientVerdicts(SETTINGS)
+    for _ in range(10):
+        verdicts.review("critic", {"l.weight": 0.01}, reward_scale=0.1)
+    assert verdicts.review("critic", {"l.weight": 10.0}, reward_scale=100.0) == {
+        "l.weight": "ok"}
+    assert verdicts.review("critic", {"l.weight": 10.0}, reward_scale=0.1) == {
+        "l.weight": "exploding"}
+
+
+def test_the_reward_scale_follows_every_reward_at_once():
+    analyzer = RewardAnalyzer(window=10)
+    analyzer.add(-0.1)
+    analyzer.add(100.0)  # before the episode ends: updates learn from it at once
+    analyzer.add(float("nan"))
+    assert analyzer.max_abs == 100.0
+
+
 def test_q_overestimation_is_relative_to_the_return_with_the_reward_scale_as_floor():
     import torch
 

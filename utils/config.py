@@ -157,10 +157,10 @@ class DiagnosticsConfig:
     vanishing_gradient: RuleConfig = _warn_rule(
         1e-3, "a weight's gradient norm below this share of its network's strongest one")
     exploding_gradient: RuleConfig = _warn_rule(
-        100.0, "a layer's gradient norm above this many times its own recent median")
+        100.0, "a layer's gradient norm above this many times its own recent median, both "
+        "over the largest |reward| seen so far (a new reward scale is not an explosion)")
     exploding_gradient_min_norm: float = opt(
-        5.0, "exploding_gradient also needs the norm above this (the documents' limit): a "
-        "reward first found after a long near-zero phase is a new scale, not an explosion",
+        5.0, "exploding_gradient also needs the norm above this (the documents' limit)",
         NON_NEGATIVE)
     value_policy_imbalance: RuleConfig = _warn_rule(
         1000.0, "the critic's relative gradient (norm / weight norm) over the actor's")

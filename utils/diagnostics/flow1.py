@@ -123,7 +123,7 @@ class Flow1Diagnostics:
             self.actor_pre_clip = metrics["actor_grad_norm"]
         if self.agent.updates % self.settings.grad_freq == 0:
             self.gradients.record(env_steps, self.actor_pre_clip,
-                                  metrics.get("critic_grad_norm"))
+                                  metrics.get("critic_grad_norm"), self.reward.max_abs)
 
     def after_step(self, env_steps: int) -> None:
         s = self.settings
@@ -167,7 +167,8 @@ class Flow1Diagnostics:
 
     def _trace(self, env_steps: int, reason: str) -> None:
         with self.paused_collection():
-            self.gradients.trace(env_steps, reason, cooldown=self.settings.heatmap_freq)
+            self.gradients.trace(env_steps, reason, cooldown=self.settings.heatmap_freq,
+                                 max_abs_reward=self.reward.max_abs)
 
     def on_pause(self, env_steps: int) -> None:
         if self.settings.snapshot_freq is not None:

@@ -14,6 +14,10 @@ healthy runs instead (README): `vanishing_gradient` compares a weight matrix wit
 strongest weight matrix of its own network (the gradient does not reach it; biases,
 some with a single element, are too noisy for this), and `exploding_gradient` compares
 a layer with its own recent history, above an absolute floor (the document's limit of 5).
+That history is of norms divided by the largest |reward| seen so far: both networks'
+gradients scale with the rewards, so a reward first found after a long near-zero phase
+(MountainCar's +100 goal after action costs of 0.1) raises them 1000x without anything
+being unstable; an explosion is growth the reward scale does not explain.
 """
 
 from __future__ import annotations
@@ -51,8 +55,10 @@ class GradientVerdicts:
         self.settings = settings
         self.history: dict[str, deque[float]] = {}
 
-    def verdict(self, name: str, norm: float | None, strongest: float) -> str:
-        """`strongest`: the largest weight-matrix gradient norm of the same network."""
+    def verdict(self, name: str, norm: float | None, strongest: float,
+                reward_scale: float = 1.0) -> str:
+        """`strongest`: the largest weight-matrix gradient norm of the same network;
+        `reward_scale`: the largest |reward| so far (1 before any reward)."""
         s = self.settings
         if norm is None or norm == 0.0:
             return "broken"
@@ -61,18 +67,21 @@ class GradientVerdicts:
             return "vanishing"
         past = self.history.get(name)
         if (past and len(past) >= 5 and norm > s.exploding_gradient_min_norm
-                and norm > s.exploding_gradient.threshold * np.median(past)):
+                and norm / reward_scale > s.exploding_gradient.threshold * np.median(past)):
             return "exploding"
         return "ok"
 
-    def review(self, network: str, layers: dict[str, float | None]) -> dict[str, str]:
-        """Verdict of every layer of `network`; then remember the norms as history."""
+    def review(self, network: str, layers: dict[str, float | None],
+               reward_scale: float = 1.0) -> dict[str, str]:
+        """Verdict of every layer of `network`; then remember the norms (over the reward
+        scale) as history."""
         strongest = strongest_weight(layers)
-        verdicts = {name: self.verdict(f"{network}.{name}", norm, strongest)
+        verdicts = {name: self.verdict(f"{network}.{name}", norm, strongest, reward_scale)
                     for name, norm in layers.items()}
         for name, norm in layers.items():
             if norm:
-                self.history.setdefault(f"{network}.{name}", deque(maxlen=HISTORY)).append(norm)
+                self.history.setdefault(f"{network}.{name}", deque(maxlen=HISTORY)).append(
+                    norm / reward_scale)
         return verdicts
 
     def state_dict(self) -> dict[str, Any]:
@@ -80,6 +89,11 @@ class GradientVerdicts:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.history = {k: deque(v, maxlen=HISTORY) for k, v in state.items()}
+
+
+def scale_of(max_abs_reward: float) -> float:
+    """The reward scale gradient norms are compared in: the largest |reward| so far."""
+    return max_abs_reward if max_abs_reward > 0 else 1.0
 
 
 def strongest_weight(layers: dict[str, float | None]) -> float:
@@ -122,7 +136,7 @@ class GradientWatch:
         self.last_trace: int | None = None
 
     def record(self, env_steps: int, actor_pre_clip: float | None,
-               critic_pre_clip: float | None) -> None:
+               critic_pre_clip: float | None, max_abs_reward: float) -> None:
         """Norms from `.grad` as the last update left them, rescaled to before clipping."""
         agent = self.agent
         actor = pre_clip(layer_norms(agent.actor), actor_pre_clip)
@@ -135,10 +149,11 @@ class GradientWatch:
             if grads:
                 self.logger.histogram(f"gradients/{name}", torch.cat(grads), env_steps)
         balance = self._imbalance(actor, critic)
+        scale = scale_of(max_abs_reward)
         self.logger.diagnostic("gradients", env_steps, actor=actor, critic=critic,
-                               imbalance=balance)
-        verdicts = {"actor": self.verdicts.review("actor", actor),
-                    "critic": self.verdicts.review("critic", critic)}
+                               imbalance=balance, reward_scale=scale)
+        verdicts = {"actor": self.verdicts.review("actor", actor, scale),
+                    "critic": self.verdicts.review("critic", critic, scale)}
         self._findings(env_steps, verdicts, {"actor": actor, "critic": critic}, balance)
 
     def _imbalance(self, actor: dict, critic: dict) -> float:
@@ -157,7 +172,7 @@ class GradientWatch:
             self.finding("value_policy_imbalance", env_steps, round(balance, 3),
                          f"the critic's relative gradient is {balance:.1f}x the actor's")
 
-    def trace(self, env_steps: int, reason: str, cooldown: int) -> None:
+    def trace(self, env_steps: int, reason: str, cooldown: int, max_abs_reward: float) -> None:
         """Snapshot the newest batch and parameters; write per-layer norms and verdicts."""
         if not len(self.buffer) or (self.last_trace is not None
                                     and env_steps - self.last_trace < cooldown):
@@ -168,9 +183,8 @@ class GradientWatch:
         layers = {}
         for net, norms in (("actor", probe.actor_layers), ("critic", probe.critic_layers)):
             strongest = strongest_weight(norms)
-            layers[net] = {k: {"norm": v, "verdict": self.verdicts.verdict(f"{net}.{k}", v,
-                                                                            strongest)}
-                           for k, v in norms.items()}
+            layers[net] = {k: {"norm": v, "verdict": self.verdicts.verdict(
+                f"{net}.{k}", v, strongest, scale_of(max_abs_reward))} for k, v in norms.items()}
         folder = self.paths.log_dir / "traces"
         trace_file = folder / f"grad_trace_step_{env_steps}.json"
         write_json(trace_file, {"env_steps": env_steps, "reason": reason,

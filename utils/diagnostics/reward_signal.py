@@ -19,6 +19,7 @@ broken signals (see the calibration table in the README):
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any
 
@@ -60,6 +61,8 @@ class RewardAnalyzer:
 
     def add(self, reward: float, env: int = 0) -> None:
         self._current[env].append(reward)
+        if math.isfinite(reward):  # at once: gradients are judged against it (gradients.py)
+            self.max_abs = max(self.max_abs, abs(reward))
 
     def end_episode(self, env: int = 0) -> np.ndarray:
         rewards = np.asarray(self._current[env], dtype=np.float32)
