@@ -4,7 +4,8 @@
 form (which imports the module to register the user's own env) both work. DDPG needs a
 continuous, bounded `Box` action space; anything else is refused with one clear line.
 Every episode's reset is seeded with `utils.seeding.derive_seed`, which makes episodes
-reproducible on their own: the basis of exact resume.
+reproducible on their own: the basis of exact resume. `make_training_envs` puts
+`num_envs` copies behind Gymnasium's vector API for scripts/collector.py.
 """
 
 from __future__ import annotations
