@@ -21,15 +21,17 @@ EXE = str(Path(sys.executable).with_name("rltrain"))
 ENV = {**os.environ, "PYTHONPATH": str(TESTS_DIR)}
 
 
-def start(tmp_path: Path, env: str = "Pendulum-v1",
+def start(tmp_path: Path, env: str = "Pendulum-v1", own_group: bool = False,
           **overrides) -> subprocess.Popen:
+    """`own_group`: the run leads its own process group, as a terminal's foreground job
+    does, so that a Ctrl-C can be sent to the run and its env workers at once."""
     raw = tiny_dict(tmp_path, **{"max_timesteps": 100_000, "checkpoint_freq": 100,
                                  "eval_freq": 10_000, "env_name": env, **overrides})
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(raw))
     return subprocess.Popen([EXE, "train", "--config", str(path), "--run-name", "live"],
                             cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=own_group)
 
 
 def wait_for_steps(tmp_path: Path, steps: int, timeout: float = 120) -> dict:
@@ -67,6 +69,21 @@ def test_a_signal_pauses_with_a_checkpoint_that_resumes(tmp_path, sig, rule):
                   f"max_timesteps={step + 60}", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"finished at step {step + 60}" in resumed.stdout, resumed.stdout
+
+
+def test_ctrl_c_in_a_terminal_pauses_a_run_with_async_env_workers(tmp_path):
+    """A terminal sends Ctrl-C to the whole foreground group: the env workers ignore it,
+    so the trainer finishes its step, writes the paused checkpoint and closes them."""
+    proc = start(tmp_path, own_group=True, num_envs=2, vector_mode="async")
+    wait_for_steps(tmp_path, 151)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3 and "[interrupt]" in out, out + err
+    paused = sorted((tmp_path / "checkpoints" / "live").glob("paused_at_step_*.pt"))
+    step = load_checkpoint(paused[0])["total_steps"]
+    resumed = cli("resume", "--checkpoint", str(paused[0]), "--set",
+                  f"max_timesteps={step + 61}", cwd=tmp_path)
+    assert f"finished at step {step + 61}" in resumed.stdout, resumed.stdout + resumed.stderr
 
 
 def test_a_second_ctrl_c_aborts_at_once_and_keeps_earlier_checkpoints(tmp_path):
