@@ -48,22 +48,29 @@ def assert_same_state(a: dict, b: dict) -> None:
     assert a["updates"] == b["updates"]
 
 
-@pytest.mark.parametrize("overrides", [{}, {"algo": "td3", "noise_type": "ou"}])
-def test_fork_from_a_mid_episode_checkpoint_is_bit_exact(tmp_path, overrides):
-    full_run(tmp_path, **overrides)
+def assert_fork_matches_the_full_run(tmp_path, step: int) -> None:
+    """Fork run 'full' from its checkpoint at `step`: the fork's step-300 state and its
+    metrics past `step` must equal the uninterrupted run's."""
     ckpt_dir = tmp_path / "checkpoints" / "full"
-    middle = load_checkpoint(ckpt_dir / "checkpoint_step_150.pt")
-    assert middle["trainer"]["episodes"][0]["length"] == 150  # taken mid-episode
     result = CliRunner().invoke(cli, ["resume", "--checkpoint",
-                                      str(ckpt_dir / "checkpoint_step_150.pt"),
+                                      str(ckpt_dir / f"checkpoint_step_{step}.pt"),
                                       "--run-name", "fork"])
     assert result.exit_code == 0, result.output
     assert_same_state(load_checkpoint(ckpt_dir / "checkpoint_step_300.pt"),
                       load_checkpoint(tmp_path / "checkpoints" / "fork" /
                                       "checkpoint_step_300.pt"))
     uninterrupted = [x for x in metrics(tmp_path / "logs" / "full" / "metrics.jsonl")
-                     if x["env_steps"] > 150]
+                     if x["env_steps"] > step]
     assert metrics(tmp_path / "logs" / "fork" / "metrics.jsonl") == uninterrupted
+
+
+@pytest.mark.parametrize("overrides", [{}, {"algo": "td3", "noise_type": "ou"}])
+def test_fork_from_a_mid_episode_checkpoint_is_bit_exact(tmp_path, overrides):
+    full_run(tmp_path, **overrides)
+    ckpt_dir = tmp_path / "checkpoints" / "full"
+    middle = load_checkpoint(ckpt_dir / "checkpoint_step_150.pt")
+    assert middle["trainer"]["episodes"][0]["length"] == 150  # taken mid-episode
+    assert_fork_matches_the_full_run(tmp_path, 150)
 
 
 def test_pause_and_resume_in_the_same_folders_matches_an_uninterrupted_run(tmp_path):

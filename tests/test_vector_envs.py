@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from test_resume import assert_same_state, full_run, metrics
+from test_resume import assert_fork_matches_the_full_run, assert_same_state, full_run
 
 from rltrain.scripts.cli import cli
 from rltrain.scripts.trainer import Trainer
@@ -72,20 +72,11 @@ def test_resume_with_transitions_not_yet_handed_out_is_bit_exact(tmp_path, mode)
     # 100 env steps = 33 vector steps of 3 plus one: 2 transitions of the 34th pending.
     assert [t["env"] for t in middle["trainer"]["pending"]] == [1, 2]
     assert [e["length"] for e in middle["trainer"]["episodes"]] == [34, 33, 33]
-    runner = CliRunner()
-    result = runner.invoke(cli, ["resume", "--checkpoint",
-                                 str(ckpt_dir / "checkpoint_step_100.pt"), "--run-name", "fork"])
-    assert result.exit_code == 0, result.output
-    assert_same_state(load_checkpoint(ckpt_dir / "checkpoint_step_300.pt"),
-                      load_checkpoint(tmp_path / "checkpoints" / "fork" /
-                                      "checkpoint_step_300.pt"))
-    uninterrupted = [x for x in metrics(tmp_path / "logs" / "full" / "metrics.jsonl")
-                     if x["env_steps"] > 100]
-    assert metrics(tmp_path / "logs" / "fork" / "metrics.jsonl") == uninterrupted
+    assert_fork_matches_the_full_run(tmp_path, 100)
     before = {p.name: p.read_bytes() for p in ckpt_dir.iterdir()}
-    refused = runner.invoke(cli, ["resume", "--checkpoint",
-                                  str(ckpt_dir / "checkpoint_step_100.pt"),
-                                  "--set", "num_envs=2", "--run-name", "other"])
+    refused = CliRunner().invoke(cli, ["resume", "--checkpoint",
+                                       str(ckpt_dir / "checkpoint_step_100.pt"),
+                                       "--set", "num_envs=2", "--run-name", "other"])
     assert refused.exit_code == 2 and "cannot change 'num_envs'" in refused.output
     assert {p.name: p.read_bytes() for p in ckpt_dir.iterdir()} == before
 
