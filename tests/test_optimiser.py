@@ -1,0 +1,128 @@
+"""Adam for one network (agents/optimiser.py): the same steps and state as torch's fused
+Adam, torch's state_dict layout both ways, the config's learning rate on load, and no
+torch._dynamo import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from rltrain.agents.optimiser import Optimised
+
+
+def make_net(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+
+
+def loss_of(net: torch.nn.Module, step: int) -> torch.Tensor:
+    x = torch.randn(16, 3, generator=torch.Generator().manual_seed(step))
+    return net(x).square().mean()
+
+
+def step_ours(opt: Optimised, net: torch.nn.Module, step: int) -> None:
+    grads = torch.autograd.grad(loss_of(net, step), opt.params)
+    for buffer, grad in zip(opt.grads, grads, strict=True):
+        buffer.copy_(grad)
+    opt.step(torch.tensor(0.0), clip_norm=None)
+
+
+def step_torch(opt: torch.optim.Adam, net: torch.nn.Module, step: int) -> None:
+    opt.zero_grad()
+    loss_of(net, step).backward()
+    opt.step()
+
+
+def test_steps_and_state_are_bit_identical_to_torch_fused_adam():
+    ours_net, torch_net = make_net(), make_net()
+    ours = Optimised(ours_net, 1e-2, torch.device("cpu"))
+    reference = torch.optim.Adam(torch_net.parameters(), lr=1e-2, fused=True)
+    for step in range(5):
+        step_ours(ours, ours_net, step)
+        step_torch(reference, torch_net, step)
+        for a, b in zip(ours_net.parameters(), torch_net.parameters(), strict=True):
+            assert torch.equal(a, b), step
+    theirs = reference.state_dict()
+    mine = ours.state_dict()
+    assert mine["param_groups"][0].keys() == theirs["param_groups"][0].keys()
+    for index, entry in theirs["state"].items():
+        for name, value in entry.items():
+            assert torch.equal(mine["state"][index][name], value), (index, name)
+            assert mine["state"][index][name].dtype == value.dtype
+
+
+def test_state_loads_from_torch_adam_and_into_it():
+    torch_net, ours_net = make_net(), make_net()
+    reference = torch.optim.Adam(torch_net.parameters(), lr=1e-2, fused=True)
+    for step in range(3):
+        step_torch(reference, torch_net, step)
+    ours_net.load_state_dict(torch_net.state_dict())
+    ours = Optimised(ours_net, 1e-2, torch.device("cpu"))
+    ours.load_state_dict(reference.state_dict())
+    step_ours(ours, ours_net, 3)
+    step_torch(reference, torch_net, 3)
+    for a, b in zip(ours_net.parameters(), torch_net.parameters(), strict=True):
+        assert torch.equal(a, b)
+    again = torch.optim.Adam(make_net().parameters(), lr=1e-2, fused=True)
+    again.load_state_dict(ours.state_dict())  # and back into torch's optimiser
+    assert float(again.state_dict()["state"][0]["step"]) == 4
+
+
+def test_the_configured_learning_rate_wins_over_the_saved_one():
+    saved_net = make_net()
+    saved = Optimised(saved_net, 1e-1, torch.device("cpu"))
+    step_ours(saved, saved_net, 0)
+    net, twin = make_net(1), make_net(1)
+    ours = Optimised(net, 1e-4, torch.device("cpu"))
+    ours.load_state_dict(saved.state_dict())
+    assert ours.state_dict()["param_groups"][0]["lr"] == 1e-4
+    reference = Optimised(twin, 1e-4, torch.device("cpu"))
+    reference.load_state_dict(saved.state_dict())
+    reference.lr = 1e-1
+    step_ours(ours, net, 1)
+    step_ours(reference, twin, 1)
+    moved = [(a - b).abs().max() for a, b in zip(net.parameters(), make_net(1).parameters(),
+                                                 strict=True)]
+    moved_fast = [(a - b).abs().max() for a, b in zip(twin.parameters(), make_net(1).parameters(),
+                                                      strict=True)]
+    # Adam moves each weight by about lr per step: 1e-4 here, not the saved 1e-1.
+    assert max(moved) < 2e-4 < max(moved_fast)
+
+
+def test_a_state_saved_before_the_first_step_loads_as_fresh():
+    net = make_net()
+    ours = Optimised(net, 1e-2, torch.device("cpu"))
+    step_ours(ours, net, 0)
+    ours.load_state_dict(torch.optim.Adam(make_net().parameters()).state_dict())  # empty
+    assert all(float(entry["step"]) == 0 and not entry["exp_avg"].any()
+               for entry in ours.state_dict()["state"].values())
+
+
+def test_a_state_of_another_shape_is_refused():
+    net = make_net()
+    ours = Optimised(net, 1e-2, torch.device("cpu"))
+    other = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    wrong = Optimised(other, 1e-2, torch.device("cpu"))
+    with pytest.raises(ValueError, match="shape"):
+        ours.load_state_dict(wrong.state_dict())
+
+
+def test_training_does_not_import_torch_dynamo():
+    """torch.optim imports torch._dynamo (71 MiB); an agent's updates and saves must not."""
+    code = (
+        "import sys, numpy as np, torch\n"
+        "from rltrain.agents.ddpg import DDPGAgent\n"
+        "from rltrain.utils.config_loader import config_from_dict\n"
+        "from rltrain.utils.replay_buffer import Batch\n"
+        "agent = DDPGAgent(3, np.array([-2.0], np.float32), np.array([2.0], np.float32),\n"
+        "                  config_from_dict({'hidden_sizes': [8, 8]}), torch.device('cpu'))\n"
+        "b = Batch(torch.randn(4, 3), torch.rand(4, 1), torch.randn(4, 1), torch.randn(4, 3),\n"
+        "          torch.zeros(4, 1))\n"
+        "agent.update(b); agent.load_state_dict(agent.state_dict()); agent.update(b)\n"
+        "print('torch._dynamo' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "False"
