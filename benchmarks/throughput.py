@@ -126,10 +126,10 @@ def update_only_worker(updates: int) -> dict:
 
     from rltrain.agents.ddpg import DDPGAgent
     from rltrain.utils.config_loader import load_config
-    from rltrain.utils.device import flush_denormals
+    from rltrain.utils.device import tune_process
     from rltrain.utils.replay_buffer import ReplayBuffer
 
-    flush_denormals()  # as the Trainer does
+    tune_process()  # as the Trainer does
     config = load_config("pendulum_ddpg.yaml")
     low, high = np.array([-2.0], np.float32), np.array([2.0], np.float32)
     agent = DDPGAgent(3, low, high, config, torch.device("cpu"))

@@ -34,7 +34,7 @@ from rltrain.scripts.train_state import (
 )
 from rltrain.utils.checkpoint import remove_stale_temp_files
 from rltrain.utils.config import TrainConfig
-from rltrain.utils.device import flush_denormals
+from rltrain.utils.device import tune_process
 from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.envs import make_env, space_dims
 from rltrain.utils.evaluation import EvalResult, evaluate
@@ -77,7 +77,7 @@ class Trainer:
     def __init__(self, config: TrainConfig, device: torch.device,
                  interactive: bool | None = None) -> None:
         self.config, self.device, self.interactive = config, device, interactive
-        flush_denormals()
+        tune_process()
         self.eval_env = make_env(config.env_name)  # first: a bad env fails here, in-process
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         self.rules = HealthRules(config, self.obs_dim, device)
