@@ -137,14 +137,19 @@ def test_resume_records_changes_and_refuses_ones_that_do_not_fit(tmp_path):
     done = runner.invoke(cli, ["resume", "--checkpoint",
                                str(tmp_path / "checkpoints" / "full" / "checkpoint_step_300.pt")])
     assert done.exit_code == 2 and "already reached max_timesteps" in done.output
-    result = runner.invoke(cli, ["resume", "--checkpoint", ckpt, "--set", "gamma=0.95",
-                                 "--set", "max_timesteps=260", "--run-name", "changed"])
+    changes = ["gamma=0.95", "critic_lr=0.0001", "max_timesteps=260"]
+    result = runner.invoke(cli, ["resume", "--checkpoint", ckpt, "--run-name", "changed",
+                                 *[arg for change in changes for arg in ("--set", change)]])
     assert result.exit_code == 0, result.output
     event = read_jsonl(tmp_path / "logs" / "changed" / "events.jsonl")[0]
-    assert event["rule"] == "resume" and event["value"] == ["gamma=0.95", "max_timesteps=260"]
+    assert event["rule"] == "resume" and event["value"] == changes
     assert "of run 'full'" in event["message"]
     saved = yaml.safe_load((tmp_path / "logs" / "changed" / "config.yaml").read_text())
     assert saved["gamma"] == 0.95
+    # The new learning rate is the one Adam used, not the checkpoint's.
+    final = load_checkpoint(tmp_path / "checkpoints" / "changed" / "checkpoint_step_260.pt")
+    assert final["critic_optimizer"]["param_groups"][0]["lr"] == 1e-4
+    assert final["actor_optimizer"]["param_groups"][0]["lr"] == saved["actor_lr"] != 1e-4
 
 
 def test_resume_from_another_folder_continues_the_runs_own_logs(tmp_path, monkeypatch):
