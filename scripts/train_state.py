@@ -105,9 +105,21 @@ def check_resumable(payload: dict[str, Any], path: str) -> None:
 
 
 def restore(trainer: Trainer, payload: dict[str, Any], path: str) -> list[str]:
-    """Load a resumable payload into a freshly built trainer; returns warnings."""
+    """Load a resumable payload into a freshly built trainer; returns warnings. A payload
+    whose parts do not fit the trainer (edited, or from an incompatible version) is a
+    `CheckpointError` naming the first mismatch."""
     check_resumable(payload, path)
     check_spaces(payload, trainer, path)
+    try:
+        return _restore(trainer, payload)
+    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
+        lines = str(exc).strip().splitlines()  # torch names the mismatch on the last line
+        what = f"missing entry {exc}" if isinstance(exc, KeyError) else (
+            lines[-1].strip() if lines else type(exc).__name__)
+        raise CheckpointError(f"checkpoint '{path}' does not fit this run: {what}") from None
+
+
+def _restore(trainer: Trainer, payload: dict[str, Any]) -> list[str]:
     if payload["buffer"]["capacity"] != trainer.buffer.capacity:
         raise CheckpointError("replay_buffer_size cannot change on resume "
                               f"({payload['buffer']['capacity']} in the checkpoint)")

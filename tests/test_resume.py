@@ -207,10 +207,19 @@ def test_resume_refuses_bad_files_with_exit_2_and_touches_nothing(tmp_path, monk
 
     evil = tmp_path / "evil.pt"
     torch.save({"format": "rltrain-checkpoint", "x": Exploit()}, evil)
+    # Well-formed files whose parts do not fit: an edited weight, a lost Adam entry.
+    payload = load_checkpoint(folder / "checkpoint_step_200.pt")
+    payload["actor"]["net.0.weight"] = torch.zeros(5, 5)
+    torch.save(payload, bad_weight := tmp_path / "bad_weight.pt")
+    payload = load_checkpoint(folder / "checkpoint_step_200.pt")
+    del payload["critic_optimizer"]["state"][3]
+    torch.save(payload, bad_adam := tmp_path / "bad_adam.pt")
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     for path, message in [(truncated, "truncated or corrupt"), (evil, "refused to load"),
-                          (tmp_path / "missing.pt", "not found")]:
+                          (tmp_path / "missing.pt", "not found"),
+                          (bad_weight, "does not fit this run: size mismatch for net.0.weight"),
+                          (bad_adam, "does not fit this run: missing entry 3")]:
         result = runner.invoke(cli, ["resume", "--checkpoint", str(path)])
         assert result.exit_code == 2 and message in result.output, result.output
         assert len(result.output.strip().splitlines()) == 1
