@@ -5,7 +5,7 @@ Why not `torch.optim.Adam`: constructing any `torch.optim` optimiser imports
 `torch._dynamo` (and with it SymPy and torch.distributed): 71 MiB of resident memory
 and about a second, for a training process that never compiles anything. The step
 itself is the same kernel `torch.optim.Adam(fused=True)` calls (`torch._fused_adam_`),
-on the same state, so results are bit-identical to it (tests/test_agent.py), and
+on the same state, so results are bit-identical to it (tests/test_optimiser.py), and
 `state_dict()` has torch's layout, so checkpoints load either way.
 
 The learning rate comes from the config, never from a checkpoint: `rltrain resume --set
