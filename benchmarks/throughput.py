@@ -9,7 +9,9 @@ in a fresh process, on the same settings, and measures env steps per second over
 learning phase (after the random warm-up) and the process's peak memory. It also
 measures rltrain's update-only rate (updates on a filled buffer, no env) against the
 matrix-multiply floor: the same GEMM shapes as one update, timed alone, in blocks that
-alternate with blocks of updates (one ratio per pair). Prints medians and ratios;
+alternate with blocks of updates (one ratio per pair), and against the same products
+run in sequence. With the diagnostics on, each run also reports the share of its
+learning phase spent in the diagnostics' own calls. Prints medians and ratios;
 needs the `[bench]` extra (stable-baselines3).
 """
 
@@ -44,17 +46,23 @@ def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
         "eval_freq=1000000", "checkpoint_freq=1000000", f"replay_buffer_size={BUFFER}",
         f"log_dir={folder}/logs", f"checkpoint_dir={folder}/checkpoints", *extra])
     watch = Stopwatch()
+    diagnostics_at_start = []
 
     class TimedTrainer(Trainer):
         def _step(self) -> None:
             super()._step()
             if self.counters.env_steps == WARMUP:
                 watch.mark_start()
+                diagnostics_at_start.append(self.diagnostics.seconds)
 
     trainer = TimedTrainer(config, torch.device("cpu"), interactive=False)
     trainer.run(create_run(config))
     watch.mark_stop()  # the final checkpoint is inside: it is part of a real run
-    return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib()}
+    # The diagnostics' own calls (Flow1Diagnostics times them), as a share of the same
+    # learning phase: measured inside one process, so the machine's drift cancels.
+    diagnostics = (trainer.diagnostics.seconds - diagnostics_at_start[0]) / watch.seconds
+    return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib(),
+            "diagnostics_share": diagnostics}
 
 
 def sb3_worker(steps: int, seed: int) -> dict:
@@ -120,6 +128,31 @@ def gemm_floor_updates_per_second(repeats: int = 200) -> float:
     return 1.0 / total
 
 
+def gemm_sequence_updates_per_second(repeats: int = 50) -> float:
+    """The same products one after another in the update's order, each with operands of
+    its own (as in an update), nothing in between: what the products cost when they
+    follow each other instead of repeating one shape with its operands hot in cache.
+    Reported beside the floor, not instead of it (the target's yardstick is the floor)."""
+    import torch
+
+    operands = [(torch.randn(m, k), torch.randn(k, n))
+                for m, k, n in update_gemm_shapes(256, 3, 1, 256)]
+
+    def products() -> None:
+        for a, b in operands:
+            torch.mm(a, b)
+
+    for _ in range(5):
+        products()
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            products()
+        times.append((time.perf_counter() - start) / repeats)
+    return 1.0 / statistics.median(times)
+
+
 def update_only_worker(updates: int) -> dict:
     import numpy as np
     import torch
@@ -142,18 +175,22 @@ def update_only_worker(updates: int) -> dict:
         agent.update(buffer.sample(256))
     # Updates and the floor alternate in short blocks, so that both see the same load
     # on a shared machine; each block gives one ratio.
-    rates, floors = [], []
+    rates, floors, sequences = [], [], []
     for _ in range(FLOOR_BLOCKS):
         start = time.perf_counter()
         for _ in range(updates // FLOOR_BLOCKS):
             torch.stack(list(agent.update(buffer.sample(256)).values())).tolist()
         rates.append(updates // FLOOR_BLOCKS / (time.perf_counter() - start))
         floors.append(gemm_floor_updates_per_second(repeats=50))
+        sequences.append(gemm_sequence_updates_per_second(repeats=50))
     shares = sorted(rate / floor for rate, floor in zip(rates, floors, strict=True))
     return {"updates_per_second": statistics.median(rates),
             "gemm_floor": statistics.median(floors),
             "floor_share": statistics.median(shares),
-            "floor_share_range": [shares[0], shares[-1]]}
+            "floor_share_range": [shares[0], shares[-1]],
+            "gemm_sequence": statistics.median(sequences),
+            "sequence_share": statistics.median(
+                rate / sequence for rate, sequence in zip(rates, sequences, strict=True))}
 
 
 def worker_main(argv: list[str]) -> None:
@@ -202,11 +239,18 @@ def main() -> None:
           f"{mem_theirs:.0f} | {mem_ours / mem_theirs:.2f} |")
     print(f"\nflow-1 diagnostics on: {ours:.1f} steps/s, off: {bare:.1f} steps/s; on/off = "
           f"{ours / bare:.1%}")
+    shares = [r["diagnostics_share"] for r in rows["rltrain"]]
+    print(f"time in the diagnostics' own calls, measured inside each run: median "
+          f"{median('rltrain', 'diagnostics_share'):.1%} of the learning phase (rounds: "
+          f"{', '.join(f'{share:.1%}' for share in shares)}), so on/off = "
+          f"{1 - median('rltrain', 'diagnostics_share'):.1%} from within the runs")
     print()
     low, high = update["floor_share_range"]
     print(f"update-only: {update['updates_per_second']:.1f} updates/s; GEMM floor "
           f"{update['gemm_floor']:.1f} updates/s; {update['floor_share']:.0%} of the floor "
-          f"(median of {FLOOR_BLOCKS} alternating blocks; range {low:.0%}-{high:.0%})")
+          f"(median of {FLOOR_BLOCKS} alternating blocks; range {low:.0%}-{high:.0%}); the "
+          f"same products in sequence {update['gemm_sequence']:.1f} updates/s "
+          f"({update['sequence_share']:.0%} of that)")
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":

@@ -114,7 +114,7 @@ class Trainer:
         if self.monitor_state is not None:
             self.monitor.load_state_dict(self.monitor_state)
         self.diagnostics = self._diagnostics(paths)
-        self._log_mark = (time.monotonic(), self.counters.env_steps)
+        self._log_mark = (time.monotonic(), self.counters.env_steps, self.diagnostics.seconds)
         self._status_mark = 0.0
         if resume is not None:
             self._record_resume(resume)
@@ -242,14 +242,17 @@ class Trainer:
 
     def _log_losses(self) -> None:
         now, steps = time.monotonic(), self.counters.env_steps
-        mark_time, mark_steps = self._log_mark
+        mark_time, mark_steps, mark_diagnostics = self._log_mark
+        elapsed = max(now - mark_time, 1e-9)
         values = {LOSS_TAGS[k]: float(np.mean(v)) for k, v in self.loss_window.items() if v}
-        values["charts/steps_per_second"] = (steps - mark_steps) / max(now - mark_time, 1e-9)
+        values["charts/steps_per_second"] = (steps - mark_steps) / elapsed
+        values["charts/diagnostics_time_share"] = (
+            self.diagnostics.seconds - mark_diagnostics) / elapsed
         values["charts/exploration_noise"] = self.exploration.sigma(steps)
         values["charts/updates"] = float(self.agent.updates)
         self.logger.scalars(steps, values)
         self.loss_window = {}
-        self._log_mark = (now, steps)
+        self._log_mark = (now, steps, self.diagnostics.seconds)
 
     def _finish(self) -> RunOutcome:
         steps = self.counters.env_steps

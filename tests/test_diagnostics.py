@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,35 @@ def test_diagnostics_do_not_change_what_the_agent_learns(tmp_path):
         assert all(torch.equal(states[0][net][k], states[1][net][k]) for k in states[0][net])
     assert list((tmp_path / "logs" / "on" / "heatmaps").glob("heatmap_step_*.png"))
     assert not (tmp_path / "logs" / "off" / "flow1.jsonl").read_text()
+
+
+def test_the_time_the_diagnostics_take_is_logged(tmp_path, monkeypatch):
+    """Sampling made 3 ms slower per actor call: `seconds` and the logged share show it;
+    with the diagnostics off the share is 0."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rltrain.utils.diagnostics.state_action import StateActionMap
+
+    original = StateActionMap.hook
+
+    def slow_hook(self, *args):
+        time.sleep(0.003)
+        original(self, *args)
+
+    monkeypatch.setattr(StateActionMap, "hook", slow_hook)
+    shares, seconds = {}, {}
+    for name, enabled in (("on", True), ("off", False)):
+        config = tiny_config(tmp_path, run_name=name, diagnostics={"enabled": enabled})
+        trainer = Trainer(config, torch.device("cpu"), interactive=False)
+        trainer.run(create_run(config))
+        seconds[name] = trainer.diagnostics.seconds
+        events = EventAccumulator(str(tmp_path / "logs" / name))
+        events.Reload()
+        shares[name] = [e.value for e in events.Scalars("charts/diagnostics_time_share")]
+    # The policy acts on 200 of the 300 steps (the rest are random warm-up) and in evaluation.
+    assert seconds["on"] >= 200 * 0.003 and seconds["off"] == 0
+    assert len(shares["on"]) == 6 and all(0.3 < share <= 1.0 for share in shares["on"][2:])
+    assert shares["off"] == [0.0] * 6
 
 
 def test_outputs_heatmaps_gradients_and_tensorboard(tmp_path):

@@ -11,6 +11,8 @@ monitor (events.jsonl, console, TensorBoard); statistics go to TensorBoard under
 from __future__ import annotations
 
 import dataclasses
+import functools
+import time
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -39,8 +41,25 @@ def load_libraries() -> None:
     import scipy.cluster.vq  # noqa: F401
 
 
+def timed(method: Callable) -> Callable:
+    """Add the wall time of a call to `self.seconds`: what the diagnostics cost the run
+    (the trainer logs its share, `charts/diagnostics_time_share`)."""
+    @functools.wraps(method)
+    def wrapper(self: Flow1Diagnostics, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+    return wrapper
+
+
 class Flow1Diagnostics:
-    """Reward signal, state-action map, gradient flow, DDPG checks and snapshots."""
+    """Reward signal, state-action map, gradient flow, DDPG checks and snapshots.
+
+    Every call the training loop makes, and the actor hook, is timed: `seconds` is the
+    wall time the diagnostics took so far in this process.
+    """
 
     def __init__(self, config: TrainConfig, obs_dim: int, agent: DDPGAgent,
                  buffer: ReplayBuffer, paths: RunPaths, logger: RunLogger,
@@ -63,7 +82,8 @@ class Flow1Diagnostics:
         self.eval_drop = DropDetector(self.settings.trace_drop)
         self.recent_returns: deque[float] = deque(maxlen=5)
         self.actor_pre_clip: float | None = None
-        self._hook = agent.actor.register_forward_hook(self.map.hook)
+        self.seconds = 0.0
+        self._hook = agent.actor.register_forward_hook(self._sample)
         self._video_warned = False
         load_libraries()
 
@@ -78,11 +98,17 @@ class Flow1Diagnostics:
             self.report(findings)
 
     # ------------------------------------------------------------ loop hooks
+    @timed
+    def _sample(self, module: Any, inputs: tuple, output: Any) -> None:
+        self.map.hook(module, inputs, output)
+
+    @timed
     def on_transition(self, env_steps: int, reward: float, env: int = 0) -> None:
         """A transition of training env `env` went into the replay buffer."""
         self.reward.add(reward, env)
         self.map.on_step(env_steps, env)
 
+    @timed
     def on_episode_end(self, env_steps: int, episode_return: float, env: int = 0) -> None:
         rewards = self.reward.end_episode(env)
         self.map.end_episode(rewards.astype(np.float64), env)
@@ -118,6 +144,7 @@ class Flow1Diagnostics:
                           f"the typical |reward| is {stats['median_abs']:.3g}: targets this "
                           "large make the critic's loss explode")
 
+    @timed
     def after_update(self, env_steps: int, metrics: dict[str, float]) -> None:
         if "actor_grad_norm" in metrics:
             self.actor_pre_clip = metrics["actor_grad_norm"]
@@ -125,6 +152,7 @@ class Flow1Diagnostics:
             self.gradients.record(env_steps, self.actor_pre_clip,
                                   metrics.get("critic_grad_norm"), self.reward.max_abs)
 
+    @timed
     def after_step(self, env_steps: int) -> None:
         s = self.settings
         if env_steps % s.heatmap_freq == 0 and self.map.ready():
@@ -142,6 +170,7 @@ class Flow1Diagnostics:
         finally:
             self.map.collecting = previous
 
+    @timed
     def on_eval(self, env_steps: int, result: EvalResult) -> None:
         with self.paused_collection():
             q = ddpg_checks.q_overestimation(self.agent, result, self.config.gamma,
@@ -170,6 +199,7 @@ class Flow1Diagnostics:
             self.gradients.trace(env_steps, reason, cooldown=self.settings.heatmap_freq,
                                  max_abs_reward=self.reward.max_abs)
 
+    @timed
     def on_pause(self, env_steps: int) -> None:
         if self.settings.snapshot_freq is not None:
             self.snapshot(env_steps, "paused")
@@ -258,6 +288,8 @@ class Flow1Diagnostics:
 
 class NoDiagnostics:
     """Stands in when `diagnostics.enabled` is false: every hook does nothing."""
+
+    seconds = 0.0
 
     def close(self) -> None: ...
     def on_transition(self, env_steps: int, reward: float, env: int = 0) -> None: ...
