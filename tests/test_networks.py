@@ -67,3 +67,19 @@ def test_critic_normalises_actions_to_unit_range():
     critic = Critic(1, np.array([10.0]), np.array([20.0]), hidden_sizes=(4,))
     inputs = critic.inputs(torch.zeros(3, 1), torch.tensor([[10.0], [15.0], [20.0]]))
     assert torch.allclose(inputs[:, 1], torch.tensor([-1.0, 0.0, 1.0]))
+
+
+def test_actor_forward_equals_its_layer_stack():
+    """forward() skips the submodule calls; its result is the Sequential's, bit for bit,
+    with and without autograd."""
+    torch.manual_seed(2)
+    actor = Actor(3, np.array([0.0, -1.0]), np.array([4.0, 3.0]), hidden_sizes=(32, 16))
+    obs = torch.randn(7, 3)
+    expected = torch.tanh(actor.net(obs)) * actor.action_scale + actor.action_bias
+    assert torch.equal(actor(obs), expected)
+    with torch.inference_mode():  # as `act` calls it, one row
+        row = obs[:1]
+        assert torch.equal(actor(row),
+                           torch.tanh(actor.net(row)) * actor.action_scale + actor.action_bias)
+    actor(obs).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in actor.parameters())
