@@ -216,3 +216,27 @@ def test_drop_detection_is_sign_aware():
     positive = DropDetector(0.3, alpha=1.0)
     positive.update(100.0)
     assert positive.update(65.0) == 100.0
+
+
+def test_a_timed_call_inside_another_is_counted_once():
+    import time
+
+    from rltrain.utils.diagnostics.flow1 import timed
+
+    class Diagnostics:
+        seconds, timing = 0.0, False
+
+        @timed
+        def outer(self):
+            time.sleep(0.01)
+            self.inner()
+
+        @timed
+        def inner(self):
+            time.sleep(0.1)
+
+    diagnostics = Diagnostics()
+    diagnostics.outer()
+    assert 0.11 <= diagnostics.seconds < 0.2 and not diagnostics.timing  # twice: >= 0.21
+    diagnostics.inner()
+    assert 0.21 <= diagnostics.seconds < 0.3

@@ -43,13 +43,17 @@ def load_libraries() -> None:
 
 def timed(method: Callable) -> Callable:
     """Add the wall time of a call to `self.seconds`: what the diagnostics cost the run
-    (the trainer logs its share, `charts/diagnostics_time_share`)."""
+    (the trainer logs its share, `charts/diagnostics_time_share`). A timed call made
+    inside another (the actor hook during an evaluation check) is counted once."""
     @functools.wraps(method)
     def wrapper(self: Flow1Diagnostics, *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        if self.timing:
+            return method(self, *args, **kwargs)
+        self.timing, start = True, time.perf_counter()
         try:
             return method(self, *args, **kwargs)
         finally:
+            self.timing = False
             self.seconds += time.perf_counter() - start
     return wrapper
 
@@ -82,7 +86,7 @@ class Flow1Diagnostics:
         self.eval_drop = DropDetector(self.settings.trace_drop)
         self.recent_returns: deque[float] = deque(maxlen=5)
         self.actor_pre_clip: float | None = None
-        self.seconds = 0.0
+        self.seconds, self.timing = 0.0, False
         self._hook = agent.actor.register_forward_hook(self._sample)
         self._video_warned = False
         load_libraries()
