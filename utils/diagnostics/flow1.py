@@ -59,11 +59,8 @@ def timed(method: Callable) -> Callable:
 
 
 class Flow1Diagnostics:
-    """Reward signal, state-action map, gradient flow, DDPG checks and snapshots.
-
-    Every call the training loop makes, and the actor hook, is timed: `seconds` is the
-    wall time the diagnostics took so far in this process.
-    """
+    """Reward signal, state-action map, gradient flow, DDPG checks and snapshots. Every
+    call the loop makes and the actor hook are timed: `seconds` is what they took."""
 
     def __init__(self, config: TrainConfig, obs_dim: int, agent: DDPGAgent,
                  buffer: ReplayBuffer, paths: RunPaths, logger: RunLogger,
@@ -216,7 +213,7 @@ class Flow1Diagnostics:
                               self.high)
         self.logger.image("flow1/heatmap", image, env_steps)
         saturation = self.map.saturation()
-        clusters = self._cluster_summary(view)
+        clusters = view.summary()
         write_json(folder / f"clusters_step_{env_steps}.json", clusters)
         self.logger.scalars(env_steps, {"flow1/action_saturation": saturation,
                                         "flow1/sample_rate": self.map.sample_rate()})
@@ -228,18 +225,6 @@ class Flow1Diagnostics:
             self._finding("action_saturation", env_steps, round(saturation, 4),
                           f"{saturation:.0%} of the policy's actions are within 1% of the "
                           "action bounds (tanh saturated)")
-
-    def _cluster_summary(self, view: ClusterView) -> dict[str, Any]:
-        return {"env_steps": view.env_steps,
-                "clusters": {str(c): {
-                    "samples": int(view.counts[c]),
-                    "return_to_go": None if np.isnan(view.outcome[c]) else
-                    round(float(view.outcome[c]), 4),
-                    "verdicts": [rule for rule, found in view.verdicts.items()
-                                 if any(cl == c for cl, _ in found)],
-                    "action_probs": view.probs[c].round(3).tolist(),
-                    "typical_states": view.typical.get(c)}
-                    for c in range(len(view.counts))}}
 
     def _cluster_findings(self, env_steps: int, view: ClusterView) -> None:
         for rule, found in view.verdicts.items():

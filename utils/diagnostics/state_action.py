@@ -42,6 +42,19 @@ class ClusterView:
     dropped: list[int]  # clusters whose outcome dropped since the previous heatmap
     typical: dict[int, list[list[float]]]  # flagged cluster -> states near its centre
 
+    def summary(self) -> dict[str, Any]:
+        """The heatmap's clusters as JSON (`heatmaps/clusters_step_<N>.json`)."""
+        return {"env_steps": self.env_steps,
+                "clusters": {str(c): {
+                    "samples": int(self.counts[c]),
+                    "return_to_go": None if np.isnan(self.outcome[c]) else
+                    round(float(self.outcome[c]), 4),
+                    "verdicts": [rule for rule, found in self.verdicts.items()
+                                 if any(cl == c for cl, _ in found)],
+                    "action_probs": self.probs[c].round(3).tolist(),
+                    "typical_states": self.typical.get(c)}
+                    for c in range(len(self.counts))}}
+
 
 class StateActionMap:
     """Samples (state, action) from the actor and turns them into cluster verdicts."""
