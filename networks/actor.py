@@ -33,6 +33,9 @@ class Actor(nn.Module):
         high = torch.as_tensor(action_high, dtype=torch.float32)
         assert low.shape == high.shape and low.ndim == 1 and bool((high > low).all())
         self.net = mlp(obs_dim, hidden_sizes, low.numel())
+        # The Linear layers of `net`, looked up once: slicing a Sequential builds a new
+        # module (31 us per call).
+        self._linears = tuple(m for m in self.net if isinstance(m, nn.Linear))
         # Buffers, not parameters: they move with .to(device) and are saved, never trained.
         self.register_buffer("action_scale", (high - low) / 2)
         self.register_buffer("action_bias", (high + low) / 2)
@@ -40,8 +43,8 @@ class Actor(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         # `self.net(obs)` computed layer by layer without calling the submodules: the same
         # ops, but acting (one row per env step, on the training loop's critical path)
-        # took 143 us instead of 85 on a 2-core CPU with six module calls in it.
-        *hidden, last = self.net[0::2]
+        # took 166 us instead of 140 on a 2-core CPU with six module calls in it.
+        *hidden, last = self._linears
         x = obs
         for linear in hidden:
             x = F.linear(x, linear.weight, linear.bias).relu_()
