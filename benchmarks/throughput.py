@@ -110,21 +110,26 @@ def update_gemm_shapes(batch: int, obs: int, act: int, hidden: int,
     return shapes
 
 
+def median_seconds(call, repeats: int, warmup: int) -> float:
+    """Median over 5 timings of `repeats` calls, per call, after `warmup` calls."""
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            call()
+        times.append((time.perf_counter() - start) / repeats)
+    return statistics.median(times)
+
+
 def gemm_floor_updates_per_second(repeats: int = 200) -> float:
     import torch
 
     total = 0.0
     for m, k, n in update_gemm_shapes(256, 3, 1, 256):
         a, b = torch.randn(m, k), torch.randn(k, n)
-        for _ in range(20):
-            torch.mm(a, b)
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            for _ in range(repeats):
-                torch.mm(a, b)
-            times.append((time.perf_counter() - start) / repeats)
-        total += statistics.median(times)
+        total += median_seconds(lambda a=a, b=b: torch.mm(a, b), repeats, warmup=20)
     return 1.0 / total
 
 
@@ -142,15 +147,7 @@ def gemm_sequence_updates_per_second(repeats: int = 50) -> float:
         for a, b in operands:
             torch.mm(a, b)
 
-    for _ in range(5):
-        products()
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            products()
-        times.append((time.perf_counter() - start) / repeats)
-    return 1.0 / statistics.median(times)
+    return 1.0 / median_seconds(products, repeats, warmup=5)
 
 
 def update_only_worker(updates: int) -> dict:
