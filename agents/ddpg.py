@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from rltrain.agents import backprop
-from rltrain.agents.optimiser import Optimised
+from rltrain.agents.optimiser import Optimised, flatten_parameters
 from rltrain.networks.actor import Actor
 from rltrain.networks.critic import Critic
 from rltrain.utils.config import TrainConfig
@@ -44,10 +44,13 @@ class DDPGAgent:
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_opt = Optimised(self.actor, config.actor_lr, device)
         self.critic_opt = Optimised(self.critic, config.critic_lr, device)
+        # Every network's parameters are views of one flat tensor (the online ones by
+        # their optimiser): Polyak averaging is one kernel per network.
+        self._targets = [flatten_parameters(self.actor_target),
+                         flatten_parameters(self.critic_target)]
+        self._onlines = [self.actor_opt.param, self.critic_opt.param]
         self._params = {name: list(getattr(self, name).parameters())
                         for name in ("actor", "critic", "actor_target", "critic_target")}
-        self._targets = self._params["actor_target"] + self._params["critic_target"]
-        self._onlines = self._params["actor"] + self._params["critic"]
         with torch.no_grad():
             # Views of the weights and gradient buffers in the layout backprop.py uses, made
             # once: updates, Polyak averaging and load_state_dict all change the tensors in

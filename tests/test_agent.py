@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 
 import numpy as np
 import pytest
@@ -138,6 +139,25 @@ def test_agent_state_round_trips():
     ma, mb = a.update(make_batch()), b.update(make_batch())
     assert all(torch.equal(ma[k], mb[k]) for k in ma)
     assert same(params(a.critic), params(b.critic))
+
+
+def test_parameters_stay_views_of_the_flat_buffers_through_a_checkpoint():
+    """Adam and Polyak averaging update the flat buffers; a network whose parameters no
+    longer shared them would silently stop learning."""
+    agent = make_agent()
+    saved = io.BytesIO()
+    torch.save(agent.state_dict(), saved)
+    saved.seek(0)
+    agent.load_state_dict(torch.load(saved, weights_only=True))
+    flats = {"actor": agent.actor_opt.param, "critic": agent.critic_opt.param,
+             "actor_target": agent._targets[0], "critic_target": agent._targets[1]}
+    for name, flat in flats.items():
+        for p in getattr(agent, name).parameters():
+            assert p.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr(), name
+    actor_before, target_before = params(agent.actor), params(agent.critic_target)
+    agent.update(make_batch())
+    assert not same(actor_before, params(agent.actor))
+    assert not same(target_before, params(agent.critic_target))
 
 
 def test_the_fast_adam_step_equals_torch_optim_adam():

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from rltrain.agents.optimiser import Optimised
+from rltrain.agents.optimiser import Optimised, flatten_parameters
 
 
 def make_net(seed: int = 0) -> torch.nn.Module:
@@ -67,8 +67,37 @@ def test_state_loads_from_torch_adam_and_into_it():
     for a, b in zip(ours_net.parameters(), torch_net.parameters(), strict=True):
         assert torch.equal(a, b)
     again = torch.optim.Adam(make_net().parameters(), lr=1e-2, fused=True)
+    again_net = make_net()
+    again = torch.optim.Adam(again_net.parameters(), lr=1e-2, fused=True)
     again.load_state_dict(ours.state_dict())  # and back into torch's optimiser
-    assert float(again.state_dict()["state"][0]["step"]) == 4
+    step_torch(again, again_net, 4)
+    # Each parameter got its own step count (a shared one would be counted up per parameter).
+    assert [float(entry["step"]) for entry in again.state_dict()["state"].values()] == [5] * 4
+
+
+def test_parameters_become_views_of_one_flat_buffer():
+    net = make_net()
+    before = [p.detach().clone() for p in net.parameters()]
+    flat = flatten_parameters(net)
+    assert flat.shape == (sum(p.numel() for p in before),)
+    assert all(torch.equal(p, b) for p, b in zip(net.parameters(), before, strict=True))
+    with torch.no_grad():
+        flat.add_(1.0)  # one kernel on the buffer moves every parameter
+    assert all(torch.equal(p, b + 1.0) for p, b in zip(net.parameters(), before, strict=True))
+    opt = Optimised(net, 1e-2, torch.device("cpu"))
+    step_ours(opt, net, 0)
+    assert torch.equal(torch.cat([p.detach().reshape(-1) for p in net.parameters()]), opt.param)
+    assert not torch.equal(opt.param, flat)  # the optimiser flattened them again, and stepped
+
+
+def test_a_state_with_unequal_step_counts_is_refused():
+    net = make_net()
+    ours = Optimised(net, 1e-2, torch.device("cpu"))
+    step_ours(ours, net, 0)
+    state = ours.state_dict()
+    state["state"][1]["step"] = torch.tensor(7.0)
+    with pytest.raises(ValueError, match="step counts"):
+        Optimised(make_net(), 1e-2, torch.device("cpu")).load_state_dict(state)
 
 
 def test_the_configured_learning_rate_wins_over_the_saved_one():
