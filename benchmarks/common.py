@@ -56,6 +56,43 @@ def sb3_td3(config, seed: int):
                verbose=0)
 
 
+def agent_on_filled_buffer(package: str = "rltrain", rows: int = 10_000,
+                           seed: int | None = None):
+    """A DDPG agent (`configs/pendulum_ddpg.yaml`, Pendulum's shapes, CPU) and a replay
+    buffer holding `rows` random transitions, both built by `package` (rltrain, or a
+    commit's copy of it under another name); `seed` seeds the weights' initialisation."""
+    import importlib
+
+    import numpy as np
+    import torch
+
+    agents = importlib.import_module(f"{package}.agents.ddpg")
+    buffers = importlib.import_module(f"{package}.utils.replay_buffer")
+    configs = importlib.import_module(f"{package}.utils.config_loader")
+    if seed is not None:
+        torch.manual_seed(seed)
+    low, high = np.array([-2.0], np.float32), np.array([2.0], np.float32)
+    agent = agents.DDPGAgent(3, low, high, configs.load_config("pendulum_ddpg.yaml"),
+                             torch.device("cpu"))
+    buffer = buffers.ReplayBuffer(rows, 3, 1, torch.device("cpu"), seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(rows):
+        buffer.add(rng.normal(size=3), rng.uniform(-2, 2, 1), float(rng.normal()),
+                   rng.normal(size=3), False, False)
+    return agent, buffer
+
+
+def timed_updates(agent, buffer, updates: int) -> float:
+    """Seconds for `updates` updates on batches of 256, each update's metrics read back
+    as the Trainer reads them."""
+    import torch
+
+    start = time.perf_counter()
+    for _ in range(updates):
+        torch.stack(list(agent.update(buffer.sample(256)).values())).tolist()
+    return time.perf_counter() - start
+
+
 class Stopwatch:
     """Wall time between two marks."""
 

@@ -24,7 +24,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Stopwatch, peak_rss_mib, run_worker, sb3_td3  # noqa: E402
+from common import (  # noqa: E402
+    Stopwatch,
+    agent_on_filled_buffer,
+    peak_rss_mib,
+    run_worker,
+    sb3_td3,
+    timed_updates,
+)
 
 WARMUP = 1000
 FLOOR_BLOCKS = 5
@@ -151,33 +158,18 @@ def gemm_sequence_updates_per_second(repeats: int = 50) -> float:
 
 
 def update_only_worker(updates: int) -> dict:
-    import numpy as np
-    import torch
-
-    from rltrain.agents.ddpg import DDPGAgent
-    from rltrain.utils.config_loader import load_config
     from rltrain.utils.device import tune_process
-    from rltrain.utils.replay_buffer import ReplayBuffer
 
     tune_process()  # as the Trainer does
-    config = load_config("pendulum_ddpg.yaml")
-    low, high = np.array([-2.0], np.float32), np.array([2.0], np.float32)
-    agent = DDPGAgent(3, low, high, config, torch.device("cpu"))
-    buffer = ReplayBuffer(10_000, 3, 1, torch.device("cpu"), seed=0)
-    rng = np.random.default_rng(0)
-    for _ in range(10_000):
-        buffer.add(rng.normal(size=3), rng.uniform(-2, 2, 1), float(rng.normal()),
-                   rng.normal(size=3), False, False)
+    agent, buffer = agent_on_filled_buffer(rows=10_000)
     for _ in range(50):
         agent.update(buffer.sample(256))
     # Updates and the floor alternate in short blocks, so that both see the same load
     # on a shared machine; each block gives one ratio.
     rates, floors, sequences = [], [], []
     for _ in range(FLOOR_BLOCKS):
-        start = time.perf_counter()
-        for _ in range(updates // FLOOR_BLOCKS):
-            torch.stack(list(agent.update(buffer.sample(256)).values())).tolist()
-        rates.append(updates // FLOOR_BLOCKS / (time.perf_counter() - start))
+        block = updates // FLOOR_BLOCKS
+        rates.append(block / timed_updates(agent, buffer, block))
         floors.append(gemm_floor_updates_per_second(repeats=50))
         sequences.append(gemm_sequence_updates_per_second(repeats=50))
     shares = sorted(rate / floor for rate, floor in zip(rates, floors, strict=True))

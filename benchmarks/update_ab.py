@@ -17,7 +17,6 @@ Settings: `configs/pendulum_ddpg.yaml` (256x256, batch 256), CPU.
 from __future__ import annotations
 
 import argparse
-import importlib
 import io
 import re
 import statistics
@@ -25,11 +24,12 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import agent_on_filled_buffer, timed_updates  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = "rltrain_ref"
@@ -45,31 +45,6 @@ def extract(ref: str, folder: Path) -> None:
     for path in target.rglob("*.py"):
         text = re.sub(r"\brltrain\b(?=[. ])", REF, path.read_text())
         path.write_text(text)
-
-
-def build(package: str, buffer_rows: int):
-    """An agent and a filled replay buffer from `package` (rltrain or rltrain_ref)."""
-    agents = importlib.import_module(f"{package}.agents.ddpg")
-    buffers = importlib.import_module(f"{package}.utils.replay_buffer")
-    configs = importlib.import_module(f"{package}.utils.config_loader")
-    config = configs.load_config("pendulum_ddpg.yaml")
-    torch.manual_seed(0)
-    low, high = np.array([-2.0], np.float32), np.array([2.0], np.float32)
-    agent = agents.DDPGAgent(3, low, high, config, torch.device("cpu"))
-    buffer = buffers.ReplayBuffer(buffer_rows, 3, 1, torch.device("cpu"), seed=0)
-    rng = np.random.default_rng(0)
-    for _ in range(buffer_rows):
-        buffer.add(rng.normal(size=3), rng.uniform(-2, 2, 1), float(rng.normal()),
-                   rng.normal(size=3), False, False)
-    return agent, buffer
-
-
-def block_ms(agent, buffer, updates: int) -> float:
-    """Milliseconds per update over `updates` updates, read back as the Trainer does."""
-    start = time.perf_counter()
-    for _ in range(updates):
-        torch.stack(list(agent.update(buffer.sample(256)).values())).tolist()
-    return (time.perf_counter() - start) / updates * 1e3
 
 
 def same_weights(a, b) -> bool:
@@ -92,8 +67,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         extract(args.against, Path(folder))
         sys.path.insert(0, folder)
-        versions = {"reference": build(REF, args.buffer), "working tree": build("rltrain",
-                                                                                 args.buffer)}
+        versions = {name: agent_on_filled_buffer(package, args.buffer, seed=0)
+                    for name, package in (("reference", REF), ("working tree", "rltrain"))}
         times: dict[str, list[float]] = {name: [] for name in versions}
         for _ in range(10):  # warm-up, the same updates for both
             for agent, buffer in versions.values():
@@ -101,7 +76,8 @@ def main() -> None:
         for index in range(args.blocks):
             order = list(versions) if index % 2 == 0 else list(reversed(versions))
             for name in order:
-                times[name].append(block_ms(*versions[name], args.updates))
+                seconds = timed_updates(*versions[name], args.updates)
+                times[name].append(seconds / args.updates * 1e3)  # ms per update
         identical = same_weights(versions["reference"][0], versions["working tree"][0])
     ratios = sorted(r / w for r, w in zip(times["reference"], times["working tree"],
                                           strict=True))
