@@ -11,7 +11,8 @@ measures rltrain's update-only rate (updates on a filled buffer, no env) against
 matrix-multiply floor: the same GEMM shapes as one update, timed alone, in blocks that
 alternate with blocks of updates (one ratio per pair), and against the same products
 run in sequence. With the diagnostics on, each run also reports the share of its
-learning phase spent in the diagnostics' own calls. Prints medians and ratios;
+learning phase spent in the diagnostics' own calls; a last run compares the diagnostics
+on and off in one process, in alternating blocks. Prints medians and ratios;
 needs the `[bench]` extra (stable-baselines3).
 """
 
@@ -35,23 +36,31 @@ from common import (  # noqa: E402
 
 WARMUP = 1000
 FLOOR_BLOCKS = 5
+AB_BLOCK = 200  # env steps: one Pendulum episode, so that every block ends one
 BUFFER = 1_000_000
 
 
-def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
+def bench_config(steps: int, seed: int, extra: list[str]):
+    """pendulum_ddpg.yaml for WARMUP + `steps` env steps, no evaluations or checkpoints
+    until the end, output in a temporary folder."""
     import tempfile
 
-    import torch
-
-    from rltrain.scripts.trainer import Trainer
     from rltrain.utils.config_loader import load_config
-    from rltrain.utils.runs import create_run
 
     folder = tempfile.mkdtemp()
-    config = load_config("pendulum_ddpg.yaml", [
+    return load_config("pendulum_ddpg.yaml", [
         f"max_timesteps={WARMUP + steps}", f"learning_starts={WARMUP}", f"seed={seed}",
         "eval_freq=1000000", "checkpoint_freq=1000000", f"replay_buffer_size={BUFFER}",
         f"log_dir={folder}/logs", f"checkpoint_dir={folder}/checkpoints", *extra])
+
+
+def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
+    import torch
+
+    from rltrain.scripts.trainer import Trainer
+    from rltrain.utils.runs import create_run
+
+    config = bench_config(steps, seed, extra)
     watch = Stopwatch()
     diagnostics_at_start = []
 
@@ -70,6 +79,60 @@ def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
     diagnostics = (trainer.diagnostics.seconds - diagnostics_at_start[0]) / watch.seconds
     return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib(),
             "diagnostics_share": diagnostics}
+
+
+def diagnostics_ab_worker(steps: int) -> dict:
+    """The diagnostics on and off in one process: the learning phase in blocks of
+    AB_BLOCK env steps, alternately with `Flow1Diagnostics` and with `NoDiagnostics`
+    (the order flipped every pair), so that both halves of a pair see the same machine.
+    Per pair: the on/off throughput ratio, the on-block's share spent in the
+    diagnostics' own (timed) calls, and what the on-block took beyond those calls and the
+    off-block's time: the cost the in-run share cannot see (the actor hook's dispatch
+    through nn.Module, caches). A heatmap is one of the timed calls, so where it falls
+    does not bias the last figure."""
+    import torch
+
+    from rltrain.scripts.trainer import Trainer
+    from rltrain.utils.diagnostics.flow1 import NoDiagnostics
+    from rltrain.utils.runs import create_run
+
+    # No loss logging: it reads the diagnostics' timer, which the swaps below would skew.
+    config = bench_config(steps, 0, [f"log_freq={10 * (WARMUP + steps)}"])
+    blocks: list[tuple[bool, float, float]] = []  # (on, seconds, diagnostics' own seconds)
+
+    class SwappingTrainer(Trainer):
+        flow1 = None
+        mark = (0.0, 0.0)
+
+        def _step(self) -> None:
+            super()._step()
+            done = self.counters.env_steps - WARMUP
+            if done < 0 or done % AB_BLOCK:
+                return
+            if self.flow1 is None:
+                self.flow1, self.off = self.diagnostics, NoDiagnostics()
+            else:
+                seconds, own = self.mark
+                blocks.append((self.diagnostics is self.flow1,
+                               time.perf_counter() - seconds, self.flow1.seconds - own))
+            index = done // AB_BLOCK
+            on = (index // 2 % 2 == 0) == (index % 2 == 0)
+            if on and self.diagnostics is not self.flow1:
+                self.flow1.attach()
+                self.diagnostics = self.flow1
+            elif not on and self.diagnostics is self.flow1:
+                self.flow1.close()
+                self.diagnostics = self.off
+            self.mark = (time.perf_counter(), self.flow1.seconds)
+
+    trainer = SwappingTrainer(config, torch.device("cpu"), interactive=False)
+    trainer.run(create_run(config))
+    pairs = [sorted(blocks[i:i + 2], reverse=True) for i in range(0, len(blocks) - 1, 2)]
+    return {"pairs": len(pairs),
+            "on_off": statistics.median(off[1] / on[1] for on, off in pairs),
+            "own_share": statistics.median(on[2] / on[1] for on, _ in pairs),
+            "beyond_share": statistics.median((on[1] - on[2] - off[1]) / on[1]
+                                              for on, off in pairs)}
 
 
 def sb3_worker(steps: int, seed: int) -> dict:
@@ -190,6 +253,8 @@ def worker_main(argv: list[str]) -> None:
         result = rltrain_worker(steps, seed, argv[3:])
     elif kind == "sb3":
         result = sb3_worker(steps, seed)
+    elif kind == "diagnostics":
+        result = diagnostics_ab_worker(steps)
     else:
         result = update_only_worker(steps)
     print(json.dumps(result))
@@ -200,6 +265,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5000, help="learning steps per run")
     parser.add_argument("--updates", type=int, default=2000, help="for the update-only rate")
+    parser.add_argument("--ab-steps", type=int, default=10_000,
+                        help="learning steps of the one-process diagnostics on/off comparison")
     args = parser.parse_args()
     script = Path(__file__).resolve()
     kinds = {"rltrain": ["rltrain"], "rltrain, diagnostics off":
@@ -219,6 +286,7 @@ def main() -> None:
     bare = median("rltrain, diagnostics off", "steps_per_second")
     mem_ours, mem_theirs = median("rltrain", "peak_rss_mib"), median("sb3", "peak_rss_mib")
     update = run_worker(script, ["update", str(args.updates), "0"])
+    ab = run_worker(script, ["diagnostics", str(args.ab_steps), "0"])
     print()
     print("| measure | rltrain | SB3 | ratio |")
     print("|---|---|---|---|")
@@ -233,6 +301,10 @@ def main() -> None:
           f"{median('rltrain', 'diagnostics_share'):.1%} of the learning phase (rounds: "
           f"{', '.join(f'{share:.1%}' for share in shares)}), so on/off = "
           f"{1 - median('rltrain', 'diagnostics_share'):.1%} from within the runs")
+    print(f"in one process, alternating {AB_BLOCK}-step blocks with and without them "
+          f"({ab['pairs']} pairs, medians): on/off = {ab['on_off']:.1%}; their own calls "
+          f"{ab['own_share']:.1%} of an on-block, the rest of the on-block "
+          f"{ab['beyond_share']:+.1%} of it beyond the off-block's time")
     print()
     low, high = update["floor_share_range"]
     print(f"update-only: {update['updates_per_second']:.1f} updates/s; GEMM floor "

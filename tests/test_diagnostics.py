@@ -116,6 +116,29 @@ def test_the_time_the_diagnostics_take_is_logged(tmp_path, monkeypatch):
     assert shares["off"] == [0.0] * 6
 
 
+def test_close_stops_and_attach_resumes_sampling_the_actor(tmp_path, monkeypatch):
+    """What benchmarks/throughput.py relies on to compare on and off in one process."""
+    from rltrain.utils.diagnostics.state_action import StateActionMap
+
+    calls = []
+    monkeypatch.setattr(StateActionMap, "hook", lambda self, *args: calls.append(1))
+    config = tiny_config(tmp_path)
+    trainer = Trainer(config, torch.device("cpu"), interactive=False)
+    trainer.run(create_run(config))  # closes the diagnostics at the end
+    diagnostics, agent = trainer.diagnostics, trainer.agent
+    obs = torch.zeros(agent.actor.net[0].in_features).numpy()
+    assert calls, "the hook sampled during training"
+    calls.clear()
+    agent.act(obs)
+    assert calls == []
+    diagnostics.attach()
+    agent.act(obs)
+    assert calls == [1]
+    diagnostics.close()
+    agent.act(obs)
+    assert calls == [1]
+
+
 def test_outputs_heatmaps_gradients_and_tensorboard(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
