@@ -36,7 +36,9 @@ from common import (  # noqa: E402
 
 WARMUP = 1000
 FLOOR_BLOCKS = 5
-AB_BLOCK = 200  # env steps: one Pendulum episode, so that every block ends one
+# Env steps per block of the one-process diagnostics comparison: about 0.2 s, so that
+# both halves of a pair see the same machine (with 200-step blocks, pairs ranged 0.7-1.3).
+AB_BLOCK = 20
 BUFFER = 1_000_000
 
 
@@ -88,8 +90,8 @@ def diagnostics_ab_worker(steps: int) -> dict:
     Per pair: the on/off throughput ratio, the on-block's share spent in the
     diagnostics' own (timed) calls, and what the on-block took beyond those calls and the
     off-block's time: the cost the in-run share cannot see (the actor hook's dispatch
-    through nn.Module, caches). A heatmap is one of the timed calls, so where it falls
-    does not bias the last figure."""
+    through nn.Module, caches). Medians leave out the rare blocks with a heatmap in them
+    (one per 5000 steps), whose cost the in-run share includes."""
     import torch
 
     from rltrain.scripts.trainer import Trainer
