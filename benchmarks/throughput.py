@@ -4,11 +4,11 @@
     python benchmarks/throughput.py --rounds 5 --steps 5000
 
 Each round runs rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
-off, and SB3 (TD3 set up like rltrain's DDPG, see common.py) one after the other, each
-in a fresh process, on the same settings, and measures env steps per second over the
-learning phase (after the random warm-up) and the process's peak memory. It also
-measures rltrain's update-only rate (updates on a filled buffer, no env) against the
-matrix-multiply floor: the same GEMM shapes as one update, timed alone, in blocks that
+off, and SB3 (TD3 set up like rltrain's DDPG, see common.py) one after the other (each
+round starting with the next of them), each in a fresh process, on the same settings,
+and measures env steps per second over the learning phase (after the random warm-up)
+and the process's peak memory. It also measures rltrain's update-only rate (updates on
+a filled buffer, no env) against the matrix-multiply floor: the same GEMM shapes as one update, timed alone, in blocks that
 alternate with blocks of updates (one ratio per pair), and against the same products
 run in sequence. With the diagnostics on, each run also reports the share of its
 learning phase spent in the diagnostics' own calls; a last run compares the diagnostics
@@ -275,7 +275,11 @@ def main() -> None:
              ["rltrain", "diagnostics.enabled=false"], "sb3": ["sb3"]}
     rows: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for round_index in range(args.rounds):
-        for kind, (worker, *extra) in kinds.items():
+        # Each round starts with the next kind, so that no kind always runs first or
+        # always follows the same one.
+        order = list(kinds.items())
+        order = order[round_index % len(order):] + order[:round_index % len(order)]
+        for kind, (worker, *extra) in order:
             result = run_worker(script, [worker, str(args.steps), str(round_index), *extra])
             rows[kind].append(result)
             print(f"round {round_index + 1}: {kind:25s} {result['steps_per_second']:7.1f} "
