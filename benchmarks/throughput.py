@@ -8,12 +8,12 @@ off, and SB3 (TD3 set up like rltrain's DDPG, see common.py) one after the other
 round starting with the next of them), each in a fresh process, on the same settings,
 and measures env steps per second over the learning phase (after the random warm-up)
 and the process's peak memory. It also measures rltrain's update-only rate (updates on
-a filled buffer, no env) against the matrix-multiply floor: the same GEMM shapes as one update, timed alone, in blocks that
-alternate with blocks of updates (one ratio per pair), and against the same products
-run in sequence. With the diagnostics on, each run also reports the share of its
-learning phase spent in the diagnostics' own calls; a last run compares the diagnostics
-on and off in one process, in alternating blocks. Prints medians and ratios;
-needs the `[bench]` extra (stable-baselines3).
+a filled buffer, no env) against the matrix-multiply floor: the same GEMM shapes as one
+update, timed alone, in blocks that alternate with blocks of updates (one ratio per
+pair), and against the same products run in sequence. With the diagnostics on, each
+run also reports the share of its learning phase spent in the diagnostics' own calls;
+a last run compares the diagnostics on and off in one process, in alternating blocks.
+Prints medians and ratios; needs the `[bench]` extra (stable-baselines3).
 """
 
 from __future__ import annotations
