@@ -302,6 +302,12 @@ def main() -> None:
           f"{mem_theirs:.0f} | {mem_ours / mem_theirs:.2f} |")
     print(f"\nflow-1 diagnostics on: {ours:.1f} steps/s, off: {bare:.1f} steps/s; on/off = "
           f"{ours / bare:.1%}")
+    # The two runs of one round follow each other, so their ratio sees less of the
+    # machine's drift than the ratio of the medians over all rounds.
+    paired = [on["steps_per_second"] / off["steps_per_second"]
+              for on, off in zip(rows["rltrain"], rows["rltrain, diagnostics off"], strict=True)]
+    print(f"on/off per round: {', '.join(f'{ratio:.1%}' for ratio in paired)}; median "
+          f"{statistics.median(paired):.1%}")
     shares = [r["diagnostics_share"] for r in rows["rltrain"]]
     print(f"time in the diagnostics' own calls, measured inside each run: median "
           f"{median('rltrain', 'diagnostics_share'):.1%} of the learning phase (rounds: "
