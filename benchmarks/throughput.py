@@ -33,6 +33,10 @@ from common import (  # noqa: E402
     sb3_td3,
     timed_updates,
 )
+from gemm_floor import (  # noqa: E402
+    gemm_floor_updates_per_second,
+    gemm_sequence_updates_per_second,
+)
 
 WARMUP = 1000
 FLOOR_BLOCKS = 5
@@ -103,7 +107,7 @@ def diagnostics_ab_worker(steps: int) -> dict:
     blocks: list[tuple[bool, float, float]] = []  # (on, seconds, diagnostics' own seconds)
 
     class SwappingTrainer(Trainer):
-        flow1 = None
+        flow1, off = None, None  # the diagnostics object, and the stand-in while off
         mark = (0.0, 0.0)
 
         def _step(self) -> None:
@@ -156,70 +160,6 @@ def sb3_worker(steps: int, seed: int) -> dict:
     model.learn(WARMUP + steps, callback=Timer())
     watch.mark_stop()
     return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib()}
-
-
-def update_gemm_shapes(batch: int, obs: int, act: int, hidden: int,
-                       critics: int = 2) -> list[tuple[int, int, int]]:
-    """(m, k, n) of every matrix product in one DDPG update with an L=2 hidden MLP."""
-    def forward(d_in: int, d_out: int) -> list[tuple[int, int, int]]:
-        return [(batch, d_in, hidden), (batch, hidden, hidden), (batch, hidden, d_out)]
-
-    def backward(d_in: int, d_out: int, input_grad: bool, weight_grad: bool):
-        shapes = []
-        for k_in, k_out, first in ((hidden, d_out, False), (hidden, hidden, False),
-                                   (d_in, hidden, True)):
-            if weight_grad:
-                shapes.append((k_in, batch, k_out))
-            if not first or input_grad:
-                shapes.append((batch, k_out, k_in))
-        return shapes
-
-    critic_in = obs + act
-    shapes = forward(obs, act) + critics * forward(critic_in, 1)  # TD target
-    shapes += critics * (forward(critic_in, 1) + backward(critic_in, 1, False, True))
-    shapes += forward(obs, act) + forward(critic_in, 1)  # actor loss through Q1
-    shapes += backward(critic_in, 1, True, False) + backward(obs, act, False, True)
-    return shapes
-
-
-def median_seconds(call, repeats: int, warmup: int) -> float:
-    """Median over 5 timings of `repeats` calls, per call, after `warmup` calls."""
-    for _ in range(warmup):
-        call()
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            call()
-        times.append((time.perf_counter() - start) / repeats)
-    return statistics.median(times)
-
-
-def gemm_floor_updates_per_second(repeats: int = 200) -> float:
-    import torch
-
-    total = 0.0
-    for m, k, n in update_gemm_shapes(256, 3, 1, 256):
-        a, b = torch.randn(m, k), torch.randn(k, n)
-        total += median_seconds(lambda a=a, b=b: torch.mm(a, b), repeats, warmup=20)
-    return 1.0 / total
-
-
-def gemm_sequence_updates_per_second(repeats: int = 50) -> float:
-    """The same products one after another in the update's order, each with operands of
-    its own (as in an update), nothing in between: what the products cost when they
-    follow each other instead of repeating one shape with its operands hot in cache.
-    Reported beside the floor, not instead of it (the target's yardstick is the floor)."""
-    import torch
-
-    operands = [(torch.randn(m, k), torch.randn(k, n))
-                for m, k, n in update_gemm_shapes(256, 3, 1, 256)]
-
-    def products() -> None:
-        for a, b in operands:
-            torch.mm(a, b)
-
-    return 1.0 / median_seconds(products, repeats, warmup=5)
 
 
 def update_only_worker(updates: int) -> dict:
