@@ -66,7 +66,6 @@ def test_state_loads_from_torch_adam_and_into_it():
     step_torch(reference, torch_net, 3)
     for a, b in zip(ours_net.parameters(), torch_net.parameters(), strict=True):
         assert torch.equal(a, b)
-    again = torch.optim.Adam(make_net().parameters(), lr=1e-2, fused=True)
     again_net = make_net()
     again = torch.optim.Adam(again_net.parameters(), lr=1e-2, fused=True)
     again.load_state_dict(ours.state_dict())  # and back into torch's optimiser
