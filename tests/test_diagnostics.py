@@ -134,9 +134,12 @@ def test_close_stops_and_attach_resumes_sampling_the_actor(tmp_path, monkeypatch
     diagnostics.attach()
     agent.act(obs)
     assert calls == [1]
+    diagnostics.attach()  # a second attach replaces the hook, it does not add one
+    agent.act(obs)
+    assert calls == [1, 1]
     diagnostics.close()
     agent.act(obs)
-    assert calls == [1]
+    assert calls == [1, 1]
 
 
 def test_outputs_heatmaps_gradients_and_tensorboard(tmp_path):

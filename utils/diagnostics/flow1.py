@@ -84,13 +84,17 @@ class Flow1Diagnostics:
         self.recent_returns: deque[float] = deque(maxlen=5)
         self.actor_pre_clip: float | None = None
         self.seconds, self.timing = 0.0, False
+        self._hook = None
         self.attach()
         self._video_warned = False
         load_libraries()
 
     def attach(self) -> None:
         """Start sampling the actor's forward passes (done at construction; again after
-        `close()`, as benchmarks/throughput.py does to compare on and off in one process)."""
+        `close()`, as benchmarks/throughput.py does to compare on and off in one process).
+        Attaching twice still samples each forward pass once."""
+        if self._hook is not None:
+            self._hook.remove()
         self._hook = self.agent.actor.register_forward_hook(self._sample)
 
     def close(self) -> None:
