@@ -172,8 +172,8 @@ def update_only_worker(updates: int) -> dict:
     # Updates and the floor alternate in short blocks, so that both see the same load
     # on a shared machine; each block gives one ratio.
     rates, floors, sequences = [], [], []
+    block = updates // FLOOR_BLOCKS
     for _ in range(FLOOR_BLOCKS):
-        block = updates // FLOOR_BLOCKS
         rates.append(block / timed_updates(agent, buffer, block))
         floors.append(gemm_floor_updates_per_second(repeats=50))
         sequences.append(gemm_sequence_updates_per_second(repeats=50))
@@ -264,6 +264,7 @@ def main() -> None:
           f"(median of {FLOOR_BLOCKS} alternating blocks; range {low:.0%}-{high:.0%}); the "
           f"same products in sequence {update['gemm_sequence']:.1f} updates/s "
           f"({update['sequence_share']:.0%} of that)")
+
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
