@@ -8,10 +8,11 @@ import io
 import numpy as np
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 from rltrain.agents.ddpg import DDPGAgent
 from rltrain.utils.config_loader import config_from_dict
-from rltrain.utils.replay_buffer import Batch
+from rltrain.utils.replay_buffer import Batch, ReplayBuffer
 
 LOW, HIGH = np.array([-2.0], dtype=np.float32), np.array([2.0], dtype=np.float32)
 
@@ -198,3 +199,56 @@ def test_a_nan_loss_leaves_weights_and_adam_state_untouched(field, untouched):
                 assert torch.equal(value, after[key]["state"][index][name]), (key, name)
     agent.update(make_batch())  # and learning continues afterwards
     assert float(agent.state_dict()["critic_optimizer"]["state"][0]["step"]) == 2
+
+
+class HostReads(TorchFunctionMode):
+    """Records every call that, on CUDA, makes the host wait for the device: a value read
+    back (`.item()`, `bool(t)`, `float(t)`, `.tolist()`, `.numpy()`, `.cpu()`) or an op
+    whose output shape depends on the data (`nonzero`, masked selection, a boolean index).
+    On CPU these cost nothing, so a CPU test can only find them by their calls."""
+
+    READS = {"item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__",
+             "__index__", "nonzero", "argwhere", "masked_select", "unique"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", str(func))
+        indices = args[1] if name == "__getitem__" and len(args) > 1 else ()
+        indices = indices if isinstance(indices, tuple) else (indices,)
+        if name in self.READS or any(isinstance(i, torch.Tensor) and i.dtype == torch.bool
+                                     for i in indices):
+            self.calls.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_host_read_recorder_sees_the_usual_syncs():
+    t = torch.arange(4.0)
+    with HostReads() as reads:
+        t.sum().item()
+        bool(t[0])
+        t[t > 1]
+        t.tolist()
+        t[1:]  # a plain slice is no read
+    assert reads.calls == ["item", "__bool__", "__getitem__", "tolist"]
+
+
+@pytest.mark.parametrize("overrides", [
+    {"algo": "ddpg"}, {"algo": "td3", "td3": {"policy_delay": 2, "target_policy_noise": 0.2}}])
+def test_sampling_and_updating_never_read_a_value_back_to_the_host(overrides):
+    # On CUDA the buffer and the update stay on the device and the loop reads the
+    # metrics once per update: nothing inside may wait for the GPU. The buffer is built
+    # as on CUDA (rows staged on the host, copied over when sampled).
+    agent = make_agent(**overrides)
+    buffer = ReplayBuffer(64, 3, 1, torch.device("cpu"), seed=0, staged=True)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        buffer.add(rng.normal(size=3), rng.uniform(-2, 2, 1), float(rng.normal()),
+                   rng.normal(size=3), False, False)
+    with HostReads() as reads:
+        for _ in range(2):  # TD3: the second update steps the actor and the targets
+            metrics = agent.update(buffer.sample(16))
+    assert reads.calls == []
+    assert "actor_loss" in metrics  # the actor step ran inside the recorder
