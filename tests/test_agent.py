@@ -202,10 +202,10 @@ def test_a_nan_loss_leaves_weights_and_adam_state_untouched(field, untouched):
 
 
 class HostReads(TorchFunctionMode):
-    """Records every call that, on CUDA, makes the host wait for the device: a value read
+    """Records the calls that, on CUDA, make the host wait for the device: a value read
     back (`.item()`, `bool(t)`, `float(t)`, `.tolist()`, `.numpy()`, `.cpu()`) or an op
     whose output shape depends on the data (`nonzero`, masked selection, a boolean index).
-    On CPU these cost nothing, so a CPU test can only find them by their calls."""
+    On CPU they wait for nothing, so a CPU test can only find them by their calls."""
 
     READS = {"item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__",
              "__index__", "nonzero", "argwhere", "masked_select", "unique"}
