@@ -28,6 +28,7 @@ from rltrain.networks.actor import Actor
 from rltrain.networks.critic import Critic
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.replay_buffer import Batch
+from rltrain.utils.seeding import load_generator_state
 
 
 class DDPGAgent:
@@ -199,7 +200,9 @@ class DDPGAgent:
             "agent_generator": self.generator.get_state(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        """Restore everything `state_dict` saved; returns whether the target-noise stream
+        continues (False for a checkpoint from the other kind of device)."""
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
         self.actor_target.load_state_dict(state["actor_target"])
@@ -207,4 +210,4 @@ class DDPGAgent:
         self.actor_opt.load_state_dict(state["actor_optimizer"])
         self.critic_opt.load_state_dict(state["critic_optimizer"])
         self.updates = int(state["updates"])
-        self.generator.set_state(state["agent_generator"].cpu())
+        return load_generator_state(self.generator, state["agent_generator"])

@@ -126,8 +126,8 @@ def _restore(trainer: Trainer, payload: dict[str, Any]) -> list[str]:
     state = payload["trainer"]
     if "episode" in state:  # written before num_envs: one env, nothing pending
         state = {**state, "episodes": [state["episode"]], "pending": []}
-    trainer.agent.load_state_dict(payload)
-    trainer.buffer.load_state_dict(payload["buffer"])
+    continued = [trainer.agent.load_state_dict(payload),
+                 trainer.buffer.load_state_dict(payload["buffer"])]
     trainer.counters = Counters(**state["counters"])
     trainer.exploration.load_state_dict(state["exploration"])
     trainer.monitor_state = state["monitor"]
@@ -140,7 +140,11 @@ def _restore(trainer: Trainer, payload: dict[str, Any]) -> list[str]:
                             "key": np.asarray(numpy_state["state"]["key"], dtype=np.uint32)}
     np.random.set_state(numpy_state)
     torch.set_rng_state(rng["torch"])
-    return trainer.collector.restore(state)
+    warnings = [] if all(continued) else [
+        f"the checkpoint was written on another kind of device than this run's "
+        f"({trainer.device.type}): replay sampling and target noise continue from new "
+        "random streams, so the run goes on correctly but not bit-identically"]
+    return warnings + trainer.collector.restore(state)
 
 
 def _as_tuple(value: Any) -> Any:

@@ -250,3 +250,28 @@ def test_an_env_that_does_not_replay_is_detected_and_its_episode_restarted(tmp_p
     warning = [e for e in read_jsonl(tmp_path / "logs" / "drift2" / "events.jsonl")
                if e["action"] == "warn"]
     assert "not bit-exact" in warning[0]["message"]
+
+
+def test_a_checkpoint_from_the_other_kind_of_device_resumes_with_new_random_streams(tmp_path):
+    """A CUDA run's checkpoint holds CUDA generator states (a Philox seed and offset, 16
+    bytes), which a CPU generator cannot take; the reverse holds too. Resuming on the
+    other kind of device (`--set device=cpu`) warns and continues, the same way each time."""
+    full_run(tmp_path, algo="td3")  # TD3: the agent's generator draws target noise
+    saved = load_checkpoint(tmp_path / "checkpoints" / "full" / "checkpoint_step_150.pt")
+    philox = torch.arange(16, dtype=torch.uint8)  # the shape of a CUDA generator's state
+    saved["agent_generator"], saved["buffer"]["generator"] = philox, philox.clone()
+    from_cuda = tmp_path / "from_cuda.pt"
+    torch.save(saved, from_cuda)
+    for fork in ("fork1", "fork2"):
+        result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(from_cuda),
+                                          "--run-name", fork, "--set", "device=cpu"])
+        assert result.exit_code == 0, result.output
+        assert "written on another kind of device" in result.output
+        warnings = [e["message"] for e in read_jsonl(tmp_path / "logs" / fork / "events.jsonl")
+                    if e["action"] == "warn"]
+        assert any("not bit-identically" in w for w in warnings)
+    ends = [load_checkpoint(tmp_path / "checkpoints" / name / "checkpoint_step_300.pt")
+            for name in ("fork1", "fork2", "full")]
+    assert_same_state(ends[0], ends[1])  # deterministic: new streams, but the same ones
+    assert not torch.equal(ends[0]["critic"]["layers.1.weight"],
+                           ends[2]["critic"]["layers.1.weight"])  # the streams did change

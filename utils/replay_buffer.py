@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from rltrain.utils.seeding import load_generator_state
+
 
 class Batch(NamedTuple):
     obs: torch.Tensor  # [B, obs_dim]
@@ -123,12 +125,14 @@ class ReplayBuffer:
                 "ptr": self.ptr, "size": self.size, "capacity": self.capacity,
                 "width": self.width, "generator": self.generator.get_state()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        """Restore the rows and the sampling stream; returns whether the stream continues
+        (False for a checkpoint from the other kind of device: see `load_generator_state`)."""
         assert state["capacity"] == self.capacity and state["width"] == self.width
         size = int(state["size"])
         self._data[:size].copy_(state["data"])
         self._truncated[:size] = state["truncated"].numpy()
         self.ptr, self.size = int(state["ptr"]), size
-        self.generator.set_state(state["generator"])
         if self.staged:
             self._stage_rows.clear()
+        return load_generator_state(self.generator, state["generator"])

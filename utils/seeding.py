@@ -9,7 +9,10 @@ current episode exactly.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
+import torch
 
 TRAIN_EPISODES, EVAL_EPISODES, REPLAY, EXPLORATION, AGENT, NETWORK_INIT, DIAGNOSTICS = range(7)
 
@@ -17,3 +20,20 @@ TRAIN_EPISODES, EVAL_EPISODES, REPLAY, EXPLORATION, AGENT, NETWORK_INIT, DIAGNOS
 def derive_seed(seed: int, stream: int, index: int = 0) -> int:
     """A 32-bit seed that depends only on (seed, stream, index)."""
     return int(np.random.SeedSequence([seed, stream, index]).generate_state(1)[0])
+
+
+def load_generator_state(generator: torch.Generator, state: torch.Tensor) -> bool:
+    """Continue `generator` from a saved state; returns whether it could.
+
+    CPU and CUDA generators keep different states (a Mersenne Twister, 5056 bytes; a
+    Philox seed and offset, 16 bytes), so a state saved on the other kind of device cannot
+    continue. The generator is then seeded from a hash of the saved state: a new stream,
+    the same one every time that checkpoint is resumed on this kind of device.
+    """
+    state = state.cpu()
+    if state.numel() == generator.get_state().numel():
+        generator.set_state(state)
+        return True
+    digest = hashlib.sha256(state.numpy().tobytes()).digest()
+    generator.manual_seed(int.from_bytes(digest[:8], "little"))
+    return False
