@@ -1,12 +1,21 @@
-"""Shared fixtures: tiny, fast configs that write into pytest's tmp_path."""
+"""Shared fixtures: tiny, fast configs that write into pytest's tmp_path, and the device
+the tests train on.
+
+The tests run on the CPU. `RLTRAIN_TEST_DEVICE=cuda python -m pytest` runs them on a GPU
+instead: agents, buffers and trainers are built there (`DEVICE`), and the update is
+also checked with CUDA's own sync detector (test_agent.py). `.ci/gpu` does that on a
+GPU machine.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.config_loader import config_from_dict
@@ -14,10 +23,25 @@ from rltrain.utils.config_loader import config_from_dict
 TESTS_DIR = Path(__file__).parent
 sys.path.insert(0, str(TESTS_DIR))  # makes "fake_envs:FakePoint-v0" importable
 
+DEVICE_NAME = os.environ.get("RLTRAIN_TEST_DEVICE", "cpu")
+DEVICE = torch.device(DEVICE_NAME if DEVICE_NAME in ("cpu", "cuda") else "cpu")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if DEVICE_NAME not in ("cpu", "cuda"):
+        raise pytest.UsageError(f"RLTRAIN_TEST_DEVICE is '{DEVICE_NAME}'; use cpu or cuda")
+    if DEVICE.type == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError("RLTRAIN_TEST_DEVICE is cuda but torch sees no CUDA device")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"rltrain test device: {DEVICE}"
+
+
 TINY: dict[str, Any] = {
     "env_name": "Pendulum-v1",
     "seed": 3,
-    "device": "cpu",
+    "device": DEVICE.type,
     "max_timesteps": 300,
     "batch_size": 32,
     "replay_buffer_size": 1000,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 
@@ -14,20 +15,23 @@ from rltrain.agents.ddpg import DDPGAgent
 from rltrain.utils.config_loader import config_from_dict
 from rltrain.utils.replay_buffer import Batch, ReplayBuffer
 
+from conftest import DEVICE
+
 LOW, HIGH = np.array([-2.0], dtype=np.float32), np.array([2.0], dtype=np.float32)
 
 
 def make_agent(**overrides) -> DDPGAgent:
     torch.manual_seed(0)
     config = config_from_dict({"hidden_sizes": [8, 8], "seed": 0, **overrides})
-    return DDPGAgent(3, LOW, HIGH, config, torch.device("cpu"))
+    return DDPGAgent(3, LOW, HIGH, config, DEVICE)
 
 
 def make_batch(n: int = 16, terminated: float = 0.0) -> Batch:
     g = torch.Generator().manual_seed(1)
-    return Batch(torch.randn(n, 3, generator=g), torch.rand(n, 1, generator=g) * 4 - 2,
-                 torch.randn(n, 1, generator=g), torch.randn(n, 3, generator=g),
-                 torch.full((n, 1), terminated))
+    columns = (torch.randn(n, 3, generator=g), torch.rand(n, 1, generator=g) * 4 - 2,
+               torch.randn(n, 1, generator=g), torch.randn(n, 3, generator=g),
+               torch.full((n, 1), terminated))
+    return Batch(*(column.to(DEVICE) for column in columns))
 
 
 def params(module: torch.nn.Module) -> list[torch.Tensor]:
@@ -235,19 +239,37 @@ def test_the_host_read_recorder_sees_the_usual_syncs():
     assert reads.calls == ["item", "__bool__", "__getitem__", "tolist"]
 
 
+@contextlib.contextmanager
+def cuda_syncs_raise():
+    """On CUDA, any synchronisation of the host with the device raises inside (torch's
+    sync debug mode); on the CPU there is nothing to synchronise, and HostReads checks."""
+    if DEVICE.type != "cuda":
+        yield
+        return
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 @pytest.mark.parametrize("overrides", [
     {"algo": "ddpg"}, {"algo": "td3", "td3": {"policy_delay": 2, "target_policy_noise": 0.2}}])
 def test_sampling_and_updating_never_read_a_value_back_to_the_host(overrides):
     # On CUDA the buffer and the update stay on the device and the loop reads the
     # metrics once per update: nothing inside may wait for the GPU. The buffer is built
-    # as on CUDA (rows staged on the host, copied over when sampled).
+    # as on CUDA (rows staged on the host, copied over before a sample).
     agent = make_agent(**overrides)
-    buffer = ReplayBuffer(64, 3, 1, torch.device("cpu"), seed=0, staged=True)
+    buffer = ReplayBuffer(64, 3, 1, DEVICE, seed=0, staged=True)
     rng = np.random.default_rng(0)
     for _ in range(40):
         buffer.add(rng.normal(size=3), rng.uniform(-2, 2, 1), float(rng.normal()),
                    rng.normal(size=3), False, False)
-    with HostReads() as reads:
+    # The staged rows' copy to the device waits for it (a copy from pageable host
+    # memory); in training it comes right after `act` has read its action back, when the
+    # device has nothing queued.
+    buffer.flush()
+    with HostReads() as reads, cuda_syncs_raise():
         for _ in range(2):  # TD3: the second update steps the actor and the targets
             metrics = agent.update(buffer.sample(16))
     assert reads.calls == []

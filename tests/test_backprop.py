@@ -11,6 +11,8 @@ from rltrain.agents.ddpg import DDPGAgent
 from rltrain.utils.config_loader import config_from_dict
 from rltrain.utils.replay_buffer import Batch
 
+from conftest import DEVICE
+
 # Asymmetric bounds: the actor's scale and offset must cancel in what the critic sees.
 LOW, HIGH = np.array([-1.0, 0.0], dtype=np.float32), np.array([3.0, 0.5], dtype=np.float32)
 HIDDEN = [[8, 8], [7, 5, 6]]
@@ -19,14 +21,15 @@ HIDDEN = [[8, 8], [7, 5, 6]]
 def make_agent(hidden: list[int]) -> DDPGAgent:
     torch.manual_seed(0)
     config = config_from_dict({"hidden_sizes": hidden, "seed": 0})
-    return DDPGAgent(3, LOW, HIGH, config, torch.device("cpu"))
+    return DDPGAgent(3, LOW, HIGH, config, DEVICE)
 
 
 def make_batch(n: int = 32) -> Batch:
     g = torch.Generator().manual_seed(1)
     actions = torch.rand(n, 2, generator=g) * torch.tensor(HIGH - LOW) + torch.tensor(LOW)
-    return Batch(torch.randn(n, 3, generator=g), actions, torch.randn(n, 1, generator=g),
-                 torch.randn(n, 3, generator=g), (torch.rand(n, 1, generator=g) < 0.3).float())
+    columns = (torch.randn(n, 3, generator=g), actions, torch.randn(n, 1, generator=g),
+               torch.randn(n, 3, generator=g), (torch.rand(n, 1, generator=g) < 0.3).float())
+    return Batch(*(column.to(DEVICE) for column in columns))
 
 
 def autograd_critic_loss(agent: DDPGAgent, batch: Batch) -> torch.Tensor:

@@ -22,13 +22,13 @@ from rltrain.utils.checkpoint import (
 from rltrain.utils.errors import CheckpointError
 from rltrain.utils.runs import create_run
 
-from conftest import tiny_config
+from conftest import DEVICE, tiny_config
 
 
 @pytest.fixture
 def finished_run(tmp_path):
     config = tiny_config(tmp_path, run_name="run")
-    trainer = Trainer(config, torch.device("cpu"), interactive=False)
+    trainer = Trainer(config, DEVICE, interactive=False)
     paths = create_run(config)
     trainer.run(paths)
     return trainer, paths

@@ -10,12 +10,12 @@ import torch
 from rltrain.scripts.trainer import Trainer
 from rltrain.utils.runs import create_run
 
-from conftest import tiny_config
+from conftest import DEVICE, tiny_config
 
 
 def train(tmp_path, name: str, **overrides) -> tuple[Trainer, list[dict]]:
     config = tiny_config(tmp_path, run_name=name, **overrides)
-    trainer = Trainer(config, torch.device("cpu"), interactive=False)
+    trainer = Trainer(config, DEVICE, interactive=False)
     paths = create_run(config)
     outcome = trainer.run(paths)
     assert outcome.status == "finished" and outcome.env_steps == config.max_timesteps

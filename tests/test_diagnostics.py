@@ -18,7 +18,7 @@ from rltrain.utils.diagnostics import snapshots
 from rltrain.utils.run_logger import read_jsonl
 from rltrain.utils.runs import create_run
 
-from conftest import tiny_config, tiny_dict
+from conftest import DEVICE, tiny_config, tiny_dict
 
 # The names users script against (`rltrain diagnose --json`): never renamed.
 RULE_NAMES = {
@@ -78,7 +78,7 @@ def test_diagnostics_do_not_change_what_the_agent_learns(tmp_path):
     for name, enabled in (("on", True), ("off", False)):
         config = tiny_config(tmp_path, run_name=name, max_timesteps=450, diagnostics={
             "enabled": enabled, "grad_freq": 20, "heatmap_freq": 50})
-        trainer = Trainer(config, torch.device("cpu"), interactive=False)
+        trainer = Trainer(config, DEVICE, interactive=False)
         trainer.run(create_run(config))
         states.append(trainer.agent.state_dict())
     for net in ("actor", "critic", "actor_target", "critic_target"):
@@ -104,7 +104,7 @@ def test_the_time_the_diagnostics_take_is_logged(tmp_path, monkeypatch):
     shares, seconds = {}, {}
     for name, enabled in (("on", True), ("off", False)):
         config = tiny_config(tmp_path, run_name=name, diagnostics={"enabled": enabled})
-        trainer = Trainer(config, torch.device("cpu"), interactive=False)
+        trainer = Trainer(config, DEVICE, interactive=False)
         trainer.run(create_run(config))
         seconds[name] = trainer.diagnostics.seconds
         events = EventAccumulator(str(tmp_path / "logs" / name))
@@ -123,7 +123,7 @@ def test_close_stops_and_attach_resumes_sampling_the_actor(tmp_path, monkeypatch
     calls = []
     monkeypatch.setattr(StateActionMap, "hook", lambda self, *args: calls.append(1))
     config = tiny_config(tmp_path)
-    trainer = Trainer(config, torch.device("cpu"), interactive=False)
+    trainer = Trainer(config, DEVICE, interactive=False)
     trainer.run(create_run(config))  # closes the diagnostics at the end
     diagnostics, agent = trainer.diagnostics, trainer.agent
     obs = torch.zeros(agent.actor.net[0].in_features).numpy()

@@ -12,6 +12,8 @@ from rltrain.utils.diagnostics.gradients import DropDetector, GradientVerdicts, 
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer, reward_stats
 from rltrain.utils.diagnostics.state_action import StateActionMap
 
+from conftest import DEVICE
+
 SETTINGS = config_from_dict({}).diagnostics
 
 
@@ -189,10 +191,11 @@ def test_q_overestimation_is_relative_to_the_return_with_the_reward_scale_as_flo
     from rltrain.utils.evaluation import EvalResult
 
     low, high = np.array([-1.0], np.float32), np.array([1.0], np.float32)
-    agent = DDPGAgent(2, low, high, config_from_dict({}), torch.device("cpu"))
+    agent = DDPGAgent(2, low, high, config_from_dict({}), DEVICE)
     start = np.zeros((1, 2), np.float32)
     with torch.no_grad():
-        q = float(agent.critic.q1(torch.as_tensor(start), agent.actor(torch.as_tensor(start))))
+        x = torch.as_tensor(start, device=DEVICE)
+        q = float(agent.critic.q1(x, agent.actor(x)))
 
     def result(discounted: float) -> EvalResult:  # one episode that ended by termination
         return EvalResult([discounted], [10], [discounted], start, start, [False])

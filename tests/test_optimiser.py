@@ -12,14 +12,17 @@ import torch
 
 from rltrain.agents.optimiser import Optimised, flatten_parameters
 
+from conftest import DEVICE
+
 
 def make_net(seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    return net.to(DEVICE)
 
 
 def loss_of(net: torch.nn.Module, step: int) -> torch.Tensor:
-    x = torch.randn(16, 3, generator=torch.Generator().manual_seed(step))
+    x = torch.randn(16, 3, generator=torch.Generator().manual_seed(step)).to(DEVICE)
     return net(x).square().mean()
 
 
@@ -27,7 +30,7 @@ def step_ours(opt: Optimised, net: torch.nn.Module, step: int) -> None:
     grads = torch.autograd.grad(loss_of(net, step), opt.params)
     for buffer, grad in zip(opt.grads, grads, strict=True):
         buffer.copy_(grad)
-    opt.step(torch.tensor(0.0), clip_norm=None)
+    opt.step(torch.zeros((), device=DEVICE), clip_norm=None)
 
 
 def step_torch(opt: torch.optim.Adam, net: torch.nn.Module, step: int) -> None:
@@ -38,7 +41,7 @@ def step_torch(opt: torch.optim.Adam, net: torch.nn.Module, step: int) -> None:
 
 def test_steps_and_state_are_bit_identical_to_torch_fused_adam():
     ours_net, torch_net = make_net(), make_net()
-    ours = Optimised(ours_net, 1e-2, torch.device("cpu"))
+    ours = Optimised(ours_net, 1e-2, DEVICE)
     reference = torch.optim.Adam(torch_net.parameters(), lr=1e-2, fused=True)
     for step in range(5):
         step_ours(ours, ours_net, step)
@@ -60,7 +63,7 @@ def test_state_loads_from_torch_adam_and_into_it():
     for step in range(3):
         step_torch(reference, torch_net, step)
     ours_net.load_state_dict(torch_net.state_dict())
-    ours = Optimised(ours_net, 1e-2, torch.device("cpu"))
+    ours = Optimised(ours_net, 1e-2, DEVICE)
     ours.load_state_dict(reference.state_dict())
     step_ours(ours, ours_net, 3)
     step_torch(reference, torch_net, 3)
@@ -83,7 +86,7 @@ def test_parameters_become_views_of_one_flat_buffer():
     with torch.no_grad():
         flat.add_(1.0)  # one kernel on the buffer moves every parameter
     assert all(torch.equal(p, b + 1.0) for p, b in zip(net.parameters(), before, strict=True))
-    opt = Optimised(net, 1e-2, torch.device("cpu"))
+    opt = Optimised(net, 1e-2, DEVICE)
     step_ours(opt, net, 0)
     assert torch.equal(torch.cat([p.detach().reshape(-1) for p in net.parameters()]), opt.param)
     assert not torch.equal(opt.param, flat)  # the optimiser flattened them again, and stepped
@@ -91,23 +94,23 @@ def test_parameters_become_views_of_one_flat_buffer():
 
 def test_a_state_with_unequal_step_counts_is_refused():
     net = make_net()
-    ours = Optimised(net, 1e-2, torch.device("cpu"))
+    ours = Optimised(net, 1e-2, DEVICE)
     step_ours(ours, net, 0)
     state = ours.state_dict()
     state["state"][1]["step"] = torch.tensor(7.0)
     with pytest.raises(ValueError, match="step counts"):
-        Optimised(make_net(), 1e-2, torch.device("cpu")).load_state_dict(state)
+        Optimised(make_net(), 1e-2, DEVICE).load_state_dict(state)
 
 
 def test_the_configured_learning_rate_wins_over_the_saved_one():
     saved_net = make_net()
-    saved = Optimised(saved_net, 1e-1, torch.device("cpu"))
+    saved = Optimised(saved_net, 1e-1, DEVICE)
     step_ours(saved, saved_net, 0)
     net, twin = make_net(1), make_net(1)
-    ours = Optimised(net, 1e-4, torch.device("cpu"))
+    ours = Optimised(net, 1e-4, DEVICE)
     ours.load_state_dict(saved.state_dict())
     assert ours.state_dict()["param_groups"][0]["lr"] == 1e-4
-    reference = Optimised(twin, 1e-4, torch.device("cpu"))
+    reference = Optimised(twin, 1e-4, DEVICE)
     reference.load_state_dict(saved.state_dict())
     reference.lr = 1e-1
     step_ours(ours, net, 1)
@@ -123,7 +126,7 @@ def test_the_configured_learning_rate_wins_over_the_saved_one():
 
 def test_a_state_saved_before_the_first_step_loads_as_fresh():
     net = make_net()
-    ours = Optimised(net, 1e-2, torch.device("cpu"))
+    ours = Optimised(net, 1e-2, DEVICE)
     step_ours(ours, net, 0)
     ours.load_state_dict(torch.optim.Adam(make_net().parameters()).state_dict())  # empty
     assert all(float(entry["step"]) == 0 and not entry["exp_avg"].any()
@@ -132,9 +135,10 @@ def test_a_state_saved_before_the_first_step_loads_as_fresh():
 
 def test_a_state_of_another_shape_is_refused():
     net = make_net()
-    ours = Optimised(net, 1e-2, torch.device("cpu"))
-    other = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
-    wrong = Optimised(other, 1e-2, torch.device("cpu"))
+    ours = Optimised(net, 1e-2, DEVICE)
+    other = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(),
+                                torch.nn.Linear(4, 2)).to(DEVICE)
+    wrong = Optimised(other, 1e-2, DEVICE)
     with pytest.raises(ValueError, match="shape"):
         ours.load_state_dict(wrong.state_dict())
 

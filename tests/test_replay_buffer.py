@@ -8,6 +8,11 @@ import torch
 
 from rltrain.utils.replay_buffer import ReplayBuffer
 
+from conftest import DEVICE
+
+# Rows written straight into the storage exist on the CPU only; on CUDA they are staged.
+STAGED = [False, True] if DEVICE.type == "cpu" else [True]
+
 
 def fill(buffer: ReplayBuffer, n: int, start: int = 0) -> None:
     for i in range(start, start + n):
@@ -16,41 +21,46 @@ def fill(buffer: ReplayBuffer, n: int, start: int = 0) -> None:
                    obs + 0.5, terminated=(i % 3 == 0), truncated=(i % 5 == 0))
 
 
-@pytest.mark.parametrize("staged", [False, True])
+def column(buffer: ReplayBuffer, name: str) -> torch.Tensor:
+    return buffer.column(name).cpu()
+
+
+@pytest.mark.parametrize("staged", STAGED)
 def test_rows_hold_what_was_added(staged):
-    buffer = ReplayBuffer(10, 3, 2, torch.device("cpu"), seed=0, staged=staged)
+    buffer = ReplayBuffer(10, 3, 2, DEVICE, seed=0, staged=staged)
     fill(buffer, 4)
-    obs = buffer.column("obs")
+    obs = column(buffer, "obs")
     assert obs.dtype == torch.float32 and obs.shape == (4, 3)
     assert torch.equal(obs[:, 0], torch.arange(4.0))
-    assert torch.equal(buffer.column("actions")[:, 1], -torch.arange(4.0))
-    assert torch.allclose(buffer.column("rewards")[:, 0], torch.arange(4.0) / 10)
-    assert torch.equal(buffer.column("next_obs")[:, 2], torch.arange(4.0) + 0.5)
+    assert torch.equal(column(buffer, "actions")[:, 1], -torch.arange(4.0))
+    assert torch.allclose(column(buffer, "rewards")[:, 0], torch.arange(4.0) / 10)
+    assert torch.equal(column(buffer, "next_obs")[:, 2], torch.arange(4.0) + 0.5)
 
 
-@pytest.mark.parametrize("staged", [False, True])
+@pytest.mark.parametrize("staged", STAGED)
 def test_ring_wraps_and_overwrites_the_oldest(staged):
-    buffer = ReplayBuffer(5, 1, 1, torch.device("cpu"), seed=0, staged=staged)
+    buffer = ReplayBuffer(5, 1, 1, DEVICE, seed=0, staged=staged)
     fill(buffer, 7)
     assert len(buffer) == 5 and buffer.ptr == 2
-    assert buffer.column("obs")[:, 0].tolist() == [5, 6, 2, 3, 4]
+    assert column(buffer, "obs")[:, 0].tolist() == [5, 6, 2, 3, 4]
 
 
 def test_terminated_is_kept_apart_from_truncated():
-    buffer = ReplayBuffer(20, 1, 1, torch.device("cpu"), seed=0)
+    buffer = ReplayBuffer(20, 1, 1, DEVICE, seed=0)
     fill(buffer, 16)
     ids = np.arange(16)
-    assert buffer.column("terminated")[:, 0].tolist() == list((ids % 3 == 0).astype(float))
-    assert buffer.column("truncated").tolist() == list(ids % 5 == 0)
+    assert column(buffer, "terminated")[:, 0].tolist() == list((ids % 3 == 0).astype(float))
+    assert column(buffer, "truncated").tolist() == list(ids % 5 == 0)
 
 
 def test_batches_are_float32_tensors_on_the_device_with_matching_columns():
-    buffer = ReplayBuffer(100, 3, 2, torch.device("cpu"), seed=0)
+    buffer = ReplayBuffer(100, 3, 2, DEVICE, seed=0)
     fill(buffer, 50)
     batch = buffer.sample(64)
     assert batch.obs.shape == (64, 3) and batch.actions.shape == (64, 2)
     assert batch.rewards.shape == (64, 1) and batch.terminated.shape == (64, 1)
-    assert all(t.dtype == torch.float32 and t.device.type == "cpu" for t in batch)
+    assert all(t.dtype == torch.float32 and t.device.type == DEVICE.type for t in batch)
+    batch = batch._replace(**{name: t.cpu() for name, t in batch._asdict().items()})
     # Every sampled row is one consistent transition.
     i = batch.obs[:, 0]
     assert torch.equal(batch.actions[:, 0], -i)
@@ -61,10 +71,10 @@ def test_batches_are_float32_tensors_on_the_device_with_matching_columns():
 
 
 def test_sampling_is_seeded_and_state_round_trips():
-    a = ReplayBuffer(100, 2, 1, torch.device("cpu"), seed=7)
+    a = ReplayBuffer(100, 2, 1, DEVICE, seed=7)
     fill(a, 30)
     a.sample(8)
-    b = ReplayBuffer(100, 2, 1, torch.device("cpu"), seed=99)
+    b = ReplayBuffer(100, 2, 1, DEVICE, seed=99)
     state = a.state_dict()
     b.load_state_dict(state)
     assert torch.equal(a.sample(16).obs, b.sample(16).obs)
@@ -74,7 +84,7 @@ def test_sampling_is_seeded_and_state_round_trips():
 
 
 def test_state_holds_only_the_filled_part():
-    buffer = ReplayBuffer(1_000_000, 3, 1, torch.device("cpu"), seed=0)
+    buffer = ReplayBuffer(1_000_000, 3, 1, DEVICE, seed=0)
     fill(buffer, 10)
     state = buffer.state_dict()
     assert state["data"].shape == (10, buffer.width)

@@ -14,7 +14,7 @@ from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.run_logger import read_jsonl
 from rltrain.utils.runs import create_run
 
-from conftest import tiny_config, tiny_dict
+from conftest import DEVICE, tiny_config, tiny_dict
 
 STATE_KEYS = ("actor", "critic", "actor_target", "critic_target")
 
@@ -22,7 +22,7 @@ STATE_KEYS = ("actor", "critic", "actor_target", "critic_target")
 def full_run(tmp_path, **overrides) -> Trainer:
     config = tiny_config(tmp_path, run_name="full", keep_checkpoints=100,
                          checkpoint_freq=50, **overrides)
-    trainer = Trainer(config, torch.device("cpu"), interactive=False)
+    trainer = Trainer(config, DEVICE, interactive=False)
     assert trainer.run(create_run(config)).status == "finished"
     return trainer
 
@@ -158,7 +158,7 @@ def test_resume_from_another_folder_continues_the_runs_own_logs(tmp_path, monkey
     elsewhere.mkdir()
     monkeypatch.chdir(start)  # relative log_dir and checkpoint_dir, as in the shipped configs
     config = tiny_config(tmp_path, log_dir="logs", checkpoint_dir="checkpoints", run_name="r")
-    Trainer(config, torch.device("cpu"), interactive=False).run(create_run(config))
+    Trainer(config, DEVICE, interactive=False).run(create_run(config))
     # A stale request left by `rltrain pause --no-wait` on a run that had already ended.
     (start / "logs" / "r" / "pause.request").write_text("too late")
     monkeypatch.chdir(elsewhere)
@@ -239,7 +239,7 @@ def test_an_env_that_does_not_replay_is_detected_and_its_episode_restarted(tmp_p
     config = tiny_config(tmp_path, run_name="drift", env_name="fake_envs:FakeDriftingPoint-v0",
                          max_timesteps=150, learning_starts=50, checkpoint_freq=50,
                          eval_freq=1000)
-    assert Trainer(config, torch.device("cpu"), False).run(create_run(config)).status == \
+    assert Trainer(config, DEVICE, False).run(create_run(config)).status == \
         "finished"
     checkpoint = tmp_path / "checkpoints" / "drift" / "checkpoint_step_150.pt"
     assert load_checkpoint(checkpoint)["trainer"]["episodes"][0]["length"] == 10  # mid-episode

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from click.testing import CliRunner
 from test_resume import assert_fork_matches_the_full_run, assert_same_state, full_run
 
@@ -16,7 +15,7 @@ from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
 from rltrain.utils.run_logger import read_jsonl
 from rltrain.utils.runs import create_run
 
-from conftest import tiny_config
+from conftest import DEVICE, tiny_config
 
 
 def test_every_env_step_of_every_env_is_counted_stored_and_ends_its_episode(tmp_path):
@@ -24,7 +23,7 @@ def test_every_env_step_of_every_env_is_counted_stored_and_ends_its_episode(tmp_
     # 0, 1 or 2 after 200 of its own steps, then starts the next index (3, 4, 5).
     config = tiny_config(tmp_path, run_name="vec", num_envs=3, max_timesteps=605,
                          eval_freq=1000, checkpoint_freq=1000)
-    trainer = Trainer(config, torch.device("cpu"), interactive=False)
+    trainer = Trainer(config, DEVICE, interactive=False)
     assert trainer.run(create_run(config)).status == "finished"
     episodes = [m for m in read_jsonl(tmp_path / "logs" / "vec" / "metrics.jsonl")
                 if m["kind"] == "episode"]
@@ -43,7 +42,7 @@ def test_every_env_step_of_every_env_is_counted_stored_and_ends_its_episode(tmp_
 def test_each_env_gets_its_own_episode_seeds_and_exploration(tmp_path):
     config = tiny_config(tmp_path, run_name="seeds", num_envs=2,
                          noise_type="ou")
-    trainer = Trainer(config, torch.device("cpu"), interactive=False)
+    trainer = Trainer(config, DEVICE, interactive=False)
     trainer.collector.start(0)
     first = np.stack([e.obs for e in trainer.collector.episodes])
     assert not np.array_equal(first[0], first[1])  # episodes 0 and 1 differ
@@ -59,7 +58,7 @@ def test_sync_and_async_vector_envs_learn_exactly_the_same(tmp_path):
     for mode in ("sync", "async"):
         config = tiny_config(tmp_path, run_name=mode, num_envs=2, vector_mode=mode,
                              max_timesteps=250)
-        trainer = Trainer(config, torch.device("cpu"), interactive=False)
+        trainer = Trainer(config, DEVICE, interactive=False)
         finals.append(load_checkpoint(trainer.run(create_run(config)).checkpoint))
     assert_same_state(*finals)
 
@@ -99,7 +98,7 @@ def test_the_state_action_map_samples_every_env_with_its_own_episode_steps(tmp_p
     # steps into the next; the map samples every env's acting call (rate about 0.93).
     config = tiny_config(tmp_path, run_name="map", num_envs=3, max_timesteps=750,
                          eval_freq=1000)
-    trainer = Trainer(config, torch.device("cpu"), interactive=False)
+    trainer = Trainer(config, DEVICE, interactive=False)
     trainer.run(create_run(config))
     sa = trainer.diagnostics.map
     assert sa._episode_step == [50, 50, 50]
