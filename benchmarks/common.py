@@ -33,7 +33,7 @@ def run_worker(script: Path, args: list[str], timeout: float = 3600) -> dict[str
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def sb3_td3(config, seed: int):
+def sb3_td3(config, seed: int, device: str = "cpu"):
     """SB3's TD3 set up like an rltrain config (a `TrainConfig`): with `algo: ddpg` that is
     policy_delay 1 and no target smoothing, with `algo: td3` the config's TD3 values."""
     import gymnasium as gym
@@ -52,7 +52,7 @@ def sb3_td3(config, seed: int):
                policy_delay=td3.policy_delay if td3 else 1,
                target_policy_noise=td3.target_policy_noise if td3 else 0.0,
                target_noise_clip=td3.target_noise_clip if td3 else 0.0,
-               policy_kwargs={"net_arch": list(config.hidden_sizes)}, seed=seed, device="cpu",
+               policy_kwargs={"net_arch": list(config.hidden_sizes)}, seed=seed, device=device,
                verbose=0)
 
 

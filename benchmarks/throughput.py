@@ -2,6 +2,7 @@
 
     python benchmarks/throughput.py                 # 3 rounds, 5000 learning steps each
     python benchmarks/throughput.py --rounds 5 --steps 5000
+    python benchmarks/throughput.py --device cuda   # both on a GPU (training rounds only)
 
 Each round runs rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
 off, and SB3 (TD3 set up like rltrain's DDPG, see common.py) one after the other (each
@@ -13,7 +14,9 @@ update, timed alone, in blocks that alternate with blocks of updates (one ratio 
 pair), and against the same products run in sequence. With the diagnostics on, each
 run also reports the share of its learning phase spent in the diagnostics' own calls;
 a last run compares the diagnostics on and off in one process, in alternating blocks.
-Prints medians and ratios; needs the `[bench]` extra (stable-baselines3).
+Prints medians and ratios; needs the `[bench]` extra (stable-baselines3). With
+`--device cuda`, rltrain and SB3 both train on the GPU and only the training rounds run:
+the update-only rate against the floor and the one-process comparison are CPU measures.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
                 watch.mark_start()
                 diagnostics_at_start.append(self.diagnostics.seconds)
 
-    trainer = TimedTrainer(config, torch.device("cpu"), interactive=False)
+    trainer = TimedTrainer(config, torch.device(config.device), interactive=False)
     trainer.run(create_run(config))
     watch.mark_stop()  # the final checkpoint is inside: it is part of a real run
     # The diagnostics' own calls (Flow1Diagnostics times them), as a share of the same
@@ -141,7 +144,7 @@ def diagnostics_ab_worker(steps: int) -> dict:
                                               for on, off in pairs)}
 
 
-def sb3_worker(steps: int, seed: int) -> dict:
+def sb3_worker(steps: int, seed: int, extra: list[str]) -> dict:
     from stable_baselines3.common.callbacks import BaseCallback
 
     watch = Stopwatch()
@@ -155,8 +158,8 @@ def sb3_worker(steps: int, seed: int) -> dict:
     from rltrain.utils.config_loader import load_config
 
     config = load_config("pendulum_ddpg.yaml", [f"learning_starts={WARMUP}",
-                                                f"replay_buffer_size={BUFFER}"])
-    model = sb3_td3(config, seed)
+                                                f"replay_buffer_size={BUFFER}", *extra])
+    model = sb3_td3(config, seed, config.device)
     model.learn(WARMUP + steps, callback=Timer())
     watch.mark_stop()
     return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib()}
@@ -194,7 +197,7 @@ def worker_main(argv: list[str]) -> None:
     if kind == "rltrain":
         result = rltrain_worker(steps, seed, argv[3:])
     elif kind == "sb3":
-        result = sb3_worker(steps, seed)
+        result = sb3_worker(steps, seed, argv[3:])
     elif kind == "diagnostics":
         result = diagnostics_ab_worker(steps)
     else:
@@ -209,10 +212,13 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=2000, help="for the update-only rate")
     parser.add_argument("--ab-steps", type=int, default=10_000,
                         help="learning steps of the one-process diagnostics on/off comparison")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where both train (cuda: the training rounds only)")
     args = parser.parse_args()
     script = Path(__file__).resolve()
-    kinds = {"rltrain": ["rltrain"], "rltrain, diagnostics off":
-             ["rltrain", "diagnostics.enabled=false"], "sb3": ["sb3"]}
+    device = f"device={args.device}"
+    kinds = {"rltrain": ["rltrain", device], "rltrain, diagnostics off":
+             ["rltrain", device, "diagnostics.enabled=false"], "sb3": ["sb3", device]}
     rows: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for round_index in range(args.rounds):
         # Each round starts with the next kind, so that no kind always runs first or
@@ -231,8 +237,6 @@ def main() -> None:
     ours, theirs = median("rltrain", "steps_per_second"), median("sb3", "steps_per_second")
     bare = median("rltrain, diagnostics off", "steps_per_second")
     mem_ours, mem_theirs = median("rltrain", "peak_rss_mib"), median("sb3", "peak_rss_mib")
-    update = run_worker(script, ["update", str(args.updates), "0"])
-    ab = run_worker(script, ["diagnostics", str(args.ab_steps), "0"])
     print()
     print("| measure | rltrain | SB3 | ratio |")
     print("|---|---|---|---|")
@@ -253,6 +257,10 @@ def main() -> None:
           f"{median('rltrain', 'diagnostics_share'):.1%} of the learning phase (rounds: "
           f"{', '.join(f'{share:.1%}' for share in shares)}), so on/off = "
           f"{1 - median('rltrain', 'diagnostics_share'):.1%} from within the runs")
+    if args.device == "cuda":
+        return  # the rest measures the CPU: its matrix products, caches and threads
+    update = run_worker(script, ["update", str(args.updates), "0"])
+    ab = run_worker(script, ["diagnostics", str(args.ab_steps), "0"])
     print(f"in one process, alternating {AB_BLOCK}-step blocks with and without them "
           f"({ab['pairs']} pairs, medians): on/off = {ab['on_off']:.1%}; their own calls "
           f"{ab['own_share']:.1%} of an on-block, the rest of the on-block "
