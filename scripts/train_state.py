@@ -141,7 +141,7 @@ def _restore(trainer: Trainer, payload: dict[str, Any]) -> list[str]:
     np.random.set_state(numpy_state)
     torch.set_rng_state(rng["torch"])
     warnings = [] if all(continued) else [
-        f"the checkpoint was written on another kind of device than this run's "
+        "the checkpoint was written on another kind of device than this run's "
         f"({trainer.device.type}): replay sampling and target noise continue from new "
         "random streams, so the run goes on correctly but not bit-identically"]
     return warnings + trainer.collector.restore(state)
