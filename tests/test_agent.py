@@ -265,9 +265,9 @@ def test_sampling_and_updating_never_read_a_value_back_to_the_host(overrides):
     for _ in range(40):
         buffer.add(rng.normal(size=3), rng.uniform(-2, 2, 1), float(rng.normal()),
                    rng.normal(size=3), False, False)
-    # The staged rows' copy to the device waits for it (a copy from pageable host
-    # memory); in training it comes right after `act` has read its action back, when the
-    # device has nothing queued.
+    # Copying the staged rows over makes the host wait (a copy from pageable memory);
+    # in training that copy comes right after `act` has read its action back, when the
+    # device has nothing queued, so it is made here before the check starts.
     buffer.flush()
     with HostReads() as reads, cuda_syncs_raise():
         for _ in range(2):  # TD3: the second update steps the actor and the targets
