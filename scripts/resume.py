@@ -19,7 +19,7 @@ from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.config import TrainConfig, config_to_dict
 from rltrain.utils.config_loader import apply_overrides, config_from_dict
 from rltrain.utils.device import resolve_device
-from rltrain.utils.errors import CheckpointError, UserError
+from rltrain.utils.errors import CheckpointError, ConfigError, UserError
 from rltrain.utils.run_status import effective_state, read_status
 from rltrain.utils.runs import RunPaths, create_run, paths_for
 
@@ -61,7 +61,12 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
     original = str(payload.get("run_name", ""))
     if run_name is not None:
         config = dataclasses.replace(config, run_name=run_name)
-    trainer = Trainer(config, resolve_device(config.device), interactive)
+    try:
+        device = resolve_device(config.device)
+    except ConfigError as exc:  # e.g. a run from a GPU machine, resumed on a laptop
+        raise ConfigError(f"{exc} (to continue this run here: rltrain resume --checkpoint "
+                          f"{checkpoint} --set device=cpu)") from None
+    trainer = Trainer(config, device, interactive)
     try:
         warnings = restore(trainer, payload, checkpoint)
     except BaseException:

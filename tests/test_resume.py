@@ -275,3 +275,15 @@ def test_a_checkpoint_from_the_other_kind_of_device_resumes_with_new_random_stre
     assert_same_state(ends[0], ends[1])  # deterministic: new streams, but the same ones
     assert not torch.equal(ends[0]["critic"]["layers.1.weight"],
                            ends[2]["critic"]["layers.1.weight"])  # the streams did change
+
+
+def test_a_cuda_run_resumed_where_there_is_no_cuda_says_how_to_go_on(tmp_path, monkeypatch):
+    full_run(tmp_path)
+    payload = load_checkpoint(tmp_path / "checkpoints" / "full" / "checkpoint_step_200.pt")
+    payload["config"]["device"] = "cuda"
+    torch.save(payload, from_gpu := tmp_path / "from_gpu.pt")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(from_gpu)])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    assert "CUDA is not available" in result.output
+    assert f"rltrain resume --checkpoint {from_gpu} --set device=cpu" in result.output
