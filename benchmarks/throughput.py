@@ -64,9 +64,9 @@ def bench_config(steps: int, seed: int, extra: list[str]):
 
 
 def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
-    import torch
 
     from rltrain.scripts.trainer import Trainer
+    from rltrain.utils.device import resolve_device
     from rltrain.utils.runs import create_run
 
     config = bench_config(steps, seed, extra)
@@ -80,7 +80,7 @@ def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
                 watch.mark_start()
                 diagnostics_at_start.append(self.diagnostics.seconds)
 
-    trainer = TimedTrainer(config, torch.device(config.device), interactive=False)
+    trainer = TimedTrainer(config, resolve_device(config.device), interactive=False)
     trainer.run(create_run(config))
     watch.mark_stop()  # the final checkpoint is inside: it is part of a real run
     # The diagnostics' own calls (Flow1Diagnostics times them), as a share of the same
