@@ -64,7 +64,6 @@ def bench_config(steps: int, seed: int, extra: list[str]):
 
 
 def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
-
     from rltrain.scripts.trainer import Trainer
     from rltrain.utils.device import resolve_device
     from rltrain.utils.runs import create_run
