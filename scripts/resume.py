@@ -21,7 +21,7 @@ from rltrain.utils.config_loader import apply_overrides, config_from_dict
 from rltrain.utils.device import resolve_device
 from rltrain.utils.errors import CheckpointError, ConfigError, UserError
 from rltrain.utils.run_status import effective_state, read_status
-from rltrain.utils.runs import RunPaths, create_run, paths_for
+from rltrain.utils.runs import RunPaths, create_run, paths_for, set_aside_later
 
 # The checkpoint's arrays, networks and episodes are sized by these (dotted: nested
 # sections).
@@ -76,9 +76,21 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
         paths = create_run(config)
     else:
         paths = _own_folders(config, original, Path(checkpoint), payload.get("log_dir"))
+        moved = set_aside_later(paths, steps)
+        if moved:
+            warnings.append(_set_aside_note(moved, steps))
     info = ResumeInfo(steps, checkpoint, list(overrides), warnings,
                       original if run_name is not None else None)
     return trainer, paths, info
+
+
+def _set_aside_note(moved: dict[Path, list[str]], steps: int) -> str:
+    """One line for the console and events.jsonl: what moved where."""
+    parts = [f"{folder} ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})"
+             for folder, names in moved.items()]
+    count = sum(len(names) for names in moved.values())
+    return (f"this run continues from step {steps}, so the {count} files it had written after "
+            f"that step were moved aside, nothing deleted: {'; '.join(parts)}")
 
 
 def _own_folders(config: TrainConfig, name: str, checkpoint: Path,

@@ -5,8 +5,9 @@ networks, targets, optimisers, the replay buffer's filled part, every random sta
 (agent, replay sampling, exploration, Python, NumPy, torch), the counters, the loss
 window being averaged for the next log line, and each training env's episode in
 progress. The envs themselves are not pickled: scripts/collector.py rebuilds them by
-replaying each episode's actions from its seeded reset. `best_model.pt` holds the
-policy and critic only (kind "best") and cannot be resumed.
+replaying each episode's actions from its seeded reset. `best_model.pt` (kind "best")
+holds the agent only (networks, targets, optimisers), without the replay buffer and the
+rest, and cannot be resumed.
 """
 
 from __future__ import annotations

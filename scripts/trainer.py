@@ -257,7 +257,7 @@ class Trainer:
     def _finish(self) -> RunOutcome:
         steps = self.counters.env_steps
         path = self.paths.periodic_checkpoint(steps)
-        if not path.exists():
+        if self.monitor.latest_checkpoint != str(path):  # not written at this step already
             path = self.monitor.checkpoint("periodic", steps)
         self._write_status("finished")
         return RunOutcome("finished", steps, path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 import yaml
@@ -150,6 +152,47 @@ def test_resume_records_changes_and_refuses_ones_that_do_not_fit(tmp_path):
     final = load_checkpoint(tmp_path / "checkpoints" / "changed" / "checkpoint_step_260.pt")
     assert final["critic_optimizer"]["param_groups"][0]["lr"] == 1e-4
     assert final["actor_optimizer"]["param_groups"][0]["lr"] == saved["actor_lr"] != 1e-4
+
+
+def test_resuming_an_earlier_checkpoint_in_place_sets_the_later_files_aside(tmp_path):
+    """The continuation from step 150 replaces what the run wrote after 150: those files
+    move to a superseded_after_step_150_* folder, and the new run's files take their names."""
+    full_run(tmp_path)
+    ckpt_dir, log_dir = tmp_path / "checkpoints" / "full", tmp_path / "logs" / "full"
+    # The earlier continuation's best model, saved at step 250, and diagnostics files.
+    shutil.copy(ckpt_dir / "checkpoint_step_250.pt", ckpt_dir / "best_model.pt")
+    (log_dir / "heatmaps").mkdir(exist_ok=True)
+    for name in ("heatmaps/heatmap_step_100.png", "heatmaps/heatmap_step_200.png",
+                 "videos/pause_250.mp4"):
+        (log_dir / name).parent.mkdir(exist_ok=True)
+        (log_dir / name).write_text("earlier")
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint",
+                                      str(ckpt_dir / "checkpoint_step_150.pt"),
+                                      "--set", "critic_lr=0.01"])
+    assert result.exit_code == 0, result.output
+    assert "were moved aside, nothing deleted" in result.output
+
+    def critic_lr(path):
+        return load_checkpoint(path)["critic_optimizer"]["param_groups"][0]["lr"]
+
+    [aside] = ckpt_dir.glob("superseded_after_step_150_*")
+    assert sorted(p.name for p in aside.iterdir()) == [
+        "best_model.pt", "checkpoint_step_200.pt", "checkpoint_step_250.pt",
+        "checkpoint_step_300.pt"]
+    assert all(critic_lr(p) != 0.01 for p in aside.iterdir())
+    for step in (200, 250, 300):  # written by the resumed run
+        assert critic_lr(ckpt_dir / f"checkpoint_step_{step}.pt") == 0.01
+    for step in (50, 100, 150):
+        assert (ckpt_dir / f"checkpoint_step_{step}.pt").exists()
+    best = ckpt_dir / "best_model.pt"
+    assert not best.exists() or critic_lr(best) == 0.01
+    [logs_aside] = log_dir.glob("superseded_after_step_150_*")
+    assert sorted(str(p.relative_to(logs_aside)) for p in logs_aside.rglob("*.*")) == [
+        "heatmaps/heatmap_step_200.png", "videos/pause_250.mp4"]
+    assert (log_dir / "heatmaps" / "heatmap_step_100.png").read_text() == "earlier"
+    warning = [e for e in read_jsonl(log_dir / "events.jsonl") if e["rule"] == "resume"
+               and "moved aside" in e["message"]]
+    assert len(warning) == 1 and str(aside) in warning[0]["message"]
 
 
 def test_resume_from_another_folder_continues_the_runs_own_logs(tmp_path, monkeypatch):

@@ -6,12 +6,14 @@ metrics.jsonl, events.jsonl, status.json) and `<checkpoint_dir>/R/` (checkpoints
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.config import TrainConfig
-from rltrain.utils.errors import UserError
+from rltrain.utils.errors import CheckpointError, UserError
 
 # The files of a run's log folder; readers that only have the folder use these names too.
 METRICS_FILE = "metrics.jsonl"
@@ -19,6 +21,11 @@ EVENTS_FILE = "events.jsonl"
 STATUS_FILE = "status.json"
 DIAGNOSTICS_FILE = "flow1.jsonl"
 PAUSE_REQUEST_FILE = "pause.request"
+# Files named after the env step they were written at: periodic and paused checkpoints,
+# and the diagnostics' files in these log subfolders (`heatmap_step_200.png`, `pause_200.mp4`).
+STEP_CHECKPOINT = re.compile(r"^(?:checkpoint_step|paused_at_step)_(\d+)\.pt$")
+STEP_FOLDERS = ("heatmaps", "traces", "videos")
+STEP_IN_NAME = re.compile(r"_(\d+)\.[A-Za-z0-9]+$")
 
 
 @dataclass(frozen=True)
@@ -105,3 +112,54 @@ def find_run_log_dir(run: str, log_dir: str = "logs") -> Path:
         return candidate
     raise UserError(f"run '{run}' not found (neither a run folder nor a run name under "
                     f"'{log_dir}/')")
+
+
+def set_aside_later(paths: RunPaths, env_steps: int) -> dict[Path, list[str]]:
+    """Move the files a run wrote after `env_steps` into a `superseded_after_step_<N>_<time>/`
+    folder in its checkpoint and log folders; return each such folder with what it got.
+
+    A run resumed into its own folders from an earlier checkpoint starts a new history
+    from that step. The checkpoints (the best model too, if saved later), heatmaps,
+    traces and videos that its abandoned continuation wrote would otherwise mix with the
+    new ones, and be pruned, read or overwritten as if they were. Nothing is deleted.
+    """
+    later = [p for p in _step_files(paths.checkpoint_dir, STEP_CHECKPOINT)
+             if _step(p, STEP_CHECKPOINT) > env_steps]
+    for folder in STEP_FOLDERS:
+        later += [p for p in _step_files(paths.log_dir / folder, STEP_IN_NAME)
+                  if _step(p, STEP_IN_NAME) > env_steps]
+    if _saved_at(paths.best_model) > env_steps:
+        later.append(paths.best_model)
+    name = f"superseded_after_step_{env_steps}_{time.strftime('%Y%m%d-%H%M%S')}"
+    moved: dict[Path, list[str]] = {}
+    for path in later:
+        root = paths.checkpoint_dir if path.parent == paths.checkpoint_dir else paths.log_dir
+        relative = path.relative_to(root)
+        target = root / name / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        path.rename(target)
+        moved.setdefault(root / name, []).append(str(relative))
+    return moved
+
+
+def _step_files(folder: Path, pattern: re.Pattern[str]) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return [p for p in folder.iterdir() if p.is_file() and pattern.search(p.name)]
+
+
+def _step(path: Path, pattern: re.Pattern[str]) -> int:
+    match = pattern.search(path.name)
+    assert match is not None
+    return int(match.group(1))
+
+
+def _saved_at(checkpoint: Path) -> int:
+    """The env step a checkpoint was written at; -1 if there is none or it is unreadable
+    (an unreadable best model stays where it is, for the user to look at)."""
+    if not checkpoint.is_file():
+        return -1
+    try:
+        return int(load_checkpoint(checkpoint)["total_steps"])
+    except CheckpointError:
+        return -1
