@@ -45,6 +45,24 @@ def test_ring_wraps_and_overwrites_the_oldest(staged):
     assert column(buffer, "obs")[:, 0].tolist() == [5, 6, 2, 3, 4]
 
 
+def test_a_staged_flush_never_writes_one_row_twice():
+    """More adds than rows between two samples (learning_starts > capacity) must not stage
+    one row twice: CUDA's index_copy_ leaves it undefined which copy lands."""
+    buffer = ReplayBuffer(10, 3, 2, DEVICE, seed=0, staged=True)
+    flushes = []
+    original = buffer.flush
+
+    def checked_flush():
+        flushes.append(list(buffer._stage_rows))
+        original()
+
+    buffer.flush = checked_flush
+    fill(buffer, 25)
+    buffer.flush()
+    assert all(len(set(rows)) == len(rows) for rows in flushes), flushes
+    assert column(buffer, "obs")[:, 0].tolist() == [20, 21, 22, 23, 24, 15, 16, 17, 18, 19]
+
+
 def test_terminated_is_kept_apart_from_truncated():
     buffer = ReplayBuffer(20, 1, 1, DEVICE, seed=0)
     fill(buffer, 16)

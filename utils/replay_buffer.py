@@ -6,8 +6,9 @@ bootstrap) is stored apart from `truncated` (a time limit cut the episode: boots
 On the CPU, `add` writes straight into the storage through a NumPy view of it; on CUDA,
 rows are staged in host memory and copied over in one transfer before the next sample.
 Sampling uses the buffer's own `torch.Generator`, whose state goes into checkpoints.
-Storage is allocated with `torch.empty`, so untouched capacity costs no resident
-memory; checkpoints hold only the filled part.
+Storage is allocated with `torch.empty`: on the CPU, untouched capacity costs no resident
+memory (pages are mapped on first write); on CUDA the whole capacity is allocated at
+once. Checkpoints hold only the filled part.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ class ReplayBuffer:
         self.generator.manual_seed(seed)
         self.staged = device.type != "cpu" if staged is None else staged
         if self.staged:
-            self._stage = np.empty((1024, self.width), dtype=np.float32)
+            # At most `capacity` rows, so one flush never holds one row twice (CUDA's
+            # index_copy_ leaves undefined which copy of a repeated row lands).
+            self._stage = np.empty((min(1024, capacity), self.width), dtype=np.float32)
             self._stage_rows: list[int] = []
         else:
             self._view = self._data.numpy()  # shares memory with the storage
