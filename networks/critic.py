@@ -1,8 +1,8 @@
 """Twin-Q critic (clipped double Q, Fujimoto et al. 2018; section 3.1 of the source doc).
 
 The two Q-networks are stored as one stacked ensemble: every layer holds a weight of
-shape [n_critics, in, out] (one tensor per layer for Adam and Polyak averaging), and
-`forward` runs each layer as one batched matmul (`baddbmm`). The update does not call
+shape [n_critics, in, out], and `forward` runs each layer as one batched matmul
+(`baddbmm`). The update does not call
 `forward`: it takes the members apart (agents/backprop.py), because on some CPUs a
 batched matmul of the thin output-layer shapes is several times slower than plain ones.
 Actions enter normalised to [-1, 1] with the actor's scale and offset, so the critic

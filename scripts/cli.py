@@ -21,11 +21,11 @@ from rltrain.networks.actor import Actor
 from rltrain.scripts.resume import prepare_resume
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.trainer import RunOutcome, Trainer
-from rltrain.utils.checkpoint import load_checkpoint
+from rltrain.utils.checkpoint import check_spaces, load_checkpoint
 from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
 from rltrain.utils.device import resolve_device
 from rltrain.utils.diagnostics import snapshots
-from rltrain.utils.envs import make_env, space_dims
+from rltrain.utils.envs import make_env, space_dims, space_record
 from rltrain.utils.errors import CheckpointError, ConfigError, UserError
 from rltrain.utils.evaluation import evaluate
 from rltrain.utils.runs import create_run
@@ -190,14 +190,9 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
 
 def load_actor(payload: dict, env, path: str) -> Actor:
     """The checkpoint's actor on the CPU, after checking it fits the env's spaces."""
-    obs_dim, _, low, high = space_dims(env)
-    spaces = payload.get("spaces", {})
-    if (spaces.get("obs_dim") != obs_dim or spaces.get("action_low") != low.tolist()
-            or spaces.get("action_high") != high.tolist()):
-        raise CheckpointError(f"checkpoint '{path}' does not fit env "
-                              f"'{spaces.get('env_name', '?')}': its observation/action "
-                              "shapes or bounds differ")
     config = config_from_dict(payload["config"])
+    check_spaces(payload, space_record(config.env_name, env), path)
+    obs_dim, _, low, high = space_dims(env)
     actor = Actor(obs_dim, low, high, config.hidden_sizes)
     try:
         actor.load_state_dict(payload["actor"])

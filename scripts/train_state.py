@@ -22,7 +22,9 @@ import torch
 
 from rltrain import __version__
 from rltrain.agents.probes import gradient_probe
+from rltrain.utils.checkpoint import check_spaces
 from rltrain.utils.config import config_to_dict
+from rltrain.utils.envs import space_record
 from rltrain.utils.errors import CheckpointError
 from rltrain.utils.health import Finding
 
@@ -50,12 +52,6 @@ class Counters:
     last_return: float | None = None  # of the latest completed episode
 
 
-def spaces_of(trainer: Trainer) -> dict[str, Any]:
-    return {"env_name": trainer.config.env_name, "obs_dim": trainer.obs_dim,
-            "action_low": trainer.exploration.low.tolist(),
-            "action_high": trainer.exploration.high.tolist()}
-
-
 def build_payload(trainer: Trainer, kind: str) -> dict[str, Any]:
     """The checkpoint dict for `kind` in ("best", "periodic", "paused")."""
     payload: dict[str, Any] = {
@@ -65,7 +61,7 @@ def build_payload(trainer: Trainer, kind: str) -> dict[str, Any]:
         "config": config_to_dict(trainer.config),
         "run_name": trainer.paths.name,
         "log_dir": str(trainer.paths.log_dir.resolve()),  # resume finds it from any folder
-        "spaces": spaces_of(trainer),
+        "spaces": space_record(trainer.config.env_name, trainer.eval_env),
         "rltrain_version": __version__,
     }
     if kind in RESUMABLE_KINDS:
@@ -89,16 +85,6 @@ def _trainer_state(trainer: Trainer) -> dict[str, Any]:
     }
 
 
-def check_spaces(payload: dict[str, Any], trainer: Trainer, path: str) -> None:
-    """The checkpoint's networks must fit the env's observation and action spaces."""
-    saved, current = payload.get("spaces", {}), spaces_of(trainer)
-    for key in ("obs_dim", "action_low", "action_high"):
-        if saved.get(key) != current[key]:
-            raise CheckpointError(
-                f"checkpoint '{path}' does not fit env '{trainer.config.env_name}': "
-                f"{key} is {saved.get(key)} in the checkpoint but {current[key]} in the env")
-
-
 def check_resumable(payload: dict[str, Any], path: str) -> None:
     if payload.get("kind") not in RESUMABLE_KINDS:
         raise CheckpointError(f"'{path}' holds a model only (kind {payload.get('kind')!r}); "
@@ -110,7 +96,7 @@ def restore(trainer: Trainer, payload: dict[str, Any], path: str) -> list[str]:
     whose parts do not fit the trainer (edited, or from an incompatible version) is a
     `CheckpointError` naming the first mismatch."""
     check_resumable(payload, path)
-    check_spaces(payload, trainer, path)
+    check_spaces(payload, space_record(trainer.config.env_name, trainer.eval_env), path)
     try:
         return _restore(trainer, payload)
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:

@@ -107,6 +107,17 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def check_spaces(payload: dict[str, Any], current: dict[str, Any], path: str | Path) -> None:
+    """The checkpoint's networks must fit the env's observation and action spaces
+    (`current`: `utils.envs.space_record` of the env)."""
+    saved = payload.get("spaces", {})
+    for key in ("obs_dim", "action_low", "action_high"):
+        if saved.get(key) != current[key]:
+            raise CheckpointError(
+                f"checkpoint '{path}' does not fit env '{current['env_name']}': "
+                f"{key} is {saved.get(key)} in the checkpoint but {current[key]} in the env")
+
+
 def remove_stale_temp_files(folder: Path) -> list[Path]:
     """Delete temp files that a process killed mid-write left behind (never valid files)."""
     removed = []

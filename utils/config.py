@@ -196,7 +196,8 @@ class TrainConfig:
     batch_size: int = opt(256, "transitions per update", AT_LEAST_ONE)
     replay_buffer_size: int = opt(1_000_000, "replay capacity in transitions", AT_LEAST_ONE)
     exploration_noise: float = opt(
-        0.1, "std of the exploration noise, relative to each action dimension's half-range",
+        0.1, "std of the exploration noise, relative to each action dimension's half-range "
+        "(with noise_type ou: the process's sigma; its std approaches sigma/sqrt(2 ou_theta))",
         NON_NEGATIVE)
     gamma: float = opt(0.99, "discount factor", UNIT_INTERVAL)
     tau: float = opt(0.005, "soft target update rate: target <- (1 - tau) target + tau online",

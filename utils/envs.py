@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import functools
 import signal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -79,6 +80,13 @@ def space_dims(env: gym.Env) -> tuple[int, int, np.ndarray, np.ndarray]:
     low = np.asarray(env.action_space.low, dtype=np.float32)
     high = np.asarray(env.action_space.high, dtype=np.float32)
     return obs_dim, int(low.shape[0]), low, high
+
+
+def space_record(env_name: str, env: gym.Env) -> dict[str, Any]:
+    """What a checkpoint records of its env's spaces (`spaces`), to check a later env against."""
+    obs_dim, _, low, high = space_dims(env)
+    return {"env_name": env_name, "obs_dim": obs_dim, "action_low": low.tolist(),
+            "action_high": high.tolist()}
 
 
 class Replayable(gym.Wrapper):

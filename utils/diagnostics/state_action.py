@@ -87,9 +87,9 @@ class StateActionMap:
         return 1.0 + fraction * (s.sample_rate_final - 1.0)
 
     def hook(self, _module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-        """Forward hook on the actor: keep some of its acting calls (`act` on one row per
-        training env, in inference mode; an update's forward has autograd on). Row i is
-        training env i's observation."""
+        """Forward hook on the actor: keep some of its acting calls (`act`, in inference
+        mode, on one row per training env; the Q check's calls under `no_grad` and the
+        evaluations, paused around, are left out). Row i is training env i's observation."""
         obs = inputs[0]
         if (not self.collecting or obs.shape[0] != len(self._episode_step)
                 or not torch.is_inference_mode_enabled()):
