@@ -122,7 +122,7 @@ def test_truncated_corrupt_missing_and_foreign_files(finished_run, tmp_path):
         load_checkpoint(truncated)
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"not a checkpoint at all")
-    with pytest.raises(CheckpointError, match="truncated or corrupt|refused"):
+    with pytest.raises(CheckpointError, match="not an rltrain checkpoint"):
         load_checkpoint(garbage)
     with pytest.raises(CheckpointError, match="not found"):
         load_checkpoint(tmp_path / "nope.pt")
@@ -131,3 +131,25 @@ def test_truncated_corrupt_missing_and_foreign_files(finished_run, tmp_path):
     with pytest.raises(CheckpointError, match="not an rltrain checkpoint"):
         load_checkpoint(foreign)
     assert zipfile.is_zipfile(paths.periodic_checkpoint(300))  # the original is untouched
+
+
+def test_a_checkpoint_damaged_inside_its_tensor_data_is_refused(finished_run, tmp_path):
+    """torch.load does not check the archive's checksums: damaged weights would load."""
+    _, paths = finished_run
+    data = bytearray(paths.periodic_checkpoint(300).read_bytes())
+    with zipfile.ZipFile(paths.periodic_checkpoint(300)) as archive:
+        tensor = max((i for i in archive.infolist() if "/data/" in i.filename),
+                     key=lambda info: info.file_size)  # a tensor's bytes, stored as they are
+    header = tensor.header_offset  # local header: 30 bytes, then the name and extra field
+    start = header + 30 + int.from_bytes(data[header + 26:header + 28], "little") + \
+        int.from_bytes(data[header + 28:header + 30], "little")
+    data[start:start + 64] = bytes(64)
+    damaged = tmp_path / "damaged.pt"
+    damaged.write_bytes(bytes(data))
+    torch.load(damaged, weights_only=True)  # what the check is for: torch alone loads it
+    with pytest.raises(CheckpointError, match="fails its checksum"):
+        load_checkpoint(damaged)
+    text = tmp_path / "notes.pt"
+    text.write_text("some notes, not a checkpoint")
+    with pytest.raises(CheckpointError, match="not an rltrain checkpoint"):
+        load_checkpoint(text)

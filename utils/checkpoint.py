@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -85,6 +86,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint '{path}' not found")
     if not path.is_file():
         raise CheckpointError(f"checkpoint '{path}' is not a file")
+    _check_archive(path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # any failure to parse a user file is a user-facing error
@@ -105,6 +107,24 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if missing:
         raise CheckpointError(f"checkpoint '{path}' is incomplete: missing {', '.join(missing)}")
     return data
+
+
+def _check_archive(path: Path) -> None:
+    """torch.save writes a zip archive; check its checksums, which torch.load does not:
+    a file damaged inside a tensor's bytes would otherwise load and run."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+        if not b"PK\x03\x04".startswith(magic):  # an empty or cut-off file is "truncated"
+            raise CheckpointError(f"'{path}' is not an rltrain checkpoint (not the zip "
+                                  "archive that torch.save writes)")
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        raise CheckpointError(f"checkpoint '{path}' is truncated or corrupt") from None
+    if damaged is not None:
+        raise CheckpointError(f"checkpoint '{path}' is corrupt: '{damaged}' in it fails its "
+                              "checksum")
 
 
 def check_spaces(payload: dict[str, Any], current: dict[str, Any], path: str | Path) -> None:
