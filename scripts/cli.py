@@ -26,11 +26,18 @@ from rltrain.utils.config_loader import config_from_dict, load_config, shipped_c
 from rltrain.utils.device import resolve_device
 from rltrain.utils.diagnostics import snapshots
 from rltrain.utils.envs import make_env, space_dims, space_record
-from rltrain.utils.errors import CheckpointError, ConfigError, UserError
+from rltrain.utils.errors import (
+    CheckpointError,
+    ConfigError,
+    OutputError,
+    UserError,
+    describe_os_error,
+)
 from rltrain.utils.evaluation import evaluate
 from rltrain.utils.runs import create_run
 
 EXIT_PAUSED = 3
+EXIT_CANNOT_WRITE = 4
 
 
 class InputError(click.ClickException):
@@ -39,14 +46,25 @@ class InputError(click.ClickException):
     exit_code = 2
 
 
+class WriteFailure(click.ClickException):
+    """A file could not be written (disk full, no permission): one line, exit code 4."""
+
+    exit_code = EXIT_CANNOT_WRITE
+
+
 class RLTrainGroup(click.Group):
-    """Turns every `UserError` raised by a command into a one-line message and exit 2."""
+    """Turns every `UserError` raised by a command into a one-line message and exit 2, and
+    every file that could not be written into one with exit 4."""
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except UserError as exc:
             raise InputError(str(exc)) from None
+        except OutputError as exc:
+            raise WriteFailure(str(exc)) from None
+        except OSError as exc:
+            raise WriteFailure(describe_os_error(exc)) from None
 
 
 @click.group(cls=RLTrainGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -15,6 +15,7 @@ every checkpoint written before stays whole because all writes are atomic.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from rltrain.utils.config import TrainConfig
 from rltrain.utils.device import tune_process
 from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.envs import make_env, space_dims
+from rltrain.utils.errors import OutputError, describe_os_error, os_error_in
 from rltrain.utils.evaluation import EvalResult, evaluate
 from rltrain.utils.exploration import Exploration
 from rltrain.utils.health import HealthRules
@@ -96,6 +98,7 @@ class Trainer:
         self.on_eval: Callable[[int, EvalResult], None] | None = None
         self.on_checkpoint: Callable[[str, Path], None] | None = None
         self.paths: RunPaths | None = None
+        self._in_env_step = False
 
     # ----------------------------------------------------------------- the loop
     def run(self, paths: RunPaths, resume: ResumeInfo | None = None) -> RunOutcome:
@@ -124,6 +127,10 @@ class Trainer:
         except KeyboardInterrupt:
             self._write_status("aborted")
             raise
+        except (OSError, OutputError) as exc:
+            if os_error_in(exc) is None:
+                raise
+            raise self._output_failed(exc) from None
         except BaseException:
             self._write_status("crashed")
             raise
@@ -155,7 +162,9 @@ class Trainer:
 
     def _step(self) -> None:
         """One env step and everything that is due after it."""
+        self._in_env_step = True  # a failure in here leaves the episode bookkeeping half done
         self._env_step()
+        self._in_env_step = False
         steps = self.counters.env_steps
         if steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size:
             for _ in range(self.config.utd_ratio):
@@ -272,6 +281,26 @@ class Trainer:
                           message=f"paused; checkpoint {path}")
         self._write_status("paused", pause_reason=f"[{finding.rule}] {finding.message}")
         return RunOutcome("paused", steps, path, finding.message, finding.rule)
+
+    def _output_failed(self, exc: BaseException) -> OutputError:
+        """A log or checkpoint could not be written (disk full, permissions): stop, with a
+        paused checkpoint if one can still be written, and say which checkpoint to use."""
+        steps = self.counters.env_steps
+        problem = str(exc) if isinstance(exc, OutputError) else describe_os_error(exc)
+        saved: Path | None = None
+        with contextlib.suppress(OSError, OutputError):
+            if hasattr(self, "monitor") and not self._in_env_step:
+                saved = self.monitor.checkpoint("paused", steps)
+        with contextlib.suppress(OSError, OutputError):
+            self._write_status("paused" if saved else "crashed", pause_reason=problem)
+        if saved is not None:
+            then = f"a checkpoint was still written; once that is fixed: rltrain resume " \
+                   f"--checkpoint {saved}"
+        else:
+            newest = getattr(self, "monitor", None) and self.monitor.latest_checkpoint
+            then = (f"no checkpoint could be written; the newest is {newest}" if newest
+                    else "no checkpoint could be written")
+        return OutputError(f"stopped at step {steps}: {problem}; {then}")
 
     def _write_status(self, state: str, pause_reason: str | None = None) -> None:
         if self.paths is None or not hasattr(self, "monitor"):

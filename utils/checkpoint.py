@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from rltrain.utils.errors import CheckpointError
+from rltrain.utils.errors import CheckpointError, OutputError, os_error_in
 
 FORMAT = "rltrain-checkpoint"
 FORMAT_VERSION = 1
@@ -50,15 +50,20 @@ def atomic_write(path: Path, write: Callable[[Any], None], durable: bool = True)
     Readers see the old file or the new one, never a mix. `durable=False` skips the
     fsyncs (for small status files, where losing the latest version to a power cut is ok).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
             write(f)
             f.flush()
             if durable:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
+    except Exception as exc:
+        cause = os_error_in(exc)
+        if cause is None:
+            raise
+        raise OutputError(f"cannot write '{path}': {cause.strerror or cause}") from None
     finally:
         if tmp.exists():
             tmp.unlink()

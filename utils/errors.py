@@ -2,6 +2,8 @@
 
 Anything raised as `UserError` is a mistake in the user's input (config, file, env id,
 checkpoint): the CLI prints its message as one line and exits with code 2, no traceback.
+A file that cannot be written (disk full, no permission) is an `OutputError`: not the
+user's input and not a bug; the CLI prints it as one line and exits with code 4.
 Internal invariants use `assert`; anything else is a bug and keeps its traceback.
 """
 
@@ -20,3 +22,25 @@ class CheckpointError(UserError):
 
 class EnvError(UserError):
     """An environment id that does not exist or an env rltrain cannot train on."""
+
+
+class OutputError(Exception):
+    """A file rltrain had to write could not be written (disk full, no permission, a
+    path that is not a folder)."""
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The OSError behind `exc` (itself, or what it was raised from or during), if any:
+    torch.save, for one, reports a full disk as a RuntimeError raised during an OSError."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def describe_os_error(exc: OSError) -> str:
+    """`No space left on device: 'path'`, or as close as the error allows."""
+    where = f": '{exc.filename}'" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}"

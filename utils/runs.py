@@ -84,22 +84,40 @@ def paths_for(config: TrainConfig, name: str) -> RunPaths:
 
 
 def create_run(config: TrainConfig) -> RunPaths:
-    """Make the folders of a new run; never reuse an existing run's folders."""
+    """Make the folders of a new run; never reuse an existing run's folders (empty ones,
+    left by a start that failed, are not a run)."""
     if config.run_name is not None:
         paths = paths_for(config, config.run_name)
-        if paths.log_dir.exists() or paths.checkpoint_dir.exists():
-            raise UserError(f"run '{config.run_name}' already exists ({paths.log_dir}); "
-                            "resume it with `rltrain resume --checkpoint ...` or choose "
-                            "another --run-name")
+        taken = _taken(paths)
+        if taken is not None:
+            raise UserError(f"run '{config.run_name}' already exists ({taken}); resume it with "
+                            "`rltrain resume --checkpoint ...` or choose another --run-name")
     else:
         base = default_run_name(config)
         paths, n = paths_for(config, base), 1
-        while paths.log_dir.exists() or paths.checkpoint_dir.exists():
+        while _taken(paths) is not None:
             n += 1
             paths = paths_for(config, f"{base}-{n}")
-    paths.log_dir.mkdir(parents=True, exist_ok=False)
-    paths.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    made = []
+    try:
+        for folder in (paths.log_dir, paths.checkpoint_dir):
+            if not folder.is_dir():
+                folder.mkdir(parents=True)
+                made.append(folder)
+    except OSError as exc:
+        for folder in made:
+            folder.rmdir()
+        raise UserError(f"cannot create the run folder '{exc.filename}': "
+                        f"{exc.strerror or exc}") from None
     return paths
+
+
+def _taken(paths: RunPaths) -> Path | None:
+    """The first of the run's folders that exists and holds something."""
+    for folder in (paths.log_dir, paths.checkpoint_dir):
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            return folder
+    return None
 
 
 def find_run_log_dir(run: str, log_dir: str = "logs") -> Path:

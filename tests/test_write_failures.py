@@ -1,0 +1,102 @@
+"""Files that cannot be written (a full disk, a path that is not a folder): one line, the
+newest checkpoint named, nothing lost, no folder left behind that blocks the run's name."""
+
+from __future__ import annotations
+
+import errno
+
+import yaml
+from click.testing import CliRunner
+
+import rltrain.utils.checkpoint as checkpoint_module
+from rltrain.scripts.cli import cli
+from rltrain.utils.checkpoint import load_checkpoint
+from rltrain.utils.run_logger import RunLogger
+from rltrain.utils.run_status import read_status
+
+from conftest import tiny_dict
+
+NO_SPACE = OSError(errno.ENOSPC, "No space left on device")
+
+
+def train(tmp_path, *args: str):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path)))
+    return CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", "r", *args])
+
+
+def test_an_output_folder_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path):
+    (tmp_path / "a_file").write_text("not a folder")
+    for key in ("log_dir", "checkpoint_dir"):
+        result = train(tmp_path, "--set", f"{key}={tmp_path / 'a_file' / 'x'}")
+        assert result.exit_code == 2, result.output
+        assert "cannot create the run folder" in result.output and "Not a directory" in \
+            result.output and "Traceback" not in result.output
+    # The log folder made before the checkpoint folder failed is gone again: the name is free.
+    assert not (tmp_path / "logs" / "r").exists()
+    assert train(tmp_path, "--set", "max_timesteps=150").exit_code == 0
+
+
+def test_a_full_disk_at_a_checkpoint_stops_with_exit_4_naming_the_newest(tmp_path,
+                                                                          monkeypatch):
+    real_save = checkpoint_module.torch.save
+
+    def save(obj, f):  # as torch reports it: a RuntimeError raised during the OSError
+        if "_200" in f.name or "paused" in f.name:
+            try:
+                raise NO_SPACE
+            except OSError:
+                raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos")  # noqa: B904 (implicit chaining, as torch does)
+        real_save(obj, f)
+
+    monkeypatch.setattr(checkpoint_module.torch, "save", save)
+    result = train(tmp_path)
+    newest = tmp_path / "checkpoints" / "r" / "checkpoint_step_100.pt"
+    assert result.exit_code == 4, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: stopped at step 200: cannot write "
+        f"'{tmp_path / 'checkpoints' / 'r' / 'checkpoint_step_200.pt'}': No space left on "
+        f"device; no checkpoint could be written; the newest is {newest}")
+    assert load_checkpoint(newest)["total_steps"] == 100
+    assert not list((tmp_path / "checkpoints" / "r").glob(".*tmp*"))  # no half-written file
+    assert read_status(tmp_path / "logs" / "r" / "status.json")["state"] == "crashed"
+
+
+def test_a_failed_log_write_between_steps_still_leaves_a_checkpoint_to_resume(tmp_path,
+                                                                              monkeypatch):
+    real_metric = RunLogger.metric
+
+    def metric(self, kind, env_steps, **fields):
+        if kind == "eval" and env_steps == 200:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.paths.metrics_file))
+        real_metric(self, kind, env_steps, **fields)
+
+    monkeypatch.setattr(RunLogger, "metric", metric)
+    result = train(tmp_path)
+    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_200.pt"
+    assert result.exit_code == 4, result.output
+    assert "stopped at step 200: No space left on device: '" in result.output
+    assert f"once that is fixed: rltrain resume --checkpoint {paused}" in result.output
+    status = read_status(tmp_path / "logs" / "r" / "status.json")
+    assert status["state"] == "paused" and "No space left" in status["pause_reason"]
+    monkeypatch.setattr(RunLogger, "metric", real_metric)
+    resumed = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
+    assert resumed.exit_code == 0, resumed.output
+
+
+def test_a_failed_write_inside_an_env_step_names_the_newest_checkpoint(tmp_path, monkeypatch):
+    """An episode's end half recorded is no state to checkpoint: the newest one is named."""
+    real_metric = RunLogger.metric
+
+    def metric(self, kind, env_steps, **fields):
+        if kind == "episode" and env_steps == 200:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_metric(self, kind, env_steps, **fields)
+
+    monkeypatch.setattr(RunLogger, "metric", metric)
+    result = train(tmp_path)
+    assert result.exit_code == 4, result.output
+    assert result.output.strip().endswith(
+        "no checkpoint could be written; the newest is "
+        f"{tmp_path / 'checkpoints' / 'r' / 'checkpoint_step_100.pt'}")
+    assert not list((tmp_path / "checkpoints" / "r").glob("paused_*"))
