@@ -19,7 +19,7 @@ from rltrain.utils.checkpoint import (
     remove_stale_temp_files,
     save_checkpoint,
 )
-from rltrain.utils.errors import CheckpointError
+from rltrain.utils.errors import CheckpointError, OutputError
 from rltrain.utils.runs import create_run
 
 from conftest import DEVICE, tiny_config
@@ -79,7 +79,7 @@ def test_a_failed_write_leaves_the_old_file_whole(tmp_path):
         f.write(b"partial")
         raise OSError("disk full")
 
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match=f"cannot write '{path}': disk full"):
         atomic_write(path, crash)
     assert load_checkpoint(path)["total_steps"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]  # no temp file left
