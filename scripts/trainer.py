@@ -116,6 +116,8 @@ class Trainer:
                                        self.on_checkpoint)
         if self.monitor_state is not None:
             self.monitor.load_state_dict(self.monitor_state)
+        if resume is not None and resume.forked_from is None:  # until this run writes one
+            self.monitor.latest_checkpoint = str(Path(resume.checkpoint).resolve())
         self.diagnostics = self._diagnostics(paths)
         self._log_mark = (time.monotonic(), self.counters.env_steps, self.diagnostics.seconds)
         self._status_mark = 0.0

@@ -14,6 +14,7 @@ from rltrain.scripts.cli import cli
 from rltrain.scripts.trainer import Trainer
 from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.run_status import read_status
 from rltrain.utils.runs import create_run
 
 from conftest import DEVICE, tiny_config, tiny_dict
@@ -212,6 +213,23 @@ def test_resume_from_another_folder_continues_the_runs_own_logs(tmp_path, monkey
     steps = [m["env_steps"] for m in metrics(start / "logs" / "r" / "metrics.jsonl")]
     assert steps[-1] == 400
     assert not (start / "logs" / "r" / "pause.request").exists()
+
+
+def test_a_resumed_run_names_its_checkpoint_as_the_latest_until_it_writes_one(tmp_path,
+                                                                            monkeypatch):
+    """Killed right after resuming, the run's status still says what to resume from."""
+    full_run(tmp_path)
+    ckpt = tmp_path / "checkpoints" / "full" / "checkpoint_step_150.pt"
+
+    def killed(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "_step", killed)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(ckpt)])
+    assert result.exit_code == 1  # Click's "Aborted!"
+    status = read_status(tmp_path / "logs" / "full" / "status.json")
+    assert status["state"] == "aborted" and status["env_steps"] == 150
+    assert status["latest_checkpoint"] == str(ckpt.resolve())
 
 
 def test_best_model_cannot_be_resumed(tmp_path):
