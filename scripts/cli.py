@@ -8,6 +8,8 @@ written and the resume command printed).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -299,7 +301,14 @@ cli.add_command(diagnose)
 
 
 def main() -> None:
-    cli(prog_name="rltrain")
+    try:
+        cli(prog_name="rltrain")
+    except SystemExit as exc:
+        # The command has ended and said how; a Ctrl-C while the interpreter shuts down
+        # (about a second, with torch and env workers) must not turn that into code 130.
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        signal.signal(signal.SIGINT, lambda *_: os._exit(code))
+        raise
 
 
 if __name__ == "__main__":

@@ -103,6 +103,31 @@ class Trainer:
     # ----------------------------------------------------------------- the loop
     def run(self, paths: RunPaths, resume: ResumeInfo | None = None) -> RunOutcome:
         """Train until max_timesteps or a pause; `resume` when continuing from a checkpoint."""
+        # Signals are caught from the start: a Ctrl-C while the run starts pauses it before
+        # its first step, rather than aborting with a half-made run folder.
+        with SignalCatcher() as self.signals:
+            self._start(paths, resume)
+            try:
+                return self._loop(resumed=resume is not None)
+            except KeyboardInterrupt:
+                self._write_status("aborted")
+                raise
+            except (OSError, OutputError) as exc:
+                if os_error_in(exc) is None:
+                    raise
+                raise self._output_failed(exc) from None
+            except BaseException:
+                self._write_status("crashed")
+                raise
+            finally:
+                self.signals.settle()  # the outcome is decided: a Ctrl-C now changes nothing
+                self.diagnostics.close()
+                self.progress.close()
+                self.logger.close()
+                self.close()
+
+    def _start(self, paths: RunPaths, resume: ResumeInfo | None) -> None:
+        """Open the run's logs, monitor and diagnostics."""
         self.paths = paths
         remove_stale_temp_files(paths.checkpoint_dir)
         paths.pause_request_file.unlink(missing_ok=True)  # meant for an earlier process
@@ -123,24 +148,6 @@ class Trainer:
         self._status_mark = 0.0
         if resume is not None:
             self._record_resume(resume)
-        try:
-            with SignalCatcher() as self.signals:
-                return self._loop(resumed=resume is not None)
-        except KeyboardInterrupt:
-            self._write_status("aborted")
-            raise
-        except (OSError, OutputError) as exc:
-            if os_error_in(exc) is None:
-                raise
-            raise self._output_failed(exc) from None
-        except BaseException:
-            self._write_status("crashed")
-            raise
-        finally:
-            self.diagnostics.close()
-            self.progress.close()
-            self.logger.close()
-            self.close()
 
     def close(self) -> None:
         """Close the envs (async vector envs run worker processes)."""
@@ -153,14 +160,19 @@ class Trainer:
         if resumed:
             self.monitor.handle(resume_findings(self))
         self._write_status("running")
+        self._pause_on_signal()  # one that came while the run started
         while self.monitor.pause is None and self.counters.env_steps < self.config.max_timesteps:
             self._step()
-            if self.signals.received is not None:
-                self.monitor.request_outside_pause(*self.signals.received,
-                                                   self.counters.env_steps)
+            self._pause_on_signal()
         if self.monitor.pause is not None:
             return self._pause()
         return self._finish()
+
+    def _pause_on_signal(self) -> None:
+        """Ctrl-C or SIGTERM asks for a pause; on the last step the run finishes instead."""
+        steps = self.counters.env_steps
+        if self.signals.received is not None and steps < self.config.max_timesteps:
+            self.monitor.request_outside_pause(*self.signals.received, steps)
 
     def _step(self) -> None:
         """One env step and everything that is due after it."""

@@ -138,6 +138,19 @@ class SlowPendulum(gym.Wrapper):
         return self.env.step(action)
 
 
+class SlowClosingPendulum(gym.Wrapper):
+    """Pendulum whose `close` takes 3 s: time to send a signal while a run shuts down."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+
+    def close(self):
+        import time
+
+        time.sleep(3.0)
+        return self.env.close()
+
+
 class BusyPendulum(gym.Wrapper):
     """Pendulum whose every step also burns CPU time, like a physics simulator: the case
     vector envs are for (benchmarks/vector_envs.py). The cost in seconds comes from
@@ -178,6 +191,7 @@ gym.register("FakeDriftingPoint-v0", entry_point=DriftingPointEnv)
 gym.register("FakeNaNReward-v0", entry_point=NaNReward)
 gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
              kwargs={"delay": 30.0, "after": 100})
+gym.register("FakeSlowClosingPendulum-v0", entry_point=SlowClosingPendulum)
 gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
 gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
 

@@ -107,6 +107,69 @@ def test_a_second_ctrl_c_aborts_at_once_and_keeps_earlier_checkpoints(tmp_path):
     assert status["state"] == "aborted"
 
 
+def test_a_ctrl_c_after_the_pause_is_written_keeps_its_exit_code(tmp_path):
+    """Once the paused checkpoint is written and reported, a second Ctrl-C (here while the
+    envs close, which takes 3 s) changes nothing: still exit 3, the run still paused."""
+    proc = start(tmp_path, env="fake_envs:FakeSlowClosingPendulum-v0")
+    wait_for_steps(tmp_path, 150)
+    proc.send_signal(signal.SIGINT)
+    paused_dir = tmp_path / "checkpoints" / "live"
+    deadline = time.monotonic() + 60
+    while not list(paused_dir.glob("paused_at_step_*.pt")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # the run is now closing its envs
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, out + err
+    assert "resume with: rltrain resume --checkpoint" in out and "Traceback" not in err
+    status = json.loads((tmp_path / "logs" / "live" / "status.json").read_text())
+    assert status["state"] == "paused"
+
+
+def test_a_ctrl_c_while_the_interpreter_shuts_down_keeps_the_exit_code(monkeypatch):
+    from rltrain.scripts import cli as cli_module
+
+    def paused(**_kwargs):
+        raise SystemExit(3)
+
+    exits = []
+    monkeypatch.setattr(cli_module, "cli", paused)
+    monkeypatch.setattr(cli_module.os, "_exit", exits.append)
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit):
+            cli_module.main()
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # the Ctrl-C arrives
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert exits == [3]
+
+
+def test_a_ctrl_c_while_the_run_starts_pauses_it_before_its_first_step(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from rltrain.scripts.cli import cli as rltrain_cli
+    from rltrain.scripts.trainer import Trainer
+
+    original = Trainer._diagnostics
+
+    def interrupted(self, paths):  # the Ctrl-C lands while the diagnostics load
+        os.kill(os.getpid(), signal.SIGINT)
+        return original(self, paths)
+
+    monkeypatch.setattr(Trainer, "_diagnostics", interrupted)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path)))
+    result = CliRunner().invoke(rltrain_cli, ["train", "--config", str(config),
+                                              "--run-name", "r"])
+    assert result.exit_code == 3, result.output
+    assert "paused at step 0 [interrupt]" in result.output
+    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_0.pt"
+    monkeypatch.setattr(Trainer, "_diagnostics", original)
+    resumed = CliRunner().invoke(rltrain_cli, ["resume", "--checkpoint", str(paused)])
+    assert resumed.exit_code == 0 and "finished at step 300" in resumed.output, resumed.output
+
+
 def test_kill_9_leaves_every_checkpoint_loadable(tmp_path):
     proc = start(tmp_path, checkpoint_freq=10, keep_checkpoints=1000)
     wait_for_steps(tmp_path, 400)
@@ -142,3 +205,27 @@ def test_pause_and_status_against_a_live_run(tmp_path):
     assert again.returncode == 2 and "not running (state: paused)" in again.stderr
     missing = cli("status", "nope", cwd=tmp_path)
     assert missing.returncode == 2 and "not found" in missing.stderr
+
+
+def test_a_ctrl_c_on_the_last_step_finishes_the_run(tmp_path, monkeypatch):
+    """Paused at max_timesteps, a run could not be resumed (nothing left to train)."""
+    from click.testing import CliRunner
+
+    from rltrain.scripts.cli import cli as rltrain_cli
+    from rltrain.scripts.trainer import Trainer
+
+    original = Trainer._step
+
+    def step(self):
+        original(self)
+        if self.counters.env_steps == self.config.max_timesteps:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(Trainer, "_step", step)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path)))
+    result = CliRunner().invoke(rltrain_cli, ["train", "--config", str(config),
+                                              "--run-name", "r"])
+    assert result.exit_code == 0 and "finished at step 300" in result.output, result.output
+    status = json.loads((tmp_path / "logs" / "r" / "status.json").read_text())
+    assert status["state"] == "finished"

@@ -19,9 +19,15 @@ class SignalCatcher:
     def __init__(self) -> None:
         self.received: tuple[str, str] | None = None  # (rule, message)
         self._previous: dict[int, object] = {}
+        self._settled = False
+
+    def settle(self) -> None:
+        """The run's outcome is decided (its checkpoint written or its error raised): from
+        now on no signal aborts the cleanup."""
+        self._settled = True
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        if signum == signal.SIGINT and self.received is not None:
+        if signum == signal.SIGINT and self.received is not None and not self._settled:
             raise KeyboardInterrupt  # the second Ctrl-C: abort at once
         if self.received is None:
             rule = "interrupt" if signum == signal.SIGINT else "terminate"
