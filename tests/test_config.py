@@ -88,9 +88,9 @@ def test_overrides_parse_yaml_and_reach_nested_sections(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("algo: td3\nmax_timesteps: 5000\n")
     config = load_config(str(path), ["gamma=0.95", "td3.policy_delay=3", "hidden_sizes=[8, 8]",
-                                     "grad_clip_norm=null", "safe_mode=false"], run_name="abc")
+                                     "grad_clip_norm=10", "safe_mode=false"], run_name="abc")
     assert config.gamma == 0.95 and config.td3.policy_delay == 3
-    assert config.hidden_sizes == (8, 8) and config.grad_clip_norm is None
+    assert config.hidden_sizes == (8, 8) and config.grad_clip_norm == 10.0
     assert config.safe_mode is False and config.run_name == "abc"
 
 

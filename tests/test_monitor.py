@@ -73,6 +73,16 @@ def test_action_off_silences_a_rule(tmp_path):
     assert result.exit_code == 0 and events == []
 
 
+def test_episodes_of_the_random_warm_up_are_never_catastrophic(tmp_path):
+    """The first episode (steps 1-200) is all random actions: only the second, which the
+    policy acted in, is judged."""
+    result, events = train(tmp_path, min_reward_threshold=0.0, learning_starts=250,
+                           max_timesteps=450)
+    assert result.exit_code == 3 and "paused at step 400 [catastrophic_reward]" in \
+        result.output, result.output
+    assert {e["env_steps"] for e in events if e["rule"] == "catastrophic_reward"} == {400}
+
+
 def test_repeated_warnings_are_rate_limited(tmp_path):
     overrides = {"safe_mode": False, "monitor": {"q_explosion": {"threshold": 1e-9},
                                                  "warn_every": 100}}

@@ -212,7 +212,8 @@ class TrainConfig:
     patience: int = opt(10, "evaluations without a new best before early stopping",
                         AT_LEAST_ONE)
     min_reward_threshold: float | None = opt(
-        -1000.0, "an episode return below this is catastrophic (null: no such rule)")
+        None, "an episode return below this is catastrophic, checked once learning has "
+        "started (null: no such rule; returns have each env's own scale)")
     safe_mode: bool = opt(True, "pause on health rules; false turns pauses into warnings")
     checkpoint_dir: str = opt("checkpoints", "checkpoints go to <checkpoint_dir>/<run_name>/")
     log_dir: str = opt("logs", "TensorBoard events and run logs go to <log_dir>/<run_name>/")
@@ -226,7 +227,7 @@ class TrainConfig:
     hidden_sizes: tuple[int, ...] = opt((256, 256), "hidden layer widths of actor and critic",
                                         AT_LEAST_ONE)
     grad_clip_norm: float | None = opt(
-        1.0, "clip each network's gradient to this global norm (null: no clipping)", POSITIVE)
+        None, "clip each network's gradient to this global norm (null: no clipping)", POSITIVE)
     utd_ratio: int = opt(1, "updates per env step once learning has started", AT_LEAST_ONE)
     num_envs: int = opt(
         1, "training envs stepped together through Gymnasium's vector API; more than 1 pays "

@@ -71,6 +71,7 @@ class HealthRules:
             gpu_mib = 0.9 * torch.cuda.get_device_properties(device).total_memory / MIB
         self.device = device
         self.gpu_mib = gpu_mib
+        self.learning_starts = config.learning_starts
         self.low, self.high = _bounds(m.state_bounds.low, m.state_bounds.high, obs_dim)
         reward_action = "off" if config.min_reward_threshold is None else \
             m.catastrophic_reward.action
@@ -142,7 +143,9 @@ class HealthRules:
 
     def check_episode(self, env_steps: int, episode_return: float) -> list[Finding]:
         threshold = self.rules["catastrophic_reward"].threshold
-        if threshold is None or episode_return >= threshold:
+        # An episode that ended during the random warm-up shows the env, not the policy.
+        if (threshold is None or episode_return >= threshold
+                or env_steps <= self.learning_starts):
             return []
         return self.fire("catastrophic_reward", env_steps, episode_return,
                          f"episode return {episode_return:.1f} is below the catastrophic "
