@@ -103,8 +103,11 @@ def test_bad_overrides(item, message):
         apply_overrides({"seed": 1}, [item])
 
 
-@pytest.mark.parametrize("text, message", [("gamma: [1, 2\n", "not valid YAML at line"),
-                                           ("- a\n- b\n", "must be a YAML mapping")])
+@pytest.mark.parametrize("text, message", [
+    ("gamma: [1, 2\n", "not valid YAML at line"),
+    ("- a\n- b\n", "must be a YAML mapping"),
+    ("seed: 1\ngamma: 0.9\nseed: 2\n", "not valid YAML at line 3: key 'seed' appears twice"),
+    ("td3:\n  policy_delay: 2\n  policy_delay: 3\n", "key 'policy_delay' appears twice")])
 def test_bad_yaml_files(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
     path.write_text(text)

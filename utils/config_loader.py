@@ -1,6 +1,8 @@
 """Load, override and validate configs: YAML file -> `--set` overrides -> `TrainConfig`.
 
-YAML is read with `yaml.safe_load` and `--set key=value` values too (never `eval`).
+Config files are read with PyYAML's SafeLoader (what `yaml.safe_load` uses), extended
+to refuse a key given twice, and `--set key=value` values with `yaml.safe_load`
+(never `eval`).
 Validation happens once, here: unknown keys fail with a "did you mean", types and
 ranges are checked per field, and cross-field rules at the end. Every failure is a
 `ConfigError` whose message names the key and what is allowed.
@@ -47,6 +49,21 @@ def resolve_config_path(name: str) -> Path:
                       f"{', '.join(shipped)})")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that refuses a key given twice in one mapping (plain YAML keeps
+    the last silently: `seed: 1 ... seed: 2` would train seed 2 without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key '{key}' appears twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """Parse a YAML file that must hold a mapping at the top level."""
     try:
@@ -54,7 +71,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config '{path}': {exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
