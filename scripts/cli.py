@@ -189,9 +189,8 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
         result = evaluate(policy, env, episodes, seed, config.gamma)
         video = None
         if video_dir is not None:
-            name = f"{Path(checkpoint_path).stem}_seed{seed}.mp4"
-            video = snapshots.record_episode(policy, config.env_name, seed,
-                                             Path(video_dir) / name)
+            video = snapshots.record_episode(policy, config.env_name, seed, _video_path(
+                Path(video_dir), payload.get("run_name"), Path(checkpoint_path).stem, seed))
     env.close()
     if as_json:
         click.echo(json.dumps({"checkpoint": checkpoint_path, "env_name": config.env_name,
@@ -206,6 +205,17 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
                    f"episodes (seed {seed})")
         if video is not None:
             click.echo(f"video: {video}")
+
+
+def _video_path(folder: Path, run: str | None, stem: str, seed: int) -> Path:
+    """`<run>_<checkpoint>_seed<S>.mp4` in `folder`, never one that is already there
+    (every run has a best_model.pt)."""
+    base = f"{run}_{stem}_seed{seed}" if run else f"{stem}_seed{seed}"
+    path, n = folder / f"{base}.mp4", 1
+    while path.exists():
+        n += 1
+        path = folder / f"{base}-{n}.mp4"
+    return path
 
 
 def load_actor(payload: dict, env, path: str) -> Actor:

@@ -203,4 +203,8 @@ def test_behaviour_snapshots_and_eval_record_video(tmp_path):
                                    "--record-video", str(tmp_path / "videos")])
     assert out.exit_code == 0, out.output
     video = Path(json.loads(out.output)["video"])
-    assert video.name == "best_model_seed3.mp4" and video.stat().st_size > 0
+    assert video.name == "r_best_model_seed3.mp4" and video.stat().st_size > 0
+    again = CliRunner().invoke(cli, ["eval", "--checkpoint", str(checkpoint), "--json",
+                                     "--record-video", str(tmp_path / "videos")])
+    assert Path(json.loads(again.output)["video"]).name == "r_best_model_seed3-2.mp4"
+    assert video.stat().st_size > 0  # the first one is still there
