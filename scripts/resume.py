@@ -21,7 +21,13 @@ from rltrain.utils.config_loader import apply_overrides, config_from_dict
 from rltrain.utils.device import resolve_device
 from rltrain.utils.errors import CheckpointError, ConfigError, UserError
 from rltrain.utils.run_status import effective_state, read_status
-from rltrain.utils.runs import RunPaths, create_run, paths_for, set_aside_later
+from rltrain.utils.runs import (
+    RunPaths,
+    create_run,
+    inherit_best_model,
+    paths_for,
+    set_aside_later,
+)
 
 # The checkpoint's arrays, networks and episodes are sized by these (dotted: nested
 # sections).
@@ -59,6 +65,9 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
                         f"step {steps}; resume with --set max_timesteps=N (N > {steps}) to "
                         "train further")
     original = str(payload.get("run_name", ""))
+    if run_name is not None and run_name == original:
+        raise UserError(f"'{run_name}' is this checkpoint's own run: leave out --run-name to "
+                        "continue it in its own folders, or give a new name to fork it")
     if run_name is not None:
         config = dataclasses.replace(config, run_name=run_name)
     try:
@@ -74,6 +83,7 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
         raise
     if run_name is not None:
         paths = create_run(config)
+        inherit_best_model(Path(checkpoint).resolve().parent, paths, steps)
     else:
         paths = _own_folders(config, original, Path(checkpoint), payload.get("log_dir"))
         moved = set_aside_later(paths, steps)

@@ -137,6 +137,8 @@ def test_resume_records_changes_and_refuses_ones_that_do_not_fit(tmp_path):
                             ("gama=0.9", "did you mean 'gamma'")]:
         result = runner.invoke(cli, ["resume", "--checkpoint", ckpt, "--set", change])
         assert result.exit_code == 2 and message in result.output, result.output
+    own = runner.invoke(cli, ["resume", "--checkpoint", ckpt, "--run-name", "full"])
+    assert own.exit_code == 2 and "leave out --run-name" in own.output, own.output
     done = runner.invoke(cli, ["resume", "--checkpoint",
                                str(tmp_path / "checkpoints" / "full" / "checkpoint_step_300.pt")])
     assert done.exit_code == 2 and "already reached max_timesteps" in done.output
@@ -194,6 +196,22 @@ def test_resuming_an_earlier_checkpoint_in_place_sets_the_later_files_aside(tmp_
     warning = [e for e in read_jsonl(log_dir / "events.jsonl") if e["rule"] == "resume"
                and "moved aside" in e["message"]]
     assert len(warning) == 1 and str(aside) in warning[0]["message"]
+
+
+def test_a_fork_starts_with_its_parents_best_model_if_saved_by_then(tmp_path):
+    full_run(tmp_path)
+    ckpt_dir = tmp_path / "checkpoints" / "full"
+    for saved_at, inherited in ((100, True), (250, False)):
+        shutil.copy(ckpt_dir / f"checkpoint_step_{saved_at}.pt", ckpt_dir / "best_model.pt")
+        fork = f"fork{saved_at}"
+        result = CliRunner().invoke(cli, ["resume", "--checkpoint",
+                                          str(ckpt_dir / "checkpoint_step_150.pt"),
+                                          "--run-name", fork, "--set", "max_timesteps=160"])
+        assert result.exit_code == 0, result.output  # no evaluation before 160: no new best
+        best = tmp_path / "checkpoints" / fork / "best_model.pt"
+        assert best.exists() == inherited
+        if inherited:
+            assert best.read_bytes() == (ckpt_dir / "best_model.pt").read_bytes()
 
 
 def test_resume_from_another_folder_continues_the_runs_own_logs(tmp_path, monkeypatch):

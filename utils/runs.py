@@ -7,6 +7,7 @@ metrics.jsonl, events.jsonl, status.json) and `<checkpoint_dir>/R/` (checkpoints
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,7 +147,7 @@ def set_aside_later(paths: RunPaths, env_steps: int) -> dict[Path, list[str]]:
     for folder in STEP_FOLDERS:
         later += [p for p in _step_files(paths.log_dir / folder, STEP_IN_NAME)
                   if _step(p, STEP_IN_NAME) > env_steps]
-    if _saved_at(paths.best_model) > env_steps:
+    if saved_at(paths.best_model) > env_steps:
         later.append(paths.best_model)
     name = f"superseded_after_step_{env_steps}_{time.strftime('%Y%m%d-%H%M%S')}"
     moved: dict[Path, list[str]] = {}
@@ -158,6 +159,16 @@ def set_aside_later(paths: RunPaths, env_steps: int) -> dict[Path, list[str]]:
         path.rename(target)
         moved.setdefault(root / name, []).append(str(relative))
     return moved
+
+
+def inherit_best_model(parent_checkpoint_dir: Path, paths: RunPaths, env_steps: int) -> bool:
+    """A fork from step `env_steps` starts with its parent's best model, if that was saved
+    by then (their history up to that step is the same)."""
+    parent_best = parent_checkpoint_dir / paths.best_model.name
+    if not 0 <= saved_at(parent_best) <= env_steps:
+        return False
+    shutil.copy2(parent_best, paths.best_model)
+    return True
 
 
 def _step_files(folder: Path, pattern: re.Pattern[str]) -> list[Path]:
@@ -172,7 +183,7 @@ def _step(path: Path, pattern: re.Pattern[str]) -> int:
     return int(match.group(1))
 
 
-def _saved_at(checkpoint: Path) -> int:
+def saved_at(checkpoint: Path) -> int:
     """The env step a checkpoint was written at; -1 if there is none or it is unreadable
     (an unreadable best model stays where it is, for the user to look at)."""
     if not checkpoint.is_file():
