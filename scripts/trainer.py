@@ -79,7 +79,7 @@ class Trainer:
     def __init__(self, config: TrainConfig, device: torch.device,
                  interactive: bool | None = None) -> None:
         self.config, self.device, self.interactive = config, device, interactive
-        tune_process()
+        tune_process(config.torch_threads)
         self.eval_env = make_env(config.env_name)  # first: a bad env fails here, in-process
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         self.rules = HealthRules(config, self.obs_dim, device)

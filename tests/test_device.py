@@ -1,4 +1,5 @@
-"""Process-wide CPU settings (utils/device.py): freed memory is kept for reuse."""
+"""Process-wide CPU settings (utils/device.py): freed memory is kept for reuse, and the
+config's torch thread count takes effect."""
 
 from __future__ import annotations
 
@@ -7,6 +8,11 @@ import subprocess
 import sys
 
 import pytest
+import torch
+
+from rltrain.scripts.trainer import Trainer
+
+from conftest import DEVICE, tiny_config
 
 # Fixes glibc's mmap threshold at its starting value (128 KiB), so that every
 # activation-sized tensor (256 KiB) gets fresh pages from the kernel, then counts the
@@ -44,3 +50,16 @@ def test_freed_memory_is_reused_without_page_faults():
     pages = 256 * 1024 // resource.getpagesize()
     assert fresh >= 50 * 8 * pages * 0.9
     assert kept < 100
+
+
+def test_torch_threads_from_the_config_take_effect(tmp_path):
+    """Two runs at once on 2 cores ran 4x slower with torch's default threads (two each)
+    than with one each: the config key must reach torch."""
+    before = torch.get_num_threads()
+    try:
+        Trainer(tiny_config(tmp_path, torch_threads=1), DEVICE, interactive=False).close()
+        assert torch.get_num_threads() == 1
+        Trainer(tiny_config(tmp_path, torch_threads=3), DEVICE, interactive=False).close()
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)

@@ -247,6 +247,10 @@ class TrainConfig:
                         AT_LEAST_ONE)
     keep_checkpoints: int = opt(3, "newest periodic checkpoints kept (best and paused are kept)",
                                 AT_LEAST_ONE)
+    torch_threads: int | None = opt(
+        None, "torch's CPU threads (null: torch's default, one per core); several runs at once "
+        "on one machine should share its cores (e.g. 1 each for 2 runs on 2 cores)",
+        AT_LEAST_ONE)
     monitor: MonitorConfig = opt(MonitorConfig(), "health rules: threshold and action per rule")
     diagnostics: DiagnosticsConfig = opt(DiagnosticsConfig(), "flow-1 diagnostics")
 

@@ -21,8 +21,11 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def tune_process() -> None:
-    """The process-wide CPU settings training runs with (the Trainer calls it first)."""
+def tune_process(threads: int | None = None) -> None:
+    """The process-wide CPU settings training runs with (the Trainer calls it first);
+    `threads`: torch's CPU threads (None: leave torch's choice, one per core)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
     flush_denormals()
     keep_freed_memory()
 
