@@ -167,7 +167,8 @@ def test_diagnose_json_format_table_and_report(tmp_path):
     result = CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert set(report) == {"run", "findings"} and report["run"] == "r"
+    assert set(report) == {"run", "findings", "diagnostics_enabled"} and report["run"] == "r"
+    assert report["diagnostics_enabled"] is True
     assert report["findings"]
     for finding in report["findings"]:
         assert set(finding) == {"rule", "step", "evidence", "severity", "message"}
@@ -183,6 +184,14 @@ def test_diagnose_json_format_table_and_report(tmp_path):
     page = (log_dir / "report.html").read_text()
     assert "reward_spikes" in page and page.count("data:image/png;base64,") >= 3
     assert not re.search(r'(src|href)="(?!data:)', page)  # self-contained
+
+
+def test_diagnose_says_when_the_diagnostics_were_off(tmp_path):
+    log_dir = train(tmp_path, diagnostics={"enabled": False})
+    report = json.loads(CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json"]).output)
+    assert report["diagnostics_enabled"] is False
+    table = CliRunner().invoke(cli, ["diagnose", str(log_dir)])
+    assert "diagnostics were off in this run" in table.output.replace("\n", " ")
 
 
 def test_rules_and_docs_agree():

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from rltrain.utils.checkpoint import atomic_write
 from rltrain.utils.diagnostics import plots
 from rltrain.utils.diagnostics.rules import RULES, SEVERITY
@@ -37,8 +39,19 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
 
 
 def diagnose(log_dir: Path) -> dict[str, Any]:
-    """The JSON document of `rltrain diagnose --json`."""
-    return {"run": log_dir.name, "findings": findings(log_dir)}
+    """The JSON document of `rltrain diagnose --json`. `diagnostics_enabled`: whether the
+    run had its flow-1 diagnostics on (off, only the health rules can have findings)."""
+    return {"run": log_dir.name, "findings": findings(log_dir),
+            "diagnostics_enabled": _diagnostics_enabled(log_dir)}
+
+
+def _diagnostics_enabled(log_dir: Path) -> bool:
+    """From the run's resolved config.yaml (True if it cannot be read: the default)."""
+    try:
+        config = yaml.safe_load((log_dir / "config.yaml").read_text())
+        return bool(config["diagnostics"]["enabled"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return True
 
 
 def print_table(report: dict[str, Any]) -> None:
@@ -47,6 +60,9 @@ def print_table(report: dict[str, Any]) -> None:
     from rich.text import Text
 
     console = Console(soft_wrap=False)
+    if not report["diagnostics_enabled"]:
+        console.print(Text(f"run {report['run']}: the flow-1 diagnostics were off in this run "
+                           "(diagnostics.enabled: false); only the health rules were checked"))
     if not report["findings"]:
         console.print(Text(f"run {report['run']}: no findings"))
         return
