@@ -303,15 +303,15 @@ class Trainer:
         problem = str(exc) if isinstance(exc, OutputError) else describe_os_error(exc)
         saved: Path | None = None
         with contextlib.suppress(OSError, OutputError):
-            if hasattr(self, "monitor") and not self._in_env_step:
+            if not self._in_env_step:
                 saved = self.monitor.checkpoint("paused", steps)
         with contextlib.suppress(OSError, OutputError):
             self._write_status("paused" if saved else "crashed", pause_reason=problem)
         if saved is not None:
-            then = f"a checkpoint was still written; once that is fixed: rltrain resume " \
-                   f"--checkpoint {saved}"
+            then = ("a checkpoint was still written; once that is fixed: rltrain resume "
+                    f"--checkpoint {saved}")
         else:
-            newest = getattr(self, "monitor", None) and self.monitor.latest_checkpoint
+            newest = self.monitor.latest_checkpoint
             then = (f"no checkpoint could be written; the newest is {newest}" if newest
                     else "no checkpoint could be written")
         return OutputError(f"stopped at step {steps}: {problem}; {then}")
