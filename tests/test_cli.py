@@ -198,3 +198,11 @@ def test_progress_bar_on_a_terminal():
     display.close()
     out = screen.getvalue()
     assert "500/1000" in out and "last return -200.0" in out and "best eval -150.0" in out
+    # An 80-column terminal still shows every number of a 20k-step run in full.
+    screen = io.StringIO()
+    display = progress.ProgressDisplay(
+        20000, 0, interactive=True, console=Console(file=screen, force_terminal=True, width=80))
+    display.update(15000, -1234.5, -1111.1)
+    display.close()
+    out = screen.getvalue()
+    assert "15000/20000" in out and "last return -1234.5" in out and "best eval -1111.1" in out

@@ -32,8 +32,11 @@ class ProgressDisplay:
         self._rate = 0.0
         self._bar: Progress | None = None
         if self.interactive:
+            # The numbers need about 73 columns (a 6-digit total, 4-digit returns); the bar
+            # gets what is left, so that an 80-column terminal still shows all of them.
+            bar_width = max(5, min(40, self.console.width - 75 - 2 * len(str(total_steps))))
             self._bar = Progress(
-                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("[bold]train"), BarColumn(bar_width=bar_width), MofNCompleteColumn(),
                 TextColumn("{task.fields[rate]} steps/s"),
                 TextColumn("last return {task.fields[last]}"),
                 TextColumn("best eval {task.fields[best]}"),
