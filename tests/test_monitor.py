@@ -73,6 +73,14 @@ def test_action_off_silences_a_rule(tmp_path):
     assert result.exit_code == 0 and events == []
 
 
+def test_early_stopping_is_announced_after_the_evaluation_it_is_about(tmp_path):
+    result, _ = train(tmp_path, **PLANTED["early_stopping"])
+    lines = result.output.splitlines()
+    evaluation = next(i for i, line in enumerate(lines) if line.startswith("step 150: eval"))
+    pause = next(i for i, line in enumerate(lines) if "[early_stopping]" in line)
+    assert evaluation < pause, result.output
+
+
 def test_episodes_of_the_random_warm_up_are_never_catastrophic(tmp_path):
     """The first episode (steps 1-200) is all random actions: only the second, which the
     policy acted in, is judged."""

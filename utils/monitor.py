@@ -133,15 +133,17 @@ class TrainingMonitor:
         self.logger.metric("eval", env_steps, evaluation=self.evaluations,
                            mean_return=result.mean, std_return=result.std,
                            returns=result.returns)
-        if self.best_eval is None or result.mean > self.best_eval:
+        improved = self.best_eval is None or result.mean > self.best_eval
+        if improved:
             self.best_eval, self.best_eval_step, self.evals_since_best = (
                 result.mean, env_steps, 0)
             self.checkpoint("best", env_steps)
         else:
             self.evals_since_best += 1
-            self.handle(self.rules.check_patience(env_steps, self.evals_since_best))
         self._say(f"step {env_steps}: eval mean return {result.mean:.1f} +/- {result.std:.1f} "
                   f"(best {self.best_eval:.1f} at step {self.best_eval_step})")
+        if not improved:  # after the line above, so that a pause follows the eval it is about
+            self.handle(self.rules.check_patience(env_steps, self.evals_since_best))
         if self._on_evaluated is not None:
             self._on_evaluated(env_steps, result)
         return result
