@@ -123,15 +123,26 @@ RULE_HINTS = {
 }
 
 
+def _shown(path: Path | None) -> str:
+    """A path as short as it is exact: relative to the current folder when inside it (a
+    resumed run knows its folders as absolute paths, a new one as configured)."""
+    if path is None:
+        return "none"
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _report(outcome: RunOutcome) -> None:
     if outcome.status == "paused":
         click.echo(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
-        click.echo(f"resume with: rltrain resume --checkpoint {outcome.checkpoint}")
+        click.echo(f"resume with: rltrain resume --checkpoint {_shown(outcome.checkpoint)}")
         if outcome.rule in RULE_HINTS:
             click.echo(f"  the rule will fire again unless its cause changes: "
                        f"{RULE_HINTS[outcome.rule]}")
         sys.exit(EXIT_PAUSED)
-    click.echo(f"finished at step {outcome.env_steps}; checkpoint: {outcome.checkpoint}")
+    click.echo(f"finished at step {outcome.env_steps}; checkpoint: {_shown(outcome.checkpoint)}")
 
 
 @cli.command()

@@ -250,6 +250,16 @@ def test_a_resumed_run_names_its_checkpoint_as_the_latest_until_it_writes_one(tm
     assert status["latest_checkpoint"] == str(ckpt.resolve())
 
 
+def test_resume_prints_paths_inside_the_current_folder_relative_to_it(tmp_path,
+                                                                      monkeypatch):
+    full_run(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint",
+                                      "checkpoints/full/checkpoint_step_250.pt"])
+    assert result.exit_code == 0, result.output
+    assert "checkpoint: checkpoints/full/checkpoint_step_300.pt" in result.output
+
+
 def test_best_model_cannot_be_resumed(tmp_path):
     full_run(tmp_path)
     result = CliRunner().invoke(cli, ["resume", "--checkpoint",
