@@ -229,3 +229,21 @@ def test_a_ctrl_c_on_the_last_step_finishes_the_run(tmp_path, monkeypatch):
     assert result.exit_code == 0 and "finished at step 300" in result.output, result.output
     status = json.loads((tmp_path / "logs" / "r" / "status.json").read_text())
     assert status["state"] == "finished"
+
+
+def test_a_ctrl_c_while_the_command_imports_ends_quietly(monkeypatch, capsys):
+    """The `rltrain` entry point: a Ctrl-C inside the CLI's imports (torch, a second or
+    two) ends with code 130 and one line, not a traceback from inside an import."""
+    import types
+
+    import rltrain.scripts
+
+    class Interrupted(types.ModuleType):
+        def __getattr__(self, name):
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "rltrain.scripts.cli", Interrupted("rltrain.scripts.cli"))
+    with pytest.raises(SystemExit) as stopped:
+        rltrain.scripts.main()
+    assert stopped.value.code == 130
+    assert capsys.readouterr().err == "rltrain: interrupted while starting; nothing was written\n"
