@@ -28,7 +28,7 @@ from rltrain.networks.actor import Actor
 from rltrain.networks.critic import Critic
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.replay_buffer import Batch
-from rltrain.utils.seeding import load_generator_state
+from rltrain.utils.seeding import AGENT, derive_seed, load_generator_state
 
 
 class DDPGAgent:
@@ -65,9 +65,10 @@ class DDPGAgent:
             self._critic_views["critic_grads"] = backprop.ensemble_members(self.critic_opt.grads)
         self.action_low = torch.as_tensor(action_low, dtype=torch.float32, device=device)
         self.action_high = torch.as_tensor(action_high, dtype=torch.float32, device=device)
-        # Own generator for target smoothing noise: its state is saved in checkpoints.
+        # Own generator for target smoothing noise, seeded from the run's seed (its own
+        # stream, see utils/seeding.py); its state is saved in checkpoints.
         self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(config.seed + 1)
+        self.generator.manual_seed(derive_seed(config.seed, AGENT))
         is_td3 = config.algo == "td3"
         self.policy_delay = config.td3.policy_delay if is_td3 else 1
         self.target_noise = config.td3.target_policy_noise if is_td3 else 0.0

@@ -49,7 +49,6 @@ from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.run_status import write_status
 from rltrain.utils.runs import RunPaths
 from rltrain.utils.seeding import (
-    AGENT,
     DIAGNOSTICS,
     EXPLORATION,
     NETWORK_INIT,
@@ -85,7 +84,6 @@ class Trainer:
         self.rules = HealthRules(config, self.obs_dim, device)
         torch.manual_seed(derive_seed(config.seed, NETWORK_INIT))
         self.agent = DDPGAgent(self.obs_dim, low, high, config, device)
-        self.agent.generator.manual_seed(derive_seed(config.seed, AGENT))
         self.buffer = ReplayBuffer(config.replay_buffer_size, self.obs_dim, self.action_dim,
                                    device, seed=derive_seed(config.seed, REPLAY))
         self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION))
