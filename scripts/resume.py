@@ -88,19 +88,26 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
         paths = _own_folders(config, original, Path(checkpoint), payload.get("log_dir"))
         moved = set_aside_later(paths, steps)
         if moved:
-            warnings.append(_set_aside_note(moved, steps))
+            warnings.append(_set_aside_note(moved, steps, trainer.monitor_state))
     info = ResumeInfo(steps, checkpoint, list(overrides), warnings,
                       original if run_name is not None else None)
     return trainer, paths, info
 
 
-def _set_aside_note(moved: dict[Path, list[str]], steps: int) -> str:
+def _set_aside_note(moved: dict[Path, list[str]], steps: int,
+                    monitor: dict[str, Any] | None) -> str:
     """One line for the console and events.jsonl: what moved where."""
     parts = [f"{folder} ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})"
              for folder, names in moved.items()]
     count = sum(len(names) for names in moved.values())
-    return (f"this run continues from step {steps}, so the {count} files it had written after "
+    note = (f"this run continues from step {steps}, so the {count} files it had written after "
             f"that step were moved aside, nothing deleted: {'; '.join(parts)}")
+    if (any("best_model.pt" in names for names in moved.values()) and monitor
+            and monitor.get("best_eval") is not None):
+        note += (f"; it has no best_model.pt until an evaluation beats its best up to step "
+                 f"{steps} ({monitor['best_eval']:.1f} at step {monitor['best_eval_step']}, "
+                 "whose model the later one replaced)")
+    return note
 
 
 def _own_folders(config: TrainConfig, name: str, checkpoint: Path,

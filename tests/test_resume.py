@@ -196,6 +196,8 @@ def test_resuming_an_earlier_checkpoint_in_place_sets_the_later_files_aside(tmp_
     warning = [e for e in read_jsonl(log_dir / "events.jsonl") if e["rule"] == "resume"
                and "moved aside" in e["message"]]
     assert len(warning) == 1 and str(aside) in warning[0]["message"]
+    assert "it has no best_model.pt until an evaluation beats its best up to step 150" in \
+        warning[0]["message"]
 
 
 def test_a_fork_starts_with_its_parents_best_model_if_saved_by_then(tmp_path):
