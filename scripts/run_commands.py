@@ -28,10 +28,14 @@ LOG_DIR_HELP = "Where run folders live, when RUN is a name (default: logs)."
 
 
 def _load_status(log_dir: Path) -> dict[str, Any]:
-    status = read_status(log_dir / STATUS_FILE)
+    path = log_dir / STATUS_FILE
+    status = read_status(path)
+    if status is None and path.exists():
+        raise UserError(f"'{path}' cannot be read as JSON (edited or damaged?); the run's "
+                        "checkpoints and logs are not affected")
     if status is None:
-        raise UserError(f"run folder '{log_dir}' has no readable status.json (the run never "
-                        "started training)")
+        raise UserError(f"run folder '{log_dir}' has no status.json yet: the run has not "
+                        "started training (or is still starting: try again in a few seconds)")
     return status
 
 

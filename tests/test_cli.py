@@ -206,3 +206,15 @@ def test_progress_bar_on_a_terminal():
     display.close()
     out = screen.getvalue()
     assert "15000/20000" in out and "last return -1234.5" in out and "best eval -1111.1" in out
+
+
+def test_status_tells_a_damaged_status_file_from_a_run_not_started(tmp_path):
+    folder = tmp_path / "logs" / "r"
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text("env_name: Pendulum-v1\n")
+    for command in ("status", "pause"):
+        result = CliRunner().invoke(cli, [command, "r", "--log-dir", str(tmp_path / "logs")])
+        assert result.exit_code == 2 and "has not started training" in result.output
+    (folder / "status.json").write_text('{"state": "runn')
+    result = CliRunner().invoke(cli, ["status", "r", "--log-dir", str(tmp_path / "logs")])
+    assert result.exit_code == 2 and "cannot be read as JSON" in result.output, result.output
