@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,8 @@ def test_a_rule_still_failing_on_resume_pauses_again_at_once(tmp_path):
     onward = CliRunner().invoke(cli, ["resume", "--checkpoint", paused, "--set", "patience=50"])
     assert onward.exit_code == 0, onward.output
     assert "finished at step 300" in onward.output
+    # diagnose says the pause was resumed from, and with what change.
+    report = json.loads(CliRunner().invoke(cli, ["diagnose", str(tmp_path / "logs" / "r"),
+                                                 "--json"]).output)
+    [pause] = [f for f in report["findings"] if f["severity"] == "pause"]
+    assert pause["message"].endswith("; resumed at step 150 (patience=50)"), pause

@@ -25,10 +25,17 @@ ORDER = {"pause": 0, "warning": 1, "info": 2}
 
 
 def findings(log_dir: Path) -> list[dict[str, Any]]:
-    """The latest finding per (rule, severity), most severe first."""
+    """The latest finding per (rule, severity), most severe first. A pause that the run
+    was resumed from says so in its message, with the changes made on resume."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for event in read_jsonl(log_dir / EVENTS_FILE):
         rule, action = event.get("rule"), event.get("action")
+        if action == "resume":
+            changes = ", ".join(event.get("value") or []) or "no changes"
+            for finding in latest.values():
+                if finding["severity"] == "pause" and "; resumed at step" not in finding["message"]:
+                    finding["message"] += f"; resumed at step {event['env_steps']} ({changes})"
+            continue
         if rule not in RULES or action not in SEVERITY:
             continue
         severity = SEVERITY[action]
