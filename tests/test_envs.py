@@ -16,6 +16,9 @@ def test_unknown_id_lists_the_closest_registered_ids():
 
 
 def test_unknown_version_is_an_env_error():
+    with pytest.raises(EnvError, match="module 'fake_envs' was imported but registers no "
+                                       "'FakeNothing-v0'"):
+        make_env("fake_envs:FakeNothing-v0")
     with pytest.raises(EnvError, match="unknown environment id 'Pendulum-v9'"):
         make_env("Pendulum-v9")
 

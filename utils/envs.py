@@ -42,9 +42,12 @@ def make_env(env_name: str, render_mode: str | None = None) -> gym.Env:
 
 
 def _unknown_env_message(env_name: str) -> str:
-    name = env_name.split(":")[-1]
+    module, _, name = env_name.rpartition(":")
     close = difflib.get_close_matches(name, list(gym.registry.keys()), n=3, cutoff=0.5)
     hint = f"; closest registered ids: {', '.join(close)}" if close else ""
+    if module:  # the module was imported (gym.make did) but did not register the name
+        return (f"unknown environment id '{env_name}': module '{module}' was imported but "
+                f"registers no '{name}'{hint}")
     return f"unknown environment id '{env_name}'{hint}"
 
 
