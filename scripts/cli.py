@@ -8,9 +8,9 @@ written and the resume command printed).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -134,7 +134,18 @@ def _shown(path: Path | None) -> str:
         return str(path)
 
 
+def _outcome_decided() -> None:
+    """The run has ended, its checkpoint written. In the `rltrain` process itself a Ctrl-C
+    from now on changes nothing: not the report, not the exit code (SIG_IGN, unlike a
+    Python handler, holds through the interpreter's shutdown). Not when the CLI runs inside
+    another program (tests, notebooks): their Ctrl-C stays theirs."""
+    context = click.get_current_context(silent=True)
+    if context is not None and (context.find_root().obj or {}).get("owns_process"):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _report(outcome: RunOutcome) -> None:
+    _outcome_decided()
     if outcome.status == "paused":
         click.echo(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
         click.echo(f"resume with: rltrain resume --checkpoint {_shown(outcome.checkpoint)}")
@@ -321,14 +332,24 @@ cli.add_command(status)
 cli.add_command(diagnose)
 
 
+def _thread_failed(args: threading.ExceptHookArgs) -> None:
+    """A file a background thread writes (TensorBoard's event writer) that cannot be
+    written: one line, as in the main thread, not a thread's traceback."""
+    if args.exc_type is not None and issubclass(args.exc_type, OSError):
+        where = args.thread.name if args.thread is not None else "a thread"
+        click.echo(f"warning: {describe_os_error(args.exc_value)} (in {where})", err=True)
+        return
+    threading.__excepthook__(args)
+
+
 def main() -> None:
+    threading.excepthook = _thread_failed
     try:
-        cli(prog_name="rltrain")
-    except SystemExit as exc:
+        cli(prog_name="rltrain", obj={"owns_process": True})
+    except SystemExit:
         # The command has ended and said how; a Ctrl-C while the interpreter shuts down
         # (about a second, with torch and env workers) must not turn that into code 130.
-        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-        signal.signal(signal.SIGINT, lambda *_: os._exit(code))
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise
 
 

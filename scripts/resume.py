@@ -8,7 +8,6 @@ run is forked into new ones and the original stays as it was.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from rltrain.utils.device import resolve_device
 from rltrain.utils.errors import CheckpointError, ConfigError, UserError
 from rltrain.utils.run_status import effective_state, read_status
 from rltrain.utils.runs import (
+    SUPERSEDED_PREFIX,
     RunPaths,
     create_run,
     inherit_best_model,
@@ -68,8 +68,8 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
     if run_name is not None and run_name == original:
         raise UserError(f"'{run_name}' is this checkpoint's own run: leave out --run-name to "
                         "continue it in its own folders, or give a new name to fork it")
-    if run_name is not None:
-        config = dataclasses.replace(config, run_name=run_name)
+    if run_name is not None:  # validated as `train --run-name` is
+        config = config_from_dict({**config_to_dict(config), "run_name": run_name})
     try:
         device = resolve_device(config.device)
     except ConfigError as exc:  # e.g. a run from a GPU machine, resumed on a laptop
@@ -100,7 +100,8 @@ def _set_aside_note(moved: dict[Path, list[str]], steps: int,
     parts = [f"{folder} ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})"
              for folder, names in moved.items()]
     count = sum(len(names) for names in moved.values())
-    note = (f"this run continues from step {steps}, so the {count} files it had written after "
+    files = "1 file" if count == 1 else f"{count} files"
+    note = (f"this run continues from step {steps}, so the {files} it had written after "
             f"that step were moved aside, nothing deleted: {'; '.join(parts)}")
     if (any("best_model.pt" in names for names in moved.values()) and monitor
             and monitor.get("best_eval") is not None):
@@ -117,6 +118,9 @@ def _own_folders(config: TrainConfig, name: str, checkpoint: Path,
     if not name:
         raise CheckpointError(f"checkpoint '{checkpoint}' does not name its run; "
                               "resume it with --run-name NEW")
+    if checkpoint.resolve().parent.name.startswith(SUPERSEDED_PREFIX):
+        raise UserError(f"checkpoint '{checkpoint}' was set aside when run '{name}' was resumed "
+                        "from an earlier step; to continue it, fork it with --run-name NEW")
     logs = Path(log_dir) if log_dir else paths_for(config, name).log_dir
     paths = RunPaths(name, logs, checkpoint.resolve().parent)
     status = read_status(paths.status_file)

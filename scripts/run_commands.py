@@ -42,7 +42,8 @@ def _load_status(log_dir: Path) -> dict[str, Any]:
 def last_pause(log_dir: Path) -> str | None:
     """The reason of the newest pause recorded in events.jsonl (status.json holds it only
     while the run is paused; this also names the pause a resumed run came from)."""
-    pauses = [e for e in read_jsonl(log_dir / EVENTS_FILE) if e.get("action") == "pause"]
+    pauses = [e for e in read_jsonl(log_dir / EVENTS_FILE)
+              if e.get("action") in ("pause", "stop")]  # "stop": a write failure, no checkpoint
     if not pauses:
         return None
     event = pauses[-1]

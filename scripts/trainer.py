@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,14 @@ class RunOutcome:
     rule: str | None = None
 
 
+def _problem(exc: BaseException) -> str:
+    """What could not be written, in one line."""
+    if isinstance(exc, OutputError):
+        return str(exc)
+    cause = os_error_in(exc)
+    return describe_os_error(cause) if cause is not None else str(exc)
+
+
 class Trainer:
     """One run of DDPG/TD3 training, from scratch or restored from a checkpoint."""
 
@@ -104,7 +113,14 @@ class Trainer:
         # Signals are caught from the start: a Ctrl-C while the run starts pauses it before
         # its first step, rather than aborting with a half-made run folder.
         with SignalCatcher() as self.signals:
-            self._start(paths, resume)
+            try:
+                self._start(paths, resume)
+            except (OSError, OutputError) as exc:
+                if os_error_in(exc) is None:
+                    raise
+                then = (f"; the checkpoint is unchanged: once that is fixed, rltrain resume "
+                        f"--checkpoint {resume.checkpoint}" if resume else "")
+                raise OutputError(f"the run could not start: {_problem(exc)}{then}") from None
             try:
                 return self._loop(resumed=resume is not None)
             except KeyboardInterrupt:
@@ -119,10 +135,19 @@ class Trainer:
                 raise
             finally:
                 self.signals.settle()  # the outcome is decided: a Ctrl-C now changes nothing
-                self.diagnostics.close()
-                self.progress.close()
-                self.logger.close()
-                self.close()
+                self._close_all()
+
+    def _close_all(self) -> None:
+        """Close diagnostics, display, logs and envs. A log that cannot be flushed (a full
+        disk) must not replace the run's outcome or the error that says what to resume."""
+        for close in (self.diagnostics.close, self.progress.close, self.logger.close,
+                      self.close):
+            try:
+                close()
+            except (OSError, OutputError) as exc:
+                if os_error_in(exc) is None:
+                    raise
+                print(f"warning: closing the run: {_problem(exc)}", file=sys.stderr)
 
     def _start(self, paths: RunPaths, resume: ResumeInfo | None) -> None:
         """Open the run's logs, monitor and diagnostics."""
@@ -298,11 +323,14 @@ class Trainer:
         """A log or checkpoint could not be written (disk full, permissions): stop, with a
         paused checkpoint if one can still be written, and say which checkpoint to use."""
         steps = self.counters.env_steps
-        problem = str(exc) if isinstance(exc, OutputError) else describe_os_error(exc)
+        problem = _problem(exc)
         saved: Path | None = None
         with contextlib.suppress(OSError, OutputError):
             if not self._in_env_step:
                 saved = self.monitor.checkpoint("paused", steps)
+        with contextlib.suppress(OSError, OutputError):  # the reason, where status reads it
+            self.logger.event(steps, rule="write_failure", value=None, threshold=None,
+                              action="pause" if saved else "stop", message=problem)
         with contextlib.suppress(OSError, OutputError):
             self._write_status("paused" if saved else "crashed", pause_reason=problem)
         if saved is not None:

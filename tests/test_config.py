@@ -11,6 +11,7 @@ from rltrain.utils.config_loader import (
     apply_overrides,
     config_from_dict,
     load_config,
+    read_yaml_mapping,
     resolve_config_path,
     shipped_config_names,
 )
@@ -113,6 +114,14 @@ def test_bad_yaml_files(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_config(str(path))
+
+
+def test_yaml_merge_keys_may_override_what_they_merge(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("td3_defaults: &d {policy_delay: 2, target_policy_noise: 0.2}\n"
+                    "algo: td3\ntd3:\n  <<: *d\n  policy_delay: 3\n")
+    raw = read_yaml_mapping(path)
+    assert raw["td3"] == {"policy_delay": 3, "target_policy_noise": 0.2}
 
 
 @pytest.mark.parametrize("raw", [{"algo": "td3", "td3": {"policy_delay": 4}, "seed": 7},

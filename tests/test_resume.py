@@ -139,6 +139,10 @@ def test_resume_records_changes_and_refuses_ones_that_do_not_fit(tmp_path):
         assert result.exit_code == 2 and message in result.output, result.output
     own = runner.invoke(cli, ["resume", "--checkpoint", ckpt, "--run-name", "full"])
     assert own.exit_code == 2 and "leave out --run-name" in own.output, own.output
+    for bad, message in (("../escape", "plain folder name"), ("", "non-empty string")):
+        named = runner.invoke(cli, ["resume", "--checkpoint", ckpt, "--run-name", bad])
+        assert named.exit_code == 2 and message in named.output, named.output  # as in train
+    assert not (tmp_path / "escape").exists()
     done = runner.invoke(cli, ["resume", "--checkpoint",
                                str(tmp_path / "checkpoints" / "full" / "checkpoint_step_300.pt")])
     assert done.exit_code == 2 and "already reached max_timesteps" in done.output
@@ -198,6 +202,10 @@ def test_resuming_an_earlier_checkpoint_in_place_sets_the_later_files_aside(tmp_
     assert len(warning) == 1 and str(aside) in warning[0]["message"]
     assert "it has no best_model.pt until an evaluation beats its best up to step 150" in \
         warning[0]["message"]
+    # A set-aside checkpoint continues only as a fork, not inside the set-aside folder.
+    refused = CliRunner().invoke(cli, ["resume", "--checkpoint",
+                                       str(aside / "checkpoint_step_250.pt")])
+    assert refused.exit_code == 2 and "fork it with --run-name NEW" in refused.output
 
 
 def test_a_fork_starts_with_its_parents_best_model_if_saved_by_then(tmp_path):

@@ -29,7 +29,7 @@ def test_an_output_folder_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp
     (tmp_path / "a_file").write_text("not a folder")
     for key in ("log_dir", "checkpoint_dir"):
         result = train(tmp_path, "--set", f"{key}={tmp_path / 'a_file' / 'x'}")
-        assert result.exit_code == 2, result.output
+        assert result.exit_code == 4, result.output
         assert "cannot create the run folder" in result.output and "Not a directory" in \
             result.output and "Traceback" not in result.output
     # The log folder made before the checkpoint folder failed is gone again: the name is free.
@@ -60,6 +60,8 @@ def test_a_full_disk_at_a_checkpoint_stops_with_exit_4_naming_the_newest(tmp_pat
     assert load_checkpoint(newest)["total_steps"] == 100
     assert not list((tmp_path / "checkpoints" / "r").glob(".*tmp*"))  # no half-written file
     assert read_status(tmp_path / "logs" / "r" / "status.json")["state"] == "crashed"
+    status = CliRunner().invoke(cli, ["status", "r", "--log-dir", str(tmp_path / "logs")])
+    assert "[write_failure] cannot write" in status.output, status.output  # the reason
 
 
 def test_a_failed_log_write_between_steps_still_leaves_a_checkpoint_to_resume(tmp_path,
@@ -71,8 +73,16 @@ def test_a_failed_log_write_between_steps_still_leaves_a_checkpoint_to_resume(tm
             raise OSError(errno.ENOSPC, "No space left on device", str(self.paths.metrics_file))
         real_metric(self, kind, env_steps, **fields)
 
+    def close(self):  # the log folder is full too: closing the logs fails as well
+        real_close(self)
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.paths.events_file))
+
+    real_close = RunLogger.close
     monkeypatch.setattr(RunLogger, "metric", metric)
+    monkeypatch.setattr(RunLogger, "close", close)
     result = train(tmp_path)
+    monkeypatch.setattr(RunLogger, "close", real_close)
+    assert "warning: closing the run: No space left on device" in result.output
     paused = tmp_path / "checkpoints" / "r" / "paused_at_step_200.pt"
     assert result.exit_code == 4, result.output
     assert "stopped at step 200: No space left on device: '" in result.output
@@ -100,3 +110,22 @@ def test_a_failed_write_inside_an_env_step_names_the_newest_checkpoint(tmp_path,
         "no checkpoint could be written; the newest is "
         f"{tmp_path / 'checkpoints' / 'r' / 'checkpoint_step_100.pt'}")
     assert not list((tmp_path / "checkpoints" / "r").glob("paused_*"))
+
+
+def test_a_resume_that_cannot_open_its_logs_names_the_checkpoint_to_resume(tmp_path,
+                                                                           monkeypatch):
+    assert train(tmp_path, "--set", "max_timesteps=150").exit_code == 0
+    checkpoint = tmp_path / "checkpoints" / "r" / "checkpoint_step_150.pt"
+    real_write = RunLogger.write_run_files
+
+    def denied(self, config, argv=None):
+        raise PermissionError(errno.EACCES, "Permission denied", str(self.paths.config_file))
+
+    monkeypatch.setattr(RunLogger, "write_run_files", denied)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint),
+                                      "--set", "max_timesteps=300"])
+    assert result.exit_code == 4, result.output
+    assert "the run could not start: Permission denied: '" in result.output
+    assert f"once that is fixed, rltrain resume --checkpoint {checkpoint}" in result.output
+    monkeypatch.setattr(RunLogger, "write_run_files", real_write)
+    assert load_checkpoint(checkpoint)["total_steps"] == 150  # unchanged

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.config import TrainConfig
-from rltrain.utils.errors import CheckpointError, UserError
+from rltrain.utils.errors import CheckpointError, OutputError, UserError
 
 # The files of a run's log folder; readers that only have the folder use these names too.
 METRICS_FILE = "metrics.jsonl"
@@ -27,6 +27,7 @@ PAUSE_REQUEST_FILE = "pause.request"
 STEP_CHECKPOINT = re.compile(r"^(?:checkpoint_step|paused_at_step)_(\d+)\.pt$")
 STEP_FOLDERS = ("heatmaps", "traces", "videos")
 STEP_IN_NAME = re.compile(r"_(\d+)\.[A-Za-z0-9]+$")
+SUPERSEDED_PREFIX = "superseded_after_step_"
 
 
 @dataclass(frozen=True)
@@ -108,8 +109,8 @@ def create_run(config: TrainConfig) -> RunPaths:
     except OSError as exc:
         for folder in made:
             folder.rmdir()
-        raise UserError(f"cannot create the run folder '{exc.filename}': "
-                        f"{exc.strerror or exc}") from None
+        raise OutputError(f"cannot create the run folder '{exc.filename}': "
+                          f"{exc.strerror or exc}") from None
     return paths
 
 
@@ -149,7 +150,7 @@ def set_aside_later(paths: RunPaths, env_steps: int) -> dict[Path, list[str]]:
                   if _step(p, STEP_IN_NAME) > env_steps]
     if saved_at(paths.best_model) > env_steps:
         later.append(paths.best_model)
-    name = f"superseded_after_step_{env_steps}_{time.strftime('%Y%m%d-%H%M%S')}"
+    name = f"{SUPERSEDED_PREFIX}{env_steps}_{time.strftime('%Y%m%d-%H%M%S')}"
     moved: dict[Path, list[str]] = {}
     for path in later:
         root = paths.checkpoint_dir if path.parent == paths.checkpoint_dir else paths.log_dir
