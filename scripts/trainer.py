@@ -39,7 +39,7 @@ from rltrain.utils.config import TrainConfig
 from rltrain.utils.device import tune_process
 from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.envs import make_env, space_dims
-from rltrain.utils.errors import OutputError, describe_os_error, os_error_in
+from rltrain.utils.errors import OutputError, describe_write_failure, os_error_in
 from rltrain.utils.evaluation import EvalResult, evaluate
 from rltrain.utils.exploration import Exploration
 from rltrain.utils.health import HealthRules
@@ -71,14 +71,6 @@ class RunOutcome:
     checkpoint: Path | None
     reason: str | None = None
     rule: str | None = None
-
-
-def _problem(exc: BaseException) -> str:
-    """What could not be written, in one line."""
-    if isinstance(exc, OutputError):
-        return str(exc)
-    cause = os_error_in(exc)
-    return describe_os_error(cause) if cause is not None else str(exc)
 
 
 class Trainer:
@@ -120,7 +112,8 @@ class Trainer:
                     raise
                 then = (f"; the checkpoint is unchanged: once that is fixed, rltrain resume "
                         f"--checkpoint {resume.checkpoint}" if resume else "")
-                raise OutputError(f"the run could not start: {_problem(exc)}{then}") from None
+                problem = describe_write_failure(exc)
+                raise OutputError(f"the run could not start: {problem}{then}") from None
             try:
                 return self._loop(resumed=resume is not None)
             except KeyboardInterrupt:
@@ -147,7 +140,7 @@ class Trainer:
             except (OSError, OutputError) as exc:
                 if os_error_in(exc) is None:
                     raise
-                print(f"warning: closing the run: {_problem(exc)}", file=sys.stderr)
+                print(f"warning: closing the run: {describe_write_failure(exc)}", file=sys.stderr)
 
     def _start(self, paths: RunPaths, resume: ResumeInfo | None) -> None:
         """Open the run's logs, monitor and diagnostics."""
@@ -323,7 +316,7 @@ class Trainer:
         """A log or checkpoint could not be written (disk full, permissions): stop, with a
         paused checkpoint if one can still be written, and say which checkpoint to use."""
         steps = self.counters.env_steps
-        problem = _problem(exc)
+        problem = describe_write_failure(exc)
         saved: Path | None = None
         with contextlib.suppress(OSError, OutputError):
             if not self._in_env_step:

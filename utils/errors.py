@@ -44,3 +44,12 @@ def describe_os_error(exc: OSError) -> str:
     """`No space left on device: 'path'`, or as close as the error allows."""
     where = f": '{exc.filename}'" if exc.filename else ""
     return f"{exc.strerror or exc}{where}"
+
+
+def describe_write_failure(exc: BaseException) -> str:
+    """What could not be written, in one line: an `OutputError`'s message, or the OSError
+    behind `exc`."""
+    if isinstance(exc, OutputError):
+        return str(exc)
+    cause = os_error_in(exc)
+    return describe_os_error(cause) if cause is not None else str(exc)
