@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -332,26 +331,7 @@ cli.add_command(status)
 cli.add_command(diagnose)
 
 
-def _thread_failed(args: threading.ExceptHookArgs) -> None:
-    """A file a background thread writes (TensorBoard's event writer) that cannot be
-    written: one line, as in the main thread, not a thread's traceback."""
-    if args.exc_type is not None and issubclass(args.exc_type, OSError):
-        where = args.thread.name if args.thread is not None else "a thread"
-        click.echo(f"warning: {describe_os_error(args.exc_value)} (in {where})", err=True)
-        return
-    threading.__excepthook__(args)
-
-
-def main() -> None:
-    threading.excepthook = _thread_failed
-    try:
-        cli(prog_name="rltrain", obj={"owns_process": True})
-    except SystemExit:
-        # The command has ended and said how; a Ctrl-C while the interpreter shuts down
-        # (about a second, with torch and env workers) must not turn that into code 130.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        raise
-
-
 if __name__ == "__main__":
+    from rltrain.scripts import main
+
     main()

@@ -147,16 +147,20 @@ def test_a_ctrl_c_after_the_report_keeps_the_exit_code(tmp_path):
 
 
 def test_the_cli_ignores_ctrl_c_once_the_command_has_ended(monkeypatch):
+    import threading
+
+    import rltrain.scripts
     from rltrain.scripts import cli as cli_module
 
     def paused(**_kwargs):
         raise SystemExit(3)
 
     monkeypatch.setattr(cli_module, "cli", paused)
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)  # main sets its own
     previous = signal.getsignal(signal.SIGINT)
     try:
         with pytest.raises(SystemExit):
-            cli_module.main()
+            rltrain.scripts.main()
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # holds through shutdown
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -129,3 +129,16 @@ def test_a_resume_that_cannot_open_its_logs_names_the_checkpoint_to_resume(tmp_p
     assert f"once that is fixed, rltrain resume --checkpoint {checkpoint}" in result.output
     monkeypatch.setattr(RunLogger, "write_run_files", real_write)
     assert load_checkpoint(checkpoint)["total_steps"] == 150  # unchanged
+
+
+def test_a_background_thread_that_cannot_write_says_so_in_one_line(capsys):
+    """TensorBoard writes its event files from a thread of its own."""
+    import threading
+
+    import rltrain.scripts
+
+    error = OSError(errno.ENOSPC, "No space left on device", "logs/r/events.out.tfevents.1")
+    rltrain.scripts._thread_failed(threading.ExceptHookArgs(
+        [OSError, error, None, threading.Thread(name="EventWriter")]))
+    assert capsys.readouterr().err == ("warning: No space left on device: "
+                                       "'logs/r/events.out.tfevents.1' (in EventWriter)\n")
