@@ -36,6 +36,7 @@ from rltrain.utils.errors import (
 )
 from rltrain.utils.evaluation import evaluate
 from rltrain.utils.runs import create_run
+from rltrain.utils.sweep_summary import print_summary
 
 EXIT_PAUSED = 3
 EXIT_CANNOT_WRITE = 4
@@ -295,35 +296,13 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
         folder = sweeps.launch(config_name, overrides, grid, seeds, name, max_concurrent,
                                address, cpus_per_trial, max_failures)
     points = sweeps.summarise(folder)
-    _print_summary(folder, points)
+    print_summary(folder, points)
     unfinished = sum(p["unfinished"] for p in points)
     if unfinished:  # crashed past --max-failures, failed on bad input, or interrupted
         click.echo(f"{unfinished} trial(s) did not finish: see {folder / 'summary.json'}; "
                    f"`rltrain sweep --resume {folder.name}` retries crashed or interrupted ones",
                    err=True)
         sys.exit(1)
-
-
-def _print_summary(folder: Path, points: list[dict]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"sweep {folder.name}")
-    for column in ("grid point", "seeds", "final mean +/- std", "final min..max",
-                   "best mean", "env steps", "paused", "unfinished"):
-        table.add_column(column)
-
-    def fmt(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.1f}"
-
-    for p in points:
-        table.add_row(p["grid_point"], str(p["seeds"]),
-                      f"{fmt(p['final_mean'])} +/- {fmt(p['final_std'])}",
-                      f"{fmt(p['final_min'])}..{fmt(p['final_max'])}", fmt(p["best_mean"]),
-                      f"{p['env_steps_mean']:.0f}", str(p["paused"]), str(p["unfinished"]))
-    Console(soft_wrap=True).print(table)
-    click.echo(f"summary: {folder / 'summary.csv'}, {folder / 'summary.json'}, "
-               f"{folder / 'learning_curves.png'}")
 
 
 cli.add_command(pause)

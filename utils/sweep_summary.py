@@ -76,6 +76,30 @@ def write_summary(sweep_dir: Path, trials: list[dict[str, Any]]) -> list[dict[st
     return points
 
 
+def print_summary(sweep_dir: Path, points: list[dict[str, Any]]) -> None:
+    """The per-point rows as a table on the terminal, and where the files are."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"sweep {sweep_dir.name}")
+    for column in ("grid point", "seeds", "final mean +/- std", "final min..max",
+                   "best mean", "env steps", "paused", "unfinished"):
+        table.add_column(column)
+
+    def fmt(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1f}"
+
+    for p in points:
+        table.add_row(p["grid_point"], str(p["seeds"]),
+                      f"{fmt(p['final_mean'])} +/- {fmt(p['final_std'])}",
+                      f"{fmt(p['final_min'])}..{fmt(p['final_max'])}", fmt(p["best_mean"]),
+                      f"{p['env_steps_mean']:.0f}", str(p["paused"]), str(p["unfinished"]))
+    console = Console(soft_wrap=True)
+    console.print(table)
+    console.print(f"summary: {sweep_dir / 'summary.csv'}, {sweep_dir / 'summary.json'}, "
+                  f"{sweep_dir / 'learning_curves.png'}", markup=False, highlight=False)
+
+
 def _plot(path: Path, trials: list[dict[str, Any]]) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
