@@ -140,6 +140,10 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
                        f"{now.get('latest_checkpoint')}")
             click.echo(f"resume with: rltrain resume --checkpoint {now.get('latest_checkpoint')}")
             return
+        if state == "finished":  # the request came on the last step
+            click.echo(f"the run finished at step {now.get('env_steps')} instead; checkpoint: "
+                       f"{now.get('latest_checkpoint')}")
+            return
         if state != "running":
             raise UserError(f"run '{run}' stopped without pausing (state: {state})")
         time.sleep(0.2)

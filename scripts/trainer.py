@@ -185,10 +185,9 @@ class Trainer:
         return self._finish()
 
     def _pause_on_signal(self) -> None:
-        """Ctrl-C or SIGTERM asks for a pause; on the last step the run finishes instead."""
-        steps = self.counters.env_steps
-        if self.signals.received is not None and steps < self.config.max_timesteps:
-            self.monitor.request_outside_pause(*self.signals.received, steps)
+        """Ctrl-C or SIGTERM asks for a pause, as `rltrain pause` does."""
+        if self.signals.received is not None:
+            self.monitor.request_outside_pause(*self.signals.received, self.counters.env_steps)
 
     def _step(self) -> None:
         """One env step and everything that is due after it."""

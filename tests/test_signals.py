@@ -268,3 +268,25 @@ def test_a_ctrl_c_while_the_command_imports_ends_quietly(monkeypatch, capsys):
         rltrain.scripts.main()
     assert stopped.value.code == 130
     assert capsys.readouterr().err == "rltrain: interrupted while starting; nothing was written\n"
+
+
+def test_a_pause_request_on_the_last_step_finishes_the_run(tmp_path, monkeypatch):
+    """`rltrain pause` goes through the same path as Ctrl-C: on the last step, finish."""
+    from click.testing import CliRunner
+
+    from rltrain.scripts.cli import cli as rltrain_cli
+    from rltrain.scripts.trainer import Trainer
+
+    original = Trainer._step
+
+    def step(self):
+        if self.counters.env_steps == self.config.max_timesteps - 1:
+            self.paths.pause_request_file.write_text("too late")  # read after this step
+        original(self)
+
+    monkeypatch.setattr(Trainer, "_step", step)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path)))
+    result = CliRunner().invoke(rltrain_cli, ["train", "--config", str(config),
+                                              "--run-name", "r"])
+    assert result.exit_code == 0 and "finished at step 300" in result.output, result.output

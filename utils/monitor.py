@@ -65,6 +65,10 @@ class TrainingMonitor:
         self._record(finding, "pause requested")
 
     def request_outside_pause(self, rule: str, message: str, env_steps: int) -> None:
+        """A pause asked for from outside (Ctrl-C, SIGTERM, `rltrain pause`). On the last
+        step the run finishes instead: paused at max_timesteps, it could not be resumed."""
+        if env_steps >= self.config.max_timesteps:
+            return
         self.request_pause(Finding(env_steps, rule, None, None, "pause", message))
 
     def _warn(self, finding: Finding) -> None:
