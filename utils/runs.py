@@ -22,6 +22,7 @@ EVENTS_FILE = "events.jsonl"
 STATUS_FILE = "status.json"
 DIAGNOSTICS_FILE = "flow1.jsonl"
 PAUSE_REQUEST_FILE = "pause.request"
+CONFIG_FILE = "config.yaml"
 # Files named after the env step they were written at: periodic and paused checkpoints,
 # and the diagnostics' files in these log subfolders (`heatmap_step_200.png`, `pause_200.mp4`).
 STEP_CHECKPOINT = re.compile(r"^(?:checkpoint_step|paused_at_step)_(\d+)\.pt$")
@@ -38,7 +39,7 @@ class RunPaths:
 
     @property
     def config_file(self) -> Path:
-        return self.log_dir / "config.yaml"
+        return self.log_dir / CONFIG_FILE
 
     @property
     def command_file(self) -> Path:
@@ -125,10 +126,10 @@ def _taken(paths: RunPaths) -> Path | None:
 def find_run_log_dir(run: str, log_dir: str = "logs") -> Path:
     """A run given as a folder path, or as a name under `log_dir`."""
     path = Path(run)
-    if path.is_dir() and (path / "config.yaml").exists():
+    if path.is_dir() and (path / CONFIG_FILE).exists():
         return path
     candidate = Path(log_dir) / run
-    if candidate.is_dir() and (candidate / "config.yaml").exists():
+    if candidate.is_dir() and (candidate / CONFIG_FILE).exists():
         return candidate
     raise UserError(f"run '{run}' not found (neither a run folder nor a run name under "
                     f"'{log_dir}/')")

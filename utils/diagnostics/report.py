@@ -13,13 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rltrain.utils.checkpoint import atomic_write
+from rltrain.utils.config_loader import read_yaml_mapping
 from rltrain.utils.diagnostics import plots
 from rltrain.utils.diagnostics.rules import RULES, SEVERITY
+from rltrain.utils.errors import ConfigError
 from rltrain.utils.run_logger import eval_curve, read_jsonl
-from rltrain.utils.runs import DIAGNOSTICS_FILE, EVENTS_FILE, METRICS_FILE
+from rltrain.utils.runs import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE, METRICS_FILE
 
 ORDER = {"pause": 0, "warning": 1, "info": 2}
 
@@ -55,9 +55,8 @@ def diagnose(log_dir: Path) -> dict[str, Any]:
 def _diagnostics_enabled(log_dir: Path) -> bool:
     """From the run's resolved config.yaml (True if it cannot be read: the default)."""
     try:
-        config = yaml.safe_load((log_dir / "config.yaml").read_text())
-        return bool(config["diagnostics"]["enabled"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return bool(read_yaml_mapping(log_dir / CONFIG_FILE)["diagnostics"]["enabled"])
+    except (ConfigError, KeyError, TypeError):
         return True
 
 
