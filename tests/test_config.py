@@ -85,6 +85,17 @@ def test_yaml_1_1_number_strings_are_accepted(text, expected):
     assert config_from_dict({"replay_buffer_size": text}).replay_buffer_size == expected
 
 
+def test_a_bare_off_is_the_rule_action_off_in_files_and_overrides(tmp_path):
+    # YAML 1.1 (PyYAML) reads an unquoted `off` as false; the documented value must work.
+    path = tmp_path / "c.yaml"
+    path.write_text("monitor:\n  critic_loss_explosion:\n    action: off\n")
+    config = load_config(str(path), ["monitor.q_explosion.action=off"])
+    assert config.monitor.critic_loss_explosion.action == "off"
+    assert config.monitor.q_explosion.action == "off"
+    with pytest.raises(ConfigError, match="must be one of warn, pause, off; got True"):
+        load_config(str(path), ["monitor.q_explosion.action=on"])
+
+
 def test_overrides_parse_yaml_and_reach_nested_sections(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("algo: td3\nmax_timesteps: 5000\n")

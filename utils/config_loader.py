@@ -165,6 +165,8 @@ def _convert(key: str, value: Any, hint: Any, valid: Range | None) -> Any:
         assert len(inner) == 1, f"unsupported union for {key}"
         return _convert(key, value, inner[0], valid)
     if origin is Literal:
+        if value is False and "off" in args:  # YAML 1.1 (PyYAML) reads a bare `off` as false
+            return "off"
         if value not in args:
             raise ConfigError(f"config key '{key}' must be one of {', '.join(map(str, args))}; "
                               f"got {_show(value)}")
