@@ -42,11 +42,17 @@ def _load_status(log_dir: Path) -> dict[str, Any]:
 def last_pause(log_dir: Path) -> str | None:
     """The reason of the newest pause recorded in events.jsonl (status.json holds it only
     while the run is paused; this also names the pause a resumed run came from)."""
-    pauses = [e for e in read_jsonl(log_dir / EVENTS_FILE)
+    events = read_jsonl(log_dir / EVENTS_FILE)
+    pauses = [e for e in events
               if e.get("action") in ("pause", "stop")]  # "stop": a write failure, no checkpoint
     if not pauses:
         return None
     event = pauses[-1]
+    # Several rules may ask for one pause; the "paused" line names the one it was for.
+    done = [e for e in events if e.get("action") == "paused"]
+    if done and done[-1].get("env_steps") == event.get("env_steps"):
+        event = next((e for e in reversed(pauses) if e.get("rule") == done[-1].get("rule")
+                      and e.get("env_steps") == event.get("env_steps")), event)
     return f"[{event.get('rule')}] {event.get('message')} (step {event.get('env_steps')})"
 
 

@@ -74,6 +74,19 @@ def test_action_off_silences_a_rule(tmp_path):
     assert result.exit_code == 0 and events == []
 
 
+def test_every_rule_failing_at_the_pause_is_recorded_not_only_the_first(tmp_path):
+    result, events = train(tmp_path, monitor={"critic_loss_explosion": {"threshold": 1e-9},
+                                              "q_explosion": {"threshold": 1e-9}})
+    assert result.exit_code == 3 and "paused at step 100 [critic_loss_explosion]" in \
+        result.output, result.output
+    asked = [(e["env_steps"], e["rule"]) for e in events if e["action"] == "pause"]
+    assert asked == [(100, "critic_loss_explosion"), (100, "q_explosion")]
+    assert "pause requested at step 100: [q_explosion] mean Q" in result.output
+    status = json.loads(CliRunner().invoke(cli, ["status", str(tmp_path / "logs" / "r"),
+                                                 "--json"]).output)
+    assert status["last_pause_reason"].startswith("[critic_loss_explosion]"), status
+
+
 def test_early_stopping_is_announced_after_the_evaluation_it_is_about(tmp_path):
     result, _ = train(tmp_path, **PLANTED["early_stopping"])
     lines = result.output.splitlines()

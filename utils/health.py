@@ -129,7 +129,7 @@ class HealthRules:
                              f"{env_steps}; that optimiser step was skipped")
         found = []
         checks = (("critic_loss_explosion", "critic_loss", "critic loss"),
-                  ("q_explosion", "q_mean", "|mean Q|"),
+                  ("q_explosion", "q_mean", "mean Q"),
                   ("grad_explosion", "critic_grad_norm", "critic gradient norm"),
                   ("grad_explosion", "actor_grad_norm", "actor gradient norm"))
         for rule, key, label in checks:
@@ -137,8 +137,8 @@ class HealthRules:
             if value is None or self.rules[rule].action == "off":
                 continue
             if abs(value) > threshold:
-                found += self.fire(rule, env_steps, value,
-                                   f"{label} {value:.4g} is above {threshold:g}")
+                beyond = f"above {threshold:g}" if value > 0 else f"below {-threshold:g}"
+                found += self.fire(rule, env_steps, value, f"{label} {value:.4g} is {beyond}")
         return found
 
     def check_episode(self, env_steps: int, episode_return: float) -> list[Finding]:

@@ -58,10 +58,11 @@ class TrainingMonitor:
                 self._warn(finding)
 
     def request_pause(self, finding: Finding) -> None:
-        """Ask the loop to pause after the current env step (first request wins)."""
-        if self.pause is not None:
-            return
-        self.pause = finding
+        """Ask the loop to pause after the current env step. The first request names the
+        pause; every later one before it is recorded too, so that all the rules that fail
+        are seen at once (not one per resume)."""
+        if self.pause is None:
+            self.pause = finding
         self._record(finding, "pause requested")
 
     def request_outside_pause(self, rule: str, message: str, env_steps: int) -> None:
