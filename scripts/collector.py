@@ -129,9 +129,14 @@ class Collector:
             int(t["env"]), t["obs"].numpy(), t["action"].numpy(), float(t["reward"]),
             t["next_obs"].numpy(), bool(t["terminated"]), bool(t["truncated"]))
             for t in state["pending"])
-        # Each env resets itself with its episode's seed and replays its actions.
-        replayed = self.envs.call("replay", [(self._seed(int(e["index"])), e["actions"].numpy())
-                                             for e in saved])
+        # Each env resets itself with its episode's seed and replays its actions. The
+        # vector reset before it is for the vector env's own bookkeeping, which `call`
+        # bypasses: a sync vector env keeps each env's latest observation and cannot reset
+        # one env (restart, when a pending transition ends an episode) before it has them.
+        seeds = [self._seed(int(e["index"])) for e in saved]
+        self.envs.reset(seed=seeds)
+        replayed = self.envs.call("replay", [(seed, e["actions"].numpy())
+                                             for seed, e in zip(seeds, saved, strict=True)])
         self.episodes, warnings = [], []
         for env, (e, obs) in enumerate(zip(saved, replayed, strict=True)):
             index, actions = int(e["index"]), e["actions"].numpy()

@@ -194,6 +194,8 @@ gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
 gym.register("FakeSlowClosingPendulum-v0", entry_point=SlowClosingPendulum)
 gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
 gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
+gym.register("FakeShortPendulum-v0", max_episode_steps=50,
+             entry_point="gymnasium.envs.classic_control.pendulum:PendulumEnv")
 
 
 def dead_first_layer(init):

@@ -23,8 +23,8 @@ STATE_KEYS = ("actor", "critic", "actor_target", "critic_target")
 
 
 def full_run(tmp_path, **overrides) -> Trainer:
-    config = tiny_config(tmp_path, run_name="full", keep_checkpoints=100,
-                         checkpoint_freq=50, **overrides)
+    config = tiny_config(tmp_path, **{"run_name": "full", "keep_checkpoints": 100,
+                                      "checkpoint_freq": 50, **overrides})
     trainer = Trainer(config, DEVICE, interactive=False)
     assert trainer.run(create_run(config)).status == "finished"
     return trainer

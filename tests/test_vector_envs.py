@@ -80,6 +80,19 @@ def test_resume_with_transitions_not_yet_handed_out_is_bit_exact(tmp_path, mode)
     assert {p.name: p.read_bytes() for p in ckpt_dir.iterdir()} == before
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_resume_whose_first_transition_ends_an_episode_is_bit_exact(tmp_path, mode):
+    # Two 50-step episodes end in the 50th vector step: env steps 99 and 100. At 99, env
+    # 1's last transition is pending; handing it out restarts env 1 before any vector
+    # step of the resumed run (the sync vector env failed there: it had no observations).
+    full_run(tmp_path, env_name="fake_envs:FakeShortPendulum-v0", num_envs=2,
+             vector_mode=mode, checkpoint_freq=33)
+    middle = load_checkpoint(tmp_path / "checkpoints" / "full" / "checkpoint_step_99.pt")
+    [pending] = middle["trainer"]["pending"]
+    assert pending["env"] == 1 and pending["truncated"]
+    assert_fork_matches_the_full_run(tmp_path, 99)
+
+
 def test_rewards_of_interleaved_envs_stay_with_their_episodes():
     analyzer = RewardAnalyzer(window=10, num_envs=2)
     for step in range(3):
