@@ -165,12 +165,7 @@ def _convert(key: str, value: Any, hint: Any, valid: Range | None) -> Any:
         assert len(inner) == 1, f"unsupported union for {key}"
         return _convert(key, value, inner[0], valid)
     if origin is Literal:
-        if value is False and "off" in args:  # YAML 1.1 (PyYAML) reads a bare `off` as false
-            return "off"
-        if value not in args:
-            raise ConfigError(f"config key '{key}' must be one of {', '.join(map(str, args))}; "
-                              f"got {_show(value)}")
-        return value
+        return _choice(key, value, args)
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or not value:
             raise ConfigError(f"config key '{key}' must be a non-empty list; got {_show(value)}")
@@ -188,6 +183,15 @@ def _convert(key: str, value: Any, hint: Any, valid: Range | None) -> Any:
     if valid is not None and not valid.contains(number):
         raise ConfigError(f"config key '{key}' must be {_describe(hint, valid)}; got {value!r}")
     return number
+
+
+def _choice(key: str, value: Any, choices: tuple[Any, ...]) -> Any:
+    if value is False and "off" in choices:  # YAML 1.1 (PyYAML) reads a bare `off` as false
+        return "off"
+    if value not in choices:
+        raise ConfigError(f"config key '{key}' must be one of {', '.join(map(str, choices))}; "
+                          f"got {_show(value)}")
+    return value
 
 
 def _as_number(key: str, value: Any, integer: bool, valid: Range | None) -> int | float:
