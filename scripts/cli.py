@@ -2,7 +2,7 @@
 
 Exit codes: 0 success, 1 unexpected error (a bug: traceback shown), 2 bad usage, config
 or input file (one line, no traceback), 3 training paused (a resumable checkpoint was
-written and the resume command printed).
+written and the resume command printed), 4 a file could not be written, 5 the env raised.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from rltrain.utils.envs import make_env, space_dims, space_record
 from rltrain.utils.errors import (
     CheckpointError,
     ConfigError,
+    EnvFailure,
     OutputError,
     UserError,
     describe_os_error,
@@ -40,6 +41,7 @@ from rltrain.utils.sweep_summary import print_summary
 
 EXIT_PAUSED = 3
 EXIT_CANNOT_WRITE = 4
+EXIT_ENV_FAILED = 5
 
 
 class InputError(click.ClickException):
@@ -54,9 +56,16 @@ class WriteFailure(click.ClickException):
     exit_code = EXIT_CANNOT_WRITE
 
 
+class EnvFailed(click.ClickException):
+    """The env's own code raised an exception: one line, exit code 5."""
+
+    exit_code = EXIT_ENV_FAILED
+
+
 class RLTrainGroup(click.Group):
-    """Turns every `UserError` raised by a command into a one-line message and exit 2, and
-    every file that could not be written into one with exit 4."""
+    """Turns every `UserError` raised by a command into a one-line message and exit 2,
+    every file that could not be written into one with exit 4, and an exception raised
+    by the env into one with exit 5."""
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
@@ -65,6 +74,8 @@ class RLTrainGroup(click.Group):
             raise InputError(str(exc)) from None
         except OutputError as exc:
             raise WriteFailure(str(exc)) from None
+        except EnvFailure as exc:
+            raise EnvFailed(str(exc)) from None
         except OSError as exc:
             raise WriteFailure(describe_os_error(exc)) from None
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from rltrain.utils.config import TrainConfig
-from rltrain.utils.envs import make_training_envs
+from rltrain.utils.envs import env_code, make_training_envs
 from rltrain.utils.exploration import Exploration
 from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
 
@@ -61,6 +61,9 @@ class Collector:
         self.envs = make_training_envs(config.env_name, config.num_envs, config.vector_mode)
         self.episodes: list[Episode] = []
         self.pending: deque[Transition] = deque()
+        # The actions of a vector step the envs failed in (they raised): a checkpoint
+        # keeps them, and the resumed run takes that step with the same actions.
+        self.unstepped: np.ndarray | None = None
 
     def close(self) -> None:
         self.envs.close()
@@ -71,7 +74,8 @@ class Collector:
     def start(self, first_index: int) -> None:
         """Start an episode in every env: indices first_index, first_index + 1, ..."""
         indices = list(range(first_index, first_index + self.num_envs))
-        obs, _ = self.envs.reset(seed=[self._seed(i) for i in indices])
+        with env_code(self.config.env_name, "reset"):
+            obs, _ = self.envs.reset(seed=[self._seed(i) for i in indices])
         self.episodes = [Episode(index=i, obs=o) for i, o in zip(indices, obs, strict=True)]
         for env in range(self.num_envs):
             self.exploration.reset(env)
@@ -80,7 +84,8 @@ class Collector:
         """Start episode `index` in env `env` (its previous episode has ended)."""
         mask = np.arange(self.num_envs) == env
         seeds = [self._seed(index) if m else None for m in mask]
-        obs, _ = self.envs.reset(seed=seeds, options={"reset_mask": mask})
+        with env_code(self.config.env_name, "reset"):
+            obs, _ = self.envs.reset(seed=seeds, options={"reset_mask": mask})
         self.episodes[env] = Episode(index=index, obs=obs[env])
         self.exploration.reset(env)
 
@@ -92,12 +97,17 @@ class Collector:
         return self.pending.popleft()
 
     def _step_all(self, env_steps: int, policy: Callable[[np.ndarray], np.ndarray]) -> None:
-        obs = np.stack([e.obs for e in self.episodes])
-        if env_steps < self.config.learning_starts:
-            actions = self.exploration.random_actions()
-        else:
-            actions = self.exploration.noisy(policy(obs), env_steps)
-        next_obs, rewards, terminated, truncated, _ = self.envs.step(actions)
+        actions = self.unstepped
+        if actions is None:
+            obs = np.stack([e.obs for e in self.episodes])
+            if env_steps < self.config.learning_starts:
+                actions = self.exploration.random_actions()
+            else:
+                actions = self.exploration.noisy(policy(obs), env_steps)
+        self.unstepped = actions  # until the envs have taken the step
+        with env_code(self.config.env_name, "step"):
+            next_obs, rewards, terminated, truncated, _ = self.envs.step(actions)
+        self.unstepped = None
         for env, episode in enumerate(self.episodes):
             episode.actions.append(actions[env])
             self.pending.append(Transition(env, episode.obs, actions[env], float(rewards[env]),
@@ -120,6 +130,8 @@ class Collector:
                          "next_obs": torch.as_tensor(np.array(t.next_obs)),
                          "terminated": t.terminated, "truncated": t.truncated}
                         for t in self.pending],
+            "unstepped": None if self.unstepped is None else torch.from_numpy(
+                np.array(self.unstepped, dtype=np.float32)),
         }
 
     def restore(self, state: dict[str, Any]) -> list[str]:
@@ -133,10 +145,13 @@ class Collector:
         # vector reset before it is for the vector env's own bookkeeping, which `call`
         # bypasses: a sync vector env keeps each env's latest observation and cannot reset
         # one env (restart, when a pending transition ends an episode) before it has them.
+        unstepped = state.get("unstepped")  # absent from checkpoints written before it
+        self.unstepped = None if unstepped is None else unstepped.numpy()
         seeds = [self._seed(int(e["index"])) for e in saved]
-        self.envs.reset(seed=seeds)
-        replayed = self.envs.call("replay", [(seed, e["actions"].numpy())
-                                             for seed, e in zip(seeds, saved, strict=True)])
+        with env_code(self.config.env_name, "the replay of the episodes in progress"):
+            self.envs.reset(seed=seeds)
+            replayed = self.envs.call("replay", [(seed, e["actions"].numpy())
+                                                 for seed, e in zip(seeds, saved, strict=True)])
         self.episodes, warnings = [], []
         for env, (e, obs) in enumerate(zip(saved, replayed, strict=True)):
             index, actions = int(e["index"]), e["actions"].numpy()

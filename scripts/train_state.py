@@ -25,7 +25,7 @@ from rltrain.agents.probes import gradient_probe
 from rltrain.utils.checkpoint import check_spaces
 from rltrain.utils.config import config_to_dict
 from rltrain.utils.envs import space_record
-from rltrain.utils.errors import CheckpointError
+from rltrain.utils.errors import CheckpointError, EnvFailure
 from rltrain.utils.health import Finding
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def _trainer_state(trainer: Trainer) -> dict[str, Any]:
     numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
     return {
         "counters": dataclasses.asdict(trainer.counters),
-        **trainer.collector.state_dict(trainer.action_dim),  # "episodes", "pending"
+        **trainer.collector.state_dict(trainer.action_dim),  # episodes, pending, unstepped
         "exploration": trainer.exploration.state_dict(),
         "monitor": trainer.monitor.state_dict(),
         "diagnostics": trainer.diagnostics.state_dict(),
@@ -104,6 +104,8 @@ def restore(trainer: Trainer, payload: dict[str, Any], path: str) -> list[str]:
         what = f"missing entry {exc}" if isinstance(exc, KeyError) else (
             lines[-1].strip() if lines else type(exc).__name__)
         raise CheckpointError(f"checkpoint '{path}' does not fit this run: {what}") from None
+    except EnvFailure as exc:
+        raise EnvFailure(f"{exc}; the checkpoint '{path}' is unchanged", exc.details) from None
 
 
 def _restore(trainer: Trainer, payload: dict[str, Any]) -> list[str]:

@@ -39,7 +39,7 @@ from rltrain.utils.config import TrainConfig
 from rltrain.utils.device import tune_process
 from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.envs import make_env, space_dims
-from rltrain.utils.errors import OutputError, describe_write_failure, os_error_in
+from rltrain.utils.errors import EnvFailure, OutputError, describe_write_failure, os_error_in
 from rltrain.utils.evaluation import EvalResult, evaluate
 from rltrain.utils.exploration import Exploration
 from rltrain.utils.health import HealthRules
@@ -123,6 +123,8 @@ class Trainer:
                 if os_error_in(exc) is None:
                     raise
                 raise self._output_failed(exc) from None
+            except EnvFailure as exc:
+                raise self._env_failed(exc) from None
             except BaseException:
                 self._write_status("crashed")
                 raise
@@ -191,9 +193,7 @@ class Trainer:
 
     def _step(self) -> None:
         """One env step and everything that is due after it."""
-        self._in_env_step = True  # a failure in here leaves the episode bookkeeping half done
         self._env_step()
-        self._in_env_step = False
         steps = self.counters.env_steps
         if steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size:
             for _ in range(self.config.utd_ratio):
@@ -211,7 +211,8 @@ class Trainer:
 
     def _env_step(self) -> None:
         steps = self.counters.env_steps
-        t = self.collector.next(steps, self.agent.act)
+        t = self.collector.next(steps, self.agent.act)  # if the envs raise, nothing changed
+        self._in_env_step = True  # a failure from here on leaves the bookkeeping half done
         episode = self.collector.episodes[t.env]
         truncated = t.truncated
         self.counters.env_steps += 1
@@ -225,6 +226,7 @@ class Trainer:
         episode.length += 1
         if t.terminated or truncated:
             self._end_episode(t.env)
+        self._in_env_step = False
 
     def _learn(self) -> None:
         metrics = self.agent.update(self.buffer.sample(self.config.batch_size))
@@ -312,27 +314,45 @@ class Trainer:
         return RunOutcome("paused", steps, path, finding.message, finding.rule)
 
     def _output_failed(self, exc: BaseException) -> OutputError:
-        """A log or checkpoint could not be written (disk full, permissions): stop, with a
-        paused checkpoint if one can still be written, and say which checkpoint to use."""
-        steps = self.counters.env_steps
+        """A log or checkpoint could not be written (disk full, permissions)."""
         problem = describe_write_failure(exc)
+        then = self._stop("write_failure", problem, "that is fixed")
+        return OutputError(f"stopped at step {self.counters.env_steps}: {problem}; {then}")
+
+    def _env_failed(self, exc: EnvFailure) -> EnvFailure:
+        """The env raised an exception; its traceback goes to the log folder. A failed
+        vector step leaves the run as it was before it, with the step's actions kept, so
+        the resumed run takes that step again with the same actions."""
+        problem = str(exc)
+        with contextlib.suppress(OSError):
+            trace = self.paths.env_error_file(self.counters.env_steps)
+            trace.write_text(exc.details)
+            problem += f" (traceback: {trace})"
+        then = self._stop("env_error", problem, "the env is fixed")
+        return EnvFailure(f"stopped at step {self.counters.env_steps}: {problem}; {then}",
+                          exc.details)
+
+    def _stop(self, rule: str, problem: str, fixed: str) -> str:
+        """Stop on a failure outside the training itself: with a paused checkpoint if one
+        can still be written (not halfway through an env step's bookkeeping), the reason
+        in events.jsonl and status.json; returns which checkpoint to resume and when."""
+        steps = self.counters.env_steps
         saved: Path | None = None
         with contextlib.suppress(OSError, OutputError):
             if not self._in_env_step:
                 saved = self.monitor.checkpoint("paused", steps)
         with contextlib.suppress(OSError, OutputError):  # the reason, where status reads it
-            self.logger.event(steps, rule="write_failure", value=None, threshold=None,
+            self.logger.event(steps, rule=rule, value=None, threshold=None,
                               action="pause" if saved else "stop", message=problem)
         with contextlib.suppress(OSError, OutputError):
             self._write_status("paused" if saved else "crashed", pause_reason=problem)
         if saved is not None:
-            then = ("a checkpoint was still written; once that is fixed: rltrain resume "
-                    f"--checkpoint {saved}")
-        else:
-            newest = self.monitor.latest_checkpoint
-            then = (f"no checkpoint could be written; the newest is {newest}" if newest
-                    else "no checkpoint could be written")
-        return OutputError(f"stopped at step {steps}: {problem}; {then}")
+            return f"a checkpoint was still written; once {fixed}: rltrain resume " \
+                   f"--checkpoint {saved}"
+        none = ("no checkpoint was written halfway through an env step" if self._in_env_step
+                else "no checkpoint could be written")
+        newest = self.monitor.latest_checkpoint
+        return f"{none}; the newest is {newest}" if newest else none
 
     def _write_status(self, state: str, pause_reason: str | None = None) -> None:
         if self.paths is None or not hasattr(self, "monitor"):

@@ -121,6 +121,31 @@ class KillOncePendulum(gym.Wrapper):
         return self.env.step(action)
 
 
+class CrashingPendulum(gym.Wrapper):
+    """Pendulum whose step raises at its `at`-th step (counted over the env's life) while
+    `CrashingPendulum.broken` is true: an env with a bug, and the same env once fixed."""
+
+    broken = True
+
+    def __init__(self, at: int = 150) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.at, self.steps = at, 0
+
+    def step(self, action):
+        self.steps += 1
+        if CrashingPendulum.broken and self.steps == self.at:
+            raise RuntimeError("simulator crashed")
+        return self.env.step(action)
+
+
+class WrongShapePendulum(gym.Wrapper):
+    """Pendulum whose observations have one value more than its space declares."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return np.append(obs, 0.0).astype(np.float32), info
+
+
 class SlowPendulum(gym.Wrapper):
     """Pendulum whose steps take `delay` seconds after the first `after` steps: time to
     send signals while a step is under way."""
@@ -194,6 +219,9 @@ gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
 gym.register("FakeSlowClosingPendulum-v0", entry_point=SlowClosingPendulum)
 gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
 gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
+gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
+gym.register("FakeWrongShapePendulum-v0",
+             entry_point=lambda: WrongShapePendulum(gym.make("Pendulum-v1")))
 gym.register("FakeShortPendulum-v0", max_episode_steps=50,
              entry_point="gymnasium.envs.classic_control.pendulum:PendulumEnv")
 

@@ -107,7 +107,7 @@ def test_a_failed_write_inside_an_env_step_names_the_newest_checkpoint(tmp_path,
     result = train(tmp_path)
     assert result.exit_code == 4, result.output
     assert result.output.strip().endswith(
-        "no checkpoint could be written; the newest is "
+        "no checkpoint was written halfway through an env step; the newest is "
         f"{tmp_path / 'checkpoints' / 'r' / 'checkpoint_step_100.pt'}")
     assert not list((tmp_path / "checkpoints" / "r").glob("paused_*"))
 

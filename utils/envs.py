@@ -10,16 +10,19 @@ reproducible on their own: the basis of exact resume. `make_training_envs` puts
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import signal
-from typing import Any
+import traceback
+from pathlib import Path
+from typing import Any, Iterator
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import FlattenObservation
 
-from rltrain.utils.errors import EnvError
+from rltrain.utils.errors import EnvError, EnvFailure
 
 
 def make_env(env_name: str, render_mode: str | None = None) -> gym.Env:
@@ -39,6 +42,23 @@ def make_env(env_name: str, render_mode: str | None = None) -> gym.Env:
     except EnvError:
         env.close()
         raise
+
+
+@contextlib.contextmanager
+def env_code(env_name: str, call: str) -> Iterator[None]:
+    """Around calls into the env (`call`: what rltrain was doing): an exception raised
+    there is the env's, and becomes an `EnvFailure` that names it and where it was raised
+    (with the traceback kept for the run's log folder)."""
+    try:
+        yield
+    except Exception as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in " \
+                f"{frames[-1].name}" if frames else ""
+        text = (str(exc).strip().splitlines() or [""])[0]
+        raise EnvFailure(f"env '{env_name}' raised {type(exc).__name__} in {call}{where}"
+                         + (f": {text}" if text else ""),
+                         "".join(traceback.format_exception(exc))) from exc
 
 
 def _unknown_env_message(env_name: str) -> str:

@@ -3,7 +3,8 @@
 Anything raised as `UserError` is a mistake in the user's input (config, file, env id,
 checkpoint): the CLI prints its message as one line and exits with code 2, no traceback.
 A file that cannot be written (disk full, no permission) is an `OutputError`: not the
-user's input and not a bug; the CLI prints it as one line and exits with code 4.
+user's input and not a bug; the CLI prints it as one line and exits with code 4. An
+exception raised by the env's own code is an `EnvFailure`: one line, exit code 5.
 Internal invariants use `assert`; anything else is a bug and keeps its traceback.
 """
 
@@ -27,6 +28,16 @@ class EnvError(UserError):
 class OutputError(Exception):
     """A file rltrain had to write could not be written (disk full, no permission, a
     path that is not a folder)."""
+
+
+class EnvFailure(Exception):
+    """The env's own code raised an exception (in reset or step): not a bug of rltrain's.
+    The message names the exception and where it was raised; `details` holds the
+    traceback, which training writes to the run's log folder."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
 
 
 def os_error_in(exc: BaseException) -> OSError | None:

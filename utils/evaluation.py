@@ -15,6 +15,7 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
+from rltrain.utils.envs import env_code
 from rltrain.utils.seeding import EVAL_EPISODES, derive_seed
 
 
@@ -41,15 +42,18 @@ def evaluate(policy: Callable[[np.ndarray], np.ndarray], env: gym.Env, n_episode
              on_step: Callable[[np.ndarray, np.ndarray], None] | None = None) -> EvalResult:
     """Run `n_episodes` with the deterministic `policy`; `on_step(obs, action)` observes."""
     returns, lengths, discounted, starts, finals, cut = [], [], [], [], [], []
+    name = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
     for i in range(n_episodes):
-        obs, _ = env.reset(seed=derive_seed(seed, EVAL_EPISODES, i))
+        with env_code(name, "reset (evaluation)"):
+            obs, _ = env.reset(seed=derive_seed(seed, EVAL_EPISODES, i))
         starts.append(np.asarray(obs, dtype=np.float32))
         total, disc, weight, steps, done = 0.0, 0.0, 1.0, 0, False
         while not done:
             action = policy(obs)
             if on_step is not None:
                 on_step(obs, action)
-            obs, reward, terminated, truncated, _ = env.step(action)
+            with env_code(name, "step (evaluation)"):
+                obs, reward, terminated, truncated, _ = env.step(action)
             total += float(reward)
             disc += weight * float(reward)
             weight *= gamma

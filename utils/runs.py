@@ -71,6 +71,10 @@ class RunPaths:
     def paused_checkpoint(self, env_steps: int) -> Path:
         return self.checkpoint_dir / f"paused_at_step_{env_steps}.pt"
 
+    def env_error_file(self, env_steps: int) -> Path:
+        """The traceback of an exception the env raised at this step."""
+        return self.log_dir / f"env_error_step_{env_steps}.txt"
+
     @property
     def best_model(self) -> Path:
         return self.checkpoint_dir / "best_model.pt"

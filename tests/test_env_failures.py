@@ -1,0 +1,80 @@
+"""An env whose own code raises: one line naming the exception and where, exit code 5, the
+traceback in the log folder, a resumable checkpoint, and a resume (once the env is
+fixed) that takes the failed step again and ends where a run that never failed ends."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+from test_resume import assert_same_state
+
+from rltrain.scripts.cli import cli
+from rltrain.utils.checkpoint import load_checkpoint
+from rltrain.utils.errors import EnvFailure
+from rltrain.utils.evaluation import evaluate
+from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.run_status import read_status
+
+import fake_envs
+from conftest import tiny_dict
+
+CRASHING = "fake_envs:FakeCrashingPendulum-v0"  # raises at its 150th step
+
+
+def train(tmp_path, name: str, env_name: str = CRASHING):
+    config = tmp_path / f"{name}.yaml"
+    # No evaluations: the evaluation env (a crashing one too) must not fail first.
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path, env_name=env_name, eval_freq=1000)))
+    return CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", name])
+
+
+def test_an_env_that_raises_stops_with_exit_5_and_a_checkpoint_to_resume(tmp_path,
+                                                                         monkeypatch):
+    result = train(tmp_path, "r")
+    logs, checkpoints = tmp_path / "logs" / "r", tmp_path / "checkpoints" / "r"
+    paused = checkpoints / "paused_at_step_149.pt"
+    assert result.exit_code == 5, result.output
+    assert "Traceback" not in result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: stopped at step 149: env '{CRASHING}' raised RuntimeError in step at "
+        f"fake_envs.py:{fake_envs.CrashingPendulum.step.__code__.co_firstlineno + 3} in step: "
+        f"simulator crashed (traceback: {logs / 'env_error_step_149.txt'}); a checkpoint was "
+        f"still written; once the env is fixed: rltrain resume --checkpoint {paused}")
+    trace = (logs / "env_error_step_149.txt").read_text()
+    assert trace.startswith("Traceback") and "RuntimeError: simulator crashed" in trace
+    [event] = [e for e in read_jsonl(logs / "events.jsonl") if e["rule"] == "env_error"]
+    assert event["action"] == "pause" and event["env_steps"] == 149
+    status = read_status(logs / "status.json")
+    assert status["state"] == "paused" and "simulator crashed" in status["pause_reason"]
+    # The checkpoint keeps the actions of the step the env failed in.
+    assert load_checkpoint(paused)["trainer"]["unstepped"].shape == (1, 1)
+
+    # Not fixed: the same step fails again, and the run is where it was.
+    again = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
+    assert again.exit_code == 5 and "stopped at step 149" in again.output, again.output
+    # Fixed: the resumed run takes that step with the same actions and ends exactly where
+    # a run of the fixed env ends.
+    monkeypatch.setattr(fake_envs.CrashingPendulum, "broken", False)
+    resumed = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
+    assert resumed.exit_code == 0, resumed.output
+    assert train(tmp_path, "never_failed").exit_code == 0
+    assert_same_state(load_checkpoint(checkpoints / "checkpoint_step_300.pt"),
+                      load_checkpoint(tmp_path / "checkpoints" / "never_failed" /
+                                      "checkpoint_step_300.pt"))
+
+
+def test_an_env_that_fails_its_first_reset_is_one_line(tmp_path):
+    result = train(tmp_path, "r", env_name="fake_envs:FakeWrongShapePendulum-v0")
+    assert result.exit_code == 5 and "Traceback" not in result.output, result.output
+    assert "raised ValueError in reset" in result.output
+    assert "stopped at step 0" in result.output
+
+
+def test_an_evaluation_env_that_raises_is_an_env_failure():
+    env = gym.make(CRASHING, at=5)
+    with pytest.raises(EnvFailure, match="env 'FakeCrashingPendulum-v0' raised RuntimeError "
+                                         "in step \\(evaluation\\) at fake_envs.py:"):
+        evaluate(lambda obs: np.zeros(1, np.float32), env, n_episodes=1, seed=0)
