@@ -26,7 +26,7 @@ RULE_NAMES = {
     "q_explosion", "grad_explosion", "memory", "state_bounds", "reward_spikes",
     "sparse_reward", "reward_scale", "blind_cluster", "chaotic_cluster", "fixated_cluster",
     "vanishing_gradient", "exploding_gradient", "value_policy_imbalance", "broken_gradient",
-    "action_saturation", "q_overestimation", "dead_relu"}
+    "action_saturation", "q_overestimation", "dead_relu", "env_error", "write_failure"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
 
 

@@ -4,6 +4,8 @@ fixed) that takes the failed step again and ends where a run that never failed e
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -49,6 +51,9 @@ def test_an_env_that_raises_stops_with_exit_5_and_a_checkpoint_to_resume(tmp_pat
     assert event["action"] == "pause" and event["env_steps"] == 149
     status = read_status(logs / "status.json")
     assert status["state"] == "paused" and "simulator crashed" in status["pause_reason"]
+    report = json.loads(CliRunner().invoke(cli, ["diagnose", str(logs), "--json"]).output)
+    assert [(f["rule"], f["severity"], f["step"]) for f in report["findings"]] == [
+        ("env_error", "pause", 149)]
     # The checkpoint keeps the actions of the step the env failed in.
     assert load_checkpoint(paused)["trainer"]["unstepped"].shape == (1, 1)
 

@@ -4,6 +4,7 @@ newest checkpoint named, nothing lost, no folder left behind that blocks the run
 from __future__ import annotations
 
 import errno
+import json
 
 import yaml
 from click.testing import CliRunner
@@ -62,6 +63,8 @@ def test_a_full_disk_at_a_checkpoint_stops_with_exit_4_naming_the_newest(tmp_pat
     assert read_status(tmp_path / "logs" / "r" / "status.json")["state"] == "crashed"
     status = CliRunner().invoke(cli, ["status", "r", "--log-dir", str(tmp_path / "logs")])
     assert "[write_failure] cannot write" in status.output, status.output  # the reason
+    diagnosed = CliRunner().invoke(cli, ["diagnose", str(tmp_path / "logs" / "r"), "--json"])
+    assert [f["rule"] for f in json.loads(diagnosed.output)["findings"]] == ["write_failure"]
 
 
 def test_a_failed_log_write_between_steps_still_leaves_a_checkpoint_to_resume(tmp_path,

@@ -34,6 +34,16 @@ RULES: dict[str, tuple[str, str]] = {
     "state_bounds": (
         "if the agent leaves the safe region, then observations cross the configured bounds",
         "check monitor.state_bounds and the env's safety constraints (section 6.4)"),
+    # runs stopped by something outside the training (no threshold: never off)
+    "env_error": (
+        "if the env's own code fails on some state or action, then its reset or step raises "
+        "there, every time that state and action recur",
+        "read logs/<run>/env_error_step_<N>.txt; once the env is fixed, rltrain resume "
+        "takes the failed step again with the same actions"),
+    "write_failure": (
+        "if the disk is full or a folder is not writable, then saving logs or checkpoints "
+        "fails",
+        "free disk space or fix the permissions, then resume the checkpoint named"),
     # flow-1 diagnostics (diagnostics issue)
     "reward_spikes": (
         "if rare large penalties dominate the signal, then a few steps carry most of the "
@@ -88,4 +98,5 @@ RULES: dict[str, tuple[str, str]] = {
         "lower learning rates; check input scaling"),
 }
 
-SEVERITY = {"info": "info", "warn": "warning", "pause": "pause"}
+# events.jsonl's action -> the finding's severity ("stop": stopped without a checkpoint).
+SEVERITY = {"info": "info", "warn": "warning", "pause": "pause", "stop": "pause"}
