@@ -22,7 +22,7 @@ from rltrain.networks.actor import Actor
 from rltrain.scripts.resume import prepare_resume
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.trainer import RunOutcome, Trainer
-from rltrain.utils.checkpoint import check_spaces, load_checkpoint
+from rltrain.utils.checkpoint import check_spaces, load_checkpoint, periodic_checkpoints
 from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
 from rltrain.utils.device import resolve_device
 from rltrain.utils.diagnostics import snapshots
@@ -127,10 +127,17 @@ def train(config_name: str, overrides: tuple[str, ...], run_name: str | None) ->
 RULE_HINTS = {
     "early_stopping": "--set patience=N (N larger than now) to keep training",
     "catastrophic_reward": "--set min_reward_threshold=X (lower) if such returns are expected",
-    "critic_loss_explosion": "e.g. --set critic_lr=1e-4 --set grad_clip_norm=10",
-    "q_explosion": "e.g. --set critic_lr=1e-4 --set gamma=0.98",
-    "grad_explosion": "e.g. --set grad_clip_norm=10, or raise monitor.grad_explosion.threshold",
     "memory": "--set monitor.memory.threshold=MiB (higher), or a smaller replay_buffer_size",
+    "state_bounds": "--set monitor.state_bounds.low=[...] / .high=[...] if such states are safe",
+    "non_finite": "fix the env (its NaN/inf transitions are not stored), or --set "
+                  "monitor.non_finite.action=warn to train on without them",
+}
+# For rules judged on the agent's weights: a change that keeps them from diverging.
+WEIGHT_HINTS = {
+    "critic_loss_explosion": "--set critic_lr=1e-4 --set grad_clip_norm=10",
+    "q_explosion": "--set critic_lr=1e-4 --set gamma=0.98",
+    "grad_explosion": "--set grad_clip_norm=10 --set critic_lr=1e-4",
+    "non_finite": "--set critic_lr=1e-4 --set actor_lr=1e-4 --set grad_clip_norm=10",
 }
 
 
@@ -160,11 +167,29 @@ def _report(outcome: RunOutcome) -> None:
     if outcome.status == "paused":
         click.echo(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
         click.echo(f"resume with: rltrain resume --checkpoint {_shown(outcome.checkpoint)}")
-        if outcome.rule in RULE_HINTS:
+        if outcome.on_weights:
+            click.echo(_weights_hint(outcome))
+        elif outcome.rule in RULE_HINTS:
             click.echo(f"  the rule will fire again unless its cause changes: "
                        f"{RULE_HINTS[outcome.rule]}")
         sys.exit(EXIT_PAUSED)
     click.echo(f"finished at step {outcome.env_steps}; checkpoint: {_shown(outcome.checkpoint)}")
+
+
+def _weights_hint(outcome: RunOutcome) -> str:
+    """A rule judged on the weights fires again on this checkpoint whatever --set changes,
+    for its weights fail it. An update's loss and gradients judge the weights of the step
+    before, so the newest weights known to pass are two steps back or more."""
+    assert outcome.checkpoint is not None and outcome.rule is not None
+    change = WEIGHT_HINTS.get(outcome.rule, "--set ...")
+    earlier = [path for step, path in periodic_checkpoints(outcome.checkpoint.parent)
+               if step <= outcome.env_steps - 2]
+    instead = (f"resume an earlier checkpoint with a change, e.g. rltrain resume --checkpoint "
+               f"{_shown(earlier[-1])} {change}" if earlier else
+               f"no kept checkpoint is older: train anew with a change, e.g. {change}")
+    return (f"  the weights in this checkpoint already fail the rule, so resuming it pauses "
+            f"again whatever --set changes;\n  {instead};\n  or --set "
+            f"monitor.{outcome.rule}.action=warn to let the run try to recover")
 
 
 @cli.command()

@@ -71,6 +71,7 @@ class RunOutcome:
     checkpoint: Path | None
     reason: str | None = None
     rule: str | None = None
+    on_weights: bool = False  # the pause's rule judged the agent's weights
 
 
 class Trainer:
@@ -311,7 +312,8 @@ class Trainer:
                           threshold=finding.threshold, action="paused",
                           message=f"paused; checkpoint {path}")
         self._write_status("paused", pause_reason=f"[{finding.rule}] {finding.message}")
-        return RunOutcome("paused", steps, path, finding.message, finding.rule)
+        return RunOutcome("paused", steps, path, finding.message, finding.rule,
+                          finding.on_weights)
 
     def _output_failed(self, exc: BaseException) -> OutputError:
         """A log or checkpoint could not be written (disk full, permissions)."""

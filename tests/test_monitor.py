@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -12,9 +13,10 @@ from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
 from rltrain.utils.checkpoint import load_checkpoint
+from rltrain.utils.health import HealthRules
 from rltrain.utils.run_logger import read_jsonl
 
-from conftest import tiny_dict
+from conftest import tiny_config, tiny_dict
 
 # rule -> config overrides that make it fire in a 300-step Pendulum run
 PLANTED = {
@@ -85,6 +87,45 @@ def test_every_rule_failing_at_the_pause_is_recorded_not_only_the_first(tmp_path
     status = json.loads(CliRunner().invoke(cli, ["status", str(tmp_path / "logs" / "r"),
                                                  "--json"]).output)
     assert status["last_pause_reason"].startswith("[critic_loss_explosion]"), status
+
+
+def test_a_rule_judged_on_the_weights_points_to_an_earlier_checkpoint(tmp_path):
+    """The critic's loss at step 100 judged the weights of step 99: the paused checkpoint's
+    weights fail the rule whatever --set changes, so the hint names checkpoint 50."""
+    planted = {"critic_loss_explosion": {"threshold": 1e-9}}
+    result, _ = train(tmp_path, checkpoint_freq=50, monitor=planted)
+    folder = tmp_path / "checkpoints" / "r"
+    assert result.exit_code == 3, result.output
+    hint = (f"resume an earlier checkpoint with a change, e.g. rltrain resume --checkpoint "
+            f"{folder / 'checkpoint_step_50.pt'} --set critic_lr=1e-4 --set grad_clip_norm=10")
+    assert "already fail the rule" in result.output and hint in result.output, result.output
+    paused = folder / "paused_at_step_100.pt"
+    again = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused),
+                                     "--set", "critic_lr=1e-4"])
+    assert again.exit_code == 3 and "still failing after resume: critic loss" in again.output
+    assert "probed" not in again.output and hint in again.output, again.output
+    earlier = CliRunner().invoke(cli, [
+        "resume", "--checkpoint", str(folder / "checkpoint_step_50.pt"),
+        "--set", "monitor.critic_loss_explosion.threshold=1e6"])
+    assert earlier.exit_code == 0, earlier.output
+
+
+def test_a_probe_of_restored_weights_says_so_and_skipped_no_step(tmp_path):
+    rules = HealthRules(tiny_config(tmp_path), obs_dim=3, device=torch.device("cpu"))
+    [update] = rules.check_update(7, {"critic_loss": float("nan")})
+    [probe] = rules.check_update(7, {"critic_loss": float("nan")}, probe=True)
+    assert update.message.endswith("in the update at env step 7; that optimiser step was "
+                                   "skipped") and update.on_weights
+    assert probe.message == ("non-finite critic_loss in the restored weights, probed on the "
+                             "newest replay batch") and probe.on_weights
+    assert rules.check_transition(7, np.full(3, np.nan), np.zeros(1), 0.0)[0][0].on_weights \
+        is False
+
+
+def test_rules_not_judged_on_the_weights_keep_their_own_hint(tmp_path):
+    result, _ = train(tmp_path, **PLANTED["non_finite"])
+    assert result.exit_code == 3 and "fix the env" in result.output, result.output
+    assert "already fail the rule" not in result.output
 
 
 def test_early_stopping_is_announced_after_the_evaluation_it_is_about(tmp_path):

@@ -9,6 +9,7 @@ host, so they cost a few microseconds.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,9 @@ class Finding:
     threshold: Any
     action: str  # "info" (an observation), "warn" or "pause"
     message: str
+    # Judged on the agent's weights (an update's loss, Q or gradients; the parameters):
+    # then the weights saved at the step it fired at already fail it.
+    on_weights: bool = False
 
     def as_event(self) -> dict[str, Any]:
         return {"rule": self.rule, "value": self.value, "threshold": self.threshold,
@@ -120,13 +124,22 @@ class HealthRules:
         return self.fire("state_bounds", env_steps, [float(obs[i]) for i in dims],
                          f"observation dimension(s) {dims} outside the configured bounds")
 
-    def check_update(self, env_steps: int, metrics: dict[str, float]) -> list[Finding]:
-        """After an update: non-finite losses/Q and the explosion rules."""
+    def check_update(self, env_steps: int, metrics: dict[str, float],
+                     probe: bool = False) -> list[Finding]:
+        """After an update (or, `probe`, the restored weights' loss, Q and gradients on a
+        batch): non-finite losses/Q and the explosion rules."""
+        return [dataclasses.replace(f, on_weights=True)
+                for f in self._check_update(env_steps, metrics, probe)]
+
+    def _check_update(self, env_steps: int, metrics: dict[str, float],
+                      probe: bool) -> list[Finding]:
         bad = [k for k, v in metrics.items() if not math.isfinite(v)]
         if bad:
+            where = ("in the restored weights, probed on the newest replay batch" if probe
+                     else f"in the update at env step {env_steps}; that optimiser step was "
+                     "skipped")
             return self.fire("non_finite", env_steps, ", ".join(bad),
-                             f"non-finite {', '.join(bad)} in the update at env step "
-                             f"{env_steps}; that optimiser step was skipped")
+                             f"non-finite {', '.join(bad)} {where}")
         found = []
         checks = (("critic_loss_explosion", "critic_loss", "critic loss"),
                   ("q_explosion", "q_mean", "mean Q"),
