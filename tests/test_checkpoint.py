@@ -25,6 +25,18 @@ from rltrain.utils.runs import create_run
 from conftest import DEVICE, tiny_config
 
 
+def tensors(value):
+    """Every tensor in nested dicts, lists and tuples."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from tensors(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from tensors(item)
+
+
 @pytest.fixture
 def finished_run(tmp_path):
     config = tiny_config(tmp_path, run_name="run")
@@ -49,7 +61,10 @@ def test_checkpoint_is_a_plain_dict_that_weights_only_loads(finished_run):
     for net in ("actor", "critic", "actor_target", "critic_target"):
         saved = data[net]
         live = getattr(trainer.agent, net).state_dict()
-        assert all(torch.equal(saved[k], live[k]) for k in live)
+        assert all(torch.equal(saved[k], live[k].cpu()) for k in live)
+    # Every tensor is saved on the CPU (from a CUDA run too, RLTRAIN_TEST_DEVICE=cuda): the
+    # plain torch.load above restores each where it was saved, which needs no CUDA then.
+    assert {t.device.type for t in tensors(data)} == {"cpu"}
     assert data["buffer"]["data"].shape[0] == 300  # only the filled part
     # Pendulum's time limit truncates (at every 200th step) but never terminates.
     truncated = data["buffer"]["truncated"]

@@ -80,8 +80,25 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     """Write `payload` (with the format marker added) atomically to `path`."""
     missing = [k for k in REQUIRED_KEYS if k not in payload]
     assert not missing, f"checkpoint payload lacks {missing}"
-    data = {"format": FORMAT, "format_version": FORMAT_VERSION, **payload}
-    atomic_write(path, lambda f: torch.save(data, f))
+    save_tensors(path, {"format": FORMAT, "format_version": FORMAT_VERSION, **payload})
+
+
+def save_tensors(path: Path, data: Any) -> None:
+    """`torch.save` atomically, every tensor moved to the CPU first: a file written by a
+    CUDA run then loads with a plain `torch.load(path, weights_only=True)` on a machine
+    without CUDA too (torch tags each tensor with its device and would restore it there)."""
+    on_cpu = _on_cpu(data)
+    atomic_write(path, lambda f: torch.save(on_cpu, f))
+
+
+def _on_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        return {k: _on_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_cpu(v) for v in value)
+    return value
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

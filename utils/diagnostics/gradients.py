@@ -30,7 +30,7 @@ import torch
 
 from rltrain.agents.ddpg import DDPGAgent
 from rltrain.agents.probes import gradient_probe, layer_norms, total_norm
-from rltrain.utils.checkpoint import atomic_write, write_json
+from rltrain.utils.checkpoint import save_tensors, write_json
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
@@ -194,8 +194,7 @@ class GradientWatch:
         snapshot = {"env_steps": env_steps, "reason": reason, "batch": batch._asdict(),
                     **{k: getattr(self.agent, k).state_dict() for k in
                        ("actor", "critic", "actor_target", "critic_target")}}
-        atomic_write(folder / f"critical_snapshot_step_{env_steps}.pt",
-                     lambda f: torch.save(snapshot, f))
+        save_tensors(folder / f"critical_snapshot_step_{env_steps}.pt", snapshot)
         self.logger.diagnostic("trace", env_steps, reason=reason, file=str(trace_file))
         for verdict, rule in (("broken", "broken_gradient"), ("vanishing", "vanishing_gradient")):
             found = [f"{n}.{k}" for n, per in layers.items() for k, v in per.items()
