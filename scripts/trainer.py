@@ -55,6 +55,7 @@ from rltrain.utils.seeding import (
     NETWORK_INIT,
     REPLAY,
     derive_seed,
+    seed_global_generators,
 )
 from rltrain.utils.signals import SignalCatcher
 
@@ -81,6 +82,7 @@ class Trainer:
                  interactive: bool | None = None) -> None:
         self.config, self.device, self.interactive = config, device, interactive
         tune_process(config.torch_threads)
+        seed_global_generators(config.seed)
         self.eval_env = make_env(config.env_name)  # first: a bad env fails here, in-process
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         self.rules = HealthRules(config, self.obs_dim, device)

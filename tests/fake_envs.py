@@ -138,6 +138,17 @@ class CrashingPendulum(gym.Wrapper):
         return self.env.step(action)
 
 
+class GlobalRandomPendulum(gym.Wrapper):
+    """Pendulum whose rewards get noise from Python's and NumPy's global generators, as
+    careless env code does."""
+
+    def step(self, action):
+        import random
+
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward + np.random.normal() + random.random(), terminated, truncated, info
+
+
 class WrongShapePendulum(gym.Wrapper):
     """Pendulum whose observations have one value more than its space declares."""
 
@@ -220,6 +231,8 @@ gym.register("FakeSlowClosingPendulum-v0", entry_point=SlowClosingPendulum)
 gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
 gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
+gym.register("FakeGlobalRandomPendulum-v0",
+             entry_point=lambda: GlobalRandomPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeWrongShapePendulum-v0",
              entry_point=lambda: WrongShapePendulum(gym.make("Pendulum-v1")))
 gym.register("FakeShortPendulum-v0", max_episode_steps=50,

@@ -46,3 +46,10 @@ def test_a_different_seed_gives_different_weights(tmp_path):
     c, _ = train(tmp_path, "c", seed=4)
     wa, wc = weights(a), weights(c)
     assert not all(torch.equal(wa[k], wc[k]) for k in wa)
+
+
+def test_an_env_drawing_from_the_global_generators_is_reproducible(tmp_path):
+    env = "fake_envs:FakeGlobalRandomPendulum-v0"
+    _, metrics_a = train(tmp_path, "a", env_name=env, max_timesteps=250)
+    _, metrics_b = train(tmp_path, "b", env_name=env, max_timesteps=250)
+    assert metrics_a == metrics_b and len(metrics_a) > 2

@@ -10,16 +10,26 @@ current episode exactly.
 from __future__ import annotations
 
 import hashlib
+import random
 
 import numpy as np
 import torch
 
-TRAIN_EPISODES, EVAL_EPISODES, REPLAY, EXPLORATION, AGENT, NETWORK_INIT, DIAGNOSTICS = range(7)
+(TRAIN_EPISODES, EVAL_EPISODES, REPLAY, EXPLORATION, AGENT, NETWORK_INIT, DIAGNOSTICS,
+ GLOBAL_GENERATORS) = range(8)
 
 
 def derive_seed(seed: int, stream: int, index: int = 0) -> int:
     """A 32-bit seed that depends only on (seed, stream, index)."""
     return int(np.random.SeedSequence([seed, stream, index]).generate_state(1)[0])
+
+
+def seed_global_generators(seed: int) -> None:
+    """Python's `random` and NumPy's global generator, which rltrain itself never draws
+    from: an env or wrapper that does then behaves the same in every run of one seed
+    (their states are saved in checkpoints, so a resumed run continues them)."""
+    random.seed(derive_seed(seed, GLOBAL_GENERATORS, 0))
+    np.random.seed(derive_seed(seed, GLOBAL_GENERATORS, 1))
 
 
 def load_generator_state(generator: torch.Generator, state: torch.Tensor) -> bool:
