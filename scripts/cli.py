@@ -36,7 +36,7 @@ from rltrain.utils.errors import (
     describe_os_error,
 )
 from rltrain.utils.evaluation import evaluate
-from rltrain.utils.runs import create_run
+from rltrain.utils.runs import create_run, relative_to_cwd
 from rltrain.utils.sweep_summary import print_summary
 
 EXIT_PAUSED = 3
@@ -142,14 +142,8 @@ WEIGHT_HINTS = {
 
 
 def _shown(path: Path | None) -> str:
-    """A path as short as it is exact: relative to the current folder when inside it (a
-    resumed run knows its folders as absolute paths, a new one as configured)."""
-    if path is None:
-        return "none"
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
+    """A path as short as it is exact: relative to the current folder when inside it."""
+    return "none" if path is None else str(relative_to_cwd(Path(path)))
 
 
 def _outcome_decided() -> None:

@@ -26,6 +26,7 @@ from rltrain.utils.runs import (
     create_run,
     inherit_best_model,
     paths_for,
+    relative_to_cwd,
     set_aside_later,
 )
 
@@ -122,7 +123,7 @@ def _own_folders(config: TrainConfig, name: str, checkpoint: Path,
         raise UserError(f"checkpoint '{checkpoint}' was set aside when run '{name}' was resumed "
                         "from an earlier step; to continue it, fork it with --run-name NEW")
     logs = Path(log_dir) if log_dir else paths_for(config, name).log_dir
-    paths = RunPaths(name, logs, checkpoint.resolve().parent)
+    paths = RunPaths(name, relative_to_cwd(logs), relative_to_cwd(checkpoint).parent)
     status = read_status(paths.status_file)
     if status is not None and effective_state(status) == "running":
         raise UserError(f"run '{name}' is still running (pid {status.get('pid')}); pause it "

@@ -48,7 +48,7 @@ from rltrain.utils.progress import ProgressDisplay
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.run_status import write_status
-from rltrain.utils.runs import RunPaths
+from rltrain.utils.runs import RunPaths, relative_to_cwd
 from rltrain.utils.seeding import (
     DIAGNOSTICS,
     EXPLORATION,
@@ -163,7 +163,7 @@ class Trainer:
         if self.monitor_state is not None:
             self.monitor.load_state_dict(self.monitor_state)
         if resume is not None and resume.forked_from is None:  # until this run writes one
-            self.monitor.latest_checkpoint = str(Path(resume.checkpoint).resolve())
+            self.monitor.latest_checkpoint = str(relative_to_cwd(Path(resume.checkpoint)))
         self.diagnostics = self._diagnostics(paths)
         self._log_mark = (time.monotonic(), self.counters.env_steps, self.diagnostics.seconds)
         self._status_mark = 0.0

@@ -268,6 +268,9 @@ def test_resume_prints_paths_inside_the_current_folder_relative_to_it(tmp_path,
                                       "checkpoints/full/checkpoint_step_250.pt"])
     assert result.exit_code == 0, result.output
     assert "checkpoint: checkpoints/full/checkpoint_step_300.pt" in result.output
+    # What the run writes names its files relative to the current folder too.
+    status = read_status(tmp_path / "logs" / "full" / "status.json")
+    assert status["latest_checkpoint"] == "checkpoints/full/checkpoint_step_300.pt"
 
 
 def test_best_model_cannot_be_resumed(tmp_path):

@@ -80,6 +80,16 @@ class RunPaths:
         return self.checkpoint_dir / "best_model.pt"
 
 
+def relative_to_cwd(path: Path) -> Path:
+    """`path` relative to the current folder when it lies inside it (as a run started here
+    with the shipped configs' relative folders names its files), else absolute."""
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(Path.cwd())
+    except ValueError:
+        return resolved
+
+
 def default_run_name(config: TrainConfig) -> str:
     """<env>_<algo>_s<seed>_<YYYYmmdd-HHMMSS>, with characters unsafe in paths replaced."""
     env = "".join(c if c.isalnum() or c in "-_." else "-" for c in config.env_name)
