@@ -4,7 +4,8 @@ One row per transition holds obs | action | reward | next_obs | terminated, so a
 one gather plus free column views. `terminated` (the task really ended: do not
 bootstrap) is stored apart from `truncated` (a time limit cut the episode: bootstrap).
 On the CPU, `add` writes straight into the storage through a NumPy view of it; on CUDA,
-rows are staged in host memory and copied over in one transfer before the next sample.
+rows are staged in host memory and copied over in one transfer before the next sample
+(staged rows are consecutive ring rows: they land as one or two slice copies).
 Sampling uses the buffer's own `torch.Generator`, whose state goes into checkpoints.
 Storage is allocated with `torch.empty`: on the CPU, untouched capacity costs no resident
 memory (pages are mapped on first write); on CUDA the whole capacity is allocated at
@@ -46,10 +47,10 @@ class ReplayBuffer:
         self.generator.manual_seed(seed)
         self.staged = device.type != "cpu" if staged is None else staged
         if self.staged:
-            # At most `capacity` rows, so one flush never holds one row twice (CUDA's
-            # index_copy_ leaves undefined which copy of a repeated row lands).
+            # Rows for ring rows _stage_start, _stage_start + 1, ... (at most `capacity`
+            # of them, so the run of rows wraps the ring at most once).
             self._stage = np.empty((min(1024, capacity), self.width), dtype=np.float32)
-            self._stage_rows: list[int] = []
+            self._stage_start = self._staged = 0
         else:
             self._view = self._data.numpy()  # shares memory with the storage
         o, a = obs_dim, action_dim
@@ -67,10 +68,12 @@ class ReplayBuffer:
             terminated: bool, truncated: bool) -> None:
         """Store one transition; `next_obs` is the true final obs when the episode ended."""
         if self.staged:
-            if len(self._stage_rows) == len(self._stage):
+            if self._staged == len(self._stage):
                 self.flush()
-            row = self._stage[len(self._stage_rows)]
-            self._stage_rows.append(self.ptr)
+            if self._staged == 0:
+                self._stage_start = self.ptr
+            row = self._stage[self._staged]
+            self._staged += 1
         else:
             row = self._view[self.ptr]
         c = self._cols
@@ -85,12 +88,15 @@ class ReplayBuffer:
 
     def flush(self) -> None:
         """Copy staged rows to the device storage (no-op when writing in place)."""
-        if not self.staged or not self._stage_rows:
+        if not self.staged or not self._staged:
             return
-        n = len(self._stage_rows)
-        rows = torch.as_tensor(self._stage_rows, dtype=torch.long, device=self.device)
-        self._data.index_copy_(0, rows, torch.from_numpy(self._stage[:n]).to(self.device))
-        self._stage_rows.clear()
+        n, start = self._staged, self._stage_start
+        rows = torch.from_numpy(self._stage[:n]).to(self.device)  # one host-to-device copy
+        first = min(n, self.capacity - start)  # the rest wraps to the ring's start
+        self._data[start:start + first].copy_(rows[:first])
+        if first < n:
+            self._data[:n - first].copy_(rows[first:])
+        self._staged = 0
 
     def sample(self, batch_size: int) -> Batch:
         assert self.size > 0, "sample() from an empty replay buffer"
@@ -137,5 +143,5 @@ class ReplayBuffer:
         self._truncated[:size] = state["truncated"].numpy()
         self.ptr, self.size = int(state["ptr"]), size
         if self.staged:
-            self._stage_rows.clear()
+            self._staged = 0
         return load_generator_state(self.generator, state["generator"])
