@@ -88,6 +88,24 @@ def test_the_actor_hook_keeps_acting_calls_only():
     assert sa.size == 1 and sa.states[0].tolist() == [1.0, 1.0]
 
 
+def test_the_actor_hook_reads_all_envs_rows_back_in_one_transfer_each():
+    """On CUDA each read back waits for the device: one for the observations and one for
+    the actions of every env, not two per env."""
+    import torch
+    from test_agent import HostReads
+
+    settings = types.SimpleNamespace(**{**vars(SETTINGS), "max_samples": 100})
+    sa = StateActionMap(2, np.array([-1.0]), np.array([1.0]), settings, 0.9, seed=0,
+                        num_envs=3)  # sampling rate 1 at step 0: every env's row is kept
+    actor = torch.nn.Linear(2, 1)
+    actor.register_forward_hook(sa.hook)
+    obs = torch.arange(6.0).reshape(3, 2)
+    with torch.inference_mode(), HostReads() as reads:
+        actor(obs)
+    assert sorted(reads.calls) == ["cpu", "cpu", "numpy", "numpy"]
+    assert sa.size == 3 and sa.states[:3].tolist() == obs.tolist()
+
+
 def test_cluster_verdicts_follow_the_action_distribution():
     sa = make_map()
     fill(sa, -5.0, np.full(150, 0.93), reward=-1.0)  # one action everywhere: fixated

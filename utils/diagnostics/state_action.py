@@ -95,14 +95,16 @@ class StateActionMap:
                 or not torch.is_inference_mode_enabled()):
             return
         rate = self.sample_rate()
-        for env in range(obs.shape[0]):
-            if self.rng.random() < rate:
-                self._keep(env, obs[env], output[env])
+        kept = [env for env in range(obs.shape[0]) if self.rng.random() < rate]
+        if kept:  # on CUDA, one transfer each for all the envs' rows
+            states, actions = obs.detach().cpu().numpy(), output.detach().cpu().numpy()
+            for env in kept:
+                self._keep(env, states[env], actions[env])
 
-    def _keep(self, env: int, obs: torch.Tensor, action: torch.Tensor) -> None:
+    def _keep(self, env: int, obs: np.ndarray, action: np.ndarray) -> None:
         row = self.ptr
-        self.states[row] = obs.detach().cpu().numpy()
-        self.actions[row] = action.detach().cpu().numpy()
+        self.states[row] = obs
+        self.actions[row] = action
         self.return_to_go[row] = np.nan
         self._episode_rows[env].append((row, self._episode_step[env]))
         self.ptr = (self.ptr + 1) % len(self.states)
