@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from rltrain.utils.errors import ConfigError
 from rltrain.utils.replay_buffer import ReplayBuffer
 
 from conftest import DEVICE
@@ -103,3 +104,9 @@ def test_state_holds_only_the_filled_part():
     state = buffer.state_dict()
     assert state["data"].shape == (10, buffer.width)
     assert state["data"].untyped_storage().nbytes() == 10 * buffer.width * 4
+
+
+def test_a_capacity_the_device_cannot_hold_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"replay_buffer_size 1000000000000 needs 3.35e\+04 "
+                                          "GiB of .* memory, which could not be allocated"):
+        ReplayBuffer(10**12, 3, 1, DEVICE, seed=0)

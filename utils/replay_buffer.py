@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from rltrain.utils.errors import ConfigError
 from rltrain.utils.seeding import load_generator_state
 
 
@@ -30,6 +31,17 @@ class Batch(NamedTuple):
     terminated: torch.Tensor  # [B, 1], 1.0 where the episode truly ended (no bootstrap)
 
 
+def _storage(capacity: int, width: int, device: torch.device) -> torch.Tensor:
+    try:
+        return torch.empty((capacity, width), dtype=torch.float32, device=device)
+    except RuntimeError as exc:  # torch.OutOfMemoryError on CUDA, a RuntimeError on the CPU
+        if "alloc" not in str(exc).lower() and not isinstance(exc, torch.OutOfMemoryError):
+            raise
+        gib = capacity * width * 4 / 2**30
+        raise ConfigError(f"replay_buffer_size {capacity} needs {gib:.3g} GiB of {device.type} "
+                          "memory, which could not be allocated here; lower it") from None
+
+
 class ReplayBuffer:
     """A fixed-capacity ring of transitions, sampled uniformly with replacement."""
 
@@ -39,7 +51,7 @@ class ReplayBuffer:
         self.obs_dim, self.action_dim = obs_dim, action_dim
         self.device = device
         self.width = 2 * obs_dim + action_dim + 2
-        self._data = torch.empty((capacity, self.width), dtype=torch.float32, device=device)
+        self._data = _storage(capacity, self.width, device)
         self._truncated = np.zeros(capacity, dtype=bool)
         self.ptr = 0  # next row to write
         self.size = 0  # filled rows
