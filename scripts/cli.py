@@ -21,7 +21,8 @@ from rltrain import __version__
 from rltrain.networks.actor import Actor
 from rltrain.scripts.resume import prepare_resume
 from rltrain.scripts.run_commands import diagnose, pause, status
-from rltrain.scripts.trainer import RunOutcome, Trainer
+from rltrain.scripts.run_endings import RunOutcome
+from rltrain.scripts.trainer import Trainer
 from rltrain.utils.checkpoint import check_spaces, load_checkpoint, periodic_checkpoints
 from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
 from rltrain.utils.device import resolve_device
@@ -127,7 +128,8 @@ def train(config_name: str, overrides: tuple[str, ...], run_name: str | None) ->
 RULE_HINTS = {
     "early_stopping": "--set patience=N (N larger than now) to keep training",
     "catastrophic_reward": "--set min_reward_threshold=X (lower) if such returns are expected",
-    "memory": "--set monitor.memory.threshold=MiB (higher), or a smaller replay_buffer_size",
+    "memory": "a smaller replay_buffer_size or batch_size, fewer runs on the machine (or "
+              "GPU), or --set monitor.memory.threshold=MiB (higher)",
     "state_bounds": "--set monitor.state_bounds.low=[...] / .high=[...] if such states are safe",
     "non_finite": "fix the env (its NaN/inf transitions are not stored), or --set "
                   "monitor.non_finite.action=warn to train on without them",

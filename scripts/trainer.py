@@ -11,16 +11,16 @@ file writes happen per episode or less often.
 Pauses: a health rule, Ctrl-C, SIGTERM or `rltrain pause` all become a pause request
 on the monitor; the loop finishes the env step it is in, writes
 `paused_at_step_<N>.pt` and returns. A second Ctrl-C aborts at once (KeyboardInterrupt);
-every checkpoint written before stays whole because all writes are atomic.
+every checkpoint written before stays whole because all writes are atomic. How a run
+ends, also when a file cannot be written, the env raises or memory runs out, is in
+scripts/run_endings.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +28,9 @@ import numpy as np
 import torch
 
 from rltrain.agents.ddpg import DDPGAgent
+from rltrain.scripts import run_endings
 from rltrain.scripts.collector import Collector
+from rltrain.scripts.run_endings import RunOutcome
 from rltrain.scripts.train_state import (
     Counters,
     ResumeInfo,
@@ -66,16 +68,6 @@ LOSS_TAGS = {"critic_loss": "losses/critic_loss", "actor_loss": "losses/actor_lo
 STATUS_EVERY_SECONDS = 5.0
 
 
-@dataclass(frozen=True)
-class RunOutcome:
-    status: str  # "finished" or "paused"
-    env_steps: int
-    checkpoint: Path | None
-    reason: str | None = None
-    rule: str | None = None
-    on_weights: bool = False  # the pause's rule judged the agent's weights
-
-
 class Trainer:
     """One run of DDPG/TD3 training, from scratch or restored from a checkpoint."""
 
@@ -101,7 +93,7 @@ class Trainer:
         self.on_eval: Callable[[int, EvalResult], None] | None = None
         self.on_checkpoint: Callable[[str, Path], None] | None = None
         self.paths: RunPaths | None = None
-        self._in_env_step = False
+        self.in_env_step = False
 
     # ----------------------------------------------------------------- the loop
     def run(self, paths: RunPaths, resume: ResumeInfo | None = None) -> RunOutcome:
@@ -121,16 +113,18 @@ class Trainer:
             try:
                 return self._loop(resumed=resume is not None)
             except KeyboardInterrupt:
-                self._write_status("aborted")
+                self.write_status("aborted")
                 raise
             except (OSError, OutputError) as exc:
                 if os_error_in(exc) is None:
                     raise
-                raise self._output_failed(exc) from None
+                raise run_endings.output_failed(self, exc) from None
             except EnvFailure as exc:
-                raise self._env_failed(exc) from None
+                raise run_endings.env_failed(self, exc) from None
+            except torch.OutOfMemoryError as exc:
+                return run_endings.out_of_memory(self, exc)
             except BaseException:
-                self._write_status("crashed")
+                self.write_status("crashed")
                 raise
             finally:
                 self.signals.settle()  # the outcome is decided: a Ctrl-C now changes nothing
@@ -181,14 +175,14 @@ class Trainer:
             self.collector.start(self.counters.episodes)
         if resumed:
             self.monitor.handle(resume_findings(self))
-        self._write_status("running")
+        self.write_status("running")
         self._pause_on_signal()  # one that came while the run started
         while self.monitor.pause is None and self.counters.env_steps < self.config.max_timesteps:
             self._step()
             self._pause_on_signal()
         if self.monitor.pause is not None:
-            return self._pause()
-        return self._finish()
+            return run_endings.pause(self)
+        return run_endings.finish(self)
 
     def _pause_on_signal(self) -> None:
         """Ctrl-C or SIGTERM asks for a pause, as `rltrain pause` does."""
@@ -207,16 +201,16 @@ class Trainer:
         self.monitor.after_step(steps)
         self.diagnostics.after_step(steps)
         if steps % self.config.checkpoint_freq == 0 or steps % self.config.eval_freq == 0:
-            self._write_status("running")
+            self.write_status("running")
         if steps % 100 == 0:
             self.progress.update(steps, self.counters.last_return, self.monitor.best_eval)
             if time.monotonic() - self._status_mark > STATUS_EVERY_SECONDS:
-                self._write_status("running")
+                self.write_status("running")
 
     def _env_step(self) -> None:
         steps = self.counters.env_steps
         t = self.collector.next(steps, self.agent.act)  # if the envs raise, nothing changed
-        self._in_env_step = True  # a failure from here on leaves the bookkeeping half done
+        self.in_env_step = True  # a failure from here on leaves the bookkeeping half done
         episode = self.collector.episodes[t.env]
         truncated = t.truncated
         self.counters.env_steps += 1
@@ -230,7 +224,7 @@ class Trainer:
         episode.length += 1
         if t.terminated or truncated:
             self._end_episode(t.env)
-        self._in_env_step = False
+        self.in_env_step = False
 
     def _learn(self) -> None:
         metrics = self.agent.update(self.buffer.sample(self.config.batch_size))
@@ -298,68 +292,7 @@ class Trainer:
         self.loss_window = {}
         self._log_mark = (now, steps, self.diagnostics.seconds)
 
-    def _finish(self) -> RunOutcome:
-        steps = self.counters.env_steps
-        path = self.paths.periodic_checkpoint(steps)
-        if self.monitor.latest_checkpoint != str(path):  # not written at this step already
-            path = self.monitor.checkpoint("periodic", steps)
-        self._write_status("finished")
-        return RunOutcome("finished", steps, path)
-
-    def _pause(self) -> RunOutcome:
-        finding, steps = self.monitor.pause, self.counters.env_steps
-        assert finding is not None
-        path = self.monitor.checkpoint("paused", steps)
-        self.diagnostics.on_pause(steps)
-        self.logger.event(steps, rule=finding.rule, value=finding.value,
-                          threshold=finding.threshold, action="paused",
-                          message=f"paused; checkpoint {path}")
-        self._write_status("paused", pause_reason=f"[{finding.rule}] {finding.message}")
-        return RunOutcome("paused", steps, path, finding.message, finding.rule,
-                          finding.on_weights)
-
-    def _output_failed(self, exc: BaseException) -> OutputError:
-        """A log or checkpoint could not be written (disk full, permissions)."""
-        problem = describe_write_failure(exc)
-        then = self._stop("write_failure", problem, "that is fixed")
-        return OutputError(f"stopped at step {self.counters.env_steps}: {problem}; {then}")
-
-    def _env_failed(self, exc: EnvFailure) -> EnvFailure:
-        """The env raised an exception; its traceback goes to the log folder. A failed
-        vector step leaves the run as it was before it, with the step's actions kept, so
-        the resumed run takes that step again with the same actions."""
-        problem = str(exc)
-        with contextlib.suppress(OSError):
-            trace = self.paths.env_error_file(self.counters.env_steps)
-            trace.write_text(exc.details)
-            problem += f" (traceback: {trace})"
-        then = self._stop("env_error", problem, "the env is fixed")
-        return EnvFailure(f"stopped at step {self.counters.env_steps}: {problem}; {then}",
-                          exc.details)
-
-    def _stop(self, rule: str, problem: str, fixed: str) -> str:
-        """Stop on a failure outside the training itself: with a paused checkpoint if one
-        can still be written (not halfway through an env step's bookkeeping), the reason
-        in events.jsonl and status.json; returns which checkpoint to resume and when."""
-        steps = self.counters.env_steps
-        saved: Path | None = None
-        with contextlib.suppress(OSError, OutputError):
-            if not self._in_env_step:
-                saved = self.monitor.checkpoint("paused", steps)
-        with contextlib.suppress(OSError, OutputError):  # the reason, where status reads it
-            self.logger.event(steps, rule=rule, value=None, threshold=None,
-                              action="pause" if saved else "stop", message=problem)
-        with contextlib.suppress(OSError, OutputError):
-            self._write_status("paused" if saved else "crashed", pause_reason=problem)
-        if saved is not None:
-            return f"a checkpoint was still written; once {fixed}: rltrain resume " \
-                   f"--checkpoint {saved}"
-        none = ("no checkpoint was written halfway through an env step" if self._in_env_step
-                else "no checkpoint could be written")
-        newest = self.monitor.latest_checkpoint
-        return f"{none}; the newest is {newest}" if newest else none
-
-    def _write_status(self, state: str, pause_reason: str | None = None) -> None:
+    def write_status(self, state: str, pause_reason: str | None = None) -> None:
         if self.paths is None or not hasattr(self, "monitor"):
             return
         self._status_mark = time.monotonic()

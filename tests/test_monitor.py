@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +127,42 @@ def test_rules_not_judged_on_the_weights_keep_their_own_hint(tmp_path):
     result, _ = train(tmp_path, **PLANTED["non_finite"])
     assert result.exit_code == 3 and "fix the env" in result.output, result.output
     assert "already fail the rule" not in result.output
+
+
+def test_running_out_of_device_memory_is_a_pause_by_the_memory_rule(tmp_path, monkeypatch):
+    from rltrain.agents.ddpg import DDPGAgent
+
+    real_update = DDPGAgent.update
+
+    def update(self, batch):
+        if self.updates == 50:  # the 51st update, at env step 150
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_update(self, batch)
+
+    monkeypatch.setattr(DDPGAgent, "update", update)
+    result, events = train(tmp_path)
+    assert result.exit_code == 3, result.output
+    assert "paused at step 150 [memory]: out of cpu memory: CUDA out of memory. Tried to " \
+           "allocate 2.00 GiB" in result.output and "smaller replay_buffer_size" in result.output
+    assert [(e["rule"], e["action"]) for e in events] == [("memory", "pause")]
+    monkeypatch.setattr(DDPGAgent, "update", real_update)
+    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_150.pt"
+    resumed = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
+    assert resumed.exit_code == 0, resumed.output
+
+
+def test_the_gpu_memory_rule_counts_every_process_on_the_device(tmp_path, monkeypatch):
+    """Emulated on the CPU: 70 of 80 GiB in use on the device (by whoever), threshold 90%."""
+    gib = 1024**3
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: types.SimpleNamespace(total_memory=80 * gib))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (10 * gib, 80 * gib))
+    rules = HealthRules(tiny_config(tmp_path), obs_dim=3, device=torch.device("cuda"))
+    assert rules.check_memory(5) == []
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (4 * gib, 80 * gib))
+    [found] = rules.check_memory(5)
+    assert found.rule == "memory" and found.value == 76 * 1024 and "all processes" in \
+        found.message
 
 
 def test_early_stopping_is_announced_after_the_evaluation_it_is_about(tmp_path):

@@ -180,10 +180,14 @@ class HealthRules:
                                f"process memory {rss:.0f} MiB is above "
                                f"{self.rules['memory'].threshold:.0f} MiB")
         if self.device.type == "cuda" and self.gpu_mib is not None:
-            gpu = torch.cuda.memory_reserved(self.device) / MIB
+            # In use by every process on the device, not only this one's reservations:
+            # another job filling the GPU makes this run's next allocation fail too.
+            free, total = torch.cuda.mem_get_info(self.device)
+            gpu = (total - free) / MIB
             if gpu > self.gpu_mib:
                 found += self.fire("memory", env_steps, round(gpu, 1),
-                                   f"GPU memory {gpu:.0f} MiB is above {self.gpu_mib:.0f} MiB")
+                                   f"GPU memory in use {gpu:.0f} MiB (all processes) is "
+                                   f"above {self.gpu_mib:.0f} MiB")
         return found
 
 

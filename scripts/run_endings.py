@@ -1,0 +1,111 @@
+"""How a run ends: finished, paused, or stopped by something outside the training.
+
+Finished and paused runs are the loop's own endings (max_timesteps reached; a pause asked
+for by a rule, a signal or `rltrain pause`). The others come as exceptions out of the
+loop: a file that cannot be written (a full disk), an exception raised by the env's own
+code, the device out of memory. Each one still leaves a paused checkpoint where one can be
+written (not halfway through an env step's bookkeeping), and its reason in events.jsonl
+and status.json, so that `rltrain status` and `rltrain diagnose` can say what happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from rltrain.utils.errors import EnvFailure, OutputError, describe_write_failure
+
+if TYPE_CHECKING:
+    from rltrain.scripts.trainer import Trainer
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    status: str  # "finished" or "paused"
+    env_steps: int
+    checkpoint: Path | None
+    reason: str | None = None
+    rule: str | None = None
+    on_weights: bool = False  # the pause's rule judged the agent's weights
+
+
+def finish(trainer: Trainer) -> RunOutcome:
+    steps = trainer.counters.env_steps
+    path = trainer.paths.periodic_checkpoint(steps)
+    if trainer.monitor.latest_checkpoint != str(path):  # not written at this step already
+        path = trainer.monitor.checkpoint("periodic", steps)
+    trainer.write_status("finished")
+    return RunOutcome("finished", steps, path)
+
+
+def pause(trainer: Trainer) -> RunOutcome:
+    finding, steps = trainer.monitor.pause, trainer.counters.env_steps
+    assert finding is not None
+    path = trainer.monitor.checkpoint("paused", steps)
+    trainer.diagnostics.on_pause(steps)
+    trainer.logger.event(steps, rule=finding.rule, value=finding.value,
+                         threshold=finding.threshold, action="paused",
+                         message=f"paused; checkpoint {path}")
+    trainer.write_status("paused", pause_reason=f"[{finding.rule}] {finding.message}")
+    return RunOutcome("paused", steps, path, finding.message, finding.rule, finding.on_weights)
+
+
+def output_failed(trainer: Trainer, exc: BaseException) -> OutputError:
+    """A log or checkpoint could not be written (disk full, permissions)."""
+    problem = describe_write_failure(exc)
+    _, then = _stop(trainer, "write_failure", problem, "that is fixed")
+    return OutputError(f"stopped at step {trainer.counters.env_steps}: {problem}; {then}")
+
+
+def env_failed(trainer: Trainer, exc: EnvFailure) -> EnvFailure:
+    """The env raised an exception; its traceback goes to the log folder. A failed vector
+    step leaves the run as it was before it, with the step's actions kept, so the resumed
+    run takes that step again with the same actions."""
+    problem = str(exc)
+    with contextlib.suppress(OSError):
+        trace = trainer.paths.env_error_file(trainer.counters.env_steps)
+        trace.write_text(exc.details)
+        problem += f" (traceback: {trace})"
+    _, then = _stop(trainer, "env_error", problem, "the env is fixed")
+    return EnvFailure(f"stopped at step {trainer.counters.env_steps}: {problem}; {then}",
+                      exc.details)
+
+
+def out_of_memory(trainer: Trainer, exc: torch.OutOfMemoryError) -> RunOutcome:
+    """The device ran out of memory (on CUDA, other processes count too): a pause by the
+    memory rule, with a checkpoint if one can still be written (it is saved from host
+    memory). An update under way when it happened is lost, or half in the checkpoint."""
+    if trainer.device.type == "cuda":
+        torch.cuda.empty_cache()
+    problem = (f"out of {trainer.device.type} memory: "
+               f"{(str(exc).strip().splitlines() or [''])[0]}")
+    saved, _ = _stop(trainer, "memory", problem, "memory is free")
+    if saved is None:
+        raise exc
+    return RunOutcome("paused", trainer.counters.env_steps, saved, problem, "memory")
+
+
+def _stop(trainer: Trainer, rule: str, problem: str, fixed: str) -> tuple[Path | None, str]:
+    """Write a paused checkpoint if one can be, and the reason where status reads it.
+    Returns the checkpoint, and which checkpoint to resume once `fixed`."""
+    steps, monitor = trainer.counters.env_steps, trainer.monitor
+    saved: Path | None = None
+    with contextlib.suppress(OSError, OutputError):
+        if not trainer.in_env_step:
+            saved = monitor.checkpoint("paused", steps)
+    with contextlib.suppress(OSError, OutputError):
+        trainer.logger.event(steps, rule=rule, value=None, threshold=None,
+                             action="pause" if saved else "stop", message=problem)
+    with contextlib.suppress(OSError, OutputError):
+        trainer.write_status("paused" if saved else "crashed", pause_reason=problem)
+    if saved is not None:
+        return saved, (f"a checkpoint was still written; once {fixed}: rltrain resume "
+                       f"--checkpoint {saved}")
+    none = ("no checkpoint was written halfway through an env step" if trainer.in_env_step
+            else "no checkpoint could be written")
+    newest = monitor.latest_checkpoint
+    return None, f"{none}; the newest is {newest}" if newest else none
