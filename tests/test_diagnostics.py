@@ -112,7 +112,9 @@ def test_the_time_the_diagnostics_take_is_logged(tmp_path, monkeypatch):
         shares[name] = [e.value for e in events.Scalars("charts/diagnostics_time_share")]
     # The policy acts on 200 of the 300 steps (the rest are random warm-up) and in evaluation.
     assert seconds["on"] >= 200 * 0.003 and seconds["off"] == 0
-    assert len(shares["on"]) == 6 and all(0.3 < share <= 1.0 for share in shares["on"][2:])
+    # Alone, the planted 3 ms are over 30% of a step here; 15% leaves room for a machine
+    # shared with other work (it failed twice at 30% while other tests ran beside it).
+    assert len(shares["on"]) == 6 and all(0.15 < share <= 1.0 for share in shares["on"][2:])
     assert shares["off"] == [0.0] * 6
 
 
