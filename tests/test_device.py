@@ -1,5 +1,5 @@
-"""Process-wide CPU settings (utils/device.py): freed memory is kept for reuse, and the
-config's torch thread count takes effect."""
+"""Process-wide settings (utils/device.py): freed memory is kept for reuse, float32
+products are full precision, and the config's torch thread count takes effect."""
 
 from __future__ import annotations
 
@@ -63,3 +63,15 @@ def test_torch_threads_from_the_config_take_effect(tmp_path):
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+
+
+def test_training_uses_full_float32_products_whatever_was_set_before(tmp_path):
+    """TF32 products (allowed by set_float32_matmul_precision("high") on Ampere and later
+    GPUs) would change every result of a CUDA run without a word."""
+    torch.set_float32_matmul_precision("high")
+    try:
+        Trainer(tiny_config(tmp_path), DEVICE, interactive=False).close()
+        assert torch.get_float32_matmul_precision() == "highest"
+        assert not torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.set_float32_matmul_precision("highest")

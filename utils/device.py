@@ -1,5 +1,5 @@
 """Choosing the torch device from the config's `device: auto | cpu | cuda`, and the
-process-wide CPU settings (floats, memory) training runs with."""
+process-wide settings (threads, float32 precision, denormals, memory) training runs with."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ def tune_process(threads: int | None = None) -> None:
     `threads`: torch's CPU threads (None: leave torch's choice, one per core)."""
     if threads is not None:
         torch.set_num_threads(threads)
+    # Full float32 matrix products, whatever the process was set to before: TF32 (or
+    # bf16) products on Ampere and later GPUs would change every result, and silently.
+    torch.set_float32_matmul_precision("highest")
     flush_denormals()
     keep_freed_memory()
 
