@@ -297,6 +297,9 @@ def load_actor(payload: dict, env, path: str) -> Actor:
               help="Trials running at once (default: as many as the CPUs allow).")
 @click.option("--cpus-per-trial", type=click.FloatRange(min=0.1), default=1.0,
               show_default=True, help="CPUs Ray reserves for each trial (its torch threads).")
+@click.option("--gpus-per-trial", type=click.FloatRange(min=0), default=0.0,
+              show_default=True, help="GPUs Ray reserves for each trial (e.g. 0.25: four "
+                                      "trials share one); needed for device cuda.")
 @click.option("--max-failures", type=click.IntRange(min=0), default=3, show_default=True,
               help="Retries of a crashed trial, each from its latest checkpoint.")
 @click.option("--address", default=None, metavar="ADDR",
@@ -308,8 +311,8 @@ def load_actor(payload: dict, env, path: str) -> Actor:
               help="Where the sweep to --resume lives.")
 def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
           overrides: tuple[str, ...], max_concurrent: int | None, cpus_per_trial: float,
-          max_failures: int, address: str | None, name: str | None, resume_name: str | None,
-          log_dir: str) -> None:
+          gpus_per_trial: float, max_failures: int, address: str | None, name: str | None,
+          resume_name: str | None, log_dir: str) -> None:
     """Run one trial per (grid point, seed) on Ray Tune, then summarise them.
 
     Each trial is an ordinary rltrain run under <log_dir>/<name>/ with its own
@@ -326,7 +329,8 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
             raise click.UsageError("--config is required (or --resume NAME)")
         name = name or time.strftime("sweep_%Y%m%d-%H%M%S")
         folder = sweeps.launch(config_name, overrides, grid, seeds, name, max_concurrent,
-                               address, cpus_per_trial, max_failures)
+                               address, {"cpu": cpus_per_trial, "gpu": gpus_per_trial},
+                               max_failures)
     points = sweeps.summarise(folder)
     print_summary(folder, points)
     unfinished = sum(p["unfinished"] for p in points)

@@ -188,10 +188,12 @@ def plan_file(sweep_dir: Path) -> Path:
 
 def launch(config_name: str, overrides: tuple[str, ...], grid: tuple[str, ...], seeds: int,
            name: str, max_concurrent: int | None, address: str | None,
-           cpus_per_trial: float, max_failures: int) -> Path:
-    """Validate every trial, write the plan, and run it on Tune."""
+           per_trial: dict[str, float], max_failures: int) -> Path:
+    """Validate every trial, write the plan, and run it on Tune. `per_trial`: the CPUs
+    and GPUs Ray reserves for each trial."""
     require_ray()
     base = load_config(config_name, overrides)
+    check_gpus(base.device, per_trial["gpu"], address)
     sweep_dir = Path(base.log_dir).resolve() / name
     if sweep_dir.exists():
         raise UserError(f"sweep '{name}' already exists ({sweep_dir}); continue it with "
@@ -202,7 +204,8 @@ def launch(config_name: str, overrides: tuple[str, ...], grid: tuple[str, ...], 
     trials = plan_trials(load_config(config_name, overrides), overrides, grid, seeds, name)
     sweep_dir.mkdir(parents=True)
     plan = {"config": str(Path(config_name).resolve()) if Path(config_name).is_file()
-            else config_name, "cpus_per_trial": cpus_per_trial, "max_failures": max_failures,
+            else config_name, "cpus_per_trial": per_trial["cpu"],
+            "gpus_per_trial": per_trial["gpu"], "max_failures": max_failures,
             "max_concurrent": max_concurrent,
             "trials": [{"run_name": t.run_name, "point": t.point,
                         "overrides": list(t.overrides)} for t in trials]}
@@ -228,7 +231,7 @@ def _fit(sweep_dir: Path, plan: dict[str, Any], address: str | None, restore: bo
     threads = max(1, int(plan["cpus_per_trial"]))
     params = [{"config": plan["config"], "run_name": t["run_name"],
                "overrides": t["overrides"], "threads": threads} for t in plan["trials"]]
-    trainable = tune.with_resources(run_trial, {"cpu": plan["cpus_per_trial"]})
+    trainable = tune.with_resources(run_trial, trial_resources(plan))
     try:
         if restore:
             tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable=trainable,
@@ -244,6 +247,27 @@ def _fit(sweep_dir: Path, plan: dict[str, Any], address: str | None, restore: bo
         tuner.fit()
     except KeyboardInterrupt:
         pass  # the summary below covers what ran; `--resume` continues the rest
+
+
+def trial_resources(plan: dict[str, Any]) -> dict[str, float]:
+    """What Ray reserves for each trial. With GPUs, Ray also sets each trial's
+    CUDA_VISIBLE_DEVICES to its share, so trials spread over the machine's GPUs."""
+    gpus = float(plan.get("gpus_per_trial", 0.0))  # plans written before it: none
+    return {"cpu": plan["cpus_per_trial"], **({"gpu": gpus} if gpus > 0 else {})}
+
+
+def check_gpus(device: str, gpus_per_trial: float, address: str | None) -> None:
+    """Trials on CUDA need GPUs reserved (without, Ray neither schedules by GPU memory nor
+    spreads trials over the GPUs, and some Ray versions hide the GPUs from them); GPUs
+    reserved where this machine has none would leave every trial waiting forever."""
+    import torch
+
+    if device == "cuda" and gpus_per_trial == 0:
+        raise UserError("device cuda needs GPUs for the trials: add --gpus-per-trial "
+                        "(e.g. 1, or 0.25 for four trials on one GPU)")
+    if gpus_per_trial > 0 and address is None and not torch.cuda.is_available():
+        raise UserError(f"--gpus-per-trial {gpus_per_trial:g}: this machine has no CUDA GPU "
+                        "for local Ray to give the trials")
 
 
 def summarise(sweep_dir: Path) -> list[dict[str, Any]]:

@@ -143,3 +143,28 @@ def test_without_ray_the_sweep_says_how_to_install_it(tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert result.output.strip() == 'Error: rltrain sweep needs Ray Tune: pip install ' \
                                     '"rltrain[sweep]"'
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "device=cuda"], "device cuda needs GPUs for the trials: add --gpus-per-trial"),
+    (["--gpus-per-trial", "0.5"], "this machine has no CUDA GPU for local Ray"),
+])
+def test_gpus_for_the_trials_are_asked_for_where_they_are_needed(tmp_path, monkeypatch,
+                                                                 args, message):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this machine
+    if "device=cuda" in args:  # the config check of device: cuda, passed as on a GPU machine
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    result = CliRunner().invoke(cli, ["sweep", "--config", str(config_file(tmp_path)),
+                                      "--name", "gpu", *args])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "logs" / "gpu").exists()
+
+
+def test_trials_reserve_gpus_only_when_asked():
+    from rltrain.scripts.sweep import trial_resources
+
+    assert trial_resources({"cpus_per_trial": 2}) == {"cpu": 2}  # a plan from before GPUs
+    assert trial_resources({"cpus_per_trial": 1, "gpus_per_trial": 0.25}) == {
+        "cpu": 1, "gpu": 0.25}
