@@ -36,8 +36,9 @@ class Episode:
 
     index: int
     obs: np.ndarray
-    episode_return: float = 0.0
+    episode_return: float = 0.0  # of the finite rewards
     length: int = 0
+    non_finite_rewards: int = 0  # NaN/inf rewards, left out of the return
     actions: list[np.ndarray] = field(default_factory=list)
 
 
@@ -124,6 +125,7 @@ class Collector:
         return {
             "episodes": [{"index": e.index, "obs": torch.as_tensor(np.array(e.obs)),
                           "episode_return": e.episode_return, "length": e.length,
+                          "non_finite_rewards": e.non_finite_rewards,
                           "actions": actions(e)} for e in self.episodes],
             "pending": [{"env": t.env, "obs": torch.as_tensor(np.array(t.obs)),
                          "action": torch.as_tensor(np.array(t.action)), "reward": t.reward,
@@ -157,7 +159,8 @@ class Collector:
             index, actions = int(e["index"]), e["actions"].numpy()
             self.episodes.append(Episode(index=index, obs=obs,
                                          episode_return=float(e["episode_return"]),
-                                         length=int(e["length"]), actions=list(actions)))
+                                         length=int(e["length"]), actions=list(actions),
+                                         non_finite_rewards=int(e.get("non_finite_rewards", 0))))
             if not np.array_equal(np.asarray(obs), e["obs"].numpy()):
                 self.pending = deque(t for t in self.pending if t.env != env)
                 self.restart(env, index)

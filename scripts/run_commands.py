@@ -56,6 +56,11 @@ def last_pause(log_dir: Path) -> str | None:
     return f"[{event.get('rule')}] {event.get('message')} (step {event.get('env_steps')})"
 
 
+def _left_out(non_finite_rewards: int) -> str:
+    return (f" ({non_finite_rewards} NaN/inf rewards left out)" if non_finite_rewards
+            else "")
+
+
 def status_report(log_dir: Path) -> dict[str, Any]:
     status = _load_status(log_dir)
     state = effective_state(status)
@@ -66,6 +71,7 @@ def status_report(log_dir: Path) -> dict[str, Any]:
         "env_steps": steps, "max_timesteps": status.get("max_timesteps"),
         "episodes": status.get("episodes"), "updates": status.get("updates"),
         "latest_episode_return": status.get("latest_episode_return"),
+        "latest_episode_non_finite_rewards": status.get("latest_episode_non_finite_rewards", 0),
         "latest_eval": status.get("latest_eval"), "best_eval": status.get("best_eval"),
         "best_eval_step": best_step, "evals_since_best": status.get("evals_since_best"),
         "steps_since_best": None if best_step is None else steps - best_step,
@@ -96,7 +102,8 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
     rows = [("run", f"{report['run']}  ({report['log_dir']})"), ("state", state),
             ("env steps", f"{report['env_steps']} / {report['max_timesteps']}"),
             ("episodes", report["episodes"]), ("updates", report["updates"]),
-            ("latest episode return", _num(report["latest_episode_return"])),
+            ("latest episode return", _num(report["latest_episode_return"]) + _left_out(
+                report["latest_episode_non_finite_rewards"])),
             ("latest eval", _num(report["latest_eval"])),
             ("best eval", "n/a" if report["best_eval"] is None else
              f"{_num(report['best_eval'])} at step {report['best_eval_step']}"),
@@ -110,8 +117,11 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
     Console(soft_wrap=True).print(table)
 
 
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
+def _num(value: float | str | None) -> str:
+    """A number for the table; status.json holds NaN/inf as the strings "nan"/"inf"."""
+    if value is None:
+        return "n/a"
+    return value if isinstance(value, str) else f"{value:.2f}"
 
 
 @click.command()

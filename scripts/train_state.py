@@ -50,6 +50,7 @@ class Counters:
     env_steps: int = 0
     episodes: int = 0  # completed training episodes
     last_return: float | None = None  # of the latest completed episode
+    last_non_finite_rewards: int = 0  # NaN/inf rewards left out of that return
 
 
 def build_payload(trainer: Trainer, kind: str) -> dict[str, Any]:

@@ -221,6 +221,8 @@ class Trainer:
             truncated = True  # the env state is broken: end the episode here
         if math.isfinite(t.reward):  # a refused NaN/inf reward is non_finite's, not the return's
             episode.episode_return += t.reward
+        else:
+            episode.non_finite_rewards += 1  # counted, so that the return says what it lacks
         episode.length += 1
         if t.terminated or truncated:
             self._end_episode(t.env)
@@ -238,10 +240,14 @@ class Trainer:
         episode, steps = self.collector.episodes[env], self.counters.env_steps
         self.counters.episodes += 1
         self.counters.last_return = episode.episode_return
+        self.counters.last_non_finite_rewards = episode.non_finite_rewards
         self.logger.scalars(steps, {"train/episode_return": episode.episode_return,
                                     "train/episode_length": episode.length})
+        left_out = {"non_finite_rewards": episode.non_finite_rewards} \
+            if episode.non_finite_rewards else {}
         self.logger.metric("episode", steps, episode=episode.index,
-                           episode_return=episode.episode_return, length=episode.length)
+                           episode_return=episode.episode_return, length=episode.length,
+                           **left_out)
         self.monitor.on_episode(steps, episode.episode_return)
         self.diagnostics.on_episode_end(steps, episode.episode_return, env)
         # num_envs episodes are always in progress: the next index is the one after them.
@@ -301,6 +307,7 @@ class Trainer:
             "run": self.paths.name, "state": state, "env_steps": c.env_steps,
             "max_timesteps": self.config.max_timesteps, "episodes": c.episodes,
             "updates": self.agent.updates, "latest_episode_return": c.last_return,
+            "latest_episode_non_finite_rewards": c.last_non_finite_rewards,
             "latest_eval": m.latest_eval, "best_eval": m.best_eval,
             "best_eval_step": m.best_eval_step, "evals_since_best": m.evals_since_best,
             "evaluations": m.evaluations, "pause_reason": pause_reason,

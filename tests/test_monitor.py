@@ -203,9 +203,16 @@ def test_a_nan_reward_is_non_finite_not_a_catastrophic_return(tmp_path):
     _, events = train(tmp_path, safe_mode=False, min_reward_threshold=-3300,
                       **PLANTED["non_finite"])
     assert {e["rule"] for e in events if e["action"] == "warn"} == {"non_finite"}
-    returns = [m["episode_return"] for m in read_jsonl(tmp_path / "logs" / "r" / "metrics.jsonl")
-               if m["kind"] == "episode"]
-    assert returns and all(abs(r) < 3300 for r in returns)  # finite, NaN step left out
+    episodes = [m for m in read_jsonl(tmp_path / "logs" / "r" / "metrics.jsonl")
+                if m["kind"] == "episode"]
+    assert episodes and all(abs(m["episode_return"]) < 3300 for m in episodes)  # finite
+    # ... and what the return leaves out is said: in the episode's line and in status.
+    assert [m.get("non_finite_rewards") for m in episodes] == [1]  # the NaN at step 120
+    status = CliRunner().invoke(cli, ["status", str(tmp_path / "logs" / "r")])
+    assert "(1 NaN/inf rewards left out)" in status.output, status.output
+    assert "latest eval            nan" in status.output  # the evaluations' NaN reward too
+    diagnosed = CliRunner().invoke(cli, ["diagnose", str(tmp_path / "logs" / "r")])
+    assert diagnosed.exit_code == 0 and "non_finite" in diagnosed.output, diagnosed.output
 
 
 def test_a_rule_still_failing_on_resume_pauses_again_at_once(tmp_path):

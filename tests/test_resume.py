@@ -389,3 +389,18 @@ def test_a_cuda_run_resumed_where_there_is_no_cuda_says_how_to_go_on(tmp_path, m
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
     assert "CUDA is not available" in result.output
     assert f"rltrain resume --checkpoint {from_gpu} --set device=cpu" in result.output
+
+
+def test_eval_curve_reads_nan_evaluations_back_as_numbers(tmp_path):
+    """JSON has no NaN: metrics.jsonl holds it as "nan", which the sweep's summary (max of
+    the curve) and diagnose's plot must get back as a float."""
+    import math
+
+    from rltrain.utils.run_logger import eval_curve
+
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"kind": "eval", "env_steps": 100, "mean_return": -150.5}\n'
+                    '{"kind": "eval", "env_steps": 200, "mean_return": "nan"}\n')
+    curve = eval_curve(read_jsonl(path))
+    assert curve[0] == (100, -150.5) and curve[1][0] == 200 and math.isnan(curve[1][1])
+    assert all(isinstance(v, float) for _, v in curve)  # max() of the curve works

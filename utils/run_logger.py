@@ -127,8 +127,9 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def eval_curve(metrics: list[dict[str, Any]]) -> list[tuple[int, float]]:
-    """(env steps, mean evaluation return) of every evaluation in metrics.jsonl lines."""
-    return [(m["env_steps"], m["mean_return"]) for m in metrics if m["kind"] == "eval"]
+    """(env steps, mean evaluation return) of every evaluation in metrics.jsonl lines (NaN
+    and inf are written as strings there: float() reads them back)."""
+    return [(m["env_steps"], float(m["mean_return"])) for m in metrics if m["kind"] == "eval"]
 
 
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

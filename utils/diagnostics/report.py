@@ -128,7 +128,8 @@ def _findings_html(found: list[dict[str, Any]]) -> str:
 
 
 def _learning_curve(metrics: list[dict]) -> tuple[str, str | None]:
-    episodes = [(m["env_steps"], m["episode_return"]) for m in metrics if m["kind"] == "episode"]
+    episodes = [(m["env_steps"], float(m["episode_return"])) for m in metrics
+                if m["kind"] == "episode"]
     evals = eval_curve(metrics)
     if not episodes and not evals:
         return "learning curve", None
