@@ -18,7 +18,10 @@ RULES: dict[str, tuple[str, str]] = {
         "replay the episode's seed with `rltrain eval`; check min_reward_threshold"),
     "non_finite": (
         "if NaN/inf enters observations, rewards or losses, then updates produce NaN weights",
-        "assert finite rewards in the env (section 5.2 of the flow-1 doc); check divisions"),
+        "the finding says where: in an observation or reward, assert finite values in the env "
+        "(section 5.2 of the flow-1 doc) and check its divisions; in an update's loss, Q or "
+        "gradients, the critic diverged: lower the learning rates, clip gradients "
+        "(grad_clip_norm), check the reward scale"),
     "critic_loss_explosion": (
         "if the critic diverges, then its loss grows by orders of magnitude",
         "lower critic_lr, clip gradients (grad_clip_norm), scale rewards down"),
