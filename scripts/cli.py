@@ -77,6 +77,8 @@ class RLTrainGroup(click.Group):
             raise WriteFailure(str(exc)) from None
         except EnvFailure as exc:
             raise EnvFailed(str(exc)) from None
+        except BrokenPipeError:  # stdout's reader has gone (`rltrain diagnose RUN | head`):
+            raise  # Click ends quietly with code 1, as when that happens after the command
         except OSError as exc:
             raise WriteFailure(describe_os_error(exc)) from None
 

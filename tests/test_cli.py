@@ -218,3 +218,19 @@ def test_status_tells_a_damaged_status_file_from_a_run_not_started(tmp_path):
     (folder / "status.json").write_text('{"state": "runn')
     result = CliRunner().invoke(cli, ["status", "r", "--log-dir", str(tmp_path / "logs")])
     assert result.exit_code == 2 and "cannot be read as JSON" in result.output, result.output
+
+
+def test_output_cut_short_by_a_pipe_ends_quietly():
+    """`rltrain diagnose RUN | head`: the reader may go away while the command writes. Not
+    "Error: Broken pipe" and exit 4 (a file that cannot be written), but Click's quiet
+    exit 1, as when the pipe breaks after the command."""
+    from rltrain.scripts.cli import RLTrainGroup
+
+    group = RLTrainGroup()
+
+    @group.command()
+    def show() -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    result = CliRunner().invoke(group, ["show"])
+    assert result.exit_code == 1 and "Error" not in result.output, result.output
