@@ -149,6 +149,14 @@ class GlobalRandomPendulum(gym.Wrapper):
         return obs, reward + np.random.normal() + random.random(), terminated, truncated, info
 
 
+class ConstantRewardPendulum(gym.Wrapper):
+    """Pendulum whose reward is always -1, whatever the state and action."""
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = self.env.step(action)
+        return obs, -1.0, terminated, truncated, info
+
+
 class WrongShapePendulum(gym.Wrapper):
     """Pendulum whose observations have one value more than its space declares."""
 
@@ -233,6 +241,8 @@ gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
 gym.register("FakeGlobalRandomPendulum-v0",
              entry_point=lambda: GlobalRandomPendulum(gym.make("Pendulum-v1")))
+gym.register("FakeConstantRewardPendulum-v0",
+             entry_point=lambda: ConstantRewardPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeWrongShapePendulum-v0",
              entry_point=lambda: WrongShapePendulum(gym.make("Pendulum-v1")))
 gym.register("FakeShortPendulum-v0", max_episode_steps=50,

@@ -139,6 +139,8 @@ class DiagnosticsConfig:
         0.5, "rare (>6 sigma) bonuses carry more than this share of the above-mean mass (info)")
     reward_scale: RuleConfig = _warn_rule(
         3.0, "the largest |reward| is below 10^-threshold, or the median above 10^threshold")
+    constant_reward: RuleConfig = _warn_rule(
+        1e-6, "the rewards' std / |mean| over the window at most this: they do not vary")
     n_clusters: int = opt(30, "state clusters of the state-action map", AT_LEAST_ONE)
     action_bins: int = opt(10, "bins per action dimension over the action range",
                            Range(2, None))
@@ -162,6 +164,9 @@ class DiagnosticsConfig:
     exploding_gradient_min_norm: float = opt(
         5.0, "exploding_gradient also needs the norm above this (the documents' limit)",
         NON_NEGATIVE)
+    gradient_clipping: RuleConfig = _warn_rule(
+        10.0, "the gradient norm before clipping is this many times grad_clip_norm or more "
+        "(median of the last 5 gradient records): clipping shrinks every step that much")
     value_policy_imbalance: RuleConfig = _warn_rule(
         1000.0, "the critic's relative gradient (norm / weight norm) over the actor's")
     broken_gradient: RuleConfig = _warn_rule(None, "a layer whose gradient is zero or None")

@@ -10,6 +10,8 @@ broken signals (see the calibration table in the README):
   large penalty (the document's "x1000 collision penalty") carries most of it. A plain
   |z| > 3 share cannot see this: for a two-level reward it is at most 10%.
 - `bonus_share`: the same for steps above the mean: rare large bonuses (sparse reward).
+- `cv`: std / |mean| over the window; `constant_reward` fires when it is (about) zero:
+  rewards that never vary carry no signal about the actions.
 - `max_abs`, `median_abs`: the scale of the rewards. `reward_scale` fires when even the
   largest reward seen so far is orders of magnitude below 1 (rewards scaled by 1e-5
   make the critic's targets vanish), or the typical (median) one far above it. The

@@ -59,6 +59,11 @@ RULES: dict[str, tuple[str, str]] = {
         "if rewards are orders of magnitude from 1, then critic targets and gradients are "
         "too small or too large to learn from",
         "rescale rewards so that typical |r| is around 0.1-10"),
+    "constant_reward": (
+        "if the reward does not depend on the actions (a constant, a reward term never "
+        "wired in, or a sparse reward never reached yet), then it does not vary at all",
+        "print the env's reward over a few random steps; check the reward function and "
+        "whether exploration can reach the rewarded states"),
     "blind_cluster": (
         "if the state encoding misses information, then in some state clusters no action "
         "is clearly preferred",
@@ -79,6 +84,11 @@ RULES: dict[str, tuple[str, str]] = {
     "exploding_gradient": (
         "if a layer's gradient explodes, then its norm jumps far above its own history",
         "clip gradients, lower the learning rate, check reward scale"),
+    "gradient_clipping": (
+        "if grad_clip_norm is far below the gradients' usual norm, then every update is "
+        "shrunk by that factor and learning crawls",
+        "raise grad_clip_norm to about the median norm before clipping "
+        "(losses/*_grad_norm in TensorBoard), or set it to null"),
     "value_policy_imbalance": (
         "if the critic's updates dominate, then its relative gradient is many times the "
         "actor's",
