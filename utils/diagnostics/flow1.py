@@ -145,6 +145,11 @@ class Flow1Diagnostics:
             self._finding("sparse_reward", env_steps, round(stats["bonus_share"], 4),
                           f"rare bonuses beyond 6 sigma carry {stats['bonus_share']:.0%} of "
                           "the above-mean reward mass", observation=True)
+        if stats["cv"] <= s.constant_reward.threshold:
+            self._finding("constant_reward", env_steps, stats["cv"],
+                          f"the rewards of the last {len(self.reward.episodes)} episodes do "
+                          f"not vary (mean {stats['mean']:.4g}, std {stats['std']:.3g}): they "
+                          "say nothing about the actions, so there is nothing to learn")
         limit = 10.0 ** s.reward_scale.threshold
         if stats["max_abs"] < 1 / limit:
             self._finding("reward_scale", env_steps, stats["max_abs"],
