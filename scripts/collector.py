@@ -149,6 +149,9 @@ class Collector:
         # one env (restart, when a pending transition ends an episode) before it has them.
         unstepped = state.get("unstepped")  # absent from checkpoints written before it
         self.unstepped = None if unstepped is None else unstepped.numpy()
+        if not saved:  # stopped before the envs' first reset: the run starts them
+            self.episodes = []
+            return []
         seeds = [self._seed(int(e["index"])) for e in saved]
         with env_code(self.config.env_name, "the replay of the episodes in progress"):
             self.envs.reset(seed=seeds)

@@ -71,11 +71,18 @@ def test_an_env_that_raises_stops_with_exit_5_and_a_checkpoint_to_resume(tmp_pat
                                       "checkpoint_step_300.pt"))
 
 
-def test_an_env_that_fails_its_first_reset_is_one_line(tmp_path):
+def test_an_env_that_fails_its_first_reset_is_one_line_and_resumes_once_fixed(tmp_path,
+                                                                             monkeypatch):
     result = train(tmp_path, "r", env_name="fake_envs:FakeWrongShapePendulum-v0")
     assert result.exit_code == 5 and "Traceback" not in result.output, result.output
     assert "raised ValueError in reset" in result.output
     assert "stopped at step 0" in result.output
+    # Fixed (the same env id now makes a plain Pendulum): the checkpoint of step 0, with no
+    # episode begun, resumes like a new run.
+    monkeypatch.setattr(fake_envs.WrongShapePendulum, "reset", gym.Wrapper.reset)
+    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_0.pt"
+    resumed = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
+    assert resumed.exit_code == 0, resumed.output
 
 
 def test_an_evaluation_env_that_raises_is_an_env_failure():
