@@ -37,6 +37,7 @@ from rltrain.utils.errors import (
     describe_os_error,
 )
 from rltrain.utils.evaluation import evaluate
+from rltrain.utils.progress import say
 from rltrain.utils.runs import create_run, relative_to_cwd
 from rltrain.utils.sweep_summary import print_summary
 
@@ -121,9 +122,9 @@ def train(config_name: str, overrides: tuple[str, ...], run_name: str | None) ->
     config = load_config(config_name, overrides, run_name)
     trainer = Trainer(config, resolve_device(config.device))
     paths = create_run(config)
-    click.echo(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
+    say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")
-    click.echo(f"  logs: {paths.log_dir}  (tensorboard --logdir {config.log_dir})")
+    say(f"  logs: {paths.log_dir}  (tensorboard --logdir {config.log_dir})")
     _report(trainer.run(paths))
 
 
@@ -165,15 +166,15 @@ def _outcome_decided() -> None:
 def _report(outcome: RunOutcome) -> None:
     _outcome_decided()
     if outcome.status == "paused":
-        click.echo(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
-        click.echo(f"resume with: rltrain resume --checkpoint {_shown(outcome.checkpoint)}")
+        say(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
+        say(f"resume with: rltrain resume --checkpoint {_shown(outcome.checkpoint)}")
         if outcome.on_weights:
-            click.echo(_weights_hint(outcome))
+            say(_weights_hint(outcome))
         elif outcome.rule in RULE_HINTS:
-            click.echo(f"  the rule will fire again unless its cause changes: "
+            say(f"  the rule will fire again unless its cause changes: "
                        f"{RULE_HINTS[outcome.rule]}")
         sys.exit(EXIT_PAUSED)
-    click.echo(f"finished at step {outcome.env_steps}; checkpoint: {_shown(outcome.checkpoint)}")
+    say(f"finished at step {outcome.env_steps}; checkpoint: {_shown(outcome.checkpoint)}")
 
 
 def _weights_hint(outcome: RunOutcome) -> str:
@@ -211,7 +212,7 @@ def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | Non
     is bit-identical to a run that never stopped. Exits 0, or 3 when paused again.
     """
     trainer, paths, info = prepare_resume(checkpoint_path, overrides, run_name)
-    click.echo(f"run {paths.name}: resuming at step {info.env_steps} of "
+    say(f"run {paths.name}: resuming at step {info.env_steps} of "
                f"{trainer.config.max_timesteps}, device {trainer.device}")
     _report(trainer.run(paths, info))
 

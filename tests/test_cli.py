@@ -234,3 +234,16 @@ def test_output_cut_short_by_a_pipe_ends_quietly():
 
     result = CliRunner().invoke(group, ["show"])
     assert result.exit_code == 1 and "Error" not in result.output, result.output
+
+
+def test_training_goes_on_when_the_reader_of_its_output_goes_away(tmp_path):
+    """`rltrain train ... | head -1`: the run finishes, its console output dropped."""
+    exe = str(Path(sys.executable).with_name("rltrain"))
+    proc = subprocess.Popen([exe, "train", "--config", str(write_config(tmp_path)),
+                             "--run-name", "r"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and stderr == b"", stderr
+    status = json.loads((tmp_path / "logs" / "r" / "status.json").read_text())
+    assert status["state"] == "finished" and status["env_steps"] == 300

@@ -6,6 +6,7 @@ The training loop calls `update` every few hundred steps; the display throttles 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -13,6 +14,27 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 PLAIN_EVERY_SECONDS = 10.0
+
+
+def drop_stdout() -> None:
+    """The reader of stdout has gone (`rltrain train ... | head`): what training prints from
+    now on goes nowhere, and the run goes on (its logs are its record)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def say(text: str) -> None:
+    """Print a line of training's own (the run's header, its outcome); a reader of stdout
+    that has gone must not end the run or change its exit code."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        drop_stdout()
+
+
+class _TrainingConsole(Console):
+    def on_broken_pipe(self) -> None:  # rich's default ends the process
+        self.quiet = True
+        drop_stdout()
 
 
 def _fmt(value: float | None) -> str:
@@ -26,7 +48,7 @@ class ProgressDisplay:
                  console: Console | None = None):
         self.total = total_steps
         self.interactive = sys.stdout.isatty() if interactive is None else interactive
-        self.console = console or Console(highlight=False, soft_wrap=True)
+        self.console = console or _TrainingConsole(highlight=False, soft_wrap=True)
         self._last_plain = time.monotonic()
         self._rate_mark = (time.monotonic(), start_steps)
         self._rate = 0.0
