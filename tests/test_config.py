@@ -92,8 +92,14 @@ def test_a_bare_off_is_the_rule_action_off_in_files_and_overrides(tmp_path):
     config = load_config(str(path), ["monitor.q_explosion.action=off"])
     assert config.monitor.critic_loss_explosion.action == "off"
     assert config.monitor.q_explosion.action == "off"
-    with pytest.raises(ConfigError, match="must be one of warn, pause, off; got True"):
-        load_config(str(path), ["monitor.q_explosion.action=on"])
+    # YAML 1.1's other booleans are words here, refused by name (`no` was a silent off).
+    for word in ("on", "no", "yes", "false"):
+        with pytest.raises(ConfigError, match=f"must be one of warn, pause, off; got "
+                                              f"{'False' if word == 'false' else repr(word)}"):
+            load_config(str(path), [f"monitor.q_explosion.action={word}"])
+    with pytest.raises(ConfigError, match="'safe_mode' must be true or false; got 'no'"):
+        load_config(str(path), ["safe_mode=no"])
+    assert load_config(str(path), ["safe_mode=False"]).safe_mode is False
 
 
 def test_overrides_parse_yaml_and_reach_nested_sections(tmp_path):

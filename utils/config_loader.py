@@ -1,8 +1,9 @@
 """Load, override and validate configs: YAML file -> `--set` overrides -> `TrainConfig`.
 
-Config files are read with PyYAML's SafeLoader (what `yaml.safe_load` uses), extended
-to refuse a key given twice, and `--set key=value` values with `yaml.safe_load`
-(never `eval`).
+Config files and `--set key=value` values are read with PyYAML's SafeLoader (what
+`yaml.safe_load` uses; never `eval`), extended to refuse a key given twice and to read
+booleans as YAML 1.2 does: only true/false, so that `action: off` is the word off and a
+`no` or `on` is refused rather than silently read as a boolean.
 Validation happens once, here: unknown keys fail with a "did you mean", types and
 ranges are checked per field, and cross-field rules at the end. Every failure is a
 `ConfigError` whose message names the key and what is allowed.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from importlib import resources
@@ -49,9 +51,13 @@ def resolve_config_path(name: str) -> Path:
                       f"{', '.join(shipped)})")
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+BOOL_TAG = "tag:yaml.org,2002:bool"
+
+
+class _ConfigLoader(yaml.SafeLoader):
     """`yaml.SafeLoader` that refuses a key given twice in one mapping (plain YAML keeps
-    the last silently: `seed: 1 ... seed: 2` would train seed 2 without a word)."""
+    the last silently: `seed: 1 ... seed: 2` would train seed 2 without a word), with
+    YAML 1.2's booleans (below)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen = set()
@@ -66,6 +72,19 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+# YAML 1.1 (PyYAML's default) also reads yes/no/on/off as booleans: `monitor.X.action: no`
+# was quietly "off", and `on` gave "got True".
+_ConfigLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != BOOL_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_ConfigLoader.add_implicit_resolver(
+    BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader)
+
+
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """Parse a YAML file that must hold a mapping at the top level."""
     try:
@@ -73,7 +92,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config '{path}': {exc}") from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        data = _load_yaml(text)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
@@ -96,7 +115,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...])
         if not sep or not key:
             raise ConfigError(f"--set expects key=value, got '{item}'")
         try:
-            value = yaml.safe_load(text) if text.strip() else None
+            value = _load_yaml(text) if text.strip() else None
         except yaml.YAMLError:
             raise ConfigError(f"--set {key}: cannot parse value '{text}' as YAML") from None
         node = result
@@ -186,8 +205,6 @@ def _convert(key: str, value: Any, hint: Any, valid: Range | None) -> Any:
 
 
 def _choice(key: str, value: Any, choices: tuple[Any, ...]) -> Any:
-    if value is False and "off" in choices:  # YAML 1.1 (PyYAML) reads a bare `off` as false
-        return "off"
     if value not in choices:
         raise ConfigError(f"config key '{key}' must be one of {', '.join(map(str, choices))}; "
                           f"got {_show(value)}")
