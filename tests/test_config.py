@@ -85,6 +85,12 @@ def test_yaml_1_1_number_strings_are_accepted(text, expected):
     assert config_from_dict({"replay_buffer_size": text}).replay_buffer_size == expected
 
 
+def test_integers_beyond_a_float_are_kept_exact_or_refused_in_one_line():
+    assert config_from_dict({"replay_buffer_size": 2**63 - 1}).replay_buffer_size == 2**63 - 1
+    with pytest.raises(ConfigError, match="'gamma' must be a number"):
+        config_from_dict({"gamma": 10**400})  # math.isfinite raised OverflowError
+
+
 def test_a_bare_off_is_the_rule_action_off_in_files_and_overrides(tmp_path):
     # YAML 1.1 (PyYAML) reads an unquoted `off` as false; the documented value must work.
     path = tmp_path / "c.yaml"

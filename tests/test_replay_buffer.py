@@ -110,3 +110,6 @@ def test_a_capacity_the_device_cannot_hold_is_a_config_error():
     with pytest.raises(ConfigError, match=r"replay_buffer_size 1000000000000 needs 3.35e\+04 "
                                           "GiB of .* memory, which could not be allocated"):
         ReplayBuffer(10**12, 3, 1, DEVICE, seed=0)
+    for capacity in (2**60, 10**20):  # beyond torch's size arithmetic: a traceback before
+        with pytest.raises(ConfigError, match="could not be allocated here"):
+            ReplayBuffer(capacity, 3, 1, DEVICE, seed=0)

@@ -224,13 +224,22 @@ def _as_number(key: str, value: Any, integer: bool, valid: Range | None) -> int 
     kind = "an integer" if integer else "a number"
     if valid is not None:
         kind = _describe(int if integer else float, valid)
-    if number is None or not math.isfinite(number):
+    if integer and isinstance(number, int):  # exact: a float holds ints only up to 2**53
+        return number
+    if number is None or not _finite(number):
         raise ConfigError(f"config key '{key}' must be {kind}; got {_show(value)}")
     if integer:
         if float(number) != int(number):
             raise ConfigError(f"config key '{key}' must be {kind}; got {_show(value)}")
         return int(number)
     return float(number)
+
+
+def _finite(number: float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an int beyond any float
+        return False
 
 
 def _describe(hint: type, valid: Range) -> str:

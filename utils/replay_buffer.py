@@ -32,14 +32,17 @@ class Batch(NamedTuple):
 
 
 def _storage(capacity: int, width: int, device: torch.device) -> torch.Tensor:
+    gib = capacity * width * 4 / 2**30
+    too_big = ConfigError(f"replay_buffer_size {capacity} needs {gib:.3g} GiB of {device.type} "
+                          "memory, which could not be allocated here; lower it")
+    if capacity * width * 4 >= 2**62:  # beyond any machine (and torch's size arithmetic)
+        raise too_big
     try:
         return torch.empty((capacity, width), dtype=torch.float32, device=device)
     except RuntimeError as exc:  # torch.OutOfMemoryError on CUDA, a RuntimeError on the CPU
         if "alloc" not in str(exc).lower() and not isinstance(exc, torch.OutOfMemoryError):
             raise
-        gib = capacity * width * 4 / 2**30
-        raise ConfigError(f"replay_buffer_size {capacity} needs {gib:.3g} GiB of {device.type} "
-                          "memory, which could not be allocated here; lower it") from None
+        raise too_big from None
 
 
 class ReplayBuffer:
