@@ -66,6 +66,9 @@ def env_failed(trainer: Trainer, exc: EnvFailure) -> EnvFailure:
     step leaves the run as it was before it, with the step's actions kept, so the resumed
     run takes that step again with the same actions."""
     problem = str(exc)
+    # In an evaluation: nothing of it was recorded yet, so the resumed run does it again,
+    # and the checkpoint and diagnostics due after it, before its next step.
+    trainer.redo_due = trainer.in_due
     with contextlib.suppress(OSError):
         trace = trainer.paths.env_error_file(trainer.counters.env_steps)
         trace.write_text(exc.details)

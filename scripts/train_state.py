@@ -76,6 +76,7 @@ def _trainer_state(trainer: Trainer) -> dict[str, Any]:
     numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
     return {
         "counters": dataclasses.asdict(trainer.counters),
+        "redo_due": trainer.redo_due,  # what is due after the last env step, not yet done
         **trainer.collector.state_dict(trainer.action_dim),  # episodes, pending, unstepped
         "exploration": trainer.exploration.state_dict(),
         "monitor": trainer.monitor.state_dict(),
@@ -119,6 +120,7 @@ def _restore(trainer: Trainer, payload: dict[str, Any]) -> list[str]:
     continued = [trainer.agent.load_state_dict(payload),
                  trainer.buffer.load_state_dict(payload["buffer"])]
     trainer.counters = Counters(**state["counters"])
+    trainer.redo_due = bool(state.get("redo_due", False))
     trainer.exploration.load_state_dict(state["exploration"])
     trainer.monitor_state = state["monitor"]
     trainer.diagnostics_state = state["diagnostics"]

@@ -94,6 +94,8 @@ class Trainer:
         self.on_checkpoint: Callable[[str, Path], None] | None = None
         self.paths: RunPaths | None = None
         self.in_env_step = False
+        self.in_due = False
+        self.redo_due = False  # set by a checkpoint written when `_due` failed
 
     # ----------------------------------------------------------------- the loop
     def run(self, paths: RunPaths, resume: ResumeInfo | None = None) -> RunOutcome:
@@ -175,6 +177,9 @@ class Trainer:
             self.collector.start(self.counters.episodes)
         if resumed:
             self.monitor.handle(resume_findings(self))
+        if self.redo_due:  # stopped in the middle of it: the env raised in an evaluation
+            self.redo_due = False
+            self._due(self.counters.env_steps)
         self.write_status("running")
         self._pause_on_signal()  # one that came while the run started
         while self.monitor.pause is None and self.counters.env_steps < self.config.max_timesteps:
@@ -198,8 +203,16 @@ class Trainer:
                 self._learn()
         if steps % self.config.log_freq == 0:
             self._log_losses()
+        self._due(steps)
+
+    def _due(self, steps: int) -> None:
+        """Evaluation, checkpoints, diagnostics and status due after env step `steps`. An
+        env that raises in evaluation leaves `in_due` set: the run's checkpoint then says
+        to do all of this again when it is resumed (`redo_due`)."""
+        self.in_due = True
         self.monitor.after_step(steps)
         self.diagnostics.after_step(steps)
+        self.in_due = False
         if steps % self.config.checkpoint_freq == 0 or steps % self.config.eval_freq == 0:
             self.write_status("running")
         if steps % 100 == 0:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
-from test_resume import assert_same_state
+from test_resume import assert_same_state, metrics
 
 from rltrain.scripts.cli import cli
 from rltrain.utils.checkpoint import load_checkpoint
@@ -26,10 +26,11 @@ from conftest import tiny_dict
 CRASHING = "fake_envs:FakeCrashingPendulum-v0"  # raises at its 150th step
 
 
-def train(tmp_path, name: str, env_name: str = CRASHING):
+def train(tmp_path, name: str, env_name: str = CRASHING, eval_freq: int = 1000):
     config = tmp_path / f"{name}.yaml"
-    # No evaluations: the evaluation env (a crashing one too) must not fail first.
-    config.write_text(yaml.safe_dump(tiny_dict(tmp_path, env_name=env_name, eval_freq=1000)))
+    # By default no evaluations: the evaluation env (a crashing one too) would fail first.
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path, env_name=env_name,
+                                               eval_freq=eval_freq)))
     return CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", name])
 
 
@@ -69,6 +70,25 @@ def test_an_env_that_raises_stops_with_exit_5_and_a_checkpoint_to_resume(tmp_pat
     assert_same_state(load_checkpoint(checkpoints / "checkpoint_step_300.pt"),
                       load_checkpoint(tmp_path / "checkpoints" / "never_failed" /
                                       "checkpoint_step_300.pt"))
+
+
+def test_an_evaluation_the_env_failed_in_is_done_again_on_resume(tmp_path, monkeypatch):
+    """The evaluation env reaches its 150th step in the first evaluation (step 100), before
+    the training env does: resumed once fixed, the run evaluates at step 100 after all and
+    its whole history is that of a run that never failed."""
+    result = train(tmp_path, "r", eval_freq=100)
+    assert result.exit_code == 5 and "in step (evaluation)" in result.output, result.output
+    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_100.pt"
+    assert load_checkpoint(paused)["trainer"]["redo_due"] is True
+    monkeypatch.setattr(fake_envs.CrashingPendulum, "broken", False)
+    assert CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)]).exit_code == 0
+    assert train(tmp_path, "never_failed", eval_freq=100).exit_code == 0
+    assert metrics(tmp_path / "logs" / "r" / "metrics.jsonl") == metrics(
+        tmp_path / "logs" / "never_failed" / "metrics.jsonl")
+    assert_same_state(load_checkpoint(tmp_path / "checkpoints" / "r" / "checkpoint_step_300.pt"),
+                      load_checkpoint(tmp_path / "checkpoints" / "never_failed" /
+                                      "checkpoint_step_300.pt"))
+    assert (tmp_path / "checkpoints" / "r" / "checkpoint_step_100.pt").exists()
 
 
 def test_an_env_that_fails_its_first_reset_is_one_line_and_resumes_once_fixed(tmp_path,
