@@ -72,6 +72,18 @@ def test_an_env_that_raises_stops_with_exit_5_and_a_checkpoint_to_resume(tmp_pat
                                       "checkpoint_step_300.pt"))
 
 
+def test_an_env_raising_in_an_async_worker_is_named_where_it_raised(tmp_path):
+    config = tmp_path / "a.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path, env_name=CRASHING, eval_freq=1000,
+                                               num_envs=2, vector_mode="async")))
+    result = CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", "a"])
+    assert result.exit_code == 5, result.output
+    assert "raised RuntimeError in step at fake_envs.py:" in result.output  # not Gymnasium's
+    assert "Received the following error" not in result.output  # Gymnasium's own report
+    trace = next((tmp_path / "logs" / "a").glob("env_error_step_*.txt")).read_text()
+    assert 'fake_envs.py", line' in trace and "simulator crashed" in trace
+
+
 def test_an_evaluation_the_env_failed_in_is_done_again_on_resume(tmp_path, monkeypatch):
     """The evaluation env reaches its 150th step in the first evaluation (step 100), before
     the training env does: resumed once fixed, the run evaluates at step 100 after all and

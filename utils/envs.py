@@ -15,6 +15,7 @@ import difflib
 import functools
 import signal
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -51,6 +52,8 @@ def env_code(env_name: str, call: str) -> Iterator[None]:
     (with the traceback kept for the run's log folder)."""
     try:
         yield
+    except EnvFailure:
+        raise  # already named where it was raised (in an env's own process, for one)
     except Exception as exc:
         frames = traceback.extract_tb(exc.__traceback__)
         where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in " \
@@ -118,21 +121,31 @@ class Replayable(gym.Wrapper):
     so a resume replays each sub-env's episode through `VectorEnv.call("replay", plans)`,
     in its own process when the vector env is async."""
 
-    def __init__(self, env: gym.Env, index: int) -> None:
+    def __init__(self, env: gym.Env, index: int, env_name: str) -> None:
         super().__init__(env)
-        self.index = index
+        self.index, self.env_name = index, env_name
+
+    # Exceptions of the env's own code are named here, where they are raised: in an async
+    # vector env that is the env's own process, whose traceback the trainer never sees.
+    def step(self, action: Any) -> Any:
+        with env_code(self.env_name, "step"):
+            return self.env.step(action)
+
+    def reset(self, **kwargs: Any) -> Any:
+        with env_code(self.env_name, "reset"):
+            return self.env.reset(**kwargs)
 
     def replay(self, plans: list[tuple[int, np.ndarray]]) -> np.ndarray:
         """`plans[index]` is (reset seed, actions [T, action_dim]); returns the last obs."""
         seed, actions = plans[self.index]
-        obs, _ = self.env.reset(seed=seed)
+        obs, _ = self.reset(seed=seed)
         for action in actions:
-            obs, *_ = self.env.step(action)
+            obs, *_ = self.step(action)
         return obs
 
 
 def _sub_env(env_name: str, index: int) -> gym.Env:
-    return Replayable(make_env(env_name), index)
+    return Replayable(make_env(env_name), index, env_name)
 
 
 def _worker_sub_env(env_name: str, index: int) -> gym.Env:
@@ -142,12 +155,23 @@ def _worker_sub_env(env_name: str, index: int) -> gym.Env:
     return _sub_env(env_name, index)
 
 
+def _quiet_worker_errors() -> None:
+    """An env's exception in an async worker comes back to the trainer, which reports it in
+    one line and writes its traceback to the log folder; Gymnasium also logs it, as some
+    twenty lines of warnings on the console, which these filters leave out."""
+    for message in ("Received the following error from Worker",
+                    r"Traceback \(most recent call last\)",
+                    "Raising the last exception back to the main process"):
+        warnings.filterwarnings("ignore", message=rf".*ERROR: {message}")
+
+
 def make_training_envs(env_name: str, num_envs: int, mode: str) -> gym.vector.VectorEnv:
     """`num_envs` copies of the env behind Gymnasium's vector API, without autoreset (the
     trainer resets each finished episode itself, with that episode's seed). `sync` steps
     them in turn in this process; `async` in one process each, which pays when a step
     is expensive (physics simulators), not for Pendulum's 30 us."""
     if mode == "async":
+        _quiet_worker_errors()
         # spawn: a forked copy of a process that already runs torch's threads can hang.
         return gym.vector.AsyncVectorEnv(
             [functools.partial(_worker_sub_env, env_name, i) for i in range(num_envs)],

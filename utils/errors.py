@@ -35,7 +35,10 @@ class EnvFailure(Exception):
     The message names the exception and where it was raised; `details` holds the
     traceback, which training writes to the run's log folder."""
 
-    def __init__(self, message: str, details: str = "") -> None:
+    def __init__(self, message: "str | EnvFailure", details: str = "") -> None:
+        # An async vector env hands a worker's exception back as `type(exc)(exc)`.
+        if isinstance(message, EnvFailure):
+            message, details = str(message), details or message.details
         super().__init__(message)
         self.details = details
 
