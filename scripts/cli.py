@@ -191,8 +191,9 @@ def _weights_hint(outcome: RunOutcome) -> str:
     rewards = ("\n  if `rltrain diagnose` names reward_scale, the rewards are the cause: scale "
                "them down in the env" if outcome.rule in REWARD_SCALED else "")
     return (f"  the weights in this checkpoint already fail the rule, so resuming it pauses "
-            f"again whatever --set changes;\n  {instead};\n  or --set "
-            f"monitor.{outcome.rule}.action=warn to let the run try to recover{rewards}")
+            f"again whatever --set changes;\n  {instead};\n  or set each failing rule's "
+            f"action to warn (--set monitor.{outcome.rule}.action=warn, ...) to let the run "
+            f"try to recover{rewards}")
 
 
 @cli.command()
@@ -247,7 +248,8 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
         def policy(obs: np.ndarray) -> np.ndarray:
             return actor(torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0))[0].numpy()
 
-        result = evaluate(policy, env, episodes, seed, config.gamma)
+        result = evaluate(policy, env, episodes, seed, config.gamma,
+                          env_name=config.env_name)
         video = None
         if video_dir is not None:
             video = snapshots.record_episode(policy, config.env_name, seed, _video_path(

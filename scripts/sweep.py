@@ -12,6 +12,7 @@ with its reason; it is not retried. Ray is an optional extra: `rltrain[sweep]`.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import shutil
 from dataclasses import dataclass
@@ -262,6 +263,8 @@ def check_gpus(device: str, gpus_per_trial: float, address: str | None) -> None:
     reserved where this machine has none would leave every trial waiting forever."""
     import torch
 
+    if not math.isfinite(gpus_per_trial):
+        raise UserError(f"--gpus-per-trial must be a finite number; got {gpus_per_trial}")
     if device == "cuda" and gpus_per_trial == 0:
         raise UserError("device cuda needs GPUs for the trials: add --gpus-per-trial "
                         "(e.g. 1, or 0.25 for four trials on one GPU)")

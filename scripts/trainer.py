@@ -282,7 +282,8 @@ class Trainer:
     def _evaluate(self) -> EvalResult:
         with self.diagnostics.paused_collection():
             result = evaluate(self.agent.act, self.eval_env, self.config.n_eval_episodes,
-                              self.config.seed, self.config.gamma)
+                              self.config.seed, self.config.gamma,
+                              env_name=self.config.env_name)
         self.diagnostics.on_eval(self.counters.env_steps, result)
         return result
 

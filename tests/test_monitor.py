@@ -212,6 +212,7 @@ def test_a_nan_reward_is_non_finite_not_a_catastrophic_return(tmp_path):
     status = CliRunner().invoke(cli, ["status", str(tmp_path / "logs" / "r")])
     assert "(1 NaN/inf rewards left out)" in status.output, status.output
     assert "latest eval            nan" in status.output  # the evaluations' NaN reward too
+    assert any(e["value"] == "evaluation return" for e in events), "a NaN evaluation too"
     diagnosed = CliRunner().invoke(cli, ["diagnose", str(tmp_path / "logs" / "r")])
     assert diagnosed.exit_code == 0 and "non_finite" in diagnosed.output, diagnosed.output
 

@@ -148,6 +148,7 @@ def test_without_ray_the_sweep_says_how_to_install_it(tmp_path, monkeypatch):
 @pytest.mark.parametrize("args, message", [
     (["--set", "device=cuda"], "device cuda needs GPUs for the trials: add --gpus-per-trial"),
     (["--gpus-per-trial", "0.5"], "this machine has no CUDA GPU for local Ray"),
+    (["--gpus-per-trial", "nan"], "--gpus-per-trial must be a finite number; got nan"),
 ])
 def test_gpus_for_the_trials_are_asked_for_where_they_are_needed(tmp_path, monkeypatch,
                                                                  args, message):

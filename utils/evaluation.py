@@ -39,10 +39,12 @@ class EvalResult:
 
 def evaluate(policy: Callable[[np.ndarray], np.ndarray], env: gym.Env, n_episodes: int,
              seed: int, gamma: float = 0.99,
-             on_step: Callable[[np.ndarray, np.ndarray], None] | None = None) -> EvalResult:
-    """Run `n_episodes` with the deterministic `policy`; `on_step(obs, action)` observes."""
+             on_step: Callable[[np.ndarray, np.ndarray], None] | None = None,
+             env_name: str | None = None) -> EvalResult:
+    """Run `n_episodes` with the deterministic `policy`; `on_step(obs, action)` observes.
+    `env_name`: what failures call the env (the config's, with its module)."""
     returns, lengths, discounted, starts, finals, cut = [], [], [], [], [], []
-    name = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+    name = env_name or (env.spec.id if env.spec is not None else type(env.unwrapped).__name__)
     for i in range(n_episodes):
         with env_code(name, "reset (evaluation)"):
             obs, _ = env.reset(seed=derive_seed(seed, EVAL_EPISODES, i))

@@ -131,6 +131,11 @@ class TrainingMonitor:
     # ------------------------------------------------- evaluation, checkpoints
     def evaluate(self, env_steps: int) -> EvalResult:
         result = self._evaluate_fn()
+        if not np.isfinite(result.mean):
+            self.handle(self.rules.fire(
+                "non_finite", env_steps, "evaluation return",
+                f"the evaluation return at env step {env_steps} is {result.mean}: the env "
+                "gave NaN/inf rewards in evaluation (training leaves such rewards out)"))
         self.evaluations += 1
         self.latest_eval = result.mean
         self.logger.scalars(env_steps, {"eval/mean_return": result.mean,
