@@ -8,7 +8,8 @@ of one vector step come from the policy as it was before those transitions' upda
 
 Every episode's reset is seeded from (seed, episode index), so a checkpoint holds each
 env's episode in progress as its index and the actions taken so far, plus the
-transitions of the last vector step not handed out yet; `restore` replays each env's
+transitions of the last vector step not handed out yet (and the actions of a vector
+step the envs raised in, to take it again); `restore` replays each env's
 actions to rebuild its state (in its own process when async). An env whose replay does
 not reproduce the saved observation (not deterministic under replay) restarts its
 episode, with a warning.
@@ -143,15 +144,15 @@ class Collector:
             int(t["env"]), t["obs"].numpy(), t["action"].numpy(), float(t["reward"]),
             t["next_obs"].numpy(), bool(t["terminated"]), bool(t["truncated"]))
             for t in state["pending"])
-        # Each env resets itself with its episode's seed and replays its actions. The
-        # vector reset before it is for the vector env's own bookkeeping, which `call`
-        # bypasses: a sync vector env keeps each env's latest observation and cannot reset
-        # one env (restart, when a pending transition ends an episode) before it has them.
         unstepped = state.get("unstepped")  # absent from checkpoints written before it
         self.unstepped = None if unstepped is None else unstepped.numpy()
         if not saved:  # stopped before the envs' first reset: the run starts them
             self.episodes = []
             return []
+        # Each env resets itself with its episode's seed and replays its actions. The
+        # vector reset before it is for the vector env's own bookkeeping, which `call`
+        # bypasses: a sync vector env keeps each env's latest observation and cannot reset
+        # one env (restart, when a pending transition ends an episode) before it has them.
         seeds = [self._seed(int(e["index"])) for e in saved]
         with env_code(self.config.env_name, "the replay of the episodes in progress"):
             self.envs.reset(seed=seeds)
