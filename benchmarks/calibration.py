@@ -5,8 +5,8 @@
 
 Healthy runs use the shipped configs on Pendulum-v1 and MountainCarContinuous-v0; the
 faults are planted through the small env wrappers of `tests/fake_envs.py` (rare -1000
-penalties, rewards x1e-5, torque too weak, actions 100x too weak, a constant reward),
-the documents' gradient clipping at 1.0, or a patched actor
+penalties, rewards x1e-5, torque too weak, actions 100x too weak, a constant reward) or
+a patched actor; one more run has the documents' gradient clipping at 1.0
 (a dead first layer: every ReLU off, so no gradient reaches it).
 Every run keeps going through warnings and pauses (safe_mode off) so that each
 statistic is seen over the whole run. Prints the markdown table that the README holds.
@@ -48,7 +48,8 @@ SCENARIOS = {
     "dead-actor-layer": ("pendulum_ddpg.yaml", [], 20_000, "dead-layer"),
     "constant-reward": ("pendulum_ddpg.yaml", [
         "env_name=fake_envs:FakeConstantRewardPendulum-v0"], 20_000, None),
-    # The documents' own setting, which learned -558 after 20k steps against -231 without.
+    # Not a fault here: the documents' clipping at 1.0 (their code learned -558 after 20k
+    # steps with it against -231 without); Adam's steps barely depend on the gradient scale.
     "clip-1.0": ("pendulum_ddpg.yaml", ["grad_clip_norm=1.0"], 20_000, None),
 }
 COLUMNS = [  # rule, statistic shown, how it is read from flow1.jsonl
@@ -59,7 +60,6 @@ COLUMNS = [  # rule, statistic shown, how it is read from flow1.jsonl
     ("dead_relu", "dead units (max)"), ("value_policy_imbalance", "imbalance (max)"),
     ("vanishing_gradient", "weakest/strongest layer (min)"),
     ("exploding_gradient", "layer / own median (max)"),
-    ("gradient_clipping", "norm before clipping / grad_clip_norm, median of 5 records (max)"),
     ("broken_gradient", "layers without gradient (max)"),
 ]
 
@@ -93,19 +93,16 @@ def result_of(paths, config) -> dict:
     events = read_jsonl(paths.events_file)
     warm = config.learning_starts + config.diagnostics.q_warmup_updates // config.utd_ratio
     return {"stats": summarise(read_jsonl(paths.diagnostics_file), warm,
-                               config.diagnostics.exploding_gradient_min_norm,
-                               config.grad_clip_norm),
+                               config.diagnostics.exploding_gradient_min_norm),
             "warnings": sorted({e["rule"] for e in events if e["action"] in ("warn", "pause")}),
             "final_eval": eval_curve(read_jsonl(paths.metrics_file))[-1][1]}
 
 
-def summarise(records: list[dict], warm: int, min_norm: float,
-              clip: float | None = None) -> dict[str, float | None]:
+def summarise(records: list[dict], warm: int, min_norm: float) -> dict[str, float | None]:
     """Each rule's statistic over the run, as its rule computes it: Q over-estimation from
     the step its rule starts, weight matrices for the weakest/strongest ratio, spikes of
     norms above `min_norm` against the layer's last HISTORY records, all over the reward
-    scale of their record; a network's norm before clipping (from its layers') over
-    `clip`, median of its last 5 records."""
+    scale of their record."""
     import numpy as np
 
     from rltrain.utils.diagnostics.gradients import HISTORY
@@ -119,14 +116,9 @@ def summarise(records: list[dict], warm: int, min_norm: float,
 
     grads = of("gradients")  # the statistics the gradient rules use (gradients.py)
     weakest, spikes, missing, history = [], [], [], {}
-    totals: dict[str, deque] = {"actor": deque(maxlen=5), "critic": deque(maxlen=5)}
-    clipping = []
     for g in grads:
         for net in ("actor", "critic"):
             norms = g[net]
-            totals[net].append(float(np.sqrt(sum(v * v for v in norms.values() if v))))
-            if clip is not None and len(totals[net]) >= 3:
-                clipping.append(float(np.median(totals[net])) / clip)
             weights = [v for k, v in norms.items() if v and k.endswith("weight")]
             missing.append(sum(1 for v in norms.values() if not v))
             if weights:
@@ -150,7 +142,6 @@ def summarise(records: list[dict], warm: int, min_norm: float,
         "value_policy_imbalance": top([g["imbalance"] for g in grads]),
         "vanishing_gradient": top(weakest, min),
         "exploding_gradient": top(spikes),
-        "gradient_clipping": top(clipping),
         "broken_gradient": top(missing),
     }
 

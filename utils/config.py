@@ -164,9 +164,6 @@ class DiagnosticsConfig:
     exploding_gradient_min_norm: float = opt(
         5.0, "exploding_gradient also needs the norm above this (the documents' limit)",
         NON_NEGATIVE)
-    gradient_clipping: RuleConfig = _warn_rule(
-        10.0, "the gradient norm before clipping is this many times grad_clip_norm or more "
-        "(median of the last 5 gradient records): clipping shrinks every step that much")
     value_policy_imbalance: RuleConfig = _warn_rule(
         1000.0, "the critic's relative gradient (norm / weight norm) over the actor's")
     broken_gradient: RuleConfig = _warn_rule(None, "a layer whose gradient is zero or None")

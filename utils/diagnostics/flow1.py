@@ -78,7 +78,7 @@ class Flow1Diagnostics:
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
                                   config.num_envs)
         self.gradients = GradientWatch(agent, buffer, self.settings, logger, paths,
-                                       self._finding, config.grad_clip_norm)
+                                       self._finding)
         self.episode_drop = DropDetector(self.settings.trace_drop)
         self.eval_drop = DropDetector(self.settings.trace_drop)
         self.recent_returns: deque[float] = deque(maxlen=5)

@@ -129,15 +129,11 @@ class GradientWatch:
     """Records per-layer gradient norms after updates and traces them after reward drops."""
 
     def __init__(self, agent: DDPGAgent, buffer: ReplayBuffer, settings: Any,
-                 logger: RunLogger, paths: RunPaths, finding: Callable[..., None],
-                 clip_norm: float | None = None) -> None:
+                 logger: RunLogger, paths: RunPaths, finding: Callable[..., None]) -> None:
         self.agent, self.buffer, self.settings = agent, buffer, settings
         self.logger, self.paths, self.finding = logger, paths, finding
         self.verdicts = GradientVerdicts(settings)
         self.last_trace: int | None = None
-        self.clip_norm = clip_norm  # grad_clip_norm
-        # (actor, critic) norms before clipping at the latest records
-        self.pre_clip: deque[tuple[float | None, float | None]] = deque(maxlen=5)
 
     def record(self, env_steps: int, actor_pre_clip: float | None,
                critic_pre_clip: float | None, max_abs_reward: float) -> None:
@@ -159,25 +155,6 @@ class GradientWatch:
         verdicts = {"actor": self.verdicts.review("actor", actor, scale),
                     "critic": self.verdicts.review("critic", critic, scale)}
         self._findings(env_steps, verdicts, {"actor": actor, "critic": critic}, balance)
-        self.pre_clip.append((actor_pre_clip, critic_pre_clip))
-        self._clipping(env_steps)
-
-    def _clipping(self, env_steps: int) -> None:
-        """Clipping far below the gradients' usual norm shrinks every step: the documents'
-        clip of 1.0 on Pendulum (norms in the tens to hundreds) learned -558 after 20k
-        steps against -231 without it."""
-        if self.clip_norm is None or len(self.pre_clip) < 3:
-            return
-        for index, net in enumerate(("actor", "critic")):
-            norms = [r[index] for r in self.pre_clip if r[index] is not None]
-            median = float(np.median(norms)) if norms else 0.0
-            if median / self.clip_norm >= self.settings.gradient_clipping.threshold:
-                factor = median / self.clip_norm
-                self.finding("gradient_clipping", env_steps, round(factor, 1),
-                             f"clipping at grad_clip_norm={self.clip_norm:g} shrinks the "
-                             f"{net}'s gradients {factor:.0f}-fold (median norm before "
-                             f"clipping {median:.3g}): its steps are that much smaller than "
-                             "its learning rate says")
 
     def _imbalance(self, actor: dict, critic: dict) -> float:
         actor_rel = relative_norm(actor, self.agent.actor)
@@ -227,10 +204,8 @@ class GradientWatch:
                                                      f"({reason}): {', '.join(found)}")
 
     def state_dict(self) -> dict[str, Any]:
-        return {"history": self.verdicts.state_dict(), "last_trace": self.last_trace,
-                "pre_clip": [list(r) for r in self.pre_clip]}
+        return {"history": self.verdicts.state_dict(), "last_trace": self.last_trace}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.verdicts.load_state_dict(state["history"])
         self.last_trace = state["last_trace"]
-        self.pre_clip.extend(tuple(r) for r in state.get("pre_clip", []))

@@ -84,11 +84,6 @@ RULES: dict[str, tuple[str, str]] = {
     "exploding_gradient": (
         "if a layer's gradient explodes, then its norm jumps far above its own history",
         "clip gradients, lower the learning rate, check reward scale"),
-    "gradient_clipping": (
-        "if grad_clip_norm is far below the gradients' usual norm, then every update is "
-        "shrunk by that factor and learning crawls",
-        "raise grad_clip_norm to about the median norm before clipping "
-        "(losses/*_grad_norm in TensorBoard), or set it to null"),
     "value_policy_imbalance": (
         "if the critic's updates dominate, then its relative gradient is many times the "
         "actor's",
