@@ -21,9 +21,9 @@ from rltrain import __version__
 from rltrain.networks.actor import Actor
 from rltrain.scripts.resume import prepare_resume
 from rltrain.scripts.run_commands import diagnose, pause, status
-from rltrain.scripts.run_endings import RunOutcome
+from rltrain.scripts.run_endings import RunOutcome, resume_hint
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.checkpoint import check_spaces, load_checkpoint, periodic_checkpoints
+from rltrain.utils.checkpoint import check_spaces, load_checkpoint
 from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
 from rltrain.utils.device import resolve_device
 from rltrain.utils.diagnostics import snapshots
@@ -128,26 +128,6 @@ def train(config_name: str, overrides: tuple[str, ...], run_name: str | None) ->
     _report(trainer.run(paths))
 
 
-RULE_HINTS = {
-    "early_stopping": "--set patience=N (N larger than now) to keep training",
-    "catastrophic_reward": "--set min_reward_threshold=X (lower) if such returns are expected",
-    "memory": "a smaller replay_buffer_size or batch_size, fewer runs on the machine (or "
-              "GPU), or --set monitor.memory.threshold=MiB (higher)",
-    "state_bounds": "--set monitor.state_bounds.low=[...] / .high=[...] if such states are safe",
-    "non_finite": "fix the env (its NaN/inf transitions are not stored), or --set "
-                  "monitor.non_finite.action=warn to train on without them",
-}
-# Rules that rewards far from 1 also set off (targets and losses scale with them).
-REWARD_SCALED = {"critic_loss_explosion", "q_explosion", "grad_explosion"}
-# For rules judged on the agent's weights: a change that keeps them from diverging.
-WEIGHT_HINTS = {
-    "critic_loss_explosion": "--set critic_lr=1e-4 --set grad_clip_norm=10",
-    "q_explosion": "--set critic_lr=1e-4 --set gamma=0.98",
-    "grad_explosion": "--set grad_clip_norm=10 --set critic_lr=1e-4",
-    "non_finite": "--set critic_lr=1e-4 --set actor_lr=1e-4 --set grad_clip_norm=10",
-}
-
-
 def _shown(path: Path | None) -> str:
     """A path as short as it is exact: relative to the current folder when inside it."""
     return "none" if path is None else str(relative_to_cwd(Path(path)))
@@ -168,32 +148,11 @@ def _report(outcome: RunOutcome) -> None:
     if outcome.status == "paused":
         say(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
         say(f"resume with: rltrain resume --checkpoint {_shown(outcome.checkpoint)}")
-        if outcome.on_weights:
-            say(_weights_hint(outcome))
-        elif outcome.rule in RULE_HINTS:
-            say(f"  the rule will fire again unless its cause changes: "
-                       f"{RULE_HINTS[outcome.rule]}")
+        hint = resume_hint(outcome)
+        if hint is not None:
+            say(hint)
         sys.exit(EXIT_PAUSED)
     say(f"finished at step {outcome.env_steps}; checkpoint: {_shown(outcome.checkpoint)}")
-
-
-def _weights_hint(outcome: RunOutcome) -> str:
-    """A rule judged on the weights fires again on this checkpoint whatever --set changes,
-    for its weights fail it. An update's loss and gradients judge the weights of the step
-    before, so the newest weights known to pass are two steps back or more."""
-    assert outcome.checkpoint is not None and outcome.rule is not None
-    change = WEIGHT_HINTS.get(outcome.rule, "--set ...")
-    earlier = [path for step, path in periodic_checkpoints(outcome.checkpoint.parent)
-               if step <= outcome.env_steps - 2]
-    instead = (f"resume an earlier checkpoint with a change, e.g. rltrain resume --checkpoint "
-               f"{_shown(earlier[-1])} {change}" if earlier else
-               f"no kept checkpoint is older: train anew with a change, e.g. {change}")
-    rewards = ("\n  if `rltrain diagnose` names reward_scale, the rewards are the cause: scale "
-               "them down in the env" if outcome.rule in REWARD_SCALED else "")
-    return (f"  the weights in this checkpoint already fail the rule, so resuming it pauses "
-            f"again whatever --set changes;\n  {instead};\n  or set each failing rule's "
-            f"action to warn (--set monitor.{outcome.rule}.action=warn, ...) to let the run "
-            f"try to recover{rewards}")
 
 
 @cli.command()

@@ -1,4 +1,5 @@
-"""How a run ends: finished, paused, or stopped by something outside the training.
+"""How a run ends: finished, paused, or stopped by something outside the training; and
+what to change before resuming a pause.
 
 Finished and paused runs are the loop's own endings (max_timesteps reached; a pause asked
 for by a rule, a signal or `rltrain pause`). The others come as exceptions out of the
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from rltrain.utils.checkpoint import periodic_checkpoints
 from rltrain.utils.errors import EnvFailure, OutputError, describe_write_failure
+from rltrain.utils.runs import relative_to_cwd
 
 if TYPE_CHECKING:
     from rltrain.scripts.trainer import Trainer
@@ -31,6 +34,54 @@ class RunOutcome:
     reason: str | None = None
     rule: str | None = None
     on_weights: bool = False  # the pause's rule judged the agent's weights
+
+
+RULE_HINTS = {
+    "early_stopping": "--set patience=N (N larger than now) to keep training",
+    "catastrophic_reward": "--set min_reward_threshold=X (lower) if such returns are expected",
+    "memory": "a smaller replay_buffer_size or batch_size, fewer runs on the machine (or "
+              "GPU), or --set monitor.memory.threshold=MiB (higher)",
+    "state_bounds": "--set monitor.state_bounds.low=[...] / .high=[...] if such states are safe",
+    "non_finite": "fix the env (its NaN/inf transitions are not stored), or --set "
+                  "monitor.non_finite.action=warn to train on without them",
+}
+# Rules that rewards far from 1 also set off (targets and losses scale with them).
+REWARD_SCALED = {"critic_loss_explosion", "q_explosion", "grad_explosion"}
+# For rules judged on the agent's weights: a change that keeps them from diverging.
+WEIGHT_HINTS = {
+    "critic_loss_explosion": "--set critic_lr=1e-4 --set grad_clip_norm=10",
+    "q_explosion": "--set critic_lr=1e-4 --set gamma=0.98",
+    "grad_explosion": "--set grad_clip_norm=10 --set critic_lr=1e-4",
+    "non_finite": "--set critic_lr=1e-4 --set actor_lr=1e-4 --set grad_clip_norm=10",
+}
+
+
+def resume_hint(outcome: RunOutcome) -> str | None:
+    """What to change before resuming a pause, if the rule that paused can say."""
+    if outcome.on_weights:
+        return _weights_hint(outcome)
+    if outcome.rule in RULE_HINTS:
+        return f"  the rule will fire again unless its cause changes: {RULE_HINTS[outcome.rule]}"
+    return None
+
+
+def _weights_hint(outcome: RunOutcome) -> str:
+    """A rule judged on the weights fires again on this checkpoint whatever --set changes,
+    for its weights fail it. An update's loss and gradients judge the weights of the step
+    before, so the newest weights known to pass are two steps back or more."""
+    assert outcome.checkpoint is not None and outcome.rule is not None
+    change = WEIGHT_HINTS.get(outcome.rule, "--set ...")
+    earlier = [path for step, path in periodic_checkpoints(outcome.checkpoint.parent)
+               if step <= outcome.env_steps - 2]
+    instead = (f"resume an earlier checkpoint with a change, e.g. rltrain resume --checkpoint "
+               f"{relative_to_cwd(earlier[-1])} {change}" if earlier else
+               f"no kept checkpoint is older: train anew with a change, e.g. {change}")
+    rewards = ("\n  if `rltrain diagnose` names reward_scale, the rewards are the cause: scale "
+               "them down in the env" if outcome.rule in REWARD_SCALED else "")
+    return (f"  the weights in this checkpoint already fail the rule, so resuming it pauses "
+            f"again whatever --set changes;\n  {instead};\n  or set each failing rule's "
+            f"action to warn (--set monitor.{outcome.rule}.action=warn, ...) to let the run "
+            f"try to recover{rewards}")
 
 
 def finish(trainer: Trainer) -> RunOutcome:
