@@ -228,26 +228,32 @@ def test_pause_and_status_against_a_live_run(tmp_path):
     assert missing.returncode == 2 and "not found" in missing.stderr
 
 
-def test_a_ctrl_c_on_the_last_step_finishes_the_run(tmp_path, monkeypatch):
-    """Paused at max_timesteps, a run could not be resumed (nothing left to train)."""
+def train_in_process(tmp_path: Path, monkeypatch, step_hook) -> None:
+    """A tiny run through the CLI in this process, with `Trainer._step` replaced by
+    `step_hook(the original _step)`; it must finish at step 300."""
     from click.testing import CliRunner
 
     from rltrain.scripts.cli import cli as rltrain_cli
     from rltrain.scripts.trainer import Trainer
 
-    original = Trainer._step
-
-    def step(self):
-        original(self)
-        if self.counters.env_steps == self.config.max_timesteps:
-            os.kill(os.getpid(), signal.SIGINT)
-
-    monkeypatch.setattr(Trainer, "_step", step)
+    monkeypatch.setattr(Trainer, "_step", step_hook(Trainer._step))
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(tiny_dict(tmp_path)))
     result = CliRunner().invoke(rltrain_cli, ["train", "--config", str(config),
                                               "--run-name", "r"])
     assert result.exit_code == 0 and "finished at step 300" in result.output, result.output
+
+
+def test_a_ctrl_c_on_the_last_step_finishes_the_run(tmp_path, monkeypatch):
+    """Paused at max_timesteps, a run could not be resumed (nothing left to train)."""
+    def hook(original):
+        def step(self):
+            original(self)
+            if self.counters.env_steps == self.config.max_timesteps:
+                os.kill(os.getpid(), signal.SIGINT)
+        return step
+
+    train_in_process(tmp_path, monkeypatch, hook)
     status = json.loads((tmp_path / "logs" / "r" / "status.json").read_text())
     assert status["state"] == "finished"
 
@@ -272,21 +278,11 @@ def test_a_ctrl_c_while_the_command_imports_ends_quietly(monkeypatch, capsys):
 
 def test_a_pause_request_on_the_last_step_finishes_the_run(tmp_path, monkeypatch):
     """`rltrain pause` goes through the same path as Ctrl-C: on the last step, finish."""
-    from click.testing import CliRunner
+    def hook(original):
+        def step(self):
+            if self.counters.env_steps == self.config.max_timesteps - 1:
+                self.paths.pause_request_file.write_text("too late")  # read after this step
+            original(self)
+        return step
 
-    from rltrain.scripts.cli import cli as rltrain_cli
-    from rltrain.scripts.trainer import Trainer
-
-    original = Trainer._step
-
-    def step(self):
-        if self.counters.env_steps == self.config.max_timesteps - 1:
-            self.paths.pause_request_file.write_text("too late")  # read after this step
-        original(self)
-
-    monkeypatch.setattr(Trainer, "_step", step)
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump(tiny_dict(tmp_path)))
-    result = CliRunner().invoke(rltrain_cli, ["train", "--config", str(config),
-                                              "--run-name", "r"])
-    assert result.exit_code == 0 and "finished at step 300" in result.output, result.output
+    train_in_process(tmp_path, monkeypatch, hook)
