@@ -154,8 +154,8 @@ def resume_findings(trainer: Trainer) -> list[Finding]:
     if trainer.counters.last_return is not None:
         found += rules.check_episode(steps, trainer.counters.last_return)
     if not trainer.agent.parameters_finite():
-        found += [dataclasses.replace(f, on_weights=True) for f in rules.fire(
-            "non_finite", steps, "parameters", "the network parameters contain NaN/inf")]
+        found += rules.fire("non_finite", steps, "parameters",
+                            "the network parameters contain NaN/inf", on_weights=True)
     if len(trainer.buffer):
         batch = trainer.buffer.newest(trainer.config.batch_size)
         found += rules.check_update(steps, gradient_probe(trainer.agent, batch).health_metrics(),

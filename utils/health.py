@@ -9,7 +9,6 @@ host, so they cost a few microseconds.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -30,13 +29,15 @@ class Rule:
     threshold: Any
     action: str  # "warn", "pause" or "off", after safe_mode is applied
 
-    def fire(self, env_steps: int, value: Any, message: str,
-             observation: bool = False) -> list["Finding"]:
-        """The finding of this rule (none when it is off); `observation`: info only."""
+    def fire(self, env_steps: int, value: Any, message: str, observation: bool = False,
+             on_weights: bool = False) -> list["Finding"]:
+        """The finding of this rule (none when it is off); `observation`: info only;
+        `on_weights`: judged on the agent's weights (see `Finding`)."""
         if self.action == "off":
             return []
         action = "info" if observation else self.action
-        return [Finding(env_steps, self.name, value, self.threshold, action, message)]
+        return [Finding(env_steps, self.name, value, self.threshold, action, message,
+                        on_weights)]
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,9 @@ class HealthRules:
                       safe),
         )}
 
-    def fire(self, name: str, env_steps: int, value: Any, message: str) -> list[Finding]:
-        return self.rules[name].fire(env_steps, value, message)
+    def fire(self, name: str, env_steps: int, value: Any, message: str,
+             on_weights: bool = False) -> list[Finding]:
+        return self.rules[name].fire(env_steps, value, message, on_weights=on_weights)
 
     def check_transition(self, env_steps: int, obs: np.ndarray, action: np.ndarray,
                          reward: float) -> tuple[list[Finding], bool]:
@@ -127,19 +129,14 @@ class HealthRules:
     def check_update(self, env_steps: int, metrics: dict[str, float],
                      probe: bool = False) -> list[Finding]:
         """After an update (or, `probe`, the restored weights' loss, Q and gradients on a
-        batch): non-finite losses/Q and the explosion rules."""
-        return [dataclasses.replace(f, on_weights=True)
-                for f in self._check_update(env_steps, metrics, probe)]
-
-    def _check_update(self, env_steps: int, metrics: dict[str, float],
-                      probe: bool) -> list[Finding]:
+        batch): non-finite losses/Q and the explosion rules, all judged on the weights."""
         bad = [k for k, v in metrics.items() if not math.isfinite(v)]
         if bad:
             where = ("in the restored weights, probed on the newest replay batch" if probe
                      else f"in the update at env step {env_steps}; that optimiser step was "
                      "skipped")
             return self.fire("non_finite", env_steps, ", ".join(bad),
-                             f"non-finite {', '.join(bad)} {where}")
+                             f"non-finite {', '.join(bad)} {where}", on_weights=True)
         found = []
         checks = (("critic_loss_explosion", "critic_loss", "critic loss"),
                   ("q_explosion", "q_mean", "mean Q"),
@@ -151,7 +148,8 @@ class HealthRules:
                 continue
             if abs(value) > threshold:
                 beyond = f"above {threshold:g}" if value > 0 else f"below {-threshold:g}"
-                found += self.fire(rule, env_steps, value, f"{label} {value:.4g} is {beyond}")
+                found += self.fire(rule, env_steps, value, f"{label} {value:.4g} is {beyond}",
+                                   on_weights=True)
         return found
 
     def check_episode(self, env_steps: int, episode_return: float) -> list[Finding]:
