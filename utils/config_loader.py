@@ -184,7 +184,10 @@ def _convert(key: str, value: Any, hint: Any, valid: Range | None) -> Any:
         assert len(inner) == 1, f"unsupported union for {key}"
         return _convert(key, value, inner[0], valid)
     if origin is Literal:
-        return _choice(key, value, args)
+        if value not in args:
+            raise ConfigError(f"config key '{key}' must be one of {', '.join(map(str, args))}; "
+                              f"got {_show(value)}")
+        return value
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or not value:
             raise ConfigError(f"config key '{key}' must be a non-empty list; got {_show(value)}")
@@ -202,13 +205,6 @@ def _convert(key: str, value: Any, hint: Any, valid: Range | None) -> Any:
     if valid is not None and not valid.contains(number):
         raise ConfigError(f"config key '{key}' must be {_describe(hint, valid)}; got {value!r}")
     return number
-
-
-def _choice(key: str, value: Any, choices: tuple[Any, ...]) -> Any:
-    if value not in choices:
-        raise ConfigError(f"config key '{key}' must be one of {', '.join(map(str, choices))}; "
-                          f"got {_show(value)}")
-    return value
 
 
 def _as_number(key: str, value: Any, integer: bool, valid: Range | None) -> int | float:
