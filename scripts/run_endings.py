@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from rltrain.utils.checkpoint import periodic_checkpoints
-from rltrain.utils.errors import EnvFailure, OutputError, describe_write_failure
+from rltrain.utils.errors import EnvFailure, OutputError, describe_write_failure, first_line
 from rltrain.utils.runs import relative_to_cwd
 
 if TYPE_CHECKING:
@@ -135,8 +135,7 @@ def out_of_memory(trainer: Trainer, exc: torch.OutOfMemoryError) -> RunOutcome:
     memory). An update under way when it happened is lost, or half in the checkpoint."""
     if trainer.device.type == "cuda":
         torch.cuda.empty_cache()
-    problem = (f"out of {trainer.device.type} memory: "
-               f"{(str(exc).strip().splitlines() or [''])[0]}")
+    problem = f"out of {trainer.device.type} memory: {first_line(exc)}"
     saved, _ = _stop(trainer, "memory", problem, "memory is free")
     if saved is None:
         raise exc

@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import FlattenObservation
 
-from rltrain.utils.errors import EnvError, EnvFailure
+from rltrain.utils.errors import EnvError, EnvFailure, first_line
 
 
 def make_env(env_name: str, render_mode: str | None = None) -> gym.Env:
@@ -58,7 +58,7 @@ def env_code(env_name: str, call: str) -> Iterator[None]:
         frames = traceback.extract_tb(exc.__traceback__)
         where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in " \
                 f"{frames[-1].name}" if frames else ""
-        text = (str(exc).strip().splitlines() or [""])[0]
+        text = first_line(exc)
         raise EnvFailure(f"env '{env_name}' raised {type(exc).__name__} in {call}{where}"
                          + (f": {text}" if text else ""),
                          "".join(traceback.format_exception(exc))) from exc

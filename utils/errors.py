@@ -43,6 +43,11 @@ class EnvFailure(Exception):
         self.details = details
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's message, its first line only ("" when it has none)."""
+    return (str(exc).strip().splitlines() or [""])[0]
+
+
 def os_error_in(exc: BaseException) -> OSError | None:
     """The OSError behind `exc` (itself, or what it was raised from or during), if any:
     torch.save, for one, reports a full disk as a RuntimeError raised during an OSError."""
