@@ -221,3 +221,21 @@ def test_behaviour_snapshots_and_eval_record_video(tmp_path):
                                      "--record-video", str(tmp_path / "videos")])
     assert Path(json.loads(again.output)["video"]).name == "r_best_model_seed3-2.mp4"
     assert video.stat().st_size > 0  # the first one is still there
+
+
+@pytest.mark.skipif(not snapshots.video_available(), reason="the [video] extra is not installed")
+def test_an_env_that_cannot_render_turns_videos_off_not_the_run(tmp_path):
+    # FakePoint takes no render_mode: the first snapshot fails, training goes on and ends
+    # normally, and eval --record-video is one line and exit code 2.
+    log_dir = train(tmp_path, env_name="fake_envs:FakePoint-v0", max_timesteps=400,
+                    diagnostics={"snapshot_freq": 100})
+    failed = [d for d in read_jsonl(log_dir / "flow1.jsonl") if d["kind"] == "video_failed"]
+    assert [d["env_steps"] for d in failed] == [100]  # said once, then off
+    assert "cannot be recorded" in failed[0]["error"] and "TypeError" in failed[0]["error"]
+    assert json.loads((log_dir / "status.json").read_text())["state"] == "finished"
+    checkpoint = tmp_path / "checkpoints" / "r" / "best_model.pt"
+    out = CliRunner().invoke(cli, ["eval", "--checkpoint", str(checkpoint),
+                                   "--record-video", str(tmp_path / "videos")])
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert "cannot be recorded as video" in out.output
+    assert len(out.output.strip().splitlines()) == 1

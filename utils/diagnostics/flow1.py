@@ -86,7 +86,7 @@ class Flow1Diagnostics:
         self.seconds, self.timing = 0.0, False
         self._hook = None
         self.attach()
-        self._video_warned = False
+        self.videos = snapshots.BehaviourVideos(config, paths.log_dir / "videos", say, logger)
         load_libraries()
 
     def attach(self) -> None:
@@ -260,16 +260,8 @@ class Flow1Diagnostics:
 
     # ------------------------------------------------------------- snapshots
     def snapshot(self, env_steps: int, label: str) -> None:
-        if not snapshots.video_available():
-            if not self._video_warned:
-                self._video_warned = True
-                self.say(f"note: diagnostics.snapshot_freq is set but {snapshots.INSTALL_HINT}")
-            return
-        path = self.paths.log_dir / "videos" / f"{label}_{env_steps}.mp4"
         with self.paused_collection():
-            snapshots.record_episode(self.agent.act, self.config.env_name, self.config.seed,
-                                     path)
-        self.logger.diagnostic("video", env_steps, file=str(path))
+            self.videos.record(self.agent.act, env_steps, label)
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
