@@ -7,7 +7,6 @@ written and the resume command printed), 4 a file could not be written, 5 the en
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import time
@@ -23,7 +22,7 @@ from rltrain.scripts.resume import prepare_resume
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.run_endings import RunOutcome, resume_hint
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.checkpoint import check_spaces, load_checkpoint
+from rltrain.utils.checkpoint import check_spaces, load_checkpoint, to_json
 from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
 from rltrain.utils.device import resolve_device
 from rltrain.utils.diagnostics import snapshots
@@ -215,7 +214,7 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
                 Path(video_dir), payload.get("run_name"), Path(checkpoint_path).stem, seed))
     env.close()
     if as_json:
-        click.echo(json.dumps({"checkpoint": checkpoint_path, "env_name": config.env_name,
+        click.echo(to_json({"checkpoint": checkpoint_path, "env_name": config.env_name,
                                "total_steps": int(payload["total_steps"]),
                                "episodes": episodes, "seed": seed, "mean_return": result.mean,
                                "std_return": result.std, "returns": result.returns,

@@ -8,7 +8,6 @@ the training loop picks up at its next env step and turns into an ordinary pause
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rltrain.utils.checkpoint import atomic_write
+from rltrain.utils.checkpoint import atomic_write, to_json
 from rltrain.utils.errors import UserError
 from rltrain.utils.run_logger import read_jsonl
 from rltrain.utils.run_status import effective_state, read_status
@@ -92,7 +91,7 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
     """
     report = status_report(find_run_log_dir(run, log_dir))
     if as_json:
-        click.echo(json.dumps(report))
+        click.echo(to_json(report))
         return
     state = report["state"] + (f" (pid {report['pid']})" if report["pid"] else "")
     if report["state"] == "stopped":
@@ -185,7 +184,7 @@ def diagnose(run: str, log_dir: str, as_json: bool) -> None:
     result = reports.diagnose(folder)
     page = reports.write_html(folder, result)
     if as_json:
-        click.echo(json.dumps(result))
+        click.echo(to_json(result))
         return
     reports.print_table(result)
     click.echo(f"report: {page}")

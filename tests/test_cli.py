@@ -247,3 +247,16 @@ def test_training_goes_on_when_the_reader_of_its_output_goes_away(tmp_path):
     assert proc.returncode == 0 and stderr == b"", stderr
     status = json.loads((tmp_path / "logs" / "r" / "status.json").read_text())
     assert status["state"] == "finished" and status["env_steps"] == 300
+
+
+def test_eval_json_is_strict_json_when_a_return_is_nan(tmp_path):
+    config = write_config(tmp_path, env_name="fake_envs:FakeNaNReward-v0", safe_mode=False)
+    assert run_cli("train", "--config", str(config), "--run-name", "r").exit_code == 0
+    checkpoint = str(tmp_path / "checkpoints" / "r" / "checkpoint_step_300.pt")
+    out = run_cli("eval", "--checkpoint", checkpoint, "--json")
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"not strict JSON: {constant}")
+
+    result = json.loads(out.output, parse_constant=refuse)
+    assert result["mean_return"] == "nan" and result["returns"] == ["nan"]

@@ -38,9 +38,14 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def to_json(data: Any, indent: int | None = None) -> str:
+    """Strict JSON (what jq and JavaScript parse): NaN and inf as strings."""
+    return json.dumps(json_safe(data), indent=indent, allow_nan=False)
+
+
 def write_json(path: Path, data: Any, indent: int = 1) -> None:
     """A small JSON file (status, summaries, diagnostics), atomically and without fsync."""
-    text = json.dumps(json_safe(data), indent=indent).encode()
+    text = to_json(data, indent).encode()
     atomic_write(path, lambda f: f.write(text), durable=False)
 
 

@@ -34,7 +34,8 @@ class EvalResult:
 
     @property
     def std(self) -> float:
-        return float(np.std(self.returns))
+        with np.errstate(invalid="ignore"):  # inf returns: nan, said by the non_finite rule
+            return float(np.std(self.returns))
 
 
 def evaluate(policy: Callable[[np.ndarray], np.ndarray], env: gym.Env, n_episodes: int,

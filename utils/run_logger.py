@@ -22,7 +22,7 @@ import yaml
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
-from rltrain.utils.checkpoint import json_safe
+from rltrain.utils.checkpoint import to_json
 from rltrain.utils.config import TrainConfig, config_to_dict
 from rltrain.utils.runs import RunPaths
 
@@ -65,17 +65,17 @@ class RunLogger:
     def metric(self, kind: str, env_steps: int, **fields: Any) -> None:
         """Append one line to metrics.jsonl."""
         line = {"kind": kind, "env_steps": env_steps, "time": round(time.time(), 3), **fields}
-        self._metrics.write(json.dumps(json_safe(line)) + "\n")
+        self._metrics.write(to_json(line) + "\n")
 
     def event(self, env_steps: int, **fields: Any) -> None:
         """Append one line to events.jsonl (warnings, pauses, resumes)."""
         line = {"env_steps": env_steps, "time": round(time.time(), 3), **fields}
-        self._events.write(json.dumps(json_safe(line)) + "\n")
+        self._events.write(to_json(line) + "\n")
 
     def diagnostic(self, kind: str, env_steps: int, **fields: Any) -> None:
         """Append one line to flow1.jsonl (the flow-1 diagnostics' statistics)."""
         line = {"kind": kind, "env_steps": env_steps, **fields}
-        self._diagnostics.write(json.dumps(json_safe(line)) + "\n")
+        self._diagnostics.write(to_json(line) + "\n")
 
     def resume(self, env_steps: int, message: str, **fields: Any) -> None:
         """Mark where a resumed run continues, in metrics.jsonl, events.jsonl and
