@@ -120,7 +120,12 @@ def train(config_name: str, overrides: tuple[str, ...], run_name: str | None) ->
     """
     config = load_config(config_name, overrides, run_name)
     trainer = Trainer(config, resolve_device(config.device))
-    paths = create_run(config)
+    try:
+        paths = create_run(config)
+        trainer.claim(paths)
+    except BaseException:
+        trainer.close()  # async env workers included
+        raise
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")
     say(f"  logs: {paths.log_dir}  (tensorboard --logdir {config.log_dir})")

@@ -79,20 +79,37 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
     trainer = Trainer(config, device, interactive)
     try:
         warnings = restore(trainer, payload, checkpoint)
+        paths = _claim_folders(trainer, payload, checkpoint, run_name)
+        moved = set_aside_later(paths, steps) if run_name is None else {}
     except BaseException:
-        trainer.close()  # async env workers included
+        trainer.close()  # async env workers included, and the run's lock
         raise
-    if run_name is not None:
-        paths = create_run(config)
-        inherit_best_model(Path(checkpoint).resolve().parent, paths, steps)
-    else:
-        paths = _own_folders(config, original, Path(checkpoint), payload.get("log_dir"))
-        moved = set_aside_later(paths, steps)
-        if moved:
-            warnings.append(_set_aside_note(moved, steps, trainer.monitor_state))
+    if moved:
+        warnings.append(_set_aside_note(moved, steps, trainer.monitor_state))
     info = ResumeInfo(steps, checkpoint, list(overrides), warnings,
                       original if run_name is not None else None)
     return trainer, paths, info
+
+
+def _claim_folders(trainer: Trainer, payload: dict[str, Any], checkpoint: str,
+                   run_name: str | None) -> RunPaths:
+    """The folders the resumed run writes, taken for this process: a new run's when
+    forking (with the best model so far), else the run's own."""
+    config, steps = trainer.config, int(payload["total_steps"])
+    if run_name is not None:
+        paths = create_run(config)
+        trainer.claim(paths)
+        inherit_best_model(Path(checkpoint).resolve().parent, paths, steps)
+        return paths
+    paths = _own_folders(config, str(payload.get("run_name", "")), Path(checkpoint),
+                         payload.get("log_dir"))
+    trainer.claim(paths)
+    status = read_status(paths.status_file)  # a run started elsewhere, or without a lock
+    if status is not None and effective_state(status) == "running":
+        raise UserError(f"run '{paths.name}' is still running (pid {status.get('pid')}); "
+                        f"pause it first (`rltrain pause {paths.name}`) or fork it with "
+                        "--run-name NEW")
+    return paths
 
 
 def _set_aside_note(moved: dict[Path, list[str]], steps: int,
@@ -123,10 +140,4 @@ def _own_folders(config: TrainConfig, name: str, checkpoint: Path,
         raise UserError(f"checkpoint '{checkpoint}' was set aside when run '{name}' was resumed "
                         "from an earlier step; to continue it, fork it with --run-name NEW")
     logs = Path(log_dir) if log_dir else paths_for(config, name).log_dir
-    paths = RunPaths(name, relative_to_cwd(logs), relative_to_cwd(checkpoint).parent)
-    status = read_status(paths.status_file)
-    if status is not None and effective_state(status) == "running":
-        raise UserError(f"run '{name}' is still running (pid {status.get('pid')}); pause it "
-                        f"first (`rltrain pause {name}`) or fork it with --run-name NEW")
-    paths.log_dir.mkdir(parents=True, exist_ok=True)
-    return paths
+    return RunPaths(name, relative_to_cwd(logs), relative_to_cwd(checkpoint).parent)

@@ -102,22 +102,40 @@ def _run_trial(params: dict[str, Any], tune: Any) -> None:
     from rltrain.scripts.resume import prepare_resume
     from rltrain.scripts.trainer import Trainer
     from rltrain.utils.device import resolve_device
-    from rltrain.utils.runs import create_run, paths_for
+    from rltrain.utils.runs import create_run, paths_for, set_aside_attempt
 
     config = load_config(params["config"], tuple(params["overrides"]))
-    restored = tune.get_checkpoint()
-    if restored is not None:
-        with restored.as_directory() as folder:
-            source = next(Path(folder).glob("*.pt"))  # the run's own file name
-            target = paths_for(config, params["run_name"]).checkpoint_dir / source.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(source, target)
-        trainer, paths, info = prepare_resume(str(target), (), None, interactive=False)
+    checkpoint = _checkpoint_to_resume(tune, paths_for(config, params["run_name"]))
+    if checkpoint is not None:
+        trainer, paths, info = prepare_resume(str(checkpoint), (), None, interactive=False)
     else:
+        set_aside_attempt(paths_for(config, params["run_name"]))
         trainer = Trainer(config, resolve_device(config.device), interactive=False)
-        paths, info = create_run(config), None
+        try:
+            paths, info = create_run(config), None
+            trainer.claim(paths)
+        except BaseException:
+            trainer.close()
+            raise
     reporter = TuneReporter(trainer, tune)
     reporter.final(reporter.attach().run(paths, info))
+
+
+def _checkpoint_to_resume(tune: Any, paths: Any) -> Path | None:
+    """Where a retried or continued trial resumes: the checkpoint Tune hands back (copied
+    into the run's folder: on a cluster it may come from another node), else the run's
+    own newest (a Ctrl-C pauses a trial before Tune has one), else None: a fresh start."""
+    from rltrain.utils.runs import newest_checkpoint
+
+    restored = tune.get_checkpoint()
+    if restored is None:
+        return newest_checkpoint(paths)
+    with restored.as_directory() as folder:
+        source = next(Path(folder).glob("*.pt"))  # the run's own file name
+        target = paths.checkpoint_dir / source.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target)
+    return target
 
 
 class TuneReporter:

@@ -51,7 +51,7 @@ from rltrain.utils.progress import ProgressDisplay
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.run_status import write_status
-from rltrain.utils.runs import RunPaths, relative_to_cwd
+from rltrain.utils.runs import RunLock, RunPaths, relative_to_cwd
 from rltrain.utils.seeding import (
     DIAGNOSTICS,
     EXPLORATION,
@@ -96,6 +96,7 @@ class Trainer:
         self.in_env_step = False
         self.in_due = False
         self.redo_due = False  # set by a checkpoint written when `_due` failed
+        self.run_lock: RunLock | None = None  # held from `claim` until `close`
 
     # ----------------------------------------------------------------- the loop
     def run(self, paths: RunPaths, resume: ResumeInfo | None = None) -> RunOutcome:
@@ -167,10 +168,16 @@ class Trainer:
         if resume is not None:
             self._record_resume(resume)
 
+    def claim(self, paths: RunPaths) -> None:
+        """Take the run's folders for this process (before anything is written there)."""
+        self.run_lock = RunLock(paths)
+
     def close(self) -> None:
-        """Close the envs (async vector envs run worker processes)."""
+        """Close the envs (async vector envs run worker processes); give the run back."""
         self.collector.close()
         self.eval_env.close()
+        if self.run_lock is not None:
+            self.run_lock.release()
 
     def _loop(self, resumed: bool) -> RunOutcome:
         if not self.collector.episodes:

@@ -260,3 +260,19 @@ def test_eval_json_is_strict_json_when_a_return_is_nan(tmp_path):
 
     result = json.loads(out.output, parse_constant=refuse)
     assert result["mean_return"] == "nan" and result["returns"] == ["nan"]
+
+
+def test_a_refused_start_closes_its_envs(tmp_path, monkeypatch):
+    # The envs are made before the run's folders; when the name is taken they are closed
+    # (async workers left to the garbage collector can print "Exception ignored ...").
+    from rltrain.scripts.trainer import Trainer
+
+    closed = []
+    real_close = Trainer.close
+    monkeypatch.setattr(Trainer, "close", lambda self: closed.append(real_close(self)))
+    config = write_config(tmp_path, num_envs=2, vector_mode="async")
+    (tmp_path / "logs" / "taken").mkdir(parents=True)
+    (tmp_path / "logs" / "taken" / "metrics.jsonl").write_text("")
+    result = CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", "taken"])
+    assert result.exit_code == 2 and "already exists" in result.output
+    assert len(closed) == 1

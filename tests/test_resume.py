@@ -404,3 +404,28 @@ def test_eval_curve_reads_nan_evaluations_back_as_numbers(tmp_path):
     curve = eval_curve(read_jsonl(path))
     assert curve[0] == (100, -150.5) and curve[1][0] == 200 and math.isnan(curve[1][1])
     assert all(isinstance(v, float) for _, v in curve)  # max() of the curve works
+
+
+def test_a_run_another_process_holds_is_not_resumed_into(tmp_path, monkeypatch):
+    # Two resumes of one checkpoint started together used to both pass the status check
+    # (the run was not yet marked running) and write the same folders.
+    from rltrain.utils.runs import RunLock, paths_for
+
+    full_run(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "checkpoints" / "full"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    # flock is per open file: holding it here is what another process would do.
+    held = RunLock(paths_for(tiny_config(tmp_path), "full"))
+    try:
+        result = CliRunner().invoke(cli, ["resume", "--checkpoint",
+                                          str(folder / "checkpoint_step_200.pt")])
+        assert result.exit_code == 2, result.output
+        assert "in use by another rltrain process" in result.output
+        assert len(result.output.strip().splitlines()) == 1
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing moved
+    finally:
+        held.release()
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint",
+                                      str(folder / "checkpoint_step_200.pt")])
+    assert result.exit_code == 0, result.output

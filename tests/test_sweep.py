@@ -92,6 +92,26 @@ def test_a_killed_trial_is_retried_from_its_checkpoint_and_finishes(tmp_path, lo
     assert summary["trials"][0]["env_steps"] == 400
 
 
+def test_a_trial_killed_before_its_first_checkpoint_starts_again(tmp_path, local_ray):
+    # Killed at step 250, its first checkpoint due at 300: Tune has nothing to restore.
+    # The retry starts the trial anew; the folders of the attempt are kept beside it.
+    local_ray.unlink(missing_ok=True)
+    path = config_file(tmp_path, env_name="fake_envs:FakeKillOncePendulum-v0", eval_freq=400,
+                       checkpoint_freq=300)
+    result = sweep("--config", str(path), "--seeds", "1", "--name", "early",
+                   "--max-failures", "2")
+    assert result.exit_code == 0, result.output
+    assert local_ray.exists()  # the worker really was killed once
+    logs = tmp_path / "logs" / "early"
+    summary = json.loads((logs / "summary.json").read_text())
+    assert summary["trials"][0]["state"] == "finished"
+    assert summary["trials"][0]["env_steps"] == 400
+    assert '"resume"' not in (logs / "early_s3" / "metrics.jsonl").read_text()
+    attempt = json.loads((logs / "early_s3.attempt-1" / "status.json").read_text())
+    assert attempt["env_steps"] < 300  # the attempt that was killed, kept
+    assert (tmp_path / "checkpoints" / "early" / "early_s3" / "checkpoint_step_300.pt").exists()
+
+
 def test_a_trial_paused_by_a_health_rule_stays_paused_with_its_reason(tmp_path, local_ray):
     # Every Pendulum episode scores below 0: catastrophic_reward pauses after the first.
     path = config_file(tmp_path, min_reward_threshold=0.0)

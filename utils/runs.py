@@ -11,6 +11,12 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock, only the status check
+    fcntl = None  # type: ignore[assignment]
 
 from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.config import TrainConfig
@@ -23,6 +29,7 @@ STATUS_FILE = "status.json"
 DIAGNOSTICS_FILE = "flow1.jsonl"
 PAUSE_REQUEST_FILE = "pause.request"
 CONFIG_FILE = "config.yaml"
+LOCK_FILE = "run.lock"
 # Files named after the env step they were written at: periodic and paused checkpoints,
 # and the diagnostics' files in these log subfolders (`heatmap_step_200.png`, `pause_200.mp4`).
 STEP_CHECKPOINT = re.compile(r"^(?:checkpoint_step|paused_at_step)_(\d+)\.pt$")
@@ -130,11 +137,46 @@ def create_run(config: TrainConfig) -> RunPaths:
 
 
 def _taken(paths: RunPaths) -> Path | None:
-    """The first of the run's folders that exists and holds something."""
+    """The first of the run's folders that exists and holds something (a lock file alone,
+    left by a start that failed, is not something)."""
     for folder in (paths.log_dir, paths.checkpoint_dir):
-        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        if folder.exists() and (not folder.is_dir()
+                                or any(f.name != LOCK_FILE for f in folder.iterdir())):
             return folder
     return None
+
+
+class RunLock:
+    """This process's claim on a run's folders: an exclusive `flock` on
+    `<log_dir>/<run>/run.lock`, so that no second rltrain process trains, resumes or
+    forks into them while this one does (two resumes of one checkpoint started together
+    would both write its logs and checkpoints). The OS releases it when the process ends,
+    however it ends: a killed run never leaves its folders locked."""
+
+    def __init__(self, paths: RunPaths) -> None:
+        self.file: BinaryIO | None = None
+        if fcntl is None:
+            return
+        path = paths.log_dir / LOCK_FILE
+        try:
+            paths.log_dir.mkdir(parents=True, exist_ok=True)
+            file = path.open("ab")
+        except OSError as exc:
+            raise OutputError(f"cannot create the run's lock file '{path}': "
+                              f"{exc.strerror or exc}") from None
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            file.close()
+            raise UserError(f"run '{paths.name}' is in use by another rltrain process (it "
+                            f"holds {path}); wait for it to end, pause it (`rltrain pause "
+                            f"{paths.name}`), or fork with --run-name NEW") from None
+        self.file = file
+
+    def release(self) -> None:
+        if self.file is not None:
+            self.file.close()  # closing the file releases the lock
+            self.file = None
 
 
 def find_run_log_dir(run: str, log_dir: str = "logs") -> Path:
@@ -175,6 +217,26 @@ def set_aside_later(paths: RunPaths, env_steps: int) -> dict[Path, list[str]]:
         path.rename(target)
         moved.setdefault(root / name, []).append(str(relative))
     return moved
+
+
+def newest_checkpoint(paths: RunPaths) -> Path | None:
+    """The run's periodic or paused checkpoint of the latest env step (None: it has none)."""
+    files = _step_files(paths.checkpoint_dir, STEP_CHECKPOINT)
+    return max(files, key=lambda p: _step(p, STEP_CHECKPOINT), default=None)
+
+
+def set_aside_attempt(paths: RunPaths) -> list[Path]:
+    """Rename the folders of an earlier attempt at this run, one that left no checkpoint to
+    resume (a sweep trial stopped before its first), to `<run>.attempt-<k>`, so that the
+    run can start again under its name; nothing is deleted. Returns the renamed folders."""
+    if _taken(paths) is None:
+        return []
+    folders = [f for f in (paths.log_dir, paths.checkpoint_dir) if f.exists()]
+    k = 1
+    while any(f.with_name(f"{f.name}.attempt-{k}").exists() for f in folders):
+        k += 1
+    renamed = [f.rename(f.with_name(f"{f.name}.attempt-{k}")) for f in folders]
+    return renamed
 
 
 def inherit_best_model(parent_checkpoint_dir: Path, paths: RunPaths, env_steps: int) -> bool:
