@@ -18,7 +18,7 @@ import torch
 
 from rltrain import __version__
 from rltrain.networks.actor import Actor
-from rltrain.scripts.resume import prepare_resume
+from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.run_endings import RunOutcome, resume_hint
 from rltrain.scripts.trainer import Trainer
@@ -164,8 +164,8 @@ def _report(outcome: RunOutcome) -> None:
               help="A periodic (checkpoint_step_N.pt) or paused (paused_at_step_N.pt) "
                    "checkpoint.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Change a config key and continue (recorded in events.jsonl). env_name, "
-                   "seed, algo, hidden_sizes, replay_buffer_size and num_envs cannot change.")
+              help="Change a config key and continue (recorded in events.jsonl). "
+                   f"{', '.join(FIXED_ON_RESUME)} cannot change.")
 @click.option("--run-name", default=None, metavar="NAME",
               help="Fork into a new run NAME instead of continuing in the run's own folders.")
 def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | None) -> None:

@@ -168,3 +168,14 @@ def test_a_checkpoint_damaged_inside_its_tensor_data_is_refused(finished_run, tm
     text.write_text("some notes, not a checkpoint")
     with pytest.raises(CheckpointError, match="not an rltrain checkpoint"):
         load_checkpoint(text)
+
+
+def test_a_different_action_size_is_named_as_such():
+    from rltrain.utils.checkpoint import check_spaces
+
+    payload = {"spaces": {"obs_dim": 3, "action_low": [-1.0], "action_high": [1.0]}}
+    env = {"env_name": "E", "obs_dim": 3, "action_low": [-1.0, -1.0],
+           "action_high": [1.0, 1.0]}
+    with pytest.raises(CheckpointError, match="action_dim is 1 in the checkpoint but 2 in"):
+        check_spaces(payload, env, "c.pt")
+    check_spaces(payload, {**env, "action_low": [-1.0], "action_high": [1.0]}, "c.pt")

@@ -157,8 +157,11 @@ def _check_archive(path: Path) -> None:
 def check_spaces(payload: dict[str, Any], current: dict[str, Any], path: str | Path) -> None:
     """The checkpoint's networks must fit the env's observation and action spaces
     (`current`: `utils.envs.space_record` of the env)."""
-    saved = payload.get("spaces", {})
-    for key in ("obs_dim", "action_low", "action_high"):
+    saved = dict(payload.get("spaces", {}))
+    if isinstance(saved.get("action_low"), list):  # the action size before its bounds
+        saved["action_dim"] = len(saved["action_low"])
+    current = {**current, "action_dim": len(current["action_low"])}
+    for key in ("obs_dim", "action_dim", "action_low", "action_high"):
         if saved.get(key) != current[key]:
             raise CheckpointError(
                 f"checkpoint '{path}' does not fit env '{current['env_name']}': "
