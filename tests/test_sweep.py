@@ -147,14 +147,37 @@ def test_a_trial_that_cannot_run_is_reported_failed_and_not_retried(tmp_path, lo
     ("tau=0.1,,0.2", "--grid expects key=v1,v2"),
     ("gama=0.9,0.95", "did you mean 'gamma'"),
     ("gamma=0.9,2", r"'gamma' must be a number in \(0, 1\]"),
+    ("hidden_sizes=[8,8],[16", r"--grid hidden_sizes: cannot parse value '\[16'"),
+    # Keys the sweep sets for each trial: they used to be overwritten silently.
+    ("seed=1,2", r"--grid cannot vary 'seed': .*--seeds"),
+    ("run_name=a,b", "--grid cannot vary 'run_name'"),
+    ("log_dir=/tmp/a,/tmp/b", "--grid cannot vary 'log_dir'"),
+    ("checkpoint_dir=/tmp/a,/tmp/b", "--grid cannot vary 'checkpoint_dir'"),
+    ("tau=0.01 --set run_name=x", "--set run_name: the sweep names its trials"),
 ])
 def test_a_bad_grid_spec_is_a_clear_error(tmp_path, grid, message):
     import re
 
+    grid, _, extra = grid.partition(" ")
     result = CliRunner().invoke(cli, ["sweep", "--config", str(config_file(tmp_path)),
-                                      "--grid", grid, "--name", "bad"])
+                                      "--grid", grid, *extra.split(), "--name", "bad"])
     assert result.exit_code == 2 and re.search(message, result.output), result.output
     assert not (tmp_path / "logs" / "bad").exists()
+
+
+def test_a_grid_over_lists_plans_one_trial_per_list(tmp_path):
+    from rltrain.scripts.sweep import plan_trials
+    from rltrain.utils.config_loader import load_config
+
+    base = load_config(str(config_file(tmp_path)))
+    trials = plan_trials(base, (), ("hidden_sizes=[8, 8],[16,16]", "tau=0.01,0.02"), 1, "g")
+    assert [t.run_name for t in trials] == [
+        "g_hidden_sizes-8_8_tau-0.01_s3", "g_hidden_sizes-8_8_tau-0.02_s3",
+        "g_hidden_sizes-16_16_tau-0.01_s3", "g_hidden_sizes-16_16_tau-0.02_s3"]
+    configs = [load_config(str(config_file(tmp_path)), t.overrides) for t in trials]
+    assert [(c.hidden_sizes, c.tau, c.seed, c.run_name) for c in configs] == [
+        ((8, 8), 0.01, 3, trials[0].run_name), ((8, 8), 0.02, 3, trials[1].run_name),
+        ((16, 16), 0.01, 3, trials[2].run_name), ((16, 16), 0.02, 3, trials[3].run_name)]
 
 
 def test_without_ray_the_sweep_says_how_to_install_it(tmp_path, monkeypatch):

@@ -106,24 +106,26 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
-def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """Apply `key=value` strings (dotted keys for nested sections) to a copy of `raw`."""
+def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...],
+                    option: str = "--set") -> dict[str, Any]:
+    """Apply `key=value` strings (dotted keys for nested sections) to a copy of `raw`;
+    `option` is what errors call them (`rltrain sweep --grid` points are overrides too)."""
     result = _deep_copy(raw)
     for item in overrides:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ConfigError(f"--set expects key=value, got '{item}'")
+            raise ConfigError(f"{option} expects key=value, got '{item}'")
         try:
             value = _load_yaml(text) if text.strip() else None
         except yaml.YAMLError:
-            raise ConfigError(f"--set {key}: cannot parse value '{text}' as YAML") from None
+            raise ConfigError(f"{option} {key}: cannot parse value '{text}' as YAML") from None
         node = result
         parts = key.split(".")
         for depth, part in enumerate(parts[:-1]):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ConfigError(f"--set {key}: '{'.'.join(parts[:depth + 1])}' "
+                raise ConfigError(f"{option} {key}: '{'.'.join(parts[:depth + 1])}' "
                                   "is not a section")
             node = child
         node[parts[-1]] = value
