@@ -17,7 +17,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -25,6 +25,9 @@ from rltrain.utils.config import TrainConfig, config_to_dict
 from rltrain.utils.config_loader import apply_overrides, config_from_dict, load_config
 from rltrain.utils.errors import ConfigError, UserError
 from rltrain.utils.sweep_summary import ERROR_FILE
+
+if TYPE_CHECKING:
+    from rltrain.utils.runs import RunPaths
 
 INSTALL_HINT = 'rltrain sweep needs Ray Tune: pip install "rltrain[sweep]"'
 
@@ -156,10 +159,11 @@ def _run_trial(params: dict[str, Any], tune: Any) -> None:
     reporter.final(reporter.attach().run(paths, info))
 
 
-def _checkpoint_to_resume(tune: Any, paths: Any) -> Path | None:
+def _checkpoint_to_resume(tune: Any, paths: RunPaths) -> Path | None:
     """Where a retried or continued trial resumes: the checkpoint Tune hands back (copied
     into the run's folder: on a cluster it may come from another node), else the run's
-    own newest (a Ctrl-C pauses a trial before Tune has one), else None: a fresh start."""
+    own newest (one written after the trial's last report to Tune, such as the paused
+    checkpoint of an env failure), else None: a fresh start."""
     from rltrain.utils.runs import newest_checkpoint
 
     restored = tune.get_checkpoint()
