@@ -239,3 +239,12 @@ def test_an_env_that_cannot_render_turns_videos_off_not_the_run(tmp_path):
     assert out.exit_code == 2 and "Traceback" not in out.output
     assert "cannot be recorded as video" in out.output
     assert len(out.output.strip().splitlines()) == 1
+
+
+def test_without_the_video_extra_videos_are_off_and_said_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(snapshots, "video_available", lambda: False)
+    log_dir = train(tmp_path, max_timesteps=300, diagnostics={"snapshot_freq": 100})
+    failed = [d for d in read_jsonl(log_dir / "flow1.jsonl") if d["kind"] == "video_failed"]
+    assert [d["env_steps"] for d in failed] == [100]
+    assert "[video] extra" in failed[0]["error"]
+    assert not (log_dir / "videos").exists()

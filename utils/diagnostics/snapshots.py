@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -39,7 +40,7 @@ def record_episode(policy: Callable[[np.ndarray], np.ndarray], env_name: str, se
                    path: Path) -> Path:
     """Run one deterministic episode from the fixed reset seed and save it as `path`."""
     if not video_available():
-        raise UserError(INSTALL_HINT)
+        raise VideoError(INSTALL_HINT)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     scratch = Path(tempfile.mkdtemp(prefix="rltrain-video-"))
     try:
@@ -59,8 +60,10 @@ def _record(policy: Callable[[np.ndarray], np.ndarray], env_name: str, seed: int
     from gymnasium.wrappers import RecordVideo
 
     try:
-        env = RecordVideo(gym.make(env_name, render_mode="rgb_array"), str(folder),
-                          name_prefix="episode", episode_trigger=lambda _: True)
+        with warnings.catch_warnings():  # Gymnasium's warnings about render modes: said below
+            warnings.simplefilter("ignore")
+            env = RecordVideo(gym.make(env_name, render_mode="rgb_array"), str(folder),
+                              name_prefix="episode", episode_trigger=lambda _: True)
         try:
             obs, _ = env.reset(seed=derive_seed(seed, EVAL_EPISODES, 0))
             done = False
@@ -95,10 +98,6 @@ class BehaviourVideos:
     def record(self, policy: Callable[[np.ndarray], np.ndarray], env_steps: int,
                label: str) -> None:
         if self.off:
-            return
-        if not video_available():
-            self.off = True
-            self.say(f"note: diagnostics.snapshot_freq is set but {INSTALL_HINT}")
             return
         path = self.folder / f"{label}_{env_steps}.mp4"
         try:
