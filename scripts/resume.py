@@ -19,7 +19,6 @@ from rltrain.utils.config import TrainConfig, config_to_dict
 from rltrain.utils.config_loader import apply_overrides, config_from_dict
 from rltrain.utils.device import resolve_device
 from rltrain.utils.errors import CheckpointError, ConfigError, UserError
-from rltrain.utils.run_status import effective_state, read_status
 from rltrain.utils.runs import (
     SUPERSEDED_PREFIX,
     RunPaths,
@@ -104,11 +103,6 @@ def _claim_folders(trainer: Trainer, payload: dict[str, Any], checkpoint: str,
     paths = _own_folders(config, str(payload.get("run_name", "")), Path(checkpoint),
                          payload.get("log_dir"))
     trainer.claim(paths)
-    status = read_status(paths.status_file)  # a run started elsewhere, or without a lock
-    if status is not None and effective_state(status) == "running":
-        raise UserError(f"run '{paths.name}' is still running (pid {status.get('pid')}); "
-                        f"pause it first (`rltrain pause {paths.name}`) or fork it with "
-                        "--run-name NEW")
     return paths
 
 

@@ -11,111 +11,23 @@ with its reason; it is not retried. Ray is an optional extra: `rltrain[sweep]`.
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rltrain.utils.config import TrainConfig, config_to_dict
-from rltrain.utils.config_loader import apply_overrides, config_from_dict, load_config
-from rltrain.utils.errors import ConfigError, UserError
+from rltrain.scripts.sweep_plan import plan_trials
+from rltrain.utils.config_loader import load_config
+from rltrain.utils.errors import UserError
 from rltrain.utils.sweep_summary import ERROR_FILE
 
 if TYPE_CHECKING:
     from rltrain.utils.runs import RunPaths
 
 INSTALL_HINT = 'rltrain sweep needs Ray Tune: pip install "rltrain[sweep]"'
-
-
-@dataclass(frozen=True)
-class Trial:
-    run_name: str
-    point: str  # the grid point, e.g. "actor_lr=0.001,tau=0.01" ("base" without a grid)
-    overrides: tuple[str, ...]
-
-
-# Keys the sweep sets for each trial itself: a grid over them would be overwritten by it,
-# or would move trials out of the sweep's folders.
-SET_BY_SWEEP = {
-    "seed": "trials take the config's seed, seed+1, ... (--seeds N)",
-    "run_name": "the sweep names its trials",
-    "log_dir": "the trials write into the sweep's folder (--set log_dir moves the sweep)",
-    "checkpoint_dir": "the trials write into the sweep's folder (--set checkpoint_dir "
-                      "moves the sweep)",
-}
-
-
-def parse_grid(items: tuple[str, ...]) -> list[tuple[str, list[str]]]:
-    """`key=v1,v2` items -> [(key, ["v1", "v2"])], refusing malformed specs and keys the
-    sweep sets itself. A value may be a YAML list: `hidden_sizes=[64,64],[256,256]`."""
-    grid = []
-    for item in items:
-        key, sep, values = item.partition("=")
-        key = key.strip()
-        choices = _split_values(values)
-        if not sep or not key or not values.strip() or any(not v for v in choices):
-            raise ConfigError(f"--grid expects key=v1,v2,... (comma-separated values), "
-                              f"got '{item}'")
-        if key in (k for k, _ in grid):
-            raise ConfigError(f"--grid names '{key}' twice")
-        if key in SET_BY_SWEEP:
-            raise ConfigError(f"--grid cannot vary '{key}': {SET_BY_SWEEP[key]}")
-        grid.append((key, choices))
-    return grid
-
-
-def _split_values(text: str) -> list[str]:
-    """`v1,v2,...` split at the commas outside brackets and quotes."""
-    values, depth, quote, start = [], 0, "", 0
-    for index, char in enumerate(text):
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-        elif char == "," and depth == 0:
-            values.append(text[start:index].strip())
-            start = index + 1
-    return [*values, text[start:].strip()]
-
-
-def plan_trials(base: TrainConfig, overrides: tuple[str, ...], grid_items: tuple[str, ...],
-                seeds: int, sweep: str) -> list[Trial]:
-    """Every (grid point, seed) as a validated config; any bad value fails here, up front.
-    `base` is the config with `overrides` applied."""
-    if seeds < 1:
-        raise UserError("--seeds must be at least 1")
-    if any(item.partition("=")[0].strip() == "run_name" for item in overrides):
-        raise ConfigError(f"--set run_name: {SET_BY_SWEEP['run_name']} (<sweep>_s<seed>)")
-    grid = parse_grid(grid_items)
-    raw = config_to_dict(base)
-    trials = []
-    for values in itertools.product(*(choices for _, choices in grid)):
-        point_items = tuple(f"{k}={v}" for (k, _), v in zip(grid, values, strict=True))
-        point = ",".join(point_items) or "base"
-        point_raw = apply_overrides(raw, point_items, option="--grid")
-        for index in range(seeds):
-            seed = base.seed + index
-            name = _slug(f"{sweep}_{point}_s{seed}" if grid else f"{sweep}_s{seed}")
-            items = (f"seed={seed}", f"run_name={name}")
-            config_from_dict(apply_overrides(point_raw, items))  # validates point and name
-            trials.append(Trial(name, point, (*overrides, *point_items, *items)))
-    return trials
-
-
-def _slug(text: str) -> str:
-    """A run folder name: `grid_tau=0.01,seed=3` -> `grid_tau-0.01_seed-3`,
-    `g_hidden_sizes=[64,64]` -> `g_hidden_sizes-64_64`."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" if c == "," else "-"
-                   for c in text if c not in "[]{} ")
 
 
 def run_trial(tune_config: dict[str, Any]) -> None:
@@ -140,9 +52,15 @@ def _run_trial(params: dict[str, Any], tune: Any) -> None:
     from rltrain.scripts.resume import prepare_resume
     from rltrain.scripts.trainer import Trainer
     from rltrain.utils.device import resolve_device
+    from rltrain.utils.run_status import read_status
     from rltrain.utils.runs import create_run, paths_for, set_aside_attempt
 
     config = load_config(params["config"], tuple(params["overrides"]))
+    status = read_status(paths_for(config, params["run_name"]).status_file) or {}
+    if status.get("state") == "finished":  # stopped after its end, before telling Tune
+        tune.report({key: status.get(key) for key in ("env_steps", "best_eval")}
+                    | {"eval_mean_return": status.get("latest_eval"), "status": "finished"})
+        return
     checkpoint = _checkpoint_to_resume(tune, paths_for(config, params["run_name"]))
     if checkpoint is not None:
         trainer, paths, info = prepare_resume(str(checkpoint), (), None, interactive=False)

@@ -106,8 +106,9 @@ class Trainer:
         with SignalCatcher() as self.signals:
             try:
                 self._start(paths, resume)
-            except (OSError, OutputError) as exc:
-                if os_error_in(exc) is None:
+            except BaseException as exc:
+                self.close()  # the envs, and the run's folders for another process
+                if not isinstance(exc, (OSError, OutputError)) or os_error_in(exc) is None:
                     raise
                 then = (f"; the checkpoint is unchanged: once that is fixed, rltrain resume "
                         f"--checkpoint {resume.checkpoint}" if resume else "")

@@ -13,6 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
+from rltrain.utils.run_logger import read_jsonl
 
 from conftest import TESTS_DIR, tiny_dict
 
@@ -166,7 +167,7 @@ def test_a_bad_grid_spec_is_a_clear_error(tmp_path, grid, message):
 
 
 def test_a_grid_over_lists_plans_one_trial_per_list(tmp_path):
-    from rltrain.scripts.sweep import plan_trials
+    from rltrain.scripts.sweep_plan import plan_trials
     from rltrain.utils.config_loader import load_config
 
     base = load_config(str(config_file(tmp_path)))
@@ -178,6 +179,102 @@ def test_a_grid_over_lists_plans_one_trial_per_list(tmp_path):
     assert [(c.hidden_sizes, c.tau, c.seed, c.run_name) for c in configs] == [
         ((8, 8), 0.01, 3, trials[0].run_name), ((8, 8), 0.02, 3, trials[1].run_name),
         ((16, 16), 0.01, 3, trials[2].run_name), ((16, 16), 0.02, 3, trials[3].run_name)]
+
+
+@pytest.mark.parametrize("text, values", [
+    ("0.1,0.2", ["0.1", "0.2"]),
+    ("[8, 8],[16,16]", ["[8, 8]", "[16,16]"]),
+    ("{a: 1, b: 2},{a: 3}", ["{a: 1, b: 2}", "{a: 3}"]),
+    ("'x,y',z", ["'x,y'", "z"]),
+    ("it's,x", ["it's", "x"]),  # a quote inside a plain scalar quotes nothing
+    ('"a\\",b",c', ['"a\\",b"', "c"]),  # an escaped quote in a double-quoted one
+    ('["x]", "y"],[z]', ['["x]", "y"]', "[z]"]),
+])
+def test_grid_values_split_at_the_commas_between_values(text, values):
+    from rltrain.scripts.sweep_plan import _split_values
+
+    assert _split_values(text) == values
+
+
+def test_grid_points_that_make_the_same_trial_are_refused(tmp_path):
+    from rltrain.scripts.sweep_plan import plan_trials
+    from rltrain.utils.config_loader import load_config
+    from rltrain.utils.errors import ConfigError
+
+    base = load_config(str(config_file(tmp_path)))
+    for grid in ("tau=0.01,0.01", "hidden_sizes=[8,8],[8, 8]"):
+        with pytest.raises(ConfigError, match="make the same trial"):
+            plan_trials(base, (), (grid,), 1, "g")
+    with pytest.raises(ConfigError, match="unbalanced"):
+        plan_trials(base, (), ("tau=0.1],0.2",), 1, "g")
+
+
+class FakeTune:
+    """Tune's session as a trial sees it, with no checkpoint to hand back."""
+
+    def __init__(self) -> None:
+        self.reports: list[dict] = []
+
+    def get_checkpoint(self):
+        return None
+
+    def report(self, metrics, checkpoint=None):
+        self.reports.append(metrics)
+
+
+def trial_params(tmp_path: Path, name: str) -> dict:
+    overrides = [f"log_dir={tmp_path / 'logs' / 'sw'}", "seed=3", f"run_name={name}",
+                 f"checkpoint_dir={tmp_path / 'checkpoints' / 'sw'}"]
+    return {"config": str(config_file(tmp_path)), "overrides": overrides, "run_name": name,
+            "threads": 1}
+
+
+def test_a_trial_tune_has_no_checkpoint_for_resumes_from_its_own_newest(tmp_path,
+                                                                        monkeypatch):
+    # The env fails (in the evaluation at step 100); Tune (here) has no checkpoint of the
+    # trial, its folder has.
+    from rltrain.scripts.sweep import _run_trial
+    from rltrain.utils.errors import EnvFailure
+
+    import fake_envs
+
+    params = trial_params(tmp_path, "t")
+    params["overrides"].append("env_name=fake_envs:FakeCrashingPendulum-v0")
+    with pytest.raises(EnvFailure):
+        _run_trial(params, FakeTune())
+    monkeypatch.setattr(fake_envs.CrashingPendulum, "broken", False)
+    tune = FakeTune()
+    _run_trial(params, tune)  # as Tune's retry would
+    resumes = [m for m in read_jsonl(tmp_path / "logs" / "sw" / "t" / "metrics.jsonl")
+               if m["kind"] == "resume"]
+    assert [m["env_steps"] for m in resumes] == [100]
+    assert tune.reports[-1]["status"] == "finished" and tune.reports[-1]["env_steps"] == 400
+    # Finished already (stopped before it told Tune): reported as such, nothing retrained.
+    metrics = (tmp_path / "logs" / "sw" / "t" / "metrics.jsonl").read_text()
+    again = FakeTune()
+    _run_trial(params, again)
+    assert again.reports == [{"env_steps": 400, "best_eval": tune.reports[-1]["best_eval"],
+                              "eval_mean_return": tune.reports[-1]["eval_mean_return"],
+                              "status": "finished"}]
+    assert (tmp_path / "logs" / "sw" / "t" / "metrics.jsonl").read_text() == metrics
+
+
+def test_an_attempt_is_not_set_aside_while_a_process_holds_its_run(tmp_path):
+    from rltrain.utils.errors import UserError
+    from rltrain.utils.runs import RunLock, RunPaths, set_aside_attempt
+
+    paths = RunPaths("r", tmp_path / "logs" / "r", tmp_path / "checkpoints" / "r")
+    paths.log_dir.mkdir(parents=True)
+    (paths.log_dir / "metrics.jsonl").write_text("{}\n")
+    held = RunLock(paths)
+    with pytest.raises(UserError, match="in use by another rltrain process"):
+        set_aside_attempt(paths)
+    assert (paths.log_dir / "metrics.jsonl").exists()
+    held.release()
+    assert set_aside_attempt(paths) == [tmp_path / "logs" / "r.attempt-1"]
+    paths.checkpoint_dir.mkdir(parents=True)  # now only this one holds something
+    (paths.checkpoint_dir / "best_model.pt").write_text("x")
+    assert set_aside_attempt(paths) == [tmp_path / "checkpoints" / "r.attempt-1"]
 
 
 def test_without_ray_the_sweep_says_how_to_install_it(tmp_path, monkeypatch):

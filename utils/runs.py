@@ -21,6 +21,7 @@ except ImportError:  # Windows: no lock, only the status check
 from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.errors import CheckpointError, OutputError, UserError
+from rltrain.utils.run_status import effective_state, read_status
 
 # The files of a run's log folder; readers that only have the folder use these names too.
 METRICS_FILE = "metrics.jsonl"
@@ -151,11 +152,15 @@ class RunLock:
     `<log_dir>/<run>/run.lock`, so that no second rltrain process trains, resumes or
     forks into them while this one does (two resumes of one checkpoint started together
     would both write its logs and checkpoints). The OS releases it when the process ends,
-    however it ends: a killed run never leaves its folders locked."""
+    however it ends: a killed run never leaves its folders locked. Where there is no
+    `flock` (Windows), a run whose status.json says it is running is refused instead."""
 
     def __init__(self, paths: RunPaths) -> None:
         self.file: BinaryIO | None = None
         if fcntl is None:
+            status = read_status(paths.status_file)
+            if status is not None and effective_state(status) == "running":
+                raise self._in_use(paths, f"pid {status.get('pid')}")
             return
         path = paths.log_dir / LOCK_FILE
         try:
@@ -168,10 +173,14 @@ class RunLock:
             fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             file.close()
-            raise UserError(f"run '{paths.name}' is in use by another rltrain process (it "
-                            f"holds {path}); wait for it to end, pause it (`rltrain pause "
-                            f"{paths.name}`), or fork with --run-name NEW") from None
+            raise self._in_use(paths, f"it holds {path}") from None
         self.file = file
+
+    @staticmethod
+    def _in_use(paths: RunPaths, evidence: str) -> UserError:
+        return UserError(f"run '{paths.name}' is in use by another rltrain process "
+                         f"({evidence}); wait for it to end, pause it (`rltrain pause "
+                         f"{paths.name}`), or fork with --run-name NEW")
 
     def release(self) -> None:
         if self.file is not None:
@@ -228,15 +237,19 @@ def newest_checkpoint(paths: RunPaths) -> Path | None:
 def set_aside_attempt(paths: RunPaths) -> list[Path]:
     """Rename the folders of an earlier attempt at this run, one that left no checkpoint to
     resume (a sweep trial stopped before its first), to `<run>.attempt-<k>`, so that the
-    run can start again under its name; nothing is deleted. Returns the renamed folders."""
+    run can start again under its name; nothing is deleted. Returns the renamed folders.
+    Refused (UserError) while a process holds the run."""
     if _taken(paths) is None:
         return []
     folders = [f for f in (paths.log_dir, paths.checkpoint_dir) if f.exists()]
-    k = 1
-    while any(f.with_name(f"{f.name}.attempt-{k}").exists() for f in folders):
-        k += 1
-    renamed = [f.rename(f.with_name(f"{f.name}.attempt-{k}")) for f in folders]
-    return renamed
+    lock = RunLock(paths)
+    try:
+        k = 1
+        while any(f.with_name(f"{f.name}.attempt-{k}").exists() for f in folders):
+            k += 1
+        return [f.rename(f.with_name(f"{f.name}.attempt-{k}")) for f in folders]
+    finally:
+        lock.release()
 
 
 def inherit_best_model(parent_checkpoint_dir: Path, paths: RunPaths, env_steps: int) -> bool:
