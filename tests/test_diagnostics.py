@@ -181,10 +181,25 @@ def test_diagnose_json_format_table_and_report(tmp_path):
     assert report["diagnostics_enabled"] is True
     assert report["findings"]
     for finding in report["findings"]:
-        assert set(finding) == {"rule", "step", "evidence", "severity", "message"}
+        assert set(finding) == {"rule", "step", "first_step", "count", "evidence",
+                                "severity", "message"}
         assert finding["rule"] in RULE_NAMES
         assert finding["severity"] in {"info", "warning", "pause"}
         assert isinstance(finding["step"], int) and finding["message"]
+        assert 0 < finding["first_step"] <= finding["step"] and finding["count"] >= 1
+    # Most severe first, then in the order the findings first appeared.
+    order = {"pause": 0, "warning": 1, "info": 2}
+    keys = [(order[f["severity"]], f["first_step"]) for f in report["findings"]]
+    assert keys == sorted(keys)
+    # Each finding counts every event of its rule and severity, held-back ones included.
+    from rltrain.utils.diagnostics.rules import SEVERITY
+
+    events = read_jsonl(log_dir / "events.jsonl")
+    for finding in report["findings"]:
+        seen = [e for e in events if e["rule"] == finding["rule"]
+                and SEVERITY.get(e["action"]) == finding["severity"]]
+        assert finding["count"] == len(seen) + sum(e.get("held_back", 0) for e in seen)
+        assert finding["first_step"] == seen[0]["env_steps"]
     assert any(f["rule"] == "reward_spikes" and f["severity"] == "warning"
                for f in report["findings"])
     table = CliRunner().invoke(cli, ["diagnose", "r", "--log-dir", str(tmp_path / "logs")])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import types
 
 import numpy as np
@@ -261,3 +263,17 @@ def test_a_timed_call_inside_another_is_counted_once():
     assert 0.11 <= diagnostics.seconds < 0.2 and not diagnostics.timing  # twice: >= 0.21
     diagnostics.inner()
     assert 0.21 <= diagnostics.seconds < 0.3
+
+
+def test_an_actor_without_any_gradient_is_an_infinite_imbalance():
+    # It used to be logged as 0 (perfect balance) exactly when it was infinite.
+    import torch
+
+    from rltrain.utils.diagnostics.gradients import GradientWatch
+
+    watch = types.SimpleNamespace(agent=types.SimpleNamespace(
+        actor=torch.nn.Linear(2, 2), critic=torch.nn.Linear(2, 2)))
+    imbalance = functools.partial(GradientWatch._imbalance, watch)
+    assert imbalance({"w": 0.0}, {"w": 1.0}) == math.inf
+    assert imbalance({"w": 0.0}, {"w": 0.0}) == 0.0
+    assert 0 < imbalance({"w": 1.0}, {"w": 2.0}) < math.inf

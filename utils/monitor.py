@@ -80,12 +80,14 @@ class TrainingMonitor:
             return
         held = self._held_back.pop(key, 0)
         self._last_warned[key] = finding.env_steps
-        suffix = f" ({held} more since the last report)" if held else ""
-        self._record(finding, "warning" if finding.action == "warn" else "note", suffix)
+        self._record(finding, "warning" if finding.action == "warn" else "note", held)
 
-    def _record(self, finding: Finding, label: str, suffix: str = "") -> None:
+    def _record(self, finding: Finding, label: str, held: int = 0) -> None:
+        """One event line; `held`: how many of the same were held back since the last."""
         event = finding.as_event()
-        event["message"] += suffix
+        if held:
+            event["message"] += f" ({held} more since the last report)"
+            event["held_back"] = held
         self.logger.event(finding.env_steps, **event)
         self.logger.text("events", f"{label}: [{finding.rule}] {event['message']}",
                          finding.env_steps)

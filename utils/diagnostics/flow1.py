@@ -204,7 +204,7 @@ class Flow1Diagnostics:
         worst = max(dead.items(), key=lambda kv: kv[1], default=None)
         if worst and worst[1] > self.settings.dead_relu.threshold:
             self._finding("dead_relu", env_steps, round(worst[1], 4),
-                          f"{worst[1]:.0%} of layer {worst[0]}'s units are never active")
+                          f"{worst[1]:.1%} of layer {worst[0]}'s units are never active")
         baseline = self.eval_drop.update(result.mean)
         if baseline is not None:
             self._trace(env_steps, f"eval return {result.mean:.1f} fell below its baseline "
@@ -238,7 +238,7 @@ class Flow1Diagnostics:
         self._cluster_findings(env_steps, view)
         if saturation is not None and saturation > self.settings.action_saturation.threshold:
             self._finding("action_saturation", env_steps, round(saturation, 4),
-                          f"{saturation:.0%} of the policy's actions are within 1% of the "
+                          f"{saturation:.1%} of the policy's actions are within 1% of the "
                           "action bounds (tanh saturated)")
 
     def _cluster_findings(self, env_steps: int, view: ClusterView) -> None:

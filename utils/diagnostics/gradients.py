@@ -22,6 +22,7 @@ being unstable; an explosion is growth the reward scale does not explain.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any, Callable
 
@@ -157,8 +158,13 @@ class GradientWatch:
         self._findings(env_steps, verdicts, {"actor": actor, "critic": critic}, balance)
 
     def _imbalance(self, actor: dict, critic: dict) -> float:
+        """The critic's relative gradient over the actor's: inf when only the actor gets
+        none (its tanh saturated, say), 0 when neither does."""
         actor_rel = relative_norm(actor, self.agent.actor)
-        return relative_norm(critic, self.agent.critic) / actor_rel if actor_rel > 0 else 0.0
+        critic_rel = relative_norm(critic, self.agent.critic)
+        if actor_rel > 0:
+            return critic_rel / actor_rel
+        return math.inf if critic_rel > 0 else 0.0
 
     def _findings(self, env_steps: int, verdicts: dict, norms: dict, balance: float) -> None:
         for verdict, rule in (("broken", "broken_gradient"), ("vanishing", "vanishing_gradient"),
@@ -170,7 +176,8 @@ class GradientWatch:
                              f"{verdict} gradient in {', '.join(layers)}")
         if balance > self.settings.value_policy_imbalance.threshold:
             self.finding("value_policy_imbalance", env_steps, round(balance, 3),
-                         f"the critic's relative gradient is {balance:.1f}x the actor's")
+                         f"the critic's relative gradient is {balance:.1f}x the actor's"
+                         if math.isfinite(balance) else "the actor gets no gradient at all")
 
     def trace(self, env_steps: int, reason: str, cooldown: int, max_abs_reward: float) -> None:
         """Snapshot the newest batch and parameters; write per-layer norms and verdicts."""

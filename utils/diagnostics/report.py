@@ -25,8 +25,10 @@ ORDER = {"pause": 0, "warning": 1, "info": 2}
 
 
 def findings(log_dir: Path) -> list[dict[str, Any]]:
-    """The latest finding per (rule, severity), most severe first. A pause that the run
-    was resumed from says so in its message, with the changes made on resume."""
+    """The latest finding per (rule, severity) with the step it was first seen at and how
+    often it was seen; most severe first, then in the order they first appeared (a cause
+    usually shows before its consequences). A pause that the run was resumed from says so
+    in its message, with the changes made on resume."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for event in read_jsonl(log_dir / EVENTS_FILE):
         rule, action = event.get("rule"), event.get("action")
@@ -39,10 +41,14 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
         if rule not in RULES or action not in SEVERITY:
             continue
         severity = SEVERITY[action]
+        earlier = latest.get((rule, severity), {"first_step": event["env_steps"], "count": 0})
         latest[(rule, severity)] = {"rule": rule, "step": event["env_steps"],
+                                    "first_step": earlier["first_step"],
+                                    "count": earlier["count"] + 1 + event.get("held_back", 0),
                                     "evidence": event.get("value"), "severity": severity,
                                     "message": event.get("message", "")}
-    return sorted(latest.values(), key=lambda f: (ORDER[f["severity"]], f["rule"]))
+    return sorted(latest.values(),
+                  key=lambda f: (ORDER[f["severity"]], f["first_step"], f["rule"]))
 
 
 def diagnose(log_dir: Path) -> dict[str, Any]:
@@ -73,14 +79,21 @@ def print_table(report: dict[str, Any]) -> None:
         console.print(Text(f"run {report['run']}: no findings"))
         return
     table = Table(title=f"findings for run {report['run']}", show_lines=True)
-    for column in ("severity", "rule", "step", "evidence", "finding / hypothesis / check"):
+    for column in ("severity", "rule", "steps", "evidence", "finding / hypothesis / check"):
         table.add_column(column, overflow="fold")
     for f in report["findings"]:
         hypothesis, check = RULES[f["rule"]]
-        table.add_row(Text(f["severity"]), Text(f["rule"]), Text(str(f["step"])),
+        table.add_row(Text(f["severity"]), Text(f["rule"]), Text(_steps(f)),
                       Text(_short(f["evidence"])),
                       Text(f"{f['message']}\nhypothesis: {hypothesis}\ncheck: {check}"))
     console.print(table)
+
+
+def _steps(finding: dict[str, Any]) -> str:
+    """"1000" once, "1000-12000 (963x)" for a finding seen again and again."""
+    if finding["count"] == 1:
+        return str(finding["step"])
+    return f"{finding['first_step']}-{finding['step']} ({finding['count']}x)"
 
 
 def _short(value: Any) -> str:
@@ -117,11 +130,11 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
 def _findings_html(found: list[dict[str, Any]]) -> str:
     if not found:
         return "<p>No findings.</p>"
-    rows = ["<tr><th>severity</th><th>rule</th><th>step</th><th>evidence</th>"
+    rows = ["<tr><th>severity</th><th>rule</th><th>steps</th><th>evidence</th>"
             "<th>finding</th><th>hypothesis</th><th>check</th></tr>"]
     for f in found:
         hypothesis, check = RULES[f["rule"]]
-        cells = [f["severity"], f["rule"], str(f["step"]), _short(f["evidence"]), f["message"],
+        cells = [f["severity"], f["rule"], _steps(f), _short(f["evidence"]), f["message"],
                  hypothesis, check]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return "<table>" + "".join(rows) + "</table>"

@@ -24,7 +24,10 @@ RULES: dict[str, tuple[str, str]] = {
         "(grad_clip_norm), check the reward scale"),
     "critic_loss_explosion": (
         "if the critic diverges, then its loss grows by orders of magnitude",
-        "lower critic_lr, clip gradients (grad_clip_norm), scale rewards down"),
+        "compare the largest |reward| (the reward_scale statistic in flow1.jsonl): if the "
+        "rewards are large, scale them down; if they are small, look at the observations "
+        "(an unnormalised dimension far from 1 does this from the first update); else "
+        "lower critic_lr, clip gradients (grad_clip_norm)"),
     "q_explosion": (
         "if the TD targets feed on themselves, then |mean Q| grows without bound",
         "lower gamma or critic_lr; check that terminal states stop bootstrapping"),
@@ -89,18 +92,27 @@ RULES: dict[str, tuple[str, str]] = {
         "actor's",
         "lower critic_lr or raise actor_lr; for DDPG this is informational (two optimisers)"),
     "broken_gradient": (
-        "if nothing reaches a layer (every ReLU feeding it is off, its input is all zero, or "
-        "the graph is cut), then the layer gets a gradient of exactly zero or none",
-        "check the dead_relu finding, input scaling and bias initialisation; in custom code "
-        "follow section 5.3 of the flow-1 doc: requires_grad, detach(), in-place ops"),
+        "if nothing reaches a layer (the actor's tanh saturated at the action bounds, every "
+        "ReLU feeding it off, its input all zero, or the graph cut), then the layer gets a "
+        "gradient of exactly zero or none",
+        "if action_saturation fired too, every actor layer is cut off by the saturated tanh: "
+        "find why the policy is pushed to the bounds (see that finding); else check the "
+        "dead_relu finding, input scaling and bias initialisation; in custom code follow "
+        "section 5.3 of the flow-1 doc: requires_grad, detach(), in-place ops"),
     "action_saturation": (
-        "if the action scale is wrong, then the policy sits at the action bounds and its "
-        "tanh output stops passing gradient",
-        "check the env's action units and bounds; consider rescaling actions"),
+        "if the critic keeps pushing the policy past the action bounds, then its actions "
+        "sit at the bounds and its tanh output stops passing gradient; the push comes from "
+        "a reward that rewards extremes (a wrong sign?), observations far from unit scale, "
+        "too high a learning rate, or an action range too small for the task",
+        "check the reward's sign and terms, the observation scale and the learning rates "
+        "first (see the other findings), then the env's action units and bounds"),
     "q_overestimation": (
         "if the critic over-estimates, then Q at the start states exceeds the return the "
-        "episodes actually obtain",
-        "use algo: td3, lower critic_lr or gamma"),
+        "episodes actually obtain; a critic still catching up with a poor policy does the "
+        "same while its Q falls toward that return",
+        "if eval/mean_return is not improving, the policy is the problem (see the other "
+        "findings); if Q keeps rising above the return, use algo: td3, lower critic_lr or "
+        "gamma"),
     "dead_relu": (
         "if units die, then a share of hidden units is zero for every input",
         "lower learning rates; check input scaling"),
