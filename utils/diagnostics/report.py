@@ -22,6 +22,7 @@ from rltrain.utils.run_logger import eval_curve, read_jsonl
 from rltrain.utils.runs import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE, METRICS_FILE
 
 ORDER = {"pause": 0, "warning": 1, "info": 2}
+WIDE_TABLE = 120  # terminal columns from which the findings are printed as a table
 
 
 def findings(log_dir: Path) -> list[dict[str, Any]]:
@@ -78,6 +79,9 @@ def print_table(report: dict[str, Any]) -> None:
     if not report["findings"]:
         console.print(Text(f"run {report['run']}: no findings"))
         return
+    if console.width < WIDE_TABLE:  # five columns would wrap a word per line
+        _print_blocks(console, report)
+        return
     table = Table(title=f"findings for run {report['run']}", show_lines=True)
     for column in ("severity", "rule", "steps", "evidence", "finding / hypothesis / check"):
         table.add_column(column, overflow="fold")
@@ -87,6 +91,18 @@ def print_table(report: dict[str, Any]) -> None:
                       Text(_short(f["evidence"])),
                       Text(f"{f['message']}\nhypothesis: {hypothesis}\ncheck: {check}"))
     console.print(table)
+
+
+def _print_blocks(console: Any, report: dict[str, Any]) -> None:
+    """The findings one after another, for a terminal too narrow for the table."""
+    from rich.text import Text
+
+    console.print(Text(f"findings for run {report['run']}"))
+    for f in report["findings"]:
+        hypothesis, check = RULES[f["rule"]]
+        console.print(Text(f"\n[{f['severity']}] {f['rule']}, steps {_steps(f)}, evidence "
+                           f"{_short(f['evidence'])}\n  {f['message']}\n  hypothesis: "
+                           f"{hypothesis}\n  check: {check}"))
 
 
 def _steps(finding: dict[str, Any]) -> str:
