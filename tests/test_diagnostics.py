@@ -27,7 +27,7 @@ RULE_NAMES = {
     "sparse_reward", "reward_scale", "blind_cluster", "chaotic_cluster", "fixated_cluster",
     "vanishing_gradient", "exploding_gradient", "value_policy_imbalance", "broken_gradient",
     "action_saturation", "q_overestimation", "dead_relu", "env_error", "write_failure",
-    "constant_reward"}
+    "constant_reward", "reward_drop"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
 
 
@@ -172,8 +172,10 @@ def test_outputs_heatmaps_gradients_and_tensorboard(tmp_path):
 
 
 def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
+    # A trace_drop this small makes the run trace the return drops it sees.
     log_dir = train(tmp_path, env_name="fake_envs:FakeSpikyPendulum-v0",
-                    max_timesteps=1200, eval_freq=600, **FAST)
+                    max_timesteps=1200, eval_freq=600,
+                    diagnostics={**FAST["diagnostics"], "trace_drop": 0.001})
     result = CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
@@ -195,13 +197,20 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
     from rltrain.utils.diagnostics.rules import SEVERITY
 
     events = read_jsonl(log_dir / "events.jsonl")
-    for finding in report["findings"]:
+    for finding in (f for f in report["findings"] if f["rule"] != "reward_drop"):
         seen = [e for e in events if e["rule"] == finding["rule"]
                 and SEVERITY.get(e["action"]) == finding["severity"]]
         assert finding["count"] == len(seen) + sum(e.get("held_back", 0) for e in seen)
         assert finding["first_step"] == seen[0]["env_steps"]
     assert any(f["rule"] == "reward_spikes" and f["severity"] == "warning"
                for f in report["findings"])
+    # Every gradient trace follows a detected return drop, which diagnose lists.
+    flow1 = read_jsonl(log_dir / "flow1.jsonl")
+    drops = [d["env_steps"] for d in flow1 if d["kind"] == "reward_drop"]
+    traces = {d["env_steps"] for d in flow1 if d["kind"] == "trace"}
+    assert traces and traces <= set(drops)
+    [listed] = [f for f in report["findings"] if f["rule"] == "reward_drop"]
+    assert listed["count"] == len(drops) and listed["first_step"] == drops[0]
     # 80 columns (CliRunner's): one block per finding; from 120 columns: a table.
     blocks = CliRunner().invoke(cli, ["diagnose", "r", "--log-dir", str(tmp_path / "logs")])
     assert blocks.exit_code == 0 and "[warning] reward_spikes, steps " in blocks.output

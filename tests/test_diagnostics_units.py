@@ -277,3 +277,23 @@ def test_an_actor_without_any_gradient_is_an_infinite_imbalance():
     assert imbalance({"w": 0.0}, {"w": 1.0}) == math.inf
     assert imbalance({"w": 0.0}, {"w": 0.0}) == 0.0
     assert 0 < imbalance({"w": 1.0}, {"w": 2.0}) < math.inf
+
+
+def test_diagnose_lists_the_return_drops_the_run_detected(tmp_path):
+    # They were only files in traces/; diagnose did not mention them.
+    import json
+
+    from rltrain.utils.diagnostics.report import diagnose
+
+    lines = {"events.jsonl": [{"env_steps": 500, "rule": "q_overestimation", "value": 0.6,
+                               "threshold": 0.5, "action": "warn", "message": "Q high"}],
+             "flow1.jsonl": [{"kind": "reward_drop", "env_steps": 300, "reason": "first"},
+                             {"kind": "reward", "env_steps": 400},
+                             {"kind": "reward_drop", "env_steps": 900, "reason": "second"}]}
+    for name, rows in lines.items():
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    found = diagnose(tmp_path)["findings"]
+    assert [(f["rule"], f["severity"]) for f in found] == [("q_overestimation", "warning"),
+                                                           ("reward_drop", "info")]
+    assert found[1] == {"rule": "reward_drop", "step": 900, "first_step": 300, "count": 2,
+                        "evidence": [300, 900], "severity": "info", "message": "second"}

@@ -211,6 +211,9 @@ class Flow1Diagnostics:
                                    f"{baseline:.1f}")
 
     def _trace(self, env_steps: int, reason: str) -> None:
+        """A return drop: recorded (`rltrain diagnose` lists it), then traced unless a
+        trace was written within the last heatmap_freq steps."""
+        self.logger.diagnostic("reward_drop", env_steps, reason=reason)
         with self.paused_collection():
             self.gradients.trace(env_steps, reason, cooldown=self.settings.heatmap_freq,
                                  max_abs_reward=self.reward.max_abs)

@@ -48,14 +48,33 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
                                     "count": earlier["count"] + 1 + event.get("held_back", 0),
                                     "evidence": event.get("value"), "severity": severity,
                                     "message": event.get("message", "")}
-    return sorted(latest.values(),
-                  key=lambda f: (ORDER[f["severity"]], f["first_step"], f["rule"]))
+    return sorted(latest.values(), key=_rank)
+
+
+def _rank(finding: dict[str, Any]) -> tuple[int, int, str]:
+    """Most severe first, then in the order they first appeared."""
+    return ORDER[finding["severity"]], finding["first_step"], finding["rule"]
+
+
+def reward_drops(log_dir: Path) -> dict[str, Any] | None:
+    """The return drops the run detected (flow1.jsonl), as one info finding."""
+    drops = [d for d in read_jsonl(log_dir / DIAGNOSTICS_FILE) if d["kind"] == "reward_drop"]
+    if not drops:
+        return None
+    return {"rule": "reward_drop", "step": drops[-1]["env_steps"],
+            "first_step": drops[0]["env_steps"], "count": len(drops),
+            "evidence": [d["env_steps"] for d in drops][-10:], "severity": "info",
+            "message": drops[-1]["reason"]}
 
 
 def diagnose(log_dir: Path) -> dict[str, Any]:
     """The JSON document of `rltrain diagnose --json`. `diagnostics_enabled`: whether the
     run had its flow-1 diagnostics on (off, only the health rules can have findings)."""
-    return {"run": log_dir.name, "findings": findings(log_dir),
+    found = findings(log_dir)
+    drops = reward_drops(log_dir)
+    if drops is not None:
+        found = sorted([*found, drops], key=_rank)
+    return {"run": log_dir.name, "findings": found,
             "diagnostics_enabled": _diagnostics_enabled(log_dir)}
 
 

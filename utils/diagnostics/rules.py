@@ -113,6 +113,11 @@ RULES: dict[str, tuple[str, str]] = {
         "if eval/mean_return is not improving, the policy is the problem (see the other "
         "findings); if Q keeps rising above the return, use algo: td3, lower critic_lr or "
         "gamma"),
+    "reward_drop": (
+        "if the policy or the critic broke (or the agent met something new), then the "
+        "returns fall well below their moving baseline (diagnostics.trace_drop)",
+        "read traces/grad_trace_step_<N>.json at or before that step (each layer's gradient "
+        "verdict, the losses and mean Q on the newest batch) and the findings around it"),
     "dead_relu": (
         "if units die, then a share of hidden units is zero for every input",
         "lower learning rates; check input scaling"),
