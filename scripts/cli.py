@@ -18,13 +18,11 @@ import torch
 
 from rltrain import __version__
 from rltrain.networks.actor import Actor
-from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume
+from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume, prepare_train
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.run_endings import RunOutcome, resume_hint
-from rltrain.scripts.trainer import Trainer
 from rltrain.utils.checkpoint import check_spaces, load_checkpoint, to_json
 from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
-from rltrain.utils.device import resolve_device
 from rltrain.utils.diagnostics import snapshots
 from rltrain.utils.envs import make_env, space_dims, space_record
 from rltrain.utils.errors import (
@@ -37,7 +35,7 @@ from rltrain.utils.errors import (
 )
 from rltrain.utils.evaluation import evaluate
 from rltrain.utils.progress import say
-from rltrain.utils.runs import create_run, relative_to_cwd
+from rltrain.utils.runs import relative_to_cwd
 from rltrain.utils.sweep_summary import print_summary
 
 EXIT_PAUSED = 3
@@ -119,13 +117,7 @@ def train(config_name: str, overrides: tuple[str, ...], run_name: str | None) ->
     <checkpoint_dir>/<run>/. Exits 0 when max_timesteps is reached, 3 when paused.
     """
     config = load_config(config_name, overrides, run_name)
-    trainer = Trainer(config, resolve_device(config.device))
-    try:
-        paths = create_run(config)
-        trainer.claim(paths)
-    except BaseException:
-        trainer.close()  # async env workers included
-        raise
+    trainer, paths = prepare_train(config)
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")
     say(f"  logs: {paths.log_dir}  (tensorboard --logdir {config.log_dir})")

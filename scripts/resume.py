@@ -1,4 +1,6 @@
-"""`rltrain resume`: a checkpoint's config plus changes, its run folders, the restored trainer.
+"""A trainer and the run folders it may write, ready to run: `prepare_train` for a new run,
+`prepare_resume` for `rltrain resume` (a checkpoint's config plus changes, its run
+folders, the restored trainer).
 
 "Change parameters and continue" (section 6.5 of the source doc) is `--set` on resume;
 keys that would not fit the checkpoint (env, seed, algorithm, network and buffer sizes)
@@ -51,6 +53,20 @@ def resume_config(payload: dict[str, Any], overrides: tuple[str, ...], path: str
             raise UserError(f"cannot change '{key}' on resume (the checkpoint was trained with "
                             f"{_value(saved, key)!r}); start a new run with `rltrain train`")
     return config
+
+
+def prepare_train(config: TrainConfig,
+                  interactive: bool | None = None) -> tuple[Trainer, RunPaths]:
+    """The trainer (a bad env fails first, before any folder is made), then the new run's
+    folders, taken for this process; if they cannot be, the envs are closed again."""
+    trainer = Trainer(config, resolve_device(config.device), interactive)
+    try:
+        paths = create_run(config)
+        trainer.claim(paths)
+    except BaseException:
+        trainer.close()  # async env workers included
+        raise
+    return trainer, paths
 
 
 def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | None,

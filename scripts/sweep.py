@@ -49,30 +49,23 @@ def run_trial(tune_config: dict[str, Any]) -> None:
 
 
 def _run_trial(params: dict[str, Any], tune: Any) -> None:
-    from rltrain.scripts.resume import prepare_resume
-    from rltrain.scripts.trainer import Trainer
-    from rltrain.utils.device import resolve_device
+    from rltrain.scripts.resume import prepare_resume, prepare_train
     from rltrain.utils.run_status import read_status
-    from rltrain.utils.runs import create_run, paths_for, set_aside_attempt
+    from rltrain.utils.runs import paths_for, set_aside_attempt
 
     config = load_config(params["config"], tuple(params["overrides"]))
-    status = read_status(paths_for(config, params["run_name"]).status_file) or {}
+    own = paths_for(config, params["run_name"])
+    status = read_status(own.status_file) or {}
     if status.get("state") == "finished":  # stopped after its end, before telling Tune
         tune.report({key: status.get(key) for key in ("env_steps", "best_eval")}
                     | {"eval_mean_return": status.get("latest_eval"), "status": "finished"})
         return
-    checkpoint = _checkpoint_to_resume(tune, paths_for(config, params["run_name"]))
+    checkpoint = _checkpoint_to_resume(tune, own)
     if checkpoint is not None:
         trainer, paths, info = prepare_resume(str(checkpoint), (), None, interactive=False)
     else:
-        set_aside_attempt(paths_for(config, params["run_name"]))
-        trainer = Trainer(config, resolve_device(config.device), interactive=False)
-        try:
-            paths, info = create_run(config), None
-            trainer.claim(paths)
-        except BaseException:
-            trainer.close()
-            raise
+        set_aside_attempt(own)
+        (trainer, paths), info = prepare_train(config, interactive=False), None
     reporter = TuneReporter(trainer, tune)
     reporter.final(reporter.attach().run(paths, info))
 
