@@ -5,9 +5,11 @@
 
 Healthy runs use the shipped configs on Pendulum-v1 and MountainCarContinuous-v0; the
 faults are planted through the small env wrappers of `tests/fake_envs.py` (rare -1000
-penalties, rewards x1e-5, torque too weak, actions 100x too weak, a constant reward) or
-a patched actor; one more run has the documents' gradient clipping at 1.0
-(a dead first layer: every ReLU off, so no gradient reaches it).
+penalties, rewards x1e-5, torque too weak, actions 100x too weak, a constant reward, a
+time limit reported as terminal, an observation dimension x1000, a stale observation)
+or a patched actor (a dead first layer: every ReLU off, so no gradient reaches it), or
+the config (gamma 0.5, a replay buffer of 300); one more run has the documents'
+gradient clipping at 1.0.
 Every run keeps going through warnings and pauses (safe_mode off) so that each
 statistic is seen over the whole run. Prints the markdown table that the README holds.
 """
@@ -51,6 +53,16 @@ SCENARIOS = {
     # Not a fault here: the documents' clipping at 1.0 (their code learned -558 after 20k
     # steps with it against -231 without); Adam's steps barely depend on the gradient scale.
     "clip-1.0": ("pendulum_ddpg.yaml", ["grad_clip_norm=1.0"], 20_000, None),
+    # What goes into learning (utils/diagnostics/inputs.py): the review's faults that no
+    # reward, gradient or action rule named.
+    "time-limit-terminal": ("pendulum_ddpg.yaml", [
+        "env_name=fake_envs:FakeTimeLimitTerminalPendulum-v0"], 20_000, None),
+    "observation-x1000": ("pendulum_ddpg.yaml", [
+        "env_name=fake_envs:FakeScaledObservationPendulum-v0"], 20_000, None),
+    "stale-observation": ("pendulum_ddpg.yaml", [
+        "env_name=fake_envs:FakeStaleObservationPendulum-v0"], 20_000, None),
+    "gamma-0.5": ("pendulum_ddpg.yaml", ["gamma=0.5"], 20_000, None),
+    "replay-300": ("pendulum_ddpg.yaml", ["replay_buffer_size=300"], 20_000, None),
 }
 COLUMNS = [  # rule, statistic shown, how it is read from flow1.jsonl
     ("reward_spikes", "penalty share (max)"), ("sparse_reward", "bonus share (max)"),
@@ -61,6 +73,11 @@ COLUMNS = [  # rule, statistic shown, how it is read from flow1.jsonl
     ("vanishing_gradient", "weakest/strongest layer (min)"),
     ("exploding_gradient", "layer / own median (max)"),
     ("broken_gradient", "layers without gradient (max)"),
+    ("observation_scale", "largest dimension's RMS (max)"),
+    ("frozen_observation", "dimensions no step changed (max)"),
+    ("time_limit_terminal", "episodes in a row ended terminated at one length (max)"),
+    ("short_horizon", "1/(1-gamma) / mean episode length (min)"),
+    ("small_replay", "replay capacity / batch size"),
 ]
 
 
@@ -91,9 +108,11 @@ def result_of(paths, config) -> dict:
     from rltrain.utils.run_logger import eval_curve, read_jsonl
 
     events = read_jsonl(paths.events_file)
+    records = read_jsonl(paths.diagnostics_file)
     warm = config.learning_starts + config.diagnostics.q_warmup_updates // config.utd_ratio
-    return {"stats": summarise(read_jsonl(paths.diagnostics_file), warm,
-                               config.diagnostics.exploding_gradient_min_norm),
+    return {"stats": {**summarise(records, warm,
+                                  config.diagnostics.exploding_gradient_min_norm),
+                      **input_stats(records, read_jsonl(paths.metrics_file), config)},
             "warnings": sorted({e["rule"] for e in events if e["action"] in ("warn", "pause")}),
             "final_eval": eval_curve(read_jsonl(paths.metrics_file))[-1][1]}
 
@@ -146,6 +165,28 @@ def summarise(records: list[dict], warm: int, min_norm: float) -> dict[str, floa
     }
 
 
+def input_stats(records: list[dict], metrics: list[dict], config) -> dict[str, float | None]:
+    """The input rules' statistics: the observation checks' flow1.jsonl lines, and the
+    episode lines of metrics.jsonl fed through the rules' own episode bookkeeping."""
+    from rltrain.utils.diagnostics.inputs import EpisodeEnds
+
+    inputs = [r for r in records if r["kind"] == "inputs"]
+    ends, streaks, shares = EpisodeEnds(config.diagnostics.window_size), [], []
+    for line in (m for m in metrics if m.get("kind") == "episode"):
+        ends.add(line["length"], line["terminated"])
+        streaks.append(ends.streak)
+        shares.append(ends.horizon_share(config.gamma))
+    shares = [x for x in shares if x is not None]
+    return {
+        "observation_scale": round(max(max(r["observation_rms"]) for r in inputs), 2)
+        if inputs else None,
+        "frozen_observation": max((len(r["frozen"]) for r in inputs), default=None),
+        "time_limit_terminal": max(streaks, default=None),
+        "short_horizon": round(min(shares), 4) if shares else None,
+        "small_replay": round(config.replay_buffer_size / config.batch_size, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", choices=list(SCENARIOS))
@@ -166,7 +207,7 @@ def print_table(results: dict[str, dict]) -> None:
     print("\n| rule (statistic) | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
     for rule, label in COLUMNS:
-        cells = " | ".join(str(results[n]["stats"][rule]) for n in names)
+        cells = " | ".join(str(results[n]["stats"].get(rule, "·")) for n in names)
         print(f"| `{rule}` ({label}) | {cells} |")
     print("| warnings fired | " + " | ".join(", ".join(results[n]["warnings"]) or "none"
                                           for n in names) + " |")

@@ -246,7 +246,7 @@ class Trainer:
             episode.non_finite_rewards += 1  # counted, so that the return says what it lacks
         episode.length += 1
         if t.terminated or truncated:
-            self._end_episode(t.env)
+            self._end_episode(t.env, t.terminated)
         self.in_env_step = False
 
     def _learn(self) -> None:
@@ -257,7 +257,7 @@ class Trainer:
         self.monitor.on_update(self.counters.env_steps, values)
         self.diagnostics.after_update(self.counters.env_steps, values)
 
-    def _end_episode(self, env: int) -> None:
+    def _end_episode(self, env: int, terminated: bool) -> None:
         episode, steps = self.collector.episodes[env], self.counters.env_steps
         self.counters.episodes += 1
         self.counters.last_return = episode.episode_return
@@ -268,9 +268,10 @@ class Trainer:
             if episode.non_finite_rewards else {}
         self.logger.metric("episode", steps, episode=episode.index,
                            episode_return=episode.episode_return, length=episode.length,
-                           **left_out)
+                           terminated=terminated, **left_out)
         self.monitor.on_episode(steps, episode.episode_return)
-        self.diagnostics.on_episode_end(steps, episode.episode_return, env)
+        self.diagnostics.on_episode_end(steps, episode.episode_return, env, episode.length,
+                                        terminated)
         # num_envs episodes are always in progress: the next index is the one after them.
         self.collector.restart(env, self.counters.episodes + self.collector.num_envs - 1)
 

@@ -157,6 +157,45 @@ class ConstantRewardPendulum(gym.Wrapper):
         return obs, -1.0, terminated, truncated, info
 
 
+class TimeLimitTerminalPendulum(gym.Wrapper):
+    """Pendulum whose time limit is reported as `terminated`, as the source documents'
+    code stored it (`done = terminated or truncated`)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated or truncated, False, info
+
+
+class ScaledObservationPendulum(gym.Wrapper):
+    """Pendulum whose angular velocity is in thousandths (x1000): an unnormalised input."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        high = np.array([1.0, 1.0, 8000.0], dtype=np.float32)
+        self.observation_space = spaces.Box(-high, high, dtype=np.float32)
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return obs * np.float32([1, 1, 1000]), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs * np.float32([1, 1, 1000]), reward, terminated, truncated, info
+
+
+class StaleObservationPendulum(gym.Wrapper):
+    """Pendulum whose step() returns the reset observation: the agent never sees the
+    state move (rewards still follow the real state)."""
+
+    def reset(self, **kwargs):
+        self._first, info = self.env.reset(**kwargs)
+        return self._first, info
+
+    def step(self, action):
+        _, reward, terminated, truncated, info = self.env.step(action)
+        return self._first.copy(), reward, terminated, truncated, info
+
+
 class WrongShapePendulum(gym.Wrapper):
     """Pendulum whose observations have one value more than its space declares."""
 
@@ -243,6 +282,12 @@ gym.register("FakeGlobalRandomPendulum-v0",
              entry_point=lambda: GlobalRandomPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeConstantRewardPendulum-v0",
              entry_point=lambda: ConstantRewardPendulum(gym.make("Pendulum-v1")))
+gym.register("FakeTimeLimitTerminalPendulum-v0",
+             entry_point=lambda: TimeLimitTerminalPendulum(gym.make("Pendulum-v1")))
+gym.register("FakeScaledObservationPendulum-v0",
+             entry_point=lambda: ScaledObservationPendulum(gym.make("Pendulum-v1")))
+gym.register("FakeStaleObservationPendulum-v0",
+             entry_point=lambda: StaleObservationPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeWrongShapePendulum-v0",
              entry_point=lambda: WrongShapePendulum(gym.make("Pendulum-v1")))
 gym.register("FakeShortPendulum-v0", max_episode_steps=50,

@@ -27,7 +27,10 @@ RULE_NAMES = {
     "sparse_reward", "reward_scale", "blind_cluster", "chaotic_cluster", "fixated_cluster",
     "vanishing_gradient", "exploding_gradient", "value_policy_imbalance", "broken_gradient",
     "action_saturation", "q_overestimation", "dead_relu", "env_error", "write_failure",
-    "constant_reward", "reward_drop"}
+    "constant_reward", "reward_drop", "observation_scale", "frozen_observation",
+    "time_limit_terminal", "short_horizon", "small_replay"}
+INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
+               "short_horizon", "small_replay"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
 
 
@@ -53,6 +56,24 @@ def warned(log_dir: Path) -> set[str]:
 def test_planted_reward_faults_fire_their_rule(tmp_path, env, rule):
     log_dir = train(tmp_path, env_name=env, max_timesteps=1200, eval_freq=600, **FAST)
     assert rule in warned(log_dir)
+
+
+@pytest.mark.parametrize("overrides, rule", [
+    ({}, None),  # healthy: none of these rules
+    ({"env_name": "fake_envs:FakeTimeLimitTerminalPendulum-v0"}, "time_limit_terminal"),
+    ({"env_name": "fake_envs:FakeScaledObservationPendulum-v0"}, "observation_scale"),
+    ({"env_name": "fake_envs:FakeStaleObservationPendulum-v0"}, "frozen_observation"),
+    ({"gamma": 0.5}, "short_horizon"),
+    ({"replay_buffer_size": 100}, "small_replay"),  # 3 batches of 32
+])
+def test_planted_input_faults_fire_their_rule_and_no_other(tmp_path, overrides, rule):
+    """What the env and config give the agent: each planted fault fires its own rule of
+    these five, and only that one (the thresholds lowered to fit 1000 steps)."""
+    diagnostics = {**FAST["diagnostics"], "time_limit_terminal": {"threshold": 3},
+                   "frozen_observation": {"threshold": 200}}
+    log_dir = train(tmp_path, max_timesteps=1000, eval_freq=1000,
+                    diagnostics=diagnostics, **overrides)
+    assert warned(log_dir) & INPUT_RULES == ({rule} if rule else set())
 
 
 def test_a_dead_actor_layer_fires_broken_gradient(tmp_path, monkeypatch):

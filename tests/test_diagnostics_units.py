@@ -297,3 +297,57 @@ def test_diagnose_lists_the_return_drops_the_run_detected(tmp_path):
                                                            ("reward_drop", "info")]
     assert found[1] == {"rule": "reward_drop", "step": 900, "first_step": 300, "count": 2,
                         "evidence": [300, 900], "severity": "info", "message": "second"}
+
+
+def test_a_time_limit_streak_needs_terminated_episodes_of_one_length():
+    from rltrain.utils.diagnostics.inputs import EpisodeEnds
+
+    ends = EpisodeEnds(window=100)
+    for _ in range(4):
+        ends.add(200, terminated=True)
+    assert (ends.streak, ends.streak_length) == (4, 200)
+    ends.add(200, terminated=False)  # truncated at the limit, as it should be
+    assert ends.streak == 0
+    for length in (200, 200, 150):  # a different length starts a new streak
+        ends.add(length, terminated=True)
+    assert (ends.streak, ends.streak_length) == (1, 150)
+    for _ in range(5):  # one-step tasks (bandits) end terminated by design
+        ends.add(1, terminated=True)
+    assert ends.streak == 0
+    restored = EpisodeEnds(window=100)
+    restored.load_state_dict(ends.state_dict())
+    assert restored.state_dict() == ends.state_dict()
+
+
+def test_the_horizon_share_is_gammas_horizon_over_the_mean_episode_length():
+    from rltrain.utils.diagnostics.inputs import MIN_EPISODES, EpisodeEnds
+
+    ends = EpisodeEnds(window=3)
+    for length in (100, 300, 200, 200):  # the window keeps the last 3
+        ends.add(length, terminated=False)
+    assert ends.horizon_share(0.5) is None  # fewer than MIN_EPISODES
+    ends = EpisodeEnds(window=100)
+    for _ in range(MIN_EPISODES):
+        ends.add(200, terminated=False)
+    assert ends.horizon_share(0.5) == pytest.approx(2 / 200)
+    assert ends.horizon_share(0.99) == pytest.approx(100 / 200)
+    assert ends.horizon_share(1.0) is None  # no horizon: nothing to compare
+
+
+def test_observation_stats_find_far_from_unit_and_unchanged_dimensions():
+    import torch
+
+    from rltrain.utils.diagnostics.inputs import SCALE_ROWS, observation_stats
+
+    gen = torch.Generator().manual_seed(0)
+    obs = torch.randn(1500, 4, generator=gen)
+    next_obs = obs + 0.1 * torch.randn(1500, 4, generator=gen)
+    obs[:, 1] *= 1000  # unnormalised
+    next_obs[:, 2] = obs[:, 2]  # a step that returns this dimension unchanged
+    obs[:, 3], next_obs[:, 3] = 0.0, 0.0  # a constant (stuck) sensor
+    next_obs[700, 3] = 1.0  # ... but an event flag that moved once in the newest 1000 is not
+    stats = observation_stats(obs, next_obs, frozen_rows=1000)
+    assert stats["rms"][1] == pytest.approx(1000 * float(obs[-SCALE_ROWS:, 0].std()), rel=0.1)
+    assert max(stats["rms"][0], stats["rms"][2]) < 2
+    assert stats["frozen"] == [2]
+    assert observation_stats(obs[:999], next_obs[:999], frozen_rows=1000)["frozen"] == []

@@ -180,6 +180,19 @@ class DiagnosticsConfig:
     dead_relu: RuleConfig = _warn_rule(
         0.99, "share of a layer's hidden units never active (a healthy bang-bang policy "
         "can run on 2% of them)")
+    # What the env and config give the agent to learn from (utils/diagnostics/inputs.py)
+    observation_scale: RuleConfig = _warn_rule(
+        2.0, "an observation dimension's RMS over the newest 1000 transitions is above "
+        "10^threshold")
+    frozen_observation: RuleConfig = _warn_rule(
+        1000.0, "an observation dimension did not change over this many newest transitions")
+    time_limit_terminal: RuleConfig = _warn_rule(
+        10.0, "this many episodes in a row ended `terminated` at one same length (of at "
+        "least 10 steps): a time limit reported as the task's end?")
+    short_horizon: RuleConfig = _warn_rule(
+        0.02, "gamma's horizon 1/(1-gamma) is below this share of the mean episode length")
+    small_replay: RuleConfig = _warn_rule(
+        10.0, "the replay buffer holds fewer than this many batches")
     snapshot_freq: int | None = opt(
         None, "record a fixed-seed evaluation video every this many env steps and on a "
         "pause (needs the [video] extra; null: off)", AT_LEAST_ONE)

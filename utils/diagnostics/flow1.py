@@ -24,6 +24,7 @@ from rltrain.utils.checkpoint import write_json
 from rltrain.utils.config import RuleConfig, TrainConfig
 from rltrain.utils.diagnostics import ddpg_checks, plots, snapshots
 from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
+from rltrain.utils.diagnostics.inputs import InputChecks
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
 from rltrain.utils.evaluation import EvalResult
@@ -79,6 +80,7 @@ class Flow1Diagnostics:
                                   config.num_envs)
         self.gradients = GradientWatch(agent, buffer, self.settings, logger, paths,
                                        self._finding)
+        self.inputs = InputChecks(config, buffer, logger, self._finding)
         self.episode_drop = DropDetector(self.settings.trace_drop)
         self.eval_drop = DropDetector(self.settings.trace_drop)
         self.recent_returns: deque[float] = deque(maxlen=5)
@@ -120,7 +122,9 @@ class Flow1Diagnostics:
         self.map.on_step(env_steps, env)
 
     @timed
-    def on_episode_end(self, env_steps: int, episode_return: float, env: int = 0) -> None:
+    def on_episode_end(self, env_steps: int, episode_return: float, env: int,
+                       length: int, terminated: bool) -> None:
+        self.inputs.on_episode_end(env_steps, length, terminated)
         rewards = self.reward.end_episode(env)
         self.map.end_episode(rewards.astype(np.float64), env)
         stats = self.reward.stats()
@@ -164,6 +168,7 @@ class Flow1Diagnostics:
     def after_update(self, env_steps: int, metrics: dict[str, float]) -> None:
         if "actor_grad_norm" in metrics:
             self.actor_pre_clip = metrics["actor_grad_norm"]
+        self.inputs.after_update(env_steps, self.agent.updates)
         if self.agent.updates % self.settings.grad_freq == 0:
             self.gradients.record(env_steps, self.actor_pre_clip,
                                   metrics.get("critic_grad_norm"), self.reward.max_abs)
@@ -273,7 +278,7 @@ class Flow1Diagnostics:
                 "episode_baseline": self.episode_drop.baseline,
                 "eval_baseline": self.eval_drop.baseline,
                 "recent_returns": list(self.recent_returns),
-                "actor_pre_clip": self.actor_pre_clip}
+                "actor_pre_clip": self.actor_pre_clip, "inputs": self.inputs.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reward.load_state_dict(state["reward"])
@@ -283,6 +288,8 @@ class Flow1Diagnostics:
         self.eval_drop.baseline = state["eval_baseline"]
         self.recent_returns.extend(state["recent_returns"])
         self.actor_pre_clip = state["actor_pre_clip"]
+        if "inputs" in state:  # saved before these checks existed: they start afresh
+            self.inputs.load_state_dict(state["inputs"])
 
 
 class NoDiagnostics:
@@ -292,7 +299,8 @@ class NoDiagnostics:
 
     def close(self) -> None: ...
     def on_transition(self, env_steps: int, reward: float, env: int = 0) -> None: ...
-    def on_episode_end(self, env_steps: int, episode_return: float, env: int = 0) -> None: ...
+    def on_episode_end(self, env_steps: int, episode_return: float, env: int,
+                       length: int, terminated: bool) -> None: ...
     def after_update(self, env_steps: int, metrics: dict[str, float]) -> None: ...
     def after_step(self, env_steps: int) -> None: ...
     def on_eval(self, env_steps: int, result: EvalResult) -> None: ...

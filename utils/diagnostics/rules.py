@@ -118,6 +118,36 @@ RULES: dict[str, tuple[str, str]] = {
         "returns fall well below their moving baseline (diagnostics.trace_drop)",
         "read traces/grad_trace_step_<N>.json at or before that step (each layer's gradient "
         "verdict, the losses and mean Q on the newest batch) and the findings around it"),
+    # what the env and config give the agent to learn from (utils/diagnostics/inputs.py)
+    "observation_scale": (
+        "if an observation dimension is far from unit scale, then it drives the networks' "
+        "first layers alone, the critic's loss explodes from the first updates and the "
+        "policy saturates",
+        "divide that dimension by its typical range in the env (a fixed scale: running "
+        "normalisation changes what the replay buffer's older observations mean)"),
+    "frozen_observation": (
+        "if a sensor is stuck or step() returns a stale observation, then a dimension does "
+        "not change at all while the agent acts, and nothing can be learned from it",
+        "print the observations of a few steps with random actions; check that step() "
+        "returns the new state, not a copy of the reset one; a constant by design or an "
+        "event flag that has not happened yet is harmless (set the rule's action to off)"),
+    "time_limit_terminal": (
+        "if a time limit is reported as `terminated` (the task ended) instead of "
+        "`truncated`, then episodes end `terminated` at one same length, and the critic "
+        "learns that nothing follows those states: it does not bootstrap there",
+        "return truncated=True at the time limit (or register the env with "
+        "max_episode_steps and let Gymnasium's TimeLimit do it); if the task really ends "
+        "there (the observation says the time left), or a deterministic policy fails at "
+        "the same step every episode, this is no fault"),
+    "short_horizon": (
+        "if gamma is too small for the task, then the agent values only the next few "
+        "rewards (1/(1-gamma) steps) and never learns what pays off later in the episode",
+        "raise gamma (0.99 looks about 100 steps ahead); below 1, so that Q stays bounded"),
+    "small_replay": (
+        "if the replay buffer is barely larger than a batch, then every update sees nearly "
+        "the same, newest, correlated transitions; the critic fits them and forgets the "
+        "rest",
+        "raise replay_buffer_size (1e5-1e6 is usual for off-policy continuous control)"),
     "dead_relu": (
         "if units die, then a share of hidden units is zero for every input",
         "lower learning rates; check input scaling"),

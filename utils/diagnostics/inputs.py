@@ -1,0 +1,156 @@
+"""What the env and the config give the agent to learn from (not in the flow-1 doc).
+
+A review that planted common faults in Pendulum found runs that learn nothing while
+the reward, gradient and action rules stay quiet, because the fault is in what goes
+into learning, not in how the networks respond to it. These rules look there:
+
+- `observation_scale`: an observation dimension far from unit scale (its RMS over the
+  newest transitions above 10^threshold). It drives the first layers alone, and the
+  critic's targets with it; unnormalised velocities or positions in metres/millimetres.
+- `frozen_observation`: a dimension that no env step changed over the newest
+  `threshold` transitions: a stuck sensor, or a `step` that returns a stale observation.
+- `time_limit_terminal`: `threshold` episodes in a row ended `terminated` at one and
+  the same length. A time limit reported as the task's end (instead of `truncated`) tells
+  the critic that those states are worth nothing more: the source documents' own code
+  stored truncation as `done` this way.
+- `short_horizon`: the discount's horizon 1/(1-gamma) below `threshold` of the mean
+  episode length: rewards more than a few steps ahead barely count.
+- `small_replay`: a replay buffer of fewer than `threshold` batches: every batch is
+  nearly the whole buffer, the newest, correlated transitions.
+
+The observation checks read the replay buffer's newest rows at the first update and
+every `grad_freq` updates after it (one reduction over at most `max(frozen rows, 1000)`
+rows); the episode checks keep the last `window_size` episode lengths.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from rltrain.utils.replay_buffer import ReplayBuffer
+from rltrain.utils.run_logger import RunLogger
+
+MIN_EPISODES = 5  # episodes before the horizon is compared with their mean length
+MIN_LENGTH = 10  # shorter episodes are not taken for time limits (one-step bandit tasks)
+SCALE_ROWS = 1000  # newest transitions whose RMS is the observation scale
+
+
+@torch.no_grad()
+def observation_stats(obs: torch.Tensor, next_obs: torch.Tensor,
+                      frozen_rows: int) -> dict[str, Any]:
+    """Of transitions' `obs` and `next_obs` [N, obs_dim] (oldest first): each dimension's
+    RMS over the newest SCALE_ROWS, and the dimensions that no step of the newest
+    `frozen_rows` changed (none when there are fewer). Comparing each step's two
+    observations catches a constant sensor and a step() that returns its input alike."""
+    rms = obs[-SCALE_ROWS:].double().square().mean(dim=0).sqrt()
+    stats: dict[str, Any] = {"rms": rms.cpu().tolist(), "frozen": []}
+    if len(obs) >= frozen_rows:
+        moved = (next_obs[-frozen_rows:] != obs[-frozen_rows:]).any(dim=0)
+        stats["frozen"] = (~moved).nonzero().flatten().cpu().tolist()
+    return stats
+
+
+class EpisodeEnds:
+    """How the last episodes ended: their lengths (bounded) and the current run of
+    episodes that ended `terminated` at one same length."""
+
+    def __init__(self, window: int) -> None:
+        self.lengths: deque[int] = deque(maxlen=window)
+        self.streak, self.streak_length = 0, 0
+
+    def add(self, length: int, terminated: bool) -> None:
+        self.lengths.append(length)
+        if not terminated or length < MIN_LENGTH:
+            self.streak = 0
+        elif length == self.streak_length and self.streak:
+            self.streak += 1
+        else:
+            self.streak, self.streak_length = 1, length
+
+    def horizon_share(self, gamma: float) -> float | None:
+        """1/(1-gamma) over the mean episode length (None: too few episodes, or gamma 1)."""
+        if len(self.lengths) < MIN_EPISODES or gamma >= 1.0:
+            return None
+        return 1.0 / (1.0 - gamma) / float(np.mean(self.lengths))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"lengths": list(self.lengths), "streak": self.streak,
+                "streak_length": self.streak_length}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.lengths.clear()
+        self.lengths.extend(state["lengths"])
+        self.streak, self.streak_length = state["streak"], state["streak_length"]
+
+
+Report = Callable[[str, int, Any, str], None]
+
+
+class InputChecks:
+    """The five rules above; `finding(rule, env_steps, value, message)` reports one."""
+
+    def __init__(self, config: Any, buffer: ReplayBuffer, logger: RunLogger,
+                 finding: Report) -> None:
+        self.config, self.settings = config, config.diagnostics
+        self.buffer, self.logger, self.finding = buffer, logger, finding
+        self.episodes = EpisodeEnds(self.settings.window_size)
+
+    def on_episode_end(self, env_steps: int, length: int, terminated: bool) -> None:
+        s = self.settings
+        self.episodes.add(length, terminated)
+        if self.episodes.streak >= s.time_limit_terminal.threshold:
+            self.finding("time_limit_terminal", env_steps, self.episodes.streak,
+                         f"the last {self.episodes.streak} episodes all ended `terminated` "
+                         f"at exactly {self.episodes.streak_length} steps: if that is a time "
+                         "limit, the critic learns that nothing follows those states")
+        share = self.episodes.horizon_share(self.config.gamma)
+        if share is not None and share < s.short_horizon.threshold:
+            horizon = 1.0 / (1.0 - self.config.gamma)
+            self.finding("short_horizon", env_steps, round(share, 4),
+                         f"gamma {self.config.gamma:g} looks about {horizon:.3g} steps ahead, "
+                         f"{share:.1%} of the mean episode length "
+                         f"{np.mean(self.episodes.lengths):.0f}")
+
+    def after_update(self, env_steps: int, updates: int) -> None:
+        """At the first update and every grad_freq updates after it."""
+        if updates == 1:
+            self._check_replay(env_steps)
+        if (updates - 1) % self.settings.grad_freq == 0:
+            self._check_observations(env_steps)
+
+    def _check_replay(self, env_steps: int) -> None:
+        batches = self.config.replay_buffer_size / self.config.batch_size
+        if batches < self.settings.small_replay.threshold:
+            self.finding("small_replay", env_steps, round(batches, 2),
+                         f"the replay buffer holds {self.config.replay_buffer_size} "
+                         f"transitions, {batches:.3g} batches of {self.config.batch_size}: "
+                         "every batch is nearly the whole buffer, the newest transitions")
+
+    def _check_observations(self, env_steps: int) -> None:
+        frozen_rows = int(self.settings.frozen_observation.threshold)
+        rows = min(len(self.buffer), max(frozen_rows, SCALE_ROWS))
+        batch = self.buffer.newest(rows)
+        stats = observation_stats(batch.obs, batch.next_obs, frozen_rows)
+        rms, frozen = stats["rms"], stats["frozen"]
+        self.logger.diagnostic("inputs", env_steps, observation_rms=rms, frozen=frozen,
+                               rows=rows)
+        worst = int(np.argmax(rms))
+        if rms[worst] > 10.0 ** self.settings.observation_scale.threshold:
+            self.finding("observation_scale", env_steps, round(rms[worst], 4),
+                         f"observation dimension {worst} has RMS {rms[worst]:.3g} over the "
+                         f"newest {min(rows, SCALE_ROWS)} transitions: it drives the first "
+                         "layers and the critic's targets alone")
+        if frozen:
+            self.finding("frozen_observation", env_steps, frozen,
+                         f"observation dimension(s) {frozen} of {len(rms)}: no env step "
+                         f"changed them over the newest {frozen_rows} transitions")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"episodes": self.episodes.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.episodes.load_state_dict(state["episodes"])
