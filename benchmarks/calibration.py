@@ -1,6 +1,6 @@
 """Calibration of the flow-1 rules: each rule's statistic on healthy runs and planted faults.
 
-    python benchmarks/calibration.py                  # all scenarios (about 25 minutes)
+    python benchmarks/calibration.py                  # all scenarios (about an hour on 2 cores)
     python benchmarks/calibration.py --only healthy-pendulum-ddpg spikes
 
 Healthy runs use the shipped configs on Pendulum-v1 and MountainCarContinuous-v0; the
@@ -130,7 +130,7 @@ def summarise(records: list[dict], warm: int, min_norm: float) -> dict[str, floa
         return [r for r in records if r["kind"] == kind]
 
     def top(values: list[float], pick=max) -> float | None:
-        values = [v for v in values if v is not None]
+        values = [float(v) for v in values if v is not None]  # "inf" in JSON is a string
         return round(pick(values), 4) if values else None
 
     grads = of("gradients")  # the statistics the gradient rules use (gradients.py)
@@ -197,8 +197,8 @@ def main() -> None:
         results[name] = run_worker(Path(__file__), [name])
         print(f"{name}: final eval {results[name]['final_eval']:.1f}, warnings "
               f"{results[name]['warnings']}", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=1))  # after each: runs take minutes
     print_table(results)
 
 

@@ -45,8 +45,9 @@ RULE_HINTS = {
     "non_finite": "fix the env (its NaN/inf transitions are not stored), or --set "
                   "monitor.non_finite.action=warn to train on without them",
 }
-# Rules that rewards far from 1 also set off (targets and losses scale with them).
-REWARD_SCALED = {"critic_loss_explosion", "q_explosion", "grad_explosion"}
+# Rules that rewards or observations far from unit scale also set off (targets, losses and
+# gradients scale with them).
+INPUT_SCALED = {"critic_loss_explosion", "q_explosion", "grad_explosion"}
 # For rules judged on the agent's weights: a change that keeps them from diverging.
 WEIGHT_HINTS = {
     "critic_loss_explosion": "--set critic_lr=1e-4 --set grad_clip_norm=10",
@@ -76,8 +77,9 @@ def _weights_hint(outcome: RunOutcome) -> str:
     instead = (f"resume an earlier checkpoint with a change, e.g. rltrain resume --checkpoint "
                f"{relative_to_cwd(earlier[-1])} {change}" if earlier else
                f"no kept checkpoint is older: train anew with a change, e.g. {change}")
-    rewards = ("\n  if `rltrain diagnose` names reward_scale, the rewards are the cause: scale "
-               "them down in the env" if outcome.rule in REWARD_SCALED else "")
+    rewards = ("\n  if `rltrain diagnose` names reward_scale or observation_scale, the rewards "
+               "or the observations are the cause: scale them in the env"
+               if outcome.rule in INPUT_SCALED else "")
     return (f"  the weights in this checkpoint already fail the rule, so resuming it pauses "
             f"again whatever --set changes;\n  {instead};\n  or set each failing rule's "
             f"action to warn (--set monitor.{outcome.rule}.action=warn, ...) to let the run "

@@ -284,6 +284,8 @@ gym.register("FakeConstantRewardPendulum-v0",
              entry_point=lambda: ConstantRewardPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeTimeLimitTerminalPendulum-v0",
              entry_point=lambda: TimeLimitTerminalPendulum(gym.make("Pendulum-v1")))
+gym.register("FakeShortTimeLimitTerminalPendulum-v0",
+             entry_point=lambda: TimeLimitTerminalPendulum(gym.make("FakeShortPendulum-v0")))
 gym.register("FakeScaledObservationPendulum-v0",
              entry_point=lambda: ScaledObservationPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeStaleObservationPendulum-v0",

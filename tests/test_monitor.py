@@ -100,7 +100,8 @@ def test_a_rule_judged_on_the_weights_points_to_an_earlier_checkpoint(tmp_path):
     hint = (f"resume an earlier checkpoint with a change, e.g. rltrain resume --checkpoint "
             f"{folder / 'checkpoint_step_50.pt'} --set critic_lr=1e-4 --set grad_clip_norm=10")
     assert "already fail the rule" in result.output and hint in result.output, result.output
-    assert "names reward_scale, the rewards are the cause" in result.output
+    assert "names reward_scale or observation_scale, the rewards or the observations are " \
+        "the cause" in result.output
     paused = folder / "paused_at_step_100.pt"
     again = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused),
                                      "--set", "critic_lr=1e-4"])

@@ -429,3 +429,27 @@ def test_a_run_another_process_holds_is_not_resumed_into(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["resume", "--checkpoint",
                                       str(folder / "checkpoint_step_200.pt")])
     assert result.exit_code == 0, result.output
+
+
+def test_the_input_rules_bookkeeping_resumes_and_old_checkpoints_start_it_afresh(tmp_path):
+    """`time_limit_terminal` counts episodes across a resume: with 50-step episodes it
+    fires at step 150 (the third) whether the run stopped mid-episode at step 125 or not.
+    A checkpoint from before these rules resumes with the count at zero."""
+    full_run(tmp_path, env_name="fake_envs:FakeShortTimeLimitTerminalPendulum-v0",
+             checkpoint_freq=25, diagnostics={"time_limit_terminal": {"threshold": 3}})
+
+    def fired(run: str) -> list[int]:
+        return [e["env_steps"] for e in read_jsonl(tmp_path / "logs" / run / "events.jsonl")
+                if e["rule"] == "time_limit_terminal"]
+
+    assert fired("full") == [150]  # then held back (monitor.repeat_every) and counted
+    saved = tmp_path / "checkpoints" / "full" / "checkpoint_step_125.pt"
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(saved), "--run-name", "fork"])
+    assert result.exit_code == 0, result.output
+    assert fired("fork") == [150]
+    payload = load_checkpoint(saved)
+    del payload["trainer"]["diagnostics"]["inputs"]
+    torch.save(payload, old := tmp_path / "old.pt")
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(old), "--run-name", "old"])
+    assert result.exit_code == 0, result.output
+    assert fired("old") == [250]  # counted afresh from step 125: episodes 150, 200, 250

@@ -15,8 +15,8 @@ into learning, not in how the networks respond to it. These rules look there:
   stored truncation as `done` this way.
 - `short_horizon`: the discount's horizon 1/(1-gamma) below `threshold` of the mean
   episode length: rewards more than a few steps ahead barely count.
-- `small_replay`: a replay buffer of fewer than `threshold` batches: every batch is
-  nearly the whole buffer, the newest, correlated transitions.
+- `small_replay`: a replay buffer of fewer than `threshold` batches: every batch is a
+  large sample of the same few, newest, correlated transitions.
 
 The observation checks read the replay buffer's newest rows at the first update and
 every `grad_freq` updates after it (one reduction over at most `max(frozen rows, 1000)`
@@ -31,6 +31,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from rltrain.utils.config import TrainConfig
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 
@@ -93,7 +94,7 @@ Report = Callable[[str, int, Any, str], None]
 class InputChecks:
     """The five rules above; `finding(rule, env_steps, value, message)` reports one."""
 
-    def __init__(self, config: Any, buffer: ReplayBuffer, logger: RunLogger,
+    def __init__(self, config: TrainConfig, buffer: ReplayBuffer, logger: RunLogger,
                  finding: Report) -> None:
         self.config, self.settings = config, config.diagnostics
         self.buffer, self.logger, self.finding = buffer, logger, finding
@@ -128,7 +129,8 @@ class InputChecks:
             self.finding("small_replay", env_steps, round(batches, 2),
                          f"the replay buffer holds {self.config.replay_buffer_size} "
                          f"transitions, {batches:.3g} batches of {self.config.batch_size}: "
-                         "every batch is nearly the whole buffer, the newest transitions")
+                         f"every batch is a {1 / batches:.0%} sample of the newest "
+                         "transitions only")
 
     def _check_observations(self, env_steps: int) -> None:
         frozen_rows = int(self.settings.frozen_observation.threshold)

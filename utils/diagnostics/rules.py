@@ -26,7 +26,8 @@ RULES: dict[str, tuple[str, str]] = {
         "if the critic diverges, then its loss grows by orders of magnitude",
         "compare the largest |reward| (the reward_scale statistic in flow1.jsonl): if the "
         "rewards are large, scale them down; if they are small, look at the observations "
-        "(an unnormalised dimension far from 1 does this from the first update); else "
+        "(an unnormalised dimension far from 1 does this from the first update: see "
+        "observation_scale); else "
         "lower critic_lr, clip gradients (grad_clip_norm)"),
     "q_explosion": (
         "if the TD targets feed on themselves, then |mean Q| grows without bound",
@@ -104,8 +105,9 @@ RULES: dict[str, tuple[str, str]] = {
         "sit at the bounds and its tanh output stops passing gradient; the push comes from "
         "a reward that rewards extremes (a wrong sign?), observations far from unit scale, "
         "too high a learning rate, or an action range too small for the task",
-        "check the reward's sign and terms, the observation scale and the learning rates "
-        "first (see the other findings), then the env's action units and bounds"),
+        "check the reward's sign and terms, the observation scale (observation_scale) and "
+        "the learning rates first (see the other findings), then the env's action units "
+        "and bounds"),
     "q_overestimation": (
         "if the critic over-estimates, then Q at the start states exceeds the return the "
         "episodes actually obtain; a critic still catching up with a poor policy does the "
