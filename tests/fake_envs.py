@@ -196,6 +196,18 @@ class StaleObservationPendulum(gym.Wrapper):
         return self._first.copy(), reward, terminated, truncated, info
 
 
+class StuckSensorPendulum(gym.Wrapper):
+    """Pendulum whose angular velocity reads 0 always: one stuck dimension of three."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return obs * np.float32([1, 1, 0]), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs * np.float32([1, 1, 0]), reward, terminated, truncated, info
+
+
 class WrongShapePendulum(gym.Wrapper):
     """Pendulum whose observations have one value more than its space declares."""
 
@@ -290,6 +302,8 @@ gym.register("FakeScaledObservationPendulum-v0",
              entry_point=lambda: ScaledObservationPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeStaleObservationPendulum-v0",
              entry_point=lambda: StaleObservationPendulum(gym.make("Pendulum-v1")))
+gym.register("FakeStuckSensorPendulum-v0",
+             entry_point=lambda: StuckSensorPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeWrongShapePendulum-v0",
              entry_point=lambda: WrongShapePendulum(gym.make("Pendulum-v1")))
 gym.register("FakeShortPendulum-v0", max_episode_steps=50,

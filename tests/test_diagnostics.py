@@ -76,6 +76,18 @@ def test_planted_input_faults_fire_their_rule_and_no_other(tmp_path, overrides, 
     assert warned(log_dir) & INPUT_RULES == ({rule} if rule else set())
 
 
+def test_some_unchanged_observation_dimensions_are_noted_not_warned(tmp_path):
+    """Goals fixed within an episode and contact forces of bodies touching nothing stay
+    unchanged by design in standard envs: one stuck dimension of three is an info note,
+    naming it; the stale observation above (none moves) is the warning."""
+    diagnostics = {**FAST["diagnostics"], "frozen_observation": {"threshold": 200}}
+    log_dir = train(tmp_path, env_name="fake_envs:FakeStuckSensorPendulum-v0",
+                    max_timesteps=400, diagnostics=diagnostics)
+    notes = [e for e in read_jsonl(log_dir / "events.jsonl")
+             if e["rule"] == "frozen_observation"]
+    assert notes and {e["action"] for e in notes} == {"info"} and notes[0]["value"] == [2]
+
+
 def test_a_dead_actor_layer_fires_broken_gradient(tmp_path, monkeypatch):
     from rltrain.networks.actor import Actor
 

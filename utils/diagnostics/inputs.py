@@ -4,11 +4,15 @@ A review that planted common faults in Pendulum found runs that learn nothing wh
 the reward, gradient and action rules stay quiet, because the fault is in what goes
 into learning, not in how the networks respond to it. These rules look there:
 
-- `observation_scale`: an observation dimension far from unit scale (its RMS over the
-  newest transitions above 10^threshold). It drives the first layers alone, and the
+- `observation_scale`: an observation dimension orders of magnitude from unit scale
+  (its RMS over the newest transitions above 10^threshold; Humanoid's contact forces
+  reach 350 under random actions). It drives the first layers alone, and the
   critic's targets with it; unnormalised velocities or positions in metres/millimetres.
-- `frozen_observation`: a dimension that no env step changed over the newest
-  `threshold` transitions: a stuck sensor, or a `step` that returns a stale observation.
+- `frozen_observation`: no env step changed any observation dimension over the newest
+  `threshold` transitions: a `step` that returns a stale observation. Some dimensions
+  unchanged are only noted (info): standard envs have them by design (Reacher's and
+  Pusher's goals within an episode, Ant's and Humanoid's contact forces of bodies not
+  touching anything), though a stuck sensor looks the same.
 - `time_limit_terminal`: `threshold` episodes in a row ended `terminated` at one and
   the same length. A time limit reported as the task's end (instead of `truncated`) tells
   the critic that those states are worth nothing more: the source documents' own code
@@ -88,11 +92,12 @@ class EpisodeEnds:
         self.streak, self.streak_length = state["streak"], state["streak_length"]
 
 
-Report = Callable[[str, int, Any, str], None]
+Report = Callable[..., None]  # (rule, env_steps, value, message, observation=False)
 
 
 class InputChecks:
-    """The five rules above; `finding(rule, env_steps, value, message)` reports one."""
+    """The five rules above; `finding(rule, env_steps, value, message[, observation])`
+    reports one (`observation`: info only)."""
 
     def __init__(self, config: TrainConfig, buffer: ReplayBuffer, logger: RunLogger,
                  finding: Report) -> None:
@@ -146,10 +151,16 @@ class InputChecks:
                          f"observation dimension {worst} has RMS {rms[worst]:.3g} over the "
                          f"newest {min(rows, SCALE_ROWS)} transitions: it drives the first "
                          "layers and the critic's targets alone")
-        if frozen:
+        if len(frozen) == len(rms):
+            self.finding("frozen_observation", env_steps, frozen,
+                         f"no env step changed any of the {len(rms)} observation dimensions "
+                         f"over the newest {frozen_rows} transitions: the agent cannot see "
+                         "its state move")
+        elif frozen:  # goals, contact forces of bodies not touching: often by design
             self.finding("frozen_observation", env_steps, frozen,
                          f"observation dimension(s) {frozen} of {len(rms)}: no env step "
-                         f"changed them over the newest {frozen_rows} transitions")
+                         f"changed them over the newest {frozen_rows} transitions",
+                         observation=True)
 
     def state_dict(self) -> dict[str, Any]:
         return {"episodes": self.episodes.state_dict()}

@@ -128,11 +128,13 @@ RULES: dict[str, tuple[str, str]] = {
         "divide that dimension by its typical range in the env (a fixed scale: running "
         "normalisation changes what the replay buffer's older observations mean)"),
     "frozen_observation": (
-        "if a sensor is stuck or step() returns a stale observation, then a dimension does "
-        "not change at all while the agent acts, and nothing can be learned from it",
+        "if step() returns a stale observation (or a sensor is stuck), then the observation "
+        "(or that dimension) does not change at all while the agent acts, and nothing can "
+        "be learned from it",
         "print the observations of a few steps with random actions; check that step() "
-        "returns the new state, not a copy of the reset one; a constant by design or an "
-        "event flag that has not happened yet is harmless (set the rule's action to off)"),
+        "returns the new state, not a copy of the reset one; some dimensions only (info): "
+        "a goal fixed within an episode, a constant by design or an event that has not "
+        "happened yet is harmless, a sensor that should move is stuck"),
     "time_limit_terminal": (
         "if a time limit is reported as `terminated` (the task ended) instead of "
         "`truncated`, then episodes end `terminated` at one same length, and the critic "
