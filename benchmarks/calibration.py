@@ -73,7 +73,7 @@ COLUMNS = [  # rule, statistic shown, how it is read from flow1.jsonl
     ("vanishing_gradient", "weakest/strongest layer (min)"),
     ("exploding_gradient", "layer / own median (max)"),
     ("broken_gradient", "layers without gradient (max)"),
-    ("observation_scale", "largest dimension's RMS (max)"),
+    ("observation_scale", "largest dimension's RMS over sqrt(obs_dim) (max)"),
     ("frozen_observation", "dimensions no step changed (max)"),
     ("time_limit_terminal", "episodes in a row ended terminated at one length (max)"),
     ("short_horizon", "1/(1-gamma) / mean episode length (min)"),
@@ -178,8 +178,8 @@ def input_stats(records: list[dict], metrics: list[dict], config) -> dict[str, f
         shares.append(ends.horizon_share(config.gamma))
     shares = [x for x in shares if x is not None]
     return {
-        "observation_scale": round(max(max(r["observation_rms"]) for r in inputs), 2)
-        if inputs else None,
+        "observation_scale": round(max(max(r["observation_rms"]) / len(r["observation_rms"])
+                                       ** 0.5 for r in inputs), 2) if inputs else None,
         "frozen_observation": max((len(r["frozen"]) for r in inputs), default=None),
         "time_limit_terminal": max(streaks, default=None),
         "short_horizon": round(min(shares), 4) if shares else None,

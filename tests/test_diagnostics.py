@@ -58,21 +58,24 @@ def test_planted_reward_faults_fire_their_rule(tmp_path, env, rule):
     assert rule in warned(log_dir)
 
 
+SHORT = "fake_envs:FakeShortPendulum-v0"  # Pendulum with 50-step episodes
+
+
 @pytest.mark.parametrize("overrides, rule", [
-    ({}, None),  # healthy: none of these rules
-    ({"env_name": "fake_envs:FakeTimeLimitTerminalPendulum-v0"}, "time_limit_terminal"),
+    ({"env_name": SHORT}, None),  # healthy: none of these rules
+    ({"env_name": "fake_envs:FakeShortTimeLimitTerminalPendulum-v0"}, "time_limit_terminal"),
     ({"env_name": "fake_envs:FakeScaledObservationPendulum-v0"}, "observation_scale"),
     ({"env_name": "fake_envs:FakeStaleObservationPendulum-v0"}, "frozen_observation"),
-    ({"gamma": 0.5}, "short_horizon"),
+    ({"env_name": SHORT, "gamma": 0.5}, "short_horizon"),  # 2 steps of 50: 0.04
     ({"replay_buffer_size": 100}, "small_replay"),  # 3 batches of 32
 ])
 def test_planted_input_faults_fire_their_rule_and_no_other(tmp_path, overrides, rule):
     """What the env and config give the agent: each planted fault fires its own rule of
-    these five, and only that one (the thresholds lowered to fit 1000 steps)."""
+    these five, and only that one (thresholds set to fit 400 steps)."""
     diagnostics = {**FAST["diagnostics"], "time_limit_terminal": {"threshold": 3},
-                   "frozen_observation": {"threshold": 200}}
-    log_dir = train(tmp_path, max_timesteps=1000, eval_freq=1000,
-                    diagnostics=diagnostics, **overrides)
+                   "frozen_observation": {"threshold": 200}, "short_horizon": {"threshold": 0.05}}
+    log_dir = train(tmp_path, max_timesteps=400, eval_freq=400, diagnostics=diagnostics,
+                    **overrides)
     assert warned(log_dir) & INPUT_RULES == ({rule} if rule else set())
 
 

@@ -349,5 +349,6 @@ def test_observation_stats_find_far_from_unit_and_unchanged_dimensions():
     stats = observation_stats(obs, next_obs, frozen_rows=1000)
     assert stats["rms"][1] == pytest.approx(1000 * float(obs[-SCALE_ROWS:, 0].std()), rel=0.1)
     assert max(stats["rms"][0], stats["rms"][2]) < 2
+    assert stats["scale"] == pytest.approx(stats["rms"][1] / 2)  # over sqrt(4 dimensions)
     assert stats["frozen"] == [2]
     assert observation_stats(obs[:999], next_obs[:999], frozen_rows=1000)["frozen"] == []

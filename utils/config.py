@@ -182,14 +182,14 @@ class DiagnosticsConfig:
         "can run on 2% of them)")
     # What the env and config give the agent to learn from (utils/diagnostics/inputs.py)
     observation_scale: RuleConfig = _warn_rule(
-        3.0, "an observation dimension's RMS over the newest 1000 transitions is above "
-        "10^threshold")
+        2.0, "an observation dimension's RMS over the newest 1000 transitions, over "
+        "sqrt(obs_dim), is above 10^threshold")
     frozen_observation: RuleConfig = _warn_rule(
         1000.0, "no env step changed any observation dimension over this many newest "
         "transitions (some dimensions: info)")
     time_limit_terminal: RuleConfig = _warn_rule(
-        10.0, "this many episodes in a row ended `terminated` at one same length (of at "
-        "least 10 steps): a time limit reported as the task's end?")
+        20.0, "this many episodes in a row ended `terminated` at one same length (of at "
+        "least 50 steps): a time limit reported as the task's end?")
     short_horizon: RuleConfig = _warn_rule(
         0.02, "gamma's horizon 1/(1-gamma) is below this share of the mean episode length")
     small_replay: RuleConfig = _warn_rule(

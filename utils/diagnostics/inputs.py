@@ -4,10 +4,13 @@ A review that planted common faults in Pendulum found runs that learn nothing wh
 the reward, gradient and action rules stay quiet, because the fault is in what goes
 into learning, not in how the networks respond to it. These rules look there:
 
-- `observation_scale`: an observation dimension orders of magnitude from unit scale
-  (its RMS over the newest transitions above 10^threshold; Humanoid's contact forces
-  reach 350 under random actions). It drives the first layers alone, and the
-  critic's targets with it; unnormalised velocities or positions in metres/millimetres.
+- `observation_scale`: an observation dimension orders of magnitude from unit scale:
+  its RMS over the newest transitions, over sqrt(obs_dim), above 10^threshold. That is
+  what the dimension adds to a first-layer unit at the default initialisation (weights
+  of scale 1/sqrt(fan_in)), so many large dimensions among many (Humanoid's contact
+  forces, RMS up to about 570 among 348: 31) count less than one among three (Pendulum's
+  velocity x1000: 3685). Such a dimension drives the first layers alone, and the
+  critic's targets with it; unnormalised velocities or positions in millimetres.
 - `frozen_observation`: no env step changed any observation dimension over the newest
   `threshold` transitions: a `step` that returns a stale observation. Some dimensions
   unchanged are only noted (info): standard envs have them by design (Reacher's and
@@ -29,6 +32,7 @@ rows); the episode checks keep the last `window_size` episode lengths.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any, Callable
 
@@ -40,7 +44,10 @@ from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 
 MIN_EPISODES = 5  # episodes before the horizon is compared with their mean length
-MIN_LENGTH = 10  # shorter episodes are not taken for time limits (one-step bandit tasks)
+# Shorter episodes are not taken for time limits: a policy saturated at the action bounds
+# falls at one same early step every episode (Humanoid-v5 at 12, Hopper-v5 at 6 or 21-23),
+# while time limits are 50 steps (Reacher) or more.
+MIN_LENGTH = 50
 SCALE_ROWS = 1000  # newest transitions whose RMS is the observation scale
 
 
@@ -48,11 +55,13 @@ SCALE_ROWS = 1000  # newest transitions whose RMS is the observation scale
 def observation_stats(obs: torch.Tensor, next_obs: torch.Tensor,
                       frozen_rows: int) -> dict[str, Any]:
     """Of transitions' `obs` and `next_obs` [N, obs_dim] (oldest first): each dimension's
-    RMS over the newest SCALE_ROWS, and the dimensions that no step of the newest
-    `frozen_rows` changed (none when there are fewer). Comparing each step's two
-    observations catches a constant sensor and a step() that returns its input alike."""
+    RMS over the newest SCALE_ROWS, the largest over sqrt(obs_dim) (`scale`), and the
+    dimensions that no step of the newest `frozen_rows` changed (none when there are
+    fewer). Comparing each step's two observations catches a constant sensor and a
+    step() that returns its input alike."""
     rms = obs[-SCALE_ROWS:].double().square().mean(dim=0).sqrt()
     stats: dict[str, Any] = {"rms": rms.cpu().tolist(), "frozen": []}
+    stats["scale"] = max(stats["rms"]) / math.sqrt(len(stats["rms"]))
     if len(obs) >= frozen_rows:
         moved = (next_obs[-frozen_rows:] != obs[-frozen_rows:]).any(dim=0)
         stats["frozen"] = (~moved).nonzero().flatten().cpu().tolist()
@@ -143,14 +152,15 @@ class InputChecks:
         batch = self.buffer.newest(rows)
         stats = observation_stats(batch.obs, batch.next_obs, frozen_rows)
         rms, frozen = stats["rms"], stats["frozen"]
-        self.logger.diagnostic("inputs", env_steps, observation_rms=rms, frozen=frozen,
-                               rows=rows)
+        self.logger.diagnostic("inputs", env_steps, observation_rms=rms,
+                               observation_scale=stats["scale"], frozen=frozen, rows=rows)
         worst = int(np.argmax(rms))
-        if rms[worst] > 10.0 ** self.settings.observation_scale.threshold:
-            self.finding("observation_scale", env_steps, round(rms[worst], 4),
+        if stats["scale"] > 10.0 ** self.settings.observation_scale.threshold:
+            self.finding("observation_scale", env_steps, round(stats["scale"], 4),
                          f"observation dimension {worst} has RMS {rms[worst]:.3g} over the "
-                         f"newest {min(rows, SCALE_ROWS)} transitions: it drives the first "
-                         "layers and the critic's targets alone")
+                         f"newest {min(rows, SCALE_ROWS)} transitions ({stats['scale']:.3g} "
+                         f"over sqrt({len(rms)}) dimensions): it drives the first layers and "
+                         "the critic's targets alone")
         if len(frozen) == len(rms):
             self.finding("frozen_observation", env_steps, frozen,
                          f"no env step changed any of the {len(rms)} observation dimensions "
