@@ -173,7 +173,7 @@ def input_stats(records: list[dict], metrics: list[dict], config) -> dict[str, f
     inputs = [r for r in records if r["kind"] == "inputs"]
     ends, streaks, shares = EpisodeEnds(config.diagnostics.window_size), [], []
     for line in (m for m in metrics if m.get("kind") == "episode"):
-        ends.add(line["length"], line["terminated"])
+        ends.add(line["length"], line.get("terminated", False))  # absent before 2026-12-01
         streaks.append(ends.streak)
         shares.append(ends.horizon_share(config.gamma))
     shares = [x for x in shares if x is not None]

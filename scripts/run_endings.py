@@ -44,6 +44,19 @@ RULE_HINTS = {
     "state_bounds": "--set monitor.state_bounds.low=[...] / .high=[...] if such states are safe",
     "non_finite": "fix the env (its NaN/inf transitions are not stored), or --set "
                   "monitor.non_finite.action=warn to train on without them",
+    # What the env and config give the agent (utils/diagnostics/inputs.py): the replay
+    # buffer already holds what the env gave, so a fixed env needs a new run.
+    "observation_scale": "scale that dimension in the env and train a new run (the replay "
+                         "buffer holds the old scale), or --set "
+                         "diagnostics.observation_scale.action=warn",
+    "frozen_observation": "fix the env's step() and train a new run, or --set "
+                          "diagnostics.frozen_observation.action=warn",
+    "time_limit_terminal": "report the time limit as truncated and train a new run (the "
+                           "stored transitions say terminated), or --set "
+                           "diagnostics.time_limit_terminal.action=warn",
+    "short_horizon": "--set gamma=0.99 (or what the task needs)",
+    "small_replay": "replay_buffer_size cannot change on resume: train a new run with a "
+                    "larger one, or --set diagnostics.small_replay.action=warn",
 }
 # Rules that rewards or observations far from unit scale also set off (targets, losses and
 # gradients scale with them).

@@ -79,6 +79,51 @@ def test_planted_input_faults_fire_their_rule_and_no_other(tmp_path, overrides, 
     assert warned(log_dir) & INPUT_RULES == ({rule} if rule else set())
 
 
+def test_a_replay_buffer_smaller_than_the_frozen_threshold_is_judged_once_full(tmp_path):
+    """frozen_observation's 200 rows cannot fit a 150-transition buffer: the full buffer
+    is judged instead, and an inputs line that judged nothing says null, not []."""
+    diagnostics = {**FAST["diagnostics"], "frozen_observation": {"threshold": 200}}
+    log_dir = train(tmp_path, env_name="fake_envs:FakeStaleObservationPendulum-v0",
+                    replay_buffer_size=150, max_timesteps=300, diagnostics=diagnostics,
+                    monitor={"memory": {"action": "off"}})
+    assert "frozen_observation" in warned(log_dir)
+    lines = [d for d in read_jsonl(log_dir / "flow1.jsonl") if d["kind"] == "inputs"]
+    assert lines[0]["rows"] == 100 and lines[0]["frozen"] is None  # the first update
+    assert lines[-1]["rows"] == 150 and lines[-1]["frozen"] == [0, 1, 2]
+
+
+def test_small_replay_pauses_again_on_resume_and_says_a_new_run_is_needed(tmp_path):
+    diagnostics = {**FAST["diagnostics"], "small_replay": {"action": "pause"}}
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(tiny_dict(tmp_path, replay_buffer_size=100,
+                                             diagnostics=diagnostics)))
+    first = CliRunner().invoke(cli, ["train", "--config", str(path), "--run-name", "r"])
+    assert first.exit_code == 3 and "[small_replay]" in first.output, first.output
+    assert "train a new run with a larger one" in first.output
+    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_100.pt"
+    again = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
+    assert again.exit_code == 3 and "paused at step 101 [small_replay]" in again.output, \
+        again.output
+
+
+def test_every_rule_off_with_a_null_threshold_runs(tmp_path):
+    """`action: off` with `threshold: null` is accepted: the rule keeps its default
+    threshold (nothing compares with null mid-run) and fires nothing."""
+    from rltrain.utils.config import DiagnosticsConfig, MonitorConfig, RuleConfig
+
+    def off(section) -> dict:
+        return {name: {"action": "off", "threshold": None} for name, rule in
+                vars(section).items() if isinstance(rule, RuleConfig)}
+
+    config = tiny_config(tmp_path, diagnostics=off(DiagnosticsConfig()),
+                         monitor=off(MonitorConfig()))
+    assert config.diagnostics.reward_scale.threshold == DiagnosticsConfig().reward_scale.threshold
+    log_dir = train(tmp_path, env_name=SHORT, max_timesteps=300, diagnostics={
+        **FAST["diagnostics"], **off(DiagnosticsConfig())}, monitor=off(MonitorConfig()))
+    rules = {e["rule"] for e in read_jsonl(log_dir / "events.jsonl")}
+    assert not rules & set(off(DiagnosticsConfig())), rules
+
+
 def test_some_unchanged_observation_dimensions_are_noted_not_warned(tmp_path):
     """Goals fixed within an episode and contact forces of bodies touching nothing stay
     unchanged by design in standard envs: one stuck dimension of three is an info note,

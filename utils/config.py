@@ -132,7 +132,8 @@ class DiagnosticsConfig:
     monitor's shape, `warn` by default; thresholds are calibrated (see the README)."""
 
     enabled: bool = opt(True, "run the flow-1 diagnostics during training")
-    window_size: int = opt(100, "episodes in the reward-signal window", AT_LEAST_ONE)
+    window_size: int = opt(100, "episodes in the reward-signal window (and in the mean "
+                           "episode length short_horizon compares with)", AT_LEAST_ONE)
     reward_spikes: RuleConfig = _warn_rule(
         0.5, "rare (>6 sigma) penalties carry more than this share of the below-mean mass")
     sparse_reward: RuleConfig = _warn_rule(

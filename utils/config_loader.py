@@ -146,7 +146,22 @@ def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     """Validate a plain mapping (from YAML or a checkpoint) into a `TrainConfig`."""
     config = _build(TrainConfig(), raw, prefix="")
     _check_cross_field(config, raw)
-    return config
+    return _off_rules_keep_their_default(config)
+
+
+def _off_rules_keep_their_default(config: TrainConfig) -> TrainConfig:
+    """A rule that is off and given no threshold keeps its default one: nothing fires, and
+    every check can still compare with a number (null would fail there, mid-run)."""
+    sections = {}
+    for name in ("monitor", "diagnostics"):
+        section, defaults = getattr(config, name), type(getattr(config, name))()
+        filled = {f.name: dataclasses.replace(rule, threshold=getattr(defaults, f.name).threshold)
+                  for f in dataclasses.fields(section)
+                  if isinstance(rule := getattr(section, f.name), RuleConfig)
+                  and rule.action == "off" and rule.threshold is None}
+        if filled:
+            sections[name] = dataclasses.replace(section, **filled)
+    return dataclasses.replace(config, **sections)
 
 
 def _build(default: Any, raw: Any, prefix: str) -> Any:

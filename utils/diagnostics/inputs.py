@@ -113,6 +113,7 @@ class InputChecks:
         self.config, self.settings = config, config.diagnostics
         self.buffer, self.logger, self.finding = buffer, logger, finding
         self.episodes = EpisodeEnds(self.settings.window_size)
+        self.replay_checked = False  # by this process: again after a resume
 
     def on_episode_end(self, env_steps: int, length: int, terminated: bool) -> None:
         s = self.settings
@@ -131,8 +132,11 @@ class InputChecks:
                          f"{np.mean(self.episodes.lengths):.0f}")
 
     def after_update(self, env_steps: int, updates: int) -> None:
-        """At the first update and every grad_freq updates after it."""
-        if updates == 1:
+        """The replay size at the first update of this process (so again after a resume:
+        it cannot change there); the observations at the run's first update and every
+        grad_freq updates after it."""
+        if not self.replay_checked:
+            self.replay_checked = True
             self._check_replay(env_steps)
         if (updates - 1) % self.settings.grad_freq == 0:
             self._check_observations(env_steps)
@@ -141,19 +145,21 @@ class InputChecks:
         batches = self.config.replay_buffer_size / self.config.batch_size
         if batches < self.settings.small_replay.threshold:
             self.finding("small_replay", env_steps, round(batches, 2),
-                         f"the replay buffer holds {self.config.replay_buffer_size} "
+                         f"the replay buffer's capacity is {self.config.replay_buffer_size} "
                          f"transitions, {batches:.3g} batches of {self.config.batch_size}: "
-                         f"every batch is a {1 / batches:.0%} sample of the newest "
-                         "transitions only")
+                         "the batches keep drawing on the same few, newest transitions")
 
     def _check_observations(self, env_steps: int) -> None:
-        frozen_rows = int(self.settings.frozen_observation.threshold)
+        # A buffer smaller than the threshold is judged once it is full.
+        frozen_rows = max(1, min(int(self.settings.frozen_observation.threshold),
+                                 self.buffer.capacity))
         rows = min(len(self.buffer), max(frozen_rows, SCALE_ROWS))
         batch = self.buffer.newest(rows)
         stats = observation_stats(batch.obs, batch.next_obs, frozen_rows)
         rms, frozen = stats["rms"], stats["frozen"]
         self.logger.diagnostic("inputs", env_steps, observation_rms=rms,
-                               observation_scale=stats["scale"], frozen=frozen, rows=rows)
+                               observation_scale=stats["scale"],
+                               frozen=frozen if rows >= frozen_rows else None, rows=rows)
         worst = int(np.argmax(rms))
         if stats["scale"] > 10.0 ** self.settings.observation_scale.threshold:
             self.finding("observation_scale", env_steps, round(stats["scale"], 4),
@@ -167,8 +173,10 @@ class InputChecks:
                          f"over the newest {frozen_rows} transitions: the agent cannot see "
                          "its state move")
         elif frozen:  # goals, contact forces of bodies not touching: often by design
+            named = f"{frozen[:10]}" + (f" and {len(frozen) - 10} more" if len(frozen) > 10
+                                        else "")
             self.finding("frozen_observation", env_steps, frozen,
-                         f"observation dimension(s) {frozen} of {len(rms)}: no env step "
+                         f"observation dimension(s) {named} of {len(rms)}: no env step "
                          f"changed them over the newest {frozen_rows} transitions",
                          observation=True)
 
