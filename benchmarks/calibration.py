@@ -180,7 +180,7 @@ def input_stats(records: list[dict], metrics: list[dict], config) -> dict[str, f
     return {
         "observation_scale": round(max(max(r["observation_rms"]) / len(r["observation_rms"])
                                        ** 0.5 for r in inputs), 2) if inputs else None,
-        "frozen_observation": max((len(r["frozen"]) for r in inputs), default=None),
+        "frozen_observation": max((len(r["frozen"] or []) for r in inputs), default=None),
         "time_limit_terminal": max(streaks, default=None),
         "short_horizon": round(min(shares), 4) if shares else None,
         "small_replay": round(config.replay_buffer_size / config.batch_size, 2),
