@@ -166,7 +166,7 @@ class TimeLimitTerminalPendulum(gym.Wrapper):
         return obs, reward, terminated or truncated, False, info
 
 
-class ScaledObservationPendulum(gym.Wrapper):
+class ScaledObservationPendulum(gym.ObservationWrapper):
     """Pendulum whose angular velocity is in thousandths (x1000): an unnormalised input."""
 
     def __init__(self, env: gym.Env) -> None:
@@ -174,13 +174,8 @@ class ScaledObservationPendulum(gym.Wrapper):
         high = np.array([1.0, 1.0, 8000.0], dtype=np.float32)
         self.observation_space = spaces.Box(-high, high, dtype=np.float32)
 
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        return obs * np.float32([1, 1, 1000]), info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs * np.float32([1, 1, 1000]), reward, terminated, truncated, info
+    def observation(self, obs):
+        return obs * np.float32([1, 1, 1000])
 
 
 class StaleObservationPendulum(gym.Wrapper):
@@ -196,16 +191,11 @@ class StaleObservationPendulum(gym.Wrapper):
         return self._first.copy(), reward, terminated, truncated, info
 
 
-class StuckSensorPendulum(gym.Wrapper):
+class StuckSensorPendulum(gym.ObservationWrapper):
     """Pendulum whose angular velocity reads 0 always: one stuck dimension of three."""
 
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        return obs * np.float32([1, 1, 0]), info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs * np.float32([1, 1, 0]), reward, terminated, truncated, info
+    def observation(self, obs):
+        return obs * np.float32([1, 1, 0])
 
 
 class WrongShapePendulum(gym.Wrapper):
