@@ -4,6 +4,7 @@
     python benchmarks/input_stats.py
     python benchmarks/input_stats.py --envs Pendulum-v1 Hopper-v5 --steps 5000
     python benchmarks/input_stats.py --actions low   # a policy saturated at the low bounds
+    python benchmarks/input_stats.py --action-effect   # ignored_action's statistic
 
 For each env: random actions for `--steps` env steps, then the statistics that
 `utils/diagnostics/inputs.py` computes from the same functions: the largest dimension's
@@ -16,6 +17,12 @@ healthy env anyway. `--actions high` or `low` acts at one bound (plus noise of 0
 half-range, clipped, as exploration adds), the policy a saturated tanh gives: such a
 policy falls at one same step every episode, which is what `time_limit_terminal`'s
 minimum length is for.
+
+`--action-effect` measures `ignored_action`'s statistic instead (`utils/diagnostics/
+action_effect.py`) on a warm-up of 1000 random actions, for three seeds: with the env as
+it is, and with three planted faults: the action dropped (the env gets 0), applied one
+step late (within the statistic's lags: the env still uses it) and scaled by 1/100; and
+with the same rollout's actions shuffled (chance alone, whatever the env).
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rltrain.utils.diagnostics.action_effect import action_effect
 from rltrain.utils.diagnostics.inputs import SCALE_ROWS, EpisodeEnds, observation_stats
+from rltrain.utils.replay_buffer import Batch
 
 ENVS = ["Pendulum-v1", "MountainCarContinuous-v0", "HalfCheetah-v5", "Hopper-v5",
         "Walker2d-v5", "Ant-v5", "Humanoid-v5", "Swimmer-v5", "InvertedPendulum-v5",
@@ -64,13 +73,71 @@ def measure(name: str, steps: int, seed: int, actions: str) -> dict:
             "episodes": len(ends.lengths), "horizon_share": ends.horizon_share(0.99)}
 
 
+FAULTS = {"as is": lambda action, previous: action,
+          "dropped": lambda action, previous: np.zeros_like(action),
+          "one step late": lambda action, previous: previous,
+          "x 1/100": lambda action, previous: action / 100}
+
+
+def warmup(name: str, steps: int, seed: int, fault: str) -> Batch:
+    """`steps` uniformly random actions, as the trainer's warm-up takes them, with the
+    action the env gets changed by `fault`."""
+    env = gym.make(name)
+    env.action_space.seed(seed)
+    obs, _ = env.reset(seed=seed)
+    previous = np.zeros_like(env.action_space.low)
+    rows = []
+    for _ in range(steps):
+        action = env.action_space.sample()
+        sent, previous = FAULTS[fault](action, previous), action
+        next_obs, reward, terminated, truncated, _ = env.step(sent.astype(action.dtype))
+        rows.append((obs, action, [reward], next_obs, [float(terminated)]))
+        obs = next_obs
+        if terminated or truncated:
+            obs, _ = env.reset()
+            previous = np.zeros_like(previous)
+    env.close()
+    return Batch(*(torch.as_tensor(np.array([r[i] for r in rows]), dtype=torch.float32)
+                   for i in range(5)))
+
+
+def action_effects(name: str, seed: int) -> dict[str, float]:
+    found = {fault: action_effect(warmup(name, 1000, seed, fault))["action_effect"]
+             for fault in FAULTS}
+    batch = warmup(name, 1000, seed, "as is")
+    order = torch.randperm(len(batch.actions), generator=torch.Generator().manual_seed(seed))
+    found["shuffled"] = action_effect(batch._replace(actions=batch.actions[order]))[
+        "action_effect"]
+    return found
+
+
+def print_action_effects(envs: list[str]) -> None:
+    columns = [*FAULTS, "shuffled"]
+    print("action_effect (ignored_action fires below 1.5), 1000 random actions, seeds 0, 1, 2\n")
+    print("| env | " + " | ".join(columns) + " |")
+    print("|---|" + "---|" * len(columns))
+    for name in envs:
+        try:
+            seeds = [action_effects(name, seed) for seed in range(3)]
+        except (gym.error.Error, ImportError) as error:  # e.g. MuJoCo not installed
+            print(f"| {name} | not available: {error} |")
+            continue
+        cells = [" ".join(f"{s[c]:.2f}" for s in seeds) for c in columns]
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", nargs="*", default=ENVS)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--actions", choices=["random", "high", "low"], default="random")
+    parser.add_argument("--action-effect", action="store_true",
+                        help="ignored_action's statistic, with planted faults")
     args = parser.parse_args()
+    if args.action_effect:
+        print_action_effects(args.envs)
+        return
     print(f"{args.steps} env steps, actions: {args.actions}\n")
     print("| env | obs dims | largest RMS (dim) | over sqrt(dims) | dims no step changed "
           "| terminated streak | episodes | horizon share, gamma 0.99 |")

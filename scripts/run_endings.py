@@ -57,6 +57,9 @@ RULE_HINTS = {
     "short_horizon": "--set gamma=0.99 (or what the task needs)",
     "small_replay": "replay_buffer_size cannot change on resume: train a new run with a "
                     "larger one, or --set diagnostics.small_replay.action=warn",
+    "ignored_action": "make the env apply the action and train a new run (the replay "
+                      "buffer holds what the broken env gave), or --set "
+                      "diagnostics.ignored_action.action=warn",
 }
 # Rules that rewards or observations far from unit scale also set off (targets, losses and
 # gradients scale with them).

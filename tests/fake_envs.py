@@ -198,6 +198,26 @@ class StuckSensorPendulum(gym.ObservationWrapper):
         return obs * np.float32([1, 1, 0])
 
 
+class IgnoredActionPendulum(gym.ActionWrapper):
+    """Pendulum that never applies the agent's action (it passes 0 on): a wrapper bug."""
+
+    def action(self, action):
+        return np.zeros_like(action)
+
+
+class DelayedActionPendulum(gym.ActionWrapper):
+    """Pendulum that applies each action one step late (the first step gets 0): actuator
+    latency, healthy for ignored_action."""
+
+    def reset(self, **kwargs):
+        self._previous = np.zeros(self.action_space.shape, self.action_space.dtype)
+        return self.env.reset(**kwargs)
+
+    def action(self, action):
+        applied, self._previous = self._previous, np.asarray(action, self.action_space.dtype)
+        return applied
+
+
 class WrongShapePendulum(gym.Wrapper):
     """Pendulum whose observations have one value more than its space declares."""
 
@@ -294,6 +314,10 @@ gym.register("FakeStaleObservationPendulum-v0",
              entry_point=lambda: StaleObservationPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeStuckSensorPendulum-v0",
              entry_point=lambda: StuckSensorPendulum(gym.make("Pendulum-v1")))
+gym.register("FakeIgnoredActionPendulum-v0",
+             entry_point=lambda: IgnoredActionPendulum(gym.make("Pendulum-v1")))
+gym.register("FakeDelayedActionPendulum-v0",
+             entry_point=lambda: DelayedActionPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeWrongShapePendulum-v0",
              entry_point=lambda: WrongShapePendulum(gym.make("Pendulum-v1")))
 gym.register("FakeShortPendulum-v0", max_episode_steps=50,

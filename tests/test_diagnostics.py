@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
 from rltrain.scripts.trainer import Trainer
+from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.diagnostics import snapshots
 from rltrain.utils.run_logger import read_jsonl
 from rltrain.utils.runs import create_run
@@ -28,9 +29,9 @@ RULE_NAMES = {
     "vanishing_gradient", "exploding_gradient", "value_policy_imbalance", "broken_gradient",
     "action_saturation", "q_overestimation", "dead_relu", "env_error", "write_failure",
     "constant_reward", "reward_drop", "observation_scale", "frozen_observation",
-    "time_limit_terminal", "short_horizon", "small_replay"}
+    "time_limit_terminal", "short_horizon", "small_replay", "ignored_action"}
 INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
-               "short_horizon", "small_replay"}
+               "short_horizon", "small_replay", "ignored_action"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
 
 
@@ -122,6 +123,54 @@ def test_every_rule_off_with_a_null_threshold_runs(tmp_path):
         **FAST["diagnostics"], **off(DiagnosticsConfig())}, monitor=off(MonitorConfig()))
     rules = {e["rule"] for e in read_jsonl(log_dir / "events.jsonl")}
     assert not rules & set(off(DiagnosticsConfig())), rules
+
+
+@pytest.mark.parametrize("env, fires", [
+    ("Pendulum-v1", False),
+    ("fake_envs:FakeDelayedActionPendulum-v0", False),  # shows one step late: still used
+    ("fake_envs:FakeIgnoredActionPendulum-v0", True),
+    ("fake_envs:FakeStaleObservationPendulum-v0", False),  # frozen_observation's case
+])
+def test_an_env_that_ignores_the_action_fires_ignored_action(tmp_path, env, fires):
+    """Judged once, at the first update, on the warm-up's 600 random actions."""
+    log_dir = train(tmp_path, env_name=env, learning_starts=600, max_timesteps=620,
+                    eval_freq=620, diagnostics=FAST["diagnostics"])
+    assert ("ignored_action" in warned(log_dir)) == fires
+    lines = [d for d in read_jsonl(log_dir / "flow1.jsonl") if d["kind"] == "action_effect"]
+    assert len(lines) == 1 and lines[0]["env_steps"] == 600 and lines[0]["rows"] == 600
+    assert (lines[0]["action_effect"] < 1.5) == (fires or "Stale" in env)
+    if "Delayed" in env:
+        assert lines[0]["lag"] == 1 and lines[0]["target"] == "observation 2"  # velocity
+
+
+def test_a_warm_up_too_short_to_judge_the_action_says_so(tmp_path):
+    log_dir = train(tmp_path, env_name="fake_envs:FakeIgnoredActionPendulum-v0",
+                    max_timesteps=200)  # learning_starts 100
+    lines = [d for d in read_jsonl(log_dir / "flow1.jsonl") if d["kind"] == "action_effect"]
+    assert lines[0]["action_effect"] is None and lines[0]["rows"] == 100
+    assert "ignored_action" not in warned(log_dir)
+
+
+def test_ignored_action_pauses_again_on_resume(tmp_path):
+    diagnostics = {**FAST["diagnostics"], "ignored_action": {"action": "pause"}}
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(tiny_dict(
+        tmp_path, env_name="fake_envs:FakeIgnoredActionPendulum-v0", learning_starts=500,
+        max_timesteps=700, diagnostics=diagnostics)))
+    first = CliRunner().invoke(cli, ["train", "--config", str(path), "--run-name", "r"])
+    assert first.exit_code == 3 and "[ignored_action]" in first.output, first.output
+    assert "make the env apply the action" in first.output
+    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_500.pt"
+    again = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
+    assert again.exit_code == 3 and "paused at step 501 [ignored_action]" in again.output, \
+        again.output
+    # The measurement is kept in the checkpoint; one saved before it existed resumes
+    # without it, and nothing pauses.
+    payload = load_checkpoint(paused)
+    del payload["trainer"]["diagnostics"]["inputs"]["action_effect"]
+    torch.save(payload, old := tmp_path / "old.pt")
+    resumed = CliRunner().invoke(cli, ["resume", "--checkpoint", str(old), "--run-name", "o"])
+    assert resumed.exit_code == 0, resumed.output
 
 
 def test_some_unchanged_observation_dimensions_are_noted_not_warned(tmp_path):

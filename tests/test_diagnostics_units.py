@@ -352,3 +352,58 @@ def test_observation_stats_find_far_from_unit_and_unchanged_dimensions():
     assert stats["scale"] == pytest.approx(stats["rms"][1] / 2)  # over sqrt(4 dimensions)
     assert stats["frozen"] == [2]
     assert observation_stats(obs[:999], next_obs[:999], frozen_rows=1000)["frozen"] == []
+
+
+def _transitions(effect, n: int = 1000, seed: int = 0, envs: int = 1):
+    """Random actions in [-1, 1] on a random walk `x`; `effect(a)` is added to the next
+    x. Rows of `envs` envs in turn, as the trainer stores them."""
+    import torch
+
+    from rltrain.utils.replay_buffer import Batch
+
+    rng = np.random.default_rng(seed)
+    actions = rng.uniform(-1, 1, (n, 1))
+    x, rows = np.zeros(envs), []
+    for t in range(n):
+        env = t % envs
+        before = x[env]
+        x[env] = before + rng.normal() + effect(actions[t, 0])
+        rows.append((before, x[env]))
+    obs, nxt = (torch.tensor([[r[i]] for r in rows], dtype=torch.float32) for i in (0, 1))
+    return Batch(obs, torch.tensor(actions, dtype=torch.float32),
+                 torch.zeros(n, 1), nxt, torch.zeros(n, 1))
+
+
+@pytest.mark.parametrize("effect, lo, hi, seen_as", [
+    (lambda a: 0.0, 0.0, 1.5, None),  # ignored
+    (lambda a: a, 4.0, 99.0, "value"),  # a push in its direction
+    (lambda a: 2 * abs(a), 4.0, 99.0, "distance from mean"),  # only how hard
+])
+def test_the_action_effect_is_in_units_of_chances_strongest_correlation(effect, lo, hi,
+                                                                        seen_as):
+    from rltrain.utils.diagnostics.action_effect import action_effect
+
+    found = [action_effect(_transitions(effect, seed=seed)) for seed in range(5)]
+    assert all(lo <= f["action_effect"] < hi for f in found), found
+    if seen_as:
+        assert {f["as"] for f in found} == {seen_as}
+
+
+def test_the_action_effect_follows_each_env_in_a_vector_and_stops_at_episode_ends():
+    """Two envs' rows in turn; the action shows one step late in its own env only."""
+    import torch
+
+    from rltrain.utils.diagnostics.action_effect import action_effect
+    from rltrain.utils.replay_buffer import Batch
+
+    batch = _transitions(lambda a: 0.0, n=2000, envs=2)
+    late = batch.next_obs.clone()
+    late[2:] += 0.5 * batch.actions[:-2]  # row t's action moves its env's next step
+    obs = batch.obs.clone()
+    obs[2:] = late[:-2]  # each env's next row starts where its last one ended
+    shifted = Batch(obs, batch.actions, batch.rewards, late, batch.terminated)
+    found = action_effect(shifted, stride=2)
+    assert found["lag"] == 1 and found["action_effect"] > 4, found
+    assert action_effect(shifted, stride=1)["action_effect"] < 1.5  # the wrong env's rows
+    cut = Batch(obs + torch.arange(2000.0)[:, None], *shifted[1:])  # every row a new episode
+    assert action_effect(cut, stride=2)["lag"] == 0

@@ -195,6 +195,10 @@ class DiagnosticsConfig:
         0.02, "gamma's horizon 1/(1-gamma) is below this share of the mean episode length")
     small_replay: RuleConfig = _warn_rule(
         10.0, "the replay buffer holds fewer than this many batches")
+    ignored_action: RuleConfig = _warn_rule(
+        1.5, "the warm-up's random actions changed the observations and the reward no more "
+        "than chance: their strongest correlation, in units of chance's strongest, below "
+        "this (judged with at least 500 warm-up steps)")
     snapshot_freq: int | None = opt(
         None, "record a fixed-seed evaluation video every this many env steps and on a "
         "pause (needs the [video] extra; null: off)", AT_LEAST_ONE)

@@ -24,10 +24,13 @@ into learning, not in how the networks respond to it. These rules look there:
   episode length: rewards more than a few steps ahead barely count.
 - `small_replay`: a replay buffer of fewer than `threshold` batches: every batch is a
   large sample of the same few, newest, correlated transitions.
+- `ignored_action`: the warm-up's random actions changed neither the observations nor
+  the reward by more than chance would (`action_effect.py`): the env does not apply them.
 
 The observation checks read the replay buffer's newest rows at the first update and
 every `grad_freq` updates after it (one reduction over at most `max(frozen rows, 1000)`
-rows); the episode checks keep the last `window_size` episode lengths.
+rows); the action's effect is measured once, at the run's first update, on the warm-up's
+transitions; the episode checks keep the last `window_size` episode lengths.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ import numpy as np
 import torch
 
 from rltrain.utils.config import TrainConfig
-from rltrain.utils.replay_buffer import ReplayBuffer
+from rltrain.utils.diagnostics.action_effect import MIN_ROWS, action_effect
+from rltrain.utils.replay_buffer import Batch, ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 
 MIN_EPISODES = 5  # episodes before the horizon is compared with their mean length
@@ -105,7 +109,7 @@ Report = Callable[..., None]  # (rule, env_steps, value, message, observation=Fa
 
 
 class InputChecks:
-    """The five rules above; `finding(rule, env_steps, value, message[, observation])`
+    """The six rules above; `finding(rule, env_steps, value, message[, observation])`
     reports one (`observation`: info only)."""
 
     def __init__(self, config: TrainConfig, buffer: ReplayBuffer, logger: RunLogger,
@@ -113,7 +117,8 @@ class InputChecks:
         self.config, self.settings = config, config.diagnostics
         self.buffer, self.logger, self.finding = buffer, logger, finding
         self.episodes = EpisodeEnds(self.settings.window_size)
-        self.replay_checked = False  # by this process: again after a resume
+        self.started = False  # this process has updated: checked again after a resume
+        self.effect: dict[str, Any] | None = None  # the action's, measured at update 1
 
     def on_episode_end(self, env_steps: int, length: int, terminated: bool) -> None:
         s = self.settings
@@ -132,12 +137,16 @@ class InputChecks:
                          f"{np.mean(self.episodes.lengths):.0f}")
 
     def after_update(self, env_steps: int, updates: int) -> None:
-        """The replay size at the first update of this process (so again after a resume:
-        it cannot change there); the observations at the run's first update and every
-        grad_freq updates after it."""
-        if not self.replay_checked:
-            self.replay_checked = True
+        """The replay size and the action's effect at the first update of this process
+        (so again after a resume: neither can change there; the effect is measured at the
+        run's first update, on the warm-up, and kept); the observations at the run's first
+        update and every grad_freq updates after it."""
+        if not self.started:
+            self.started = True
             self._check_replay(env_steps)
+            if updates == 1:
+                self._measure_action_effect(env_steps)
+            self._check_action_effect(env_steps)
         if (updates - 1) % self.settings.grad_freq == 0:
             self._check_observations(env_steps)
 
@@ -148,6 +157,36 @@ class InputChecks:
                          f"the replay buffer's capacity is {self.config.replay_buffer_size} "
                          f"transitions, {batches:.3g} batches of {self.config.batch_size}: "
                          "the batches keep drawing on the same few, newest transitions")
+
+    def _warmup(self, env_steps: int) -> Batch | None:
+        """At the first update: the transitions of the warm-up's random actions, in the
+        order they were taken (None: fewer than MIN_ROWS). Rows added after the warm-up
+        (learning_starts below batch_size) are left out."""
+        warmup = min(len(self.buffer), self.config.learning_starts)
+        if warmup < MIN_ROWS:
+            return None
+        later = min(len(self.buffer) - warmup, max(0, env_steps - self.config.learning_starts))
+        return Batch(*(column[:warmup] for column in self.buffer.newest(warmup + later)))
+
+    def _measure_action_effect(self, env_steps: int) -> None:
+        warmup = self._warmup(env_steps)
+        self.effect = None if warmup is None else action_effect(warmup, self.config.num_envs)
+        self.logger.diagnostic("action_effect", env_steps, **(self.effect or {
+            "action_effect": None, "rows": min(len(self.buffer), self.config.learning_starts),
+            "why": f"fewer than {MIN_ROWS} warm-up transitions (learning_starts)"}))
+
+    def _check_action_effect(self, env_steps: int) -> None:
+        effect = self.effect
+        if effect is None or effect["action_effect"] >= self.settings.ignored_action.threshold:
+            return
+        if not effect["observations_moved"]:  # a stale observation: frozen_observation's
+            return
+        self.finding("ignored_action", env_steps, effect["action_effect"],
+                     f"the warm-up's {effect['rows']} random actions changed neither the "
+                     f"observations nor the reward more than chance would (strongest: "
+                     f"correlation {effect.get('correlation', 0.0):.3g}, "
+                     f"{effect['action_effect']:.2f} of what chance gives): does the env "
+                     "apply the action?")
 
     def _check_observations(self, env_steps: int) -> None:
         # A buffer smaller than the threshold is judged once it is full.
@@ -181,7 +220,8 @@ class InputChecks:
                          observation=True)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"episodes": self.episodes.state_dict()}
+        return {"episodes": self.episodes.state_dict(), "action_effect": self.effect}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.episodes.load_state_dict(state["episodes"])
+        self.effect = state.get("action_effect")  # None: saved before it was measured

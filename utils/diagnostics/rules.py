@@ -152,6 +152,13 @@ RULES: dict[str, tuple[str, str]] = {
         "the same, newest, correlated transitions; the critic fits them and forgets the "
         "rest",
         "raise replay_buffer_size (1e5-1e6 is usual for off-policy continuous control)"),
+    "ignored_action": (
+        "if the env does not apply the action (a wrapper that drops or overwrites it, an "
+        "action scaled to nothing, actions sent to another env), then neither the next "
+        "observations nor the rewards depend on it, and there is nothing to learn",
+        "step the env twice from one state (reset with the same seed) with opposite "
+        "actions and compare the observations; check every wrapper's step() and the "
+        "action's scale; action_effect in flow1.jsonl names the strongest link found"),
     "dead_relu": (
         "if units die, then a share of hidden units is zero for every input",
         "lower learning rates; check input scaling"),
