@@ -8,6 +8,7 @@ the training loop picks up at its next env step and turns into an ordinary pause
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from rltrain.utils.run_status import effective_state, read_status
 from rltrain.utils.runs import EVENTS_FILE, PAUSE_REQUEST_FILE, STATUS_FILE, find_run_log_dir
 
 LOG_DIR_HELP = "Where run folders live, when RUN is a name (default: logs)."
+EXIT_FINDINGS = 6  # `diagnose --fail-on`: a finding at least that severe
 
 
 def _load_status(log_dir: Path) -> dict[str, Any]:
@@ -171,7 +173,10 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"run": ..., "findings": [{"rule", "step", "evidence", '
                    '"severity", "message"}]} instead of the table.')
-def diagnose(run: str, log_dir: str, as_json: bool) -> None:
+@click.option("--fail-on", type=click.Choice(["pause", "warning", "info"]), default=None,
+              help=f"Exit with code {EXIT_FINDINGS} when a finding is this severe or more "
+                   "(pause > warning > info), after the report: for scripts and CI.")
+def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None) -> None:
     """Explain a run (live or not): flow-1 findings, hypotheses, checks, report.html.
 
     RUN is a run name under --log-dir, or a run folder. Writes <run folder>/report.html:
@@ -185,6 +190,12 @@ def diagnose(run: str, log_dir: str, as_json: bool) -> None:
     page = reports.write_html(folder, result)
     if as_json:
         click.echo(to_json(result))
-        return
-    reports.print_table(result)
-    click.echo(f"report: {page}")
+    else:
+        reports.print_table(result)
+        click.echo(f"report: {page}")
+    failing = [] if fail_on is None else [
+        f for f in result["findings"] if reports.ORDER[f["severity"]] <= reports.ORDER[fail_on]]
+    if failing:
+        click.echo(f"{len(failing)} finding(s) at {fail_on} or more severe "
+                   f"({', '.join(sorted({f['rule'] for f in failing}))})", err=True)
+        sys.exit(EXIT_FINDINGS)

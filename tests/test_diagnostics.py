@@ -349,6 +349,16 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "160")
     table = CliRunner().invoke(cli, ["diagnose", "r", "--log-dir", str(tmp_path / "logs")])
     assert table.exit_code == 0 and "│ reward_spikes" in table.output
+    # --fail-on: the same report, then exit 6 when a finding is that severe or more.
+    assert not any(f["severity"] == "pause" for f in report["findings"])
+    calm = CliRunner().invoke(cli, ["diagnose", str(log_dir), "--fail-on", "pause"])
+    assert calm.exit_code == 0 and "reward_spikes" in calm.stdout, calm.output
+    for severity in ("warning", "info"):
+        failing = CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json",
+                                           "--fail-on", severity])
+        assert failing.exit_code == 6 and json.loads(failing.stdout) == report
+        assert f"at {severity} or more severe (" in failing.stderr
+        assert "reward_spikes" in failing.stderr
     page = (log_dir / "report.html").read_text()
     assert "reward_spikes" in page and page.count("data:image/png;base64,") >= 3
     assert not re.search(r'(src|href)="(?!data:)', page)  # self-contained
