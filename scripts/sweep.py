@@ -6,7 +6,9 @@ logs, checkpoints, monitor rules, pauses) that reports every evaluation to Tune 
 hands Tune its newest periodic checkpoint. When a trial crashes or its worker dies,
 Tune's failure handling (`FailureConfig(max_failures)`) restarts it and the trial
 resumes exactly from that checkpoint. A trial paused by a health rule ends as paused,
-with its reason; it is not retried. Ray is an optional extra: `rltrain[sweep]`.
+with its reason; it is not retried. Ctrl-C pauses the running trials, each with a
+paused checkpoint, before Tune stops (scripts/sweep_pause.py); `--resume` continues them
+from those checkpoints. Ray is an optional extra: `rltrain[sweep]`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import yaml
 from rltrain.scripts.sweep_plan import plan_trials
 from rltrain.utils.config_loader import load_config
 from rltrain.utils.errors import UserError
-from rltrain.utils.sweep_summary import ERROR_FILE
+from rltrain.utils.sweep_summary import ERROR_FILE, INTERRUPTED_NOTE
 
 if TYPE_CHECKING:
     from rltrain.utils.runs import RunPaths
@@ -67,25 +69,41 @@ def _run_trial(params: dict[str, Any], tune: Any) -> None:
         set_aside_attempt(own)
         (trainer, paths), info = prepare_train(config, interactive=False), None
     reporter = TuneReporter(trainer, tune)
-    reporter.final(reporter.attach().run(paths, info))
+    outcome = reporter.attach().run(paths, info)
+    reporter.final(outcome)
+    if outcome.reason == INTERRUPTED_NOTE:  # paused by the sweep's Ctrl-C
+        from rltrain.scripts.sweep_pause import wait_for_hand_over
+
+        wait_for_hand_over(Path(config.log_dir))
 
 
 def _checkpoint_to_resume(tune: Any, paths: RunPaths) -> Path | None:
-    """Where a retried or continued trial resumes: the checkpoint Tune hands back (copied
-    into the run's folder: on a cluster it may come from another node), else the run's
-    own newest (one written after the trial's last report to Tune, such as the paused
-    checkpoint of an env failure), else None: a fresh start."""
+    """Where a retried or continued trial resumes: the newer of the checkpoint Tune hands
+    back and the run's own newest (one written after the trial's last report to Tune,
+    such as the paused checkpoint of an env failure), else None: a fresh start. Tune's
+    copy is put into the run's folder: on a cluster it may come from another node."""
     from rltrain.utils.runs import newest_checkpoint
 
-    restored = tune.get_checkpoint()
+    own, restored = newest_checkpoint(paths), tune.get_checkpoint()
     if restored is None:
-        return newest_checkpoint(paths)
+        return own
     with restored.as_directory() as folder:
         source = next(Path(folder).glob("*.pt"))  # the run's own file name
+        if own is not None and _env_steps(own) >= _env_steps(source):
+            return own
         target = paths.checkpoint_dir / source.name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, target)
     return target
+
+
+def _env_steps(checkpoint: Path) -> int:
+    """The env step of one of the run's checkpoints, from its name (reading the file would
+    load its replay buffer)."""
+    from rltrain.utils.runs import STEP_CHECKPOINT, saved_at
+
+    match = STEP_CHECKPOINT.match(checkpoint.name)
+    return int(match.group(1)) if match else saved_at(checkpoint)
 
 
 class TuneReporter:
@@ -194,15 +212,21 @@ def resume_sweep(name: str, log_dir: str, address: str | None) -> Path:
 
 
 def _fit(sweep_dir: Path, plan: dict[str, Any], address: str | None, restore: bool) -> None:
+    import signal
+
     from ray import tune
+
+    from rltrain.scripts.sweep_pause import HANDED_ON_FILE, SweepPause
 
     start_ray(address)
     threads = max(1, int(plan["cpus_per_trial"]))
     params = [{"config": plan["config"], "run_name": t["run_name"],
                "overrides": t["overrides"], "threads": threads} for t in plan["trials"]]
     trainable = tune.with_resources(run_trial, trial_resources(plan))
+    before = signal.getsignal(signal.SIGINT)
+    (sweep_dir / HANDED_ON_FILE).unlink(missing_ok=True)  # from an earlier Ctrl-C
     try:
-        if restore:
+        if restore:  # the Tuner's own settings, SweepPause included, come from its folder
             tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable=trainable,
                                        resume_unfinished=True, resume_errored=True)
         else:
@@ -212,10 +236,14 @@ def _fit(sweep_dir: Path, plan: dict[str, Any], address: str | None, restore: bo
                 run_config=tune.RunConfig(
                     name="tune", storage_path=str(sweep_dir), verbose=1,
                     failure_config=tune.FailureConfig(max_failures=plan["max_failures"]),
-                    checkpoint_config=tune.CheckpointConfig(num_to_keep=1)))
+                    checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                    callbacks=[SweepPause(sweep_dir)]))
         tuner.fit()
     except KeyboardInterrupt:
         pass  # the summary below covers what ran; `--resume` continues the rest
+    finally:  # Tune leaves its own handler installed after a fit that was not interrupted
+        signal.signal(signal.SIGINT, before)
+        (sweep_dir / HANDED_ON_FILE).unlink(missing_ok=True)
 
 
 def trial_resources(plan: dict[str, Any]) -> dict[str, float]:

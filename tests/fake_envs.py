@@ -274,6 +274,31 @@ class BusyPendulum(gym.Wrapper):
         return self.env.step(action)
 
 
+class GatedPendulum(gym.Wrapper):
+    """Pendulum whose `at`-th step waits (up to 120 s) until the file named in
+    $RLTRAIN_TEST_GATE exists: holds a run at a known step while a test acts on it.
+    While it waits, `<gate>.held.<pid>` exists."""
+
+    def __init__(self, at: int = 250) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.at, self.steps = at, 0
+
+    def step(self, action):
+        import time
+        from pathlib import Path
+
+        self.steps += 1
+        gate = os.environ.get("RLTRAIN_TEST_GATE")
+        if gate and self.steps == self.at and not Path(gate).exists():
+            held = Path(f"{gate}.held.{os.getpid()}")
+            held.write_text("")
+            deadline = time.monotonic() + 120
+            while not Path(gate).exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            held.unlink()
+        return self.env.step(action)
+
+
 class DriftingPointEnv(PointEnv):
     """Not deterministic under replay: its start depends on how often it was reset."""
 
@@ -299,6 +324,7 @@ gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
 gym.register("FakeSlowClosingPendulum-v0", entry_point=SlowClosingPendulum)
 gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
 gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
+gym.register("FakeGatedPendulum-v0", entry_point=GatedPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
 gym.register("FakeGlobalRandomPendulum-v0",
              entry_point=lambda: GlobalRandomPendulum(gym.make("Pendulum-v1")))

@@ -1,11 +1,15 @@
-"""`rltrain sweep` on a local Ray: trials, summary, retry of a killed trial, bad input."""
+"""`rltrain sweep` on a local Ray: trials, summary, retry of a killed trial, Ctrl-C, bad
+input."""
 
 from __future__ import annotations
 
 import csv
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,12 +26,15 @@ ray = pytest.importorskip("ray", reason="the [sweep] extra (Ray Tune) is part of
 
 @pytest.fixture(scope="module")
 def local_ray(tmp_path_factory):
-    """One local Ray for the module; workers inherit PYTHONPATH (fake_envs) and the marker."""
+    """One local Ray for the module; workers inherit PYTHONPATH (fake_envs), the marker
+    and the gate (FakeGatedPendulum's)."""
     marker = tmp_path_factory.mktemp("kill") / "killed"
-    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "RLTRAIN_TEST_KILL_MARKER")}
+    names = ("PYTHONPATH", "RLTRAIN_TEST_KILL_MARKER", "RLTRAIN_TEST_GATE")
+    old = {k: os.environ.get(k) for k in names}
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR),
                                                              old["PYTHONPATH"]]))
     os.environ["RLTRAIN_TEST_KILL_MARKER"] = str(marker)
+    os.environ["RLTRAIN_TEST_GATE"] = str(marker.with_name("gate"))
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              configure_logging=False)
     yield marker
@@ -127,6 +134,136 @@ def test_a_trial_paused_by_a_health_rule_stays_paused_with_its_reason(tmp_path, 
     assert paused.exists()  # resumable like any paused run; not retried by Tune
     metrics = (tmp_path / "logs" / "paused" / "paused_s3" / "metrics.jsonl").read_text()
     assert '"resume"' not in metrics
+
+
+def wait_for(condition, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_ctrl_c_pauses_the_running_trials_and_resume_continues_them(tmp_path, local_ray):
+    # Each trial's env holds its 250th step until the gate opens (evaluation only at the
+    # end, so that the training env's step comes first): the Ctrl-C lands while both are
+    # held there, and each pauses after that step, past its periodic checkpoint at 200.
+    gate = Path(os.environ["RLTRAIN_TEST_GATE"])
+    gate.unlink(missing_ok=True)
+    path = config_file(tmp_path, env_name="fake_envs:FakeGatedPendulum-v0", eval_freq=400,
+                       torch_threads=1)
+    address = ray.get_runtime_context().gcs_address  # the driver joins this module's Ray
+    driver = subprocess.Popen(  # its own process group, as a terminal's foreground job
+        [str(Path(sys.executable).with_name("rltrain")), "sweep", "--config", str(path),
+         "--grid", "tau=0.005,0.01", "--name", "cc", "--address", address],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    runs = ["cc_tau-0.005_s3", "cc_tau-0.01_s3"]
+    logs, checkpoints = tmp_path / "logs" / "cc", tmp_path / "checkpoints" / "cc"
+    try:
+        wait_for(lambda: len(list(gate.parent.glob("gate.held.*"))) == 2,
+                 "both trials to reach the gate")
+        os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C in a terminal
+        wait_for(lambda: all((logs / r / "pause.request").exists() for r in runs),
+                 "the pause requests", timeout=30)
+        gate.write_text("open")
+        out, _ = driver.communicate(timeout=120)
+    finally:
+        gate.write_text("open")  # never leave the trials held
+        driver.kill()
+    assert driver.returncode == 1, out  # interrupted trials are unfinished
+    assert "pausing 2 running trial(s) with a checkpoint" in out, out
+    for run in runs:
+        assert sorted(p.name for p in (checkpoints / run).glob("*.pt")) == [
+            "checkpoint_step_100.pt", "checkpoint_step_200.pt", "paused_at_step_250.pt"]
+        status = json.loads((logs / run / "status.json").read_text())
+        assert status["state"] == "paused" and status["env_steps"] == 250
+        assert "sweep was interrupted (Ctrl-C)" in status["pause_reason"]
+    summary = json.loads((logs / "summary.json").read_text())
+    assert [t["state"] for t in summary["trials"]] == ["interrupted", "interrupted"]
+    resumed = sweep("--resume", "cc", "--log-dir", str(tmp_path / "logs"))
+    assert resumed.exit_code == 0, resumed.output
+    for run in runs:
+        metrics = read_jsonl(logs / run / "metrics.jsonl")
+        assert [m["env_steps"] for m in metrics if m["kind"] == "resume"] == [250]
+    summary = json.loads((logs / "summary.json").read_text())
+    assert [(t["state"], t["env_steps"]) for t in summary["trials"]] == [("finished", 400)] * 2
+    assert_like_an_uninterrupted_run(tmp_path, checkpoints / runs[1] / "checkpoint_step_400.pt")
+
+
+def assert_like_an_uninterrupted_run(tmp_path: Path, checkpoint: Path) -> None:
+    """The trial (tau 0.01) trained on exactly as a run of its config that never stopped."""
+    import torch
+
+    from rltrain.scripts.trainer import Trainer
+    from rltrain.utils.checkpoint import load_checkpoint
+    from rltrain.utils.config_loader import config_from_dict
+    from rltrain.utils.runs import create_run
+
+    raw = yaml.safe_load((tmp_path / "c.yaml").read_text())
+    config = config_from_dict(raw | {"tau": 0.01, "run_name": "reference"})
+    threads = torch.get_num_threads()  # the Trainer sets the config's torch_threads
+    try:
+        trainer = Trainer(config, torch.device("cpu"), interactive=False)
+        assert trainer.run(create_run(config)).status == "finished"
+    finally:
+        torch.set_num_threads(threads)
+    ours, reference = load_checkpoint(checkpoint), load_checkpoint(
+        trainer.paths.periodic_checkpoint(400))
+    for key in ("actor", "critic", "actor_target", "critic_target"):
+        for name, value in reference[key].items():
+            assert torch.equal(ours[key][name], value), f"{key}.{name}"
+    assert torch.equal(ours["buffer"]["data"], reference["buffer"]["data"])
+
+
+def test_a_second_ctrl_c_stops_the_wait_for_the_trials(tmp_path, capsys):
+    """SweepPause on its own: the first Ctrl-C asks each running trial (again, when a
+    starting trial deleted the request), the second hands the Ctrl-C on to Tune."""
+    from types import SimpleNamespace
+
+    from rltrain.scripts.sweep_pause import HANDED_ON_FILE, SweepPause
+
+    def trial(name: str):
+        (tmp_path / name).mkdir()
+        return SimpleNamespace(trial_id=name, status="RUNNING", RUNNING="RUNNING",
+                               config={"trial": {"run_name": name}}, last_result={})
+
+    to_tune = []
+    before = signal.signal(signal.SIGINT, lambda *_: to_tune.append("Ctrl-C"))  # Tune's
+    try:
+        pause = SweepPause(tmp_path)
+        pause.setup()
+        trials = [trial("a"), trial("b")]
+        pause.on_step_end(1, trials)  # no Ctrl-C yet
+        assert not (tmp_path / "a" / "pause.request").exists()
+        os.kill(os.getpid(), signal.SIGINT)
+        pause.on_step_end(2, trials)
+        assert all((tmp_path / n / "pause.request").exists() for n in "ab")
+        for name in "ab":  # a took its request and paused; b was starting and deleted it
+            (tmp_path / name / "pause.request").unlink()
+        trials[0].last_result = {"status": "paused"}
+        pause.on_checkpoint(3, trials, trials[0], None)  # Tune holds a's paused checkpoint
+        pause.on_step_end(3, trials)
+        assert not (tmp_path / "a" / "pause.request").exists()
+        assert (tmp_path / "b" / "pause.request").exists() and to_tune == []
+        os.kill(os.getpid(), signal.SIGINT)
+        pause.on_step_end(4, trials)
+        assert to_tune == ["Ctrl-C"] and (tmp_path / HANDED_ON_FILE).exists()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    err = capsys.readouterr().err
+    assert "1 trial(s) did not pause; Tune stops them" in err
+
+
+def test_a_paused_trial_waits_for_the_hand_over_but_not_forever(tmp_path, monkeypatch):
+    from rltrain.scripts import sweep_pause
+
+    (tmp_path / sweep_pause.HANDED_ON_FILE).write_text("")
+    start = time.monotonic()
+    sweep_pause.wait_for_hand_over(tmp_path)  # handed over: at once
+    (tmp_path / sweep_pause.HANDED_ON_FILE).unlink()
+    monkeypatch.setattr(sweep_pause, "HAND_OVER_WAIT_SECONDS", 0.3)
+    sweep_pause.wait_for_hand_over(tmp_path)  # a driver that never hands over
+    assert 0.3 <= time.monotonic() - start < 5
 
 
 def test_a_trial_that_cannot_run_is_reported_failed_and_not_retried(tmp_path, local_ray):
@@ -257,6 +394,32 @@ def test_a_trial_tune_has_no_checkpoint_for_resumes_from_its_own_newest(tmp_path
                               "eval_mean_return": tune.reports[-1]["eval_mean_return"],
                               "status": "finished"}]
     assert (tmp_path / "logs" / "sw" / "t" / "metrics.jsonl").read_text() == metrics
+
+
+@pytest.mark.parametrize("own, expected", [
+    (["checkpoint_step_100.pt"], "checkpoint_step_200.pt"),  # e.g. from another node
+    (["checkpoint_step_200.pt", "paused_at_step_250.pt"], "paused_at_step_250.pt"),
+    ([], "checkpoint_step_200.pt"),
+])
+def test_a_continued_trial_resumes_from_the_newer_of_tunes_and_its_own_checkpoint(
+        tmp_path, own, expected):
+    # A pause after the trial's last report to Tune leaves the newer checkpoint in the run.
+    from ray.tune import Checkpoint
+
+    from rltrain.scripts.sweep import _checkpoint_to_resume
+    from rltrain.utils.runs import RunPaths
+
+    paths = RunPaths("r", tmp_path / "logs" / "r", tmp_path / "checkpoints" / "r")
+    paths.checkpoint_dir.mkdir(parents=True)
+    for name in own:
+        (paths.checkpoint_dir / name).write_text("own")
+    held = tmp_path / "tune"
+    held.mkdir()
+    (held / "checkpoint_step_200.pt").write_text("tune's")
+    tune = FakeTune()
+    tune.get_checkpoint = lambda: Checkpoint.from_directory(str(held))
+    chosen = _checkpoint_to_resume(tune, paths)
+    assert chosen == paths.checkpoint_dir / expected and chosen.exists()
 
 
 def test_an_attempt_is_not_set_aside_while_a_process_holds_its_run(tmp_path):

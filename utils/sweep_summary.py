@@ -20,6 +20,9 @@ from rltrain.utils.run_status import effective_state, read_status
 from rltrain.utils.runs import METRICS_FILE, STATUS_FILE
 
 ERROR_FILE = "trial_error.txt"  # in a trial's log folder: why it could not run
+# The pause request a sweep's Ctrl-C leaves in each running trial's folder. A trial paused
+# by it is not an outcome like a health rule's pause: `rltrain sweep --resume` continues it.
+INTERRUPTED_NOTE = "the sweep was interrupted (Ctrl-C); rltrain sweep --resume continues it"
 
 
 def trial_row(log_dir: Path, run_name: str, point: str) -> dict[str, Any]:
@@ -30,6 +33,8 @@ def trial_row(log_dir: Path, run_name: str, point: str) -> dict[str, Any]:
     error = folder / ERROR_FILE
     if error.exists() and state not in ("finished", "paused"):
         state = "failed"
+    if state == "paused" and status.get("pause_reason") == f"[outside_request] {INTERRUPTED_NOTE}":
+        state = "interrupted"  # counted as unfinished
     return {"run": run_name, "grid_point": point, "state": state,
             "env_steps": status.get("env_steps", 0),
             "final_eval": evals[-1][1] if evals else None,
