@@ -79,6 +79,12 @@ class RuleConfig:
     action: RuleAction = opt("pause", "warn, pause (a warning when safe_mode is false) or off")
 
 
+def rules_of(section: Any) -> dict[str, RuleConfig]:
+    """The rules of a config section (`monitor` or `diagnostics`), by name."""
+    return {f.name: rule for f in dataclasses.fields(section)
+            if isinstance(rule := getattr(section, f.name), RuleConfig)}
+
+
 @dataclass(frozen=True)
 class MemoryRuleConfig:
     """The `memory` rule: resident memory of the process and, on CUDA, of the GPU."""

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import yaml
 
-from rltrain.utils.config import Range, RuleConfig, TrainConfig
+from rltrain.utils.config import Range, TrainConfig, rules_of
 from rltrain.utils.errors import ConfigError
 
 SHIPPED_CONFIGS = "rltrain.configs"
@@ -154,11 +154,11 @@ def _off_rules_keep_their_default(config: TrainConfig) -> TrainConfig:
     every check can still compare with a number (null would fail there, mid-run)."""
     sections = {}
     for name in ("monitor", "diagnostics"):
-        section, defaults = getattr(config, name), type(getattr(config, name))()
-        filled = {f.name: dataclasses.replace(rule, threshold=getattr(defaults, f.name).threshold)
-                  for f in dataclasses.fields(section)
-                  if isinstance(rule := getattr(section, f.name), RuleConfig)
-                  and rule.action == "off" and rule.threshold is None}
+        section = getattr(config, name)
+        defaults = rules_of(type(section)())
+        filled = {rule_name: dataclasses.replace(rule, threshold=defaults[rule_name].threshold)
+                  for rule_name, rule in rules_of(section).items()
+                  if rule.action == "off" and rule.threshold is None}
         if filled:
             sections[name] = dataclasses.replace(section, **filled)
     return dataclasses.replace(config, **sections)
@@ -304,19 +304,16 @@ FIXED_THRESHOLDS = {  # rules without a numeric threshold of their own
 def _check_rule_thresholds(name: str, section: Any) -> None:
     """A rule whose default has no threshold cannot be given one; any other rule that is
     not off needs a number > 0 (null would only fail later, mid-run)."""
-    defaults = type(section)()
-    for field in dataclasses.fields(section):
-        rule = getattr(section, field.name)
-        if not isinstance(rule, RuleConfig):
-            continue
-        key = f"{name}.{field.name}.threshold"
-        if getattr(defaults, field.name).threshold is None:
+    defaults = rules_of(type(section)())
+    for rule_name, rule in rules_of(section).items():
+        key = f"{name}.{rule_name}.threshold"
+        if defaults[rule_name].threshold is None:
             if rule.threshold is not None:
                 raise ConfigError(f"config key '{key}' cannot be set; its threshold is "
-                                  f"{FIXED_THRESHOLDS[field.name]}")
+                                  f"{FIXED_THRESHOLDS[rule_name]}")
         elif rule.action != "off" and (rule.threshold is None or rule.threshold <= 0):
             raise ConfigError(f"config key '{key}' must be a number > 0 "
-                              f"(or set {name}.{field.name}.action: off)")
+                              f"(or set {name}.{rule_name}.action: off)")
 
 
 def _safe_name(name: str) -> bool:

@@ -10,7 +10,6 @@ monitor (events.jsonl, console, TensorBoard); statistics go to TensorBoard under
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from collections import deque
@@ -21,7 +20,7 @@ import numpy as np
 
 from rltrain.agents.ddpg import DDPGAgent
 from rltrain.utils.checkpoint import write_json
-from rltrain.utils.config import RuleConfig, TrainConfig
+from rltrain.utils.config import TrainConfig, rules_of
 from rltrain.utils.diagnostics import ddpg_checks, plots, snapshots
 from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.inputs import InputChecks
@@ -70,9 +69,8 @@ class Flow1Diagnostics:
         self.config, self.settings = config, config.diagnostics
         self.agent, self.buffer, self.paths, self.logger = agent, buffer, paths, logger
         self.report, self.say = report, say
-        self.rules = {f.name: make_rule(f.name, rule.threshold, rule.action, config.safe_mode)
-                      for f in dataclasses.fields(self.settings)
-                      if isinstance(rule := getattr(self.settings, f.name), RuleConfig)}
+        self.rules = {name: make_rule(name, rule.threshold, rule.action, config.safe_mode)
+                      for name, rule in rules_of(self.settings).items()}
         low, high = agent.action_low.cpu().numpy(), agent.action_high.cpu().numpy()
         self.low, self.high = low, high
         self.reward = RewardAnalyzer(self.settings.window_size, config.num_envs)
