@@ -28,14 +28,20 @@ with the same rollout's actions shuffled (chance alone, whatever the env).
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from rltrain.utils.diagnostics.action_effect import action_effect
+from rltrain.utils.diagnostics.action_effect import ROWS, action_effect
 from rltrain.utils.diagnostics.inputs import SCALE_ROWS, EpisodeEnds, observation_stats
 from rltrain.utils.replay_buffer import Batch
+from rltrain.utils.seeding import derive_seed
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import fake_envs  # noqa: E402,F401  (FakeContextBandit-v0, FakeHeadingVehicle-v0)
 
 ENVS = ["Pendulum-v1", "MountainCarContinuous-v0", "HalfCheetah-v5", "Hopper-v5",
         "Walker2d-v5", "Ant-v5", "Humanoid-v5", "Swimmer-v5", "InvertedPendulum-v5",
@@ -75,24 +81,34 @@ def measure(name: str, steps: int, seed: int, actions: str) -> dict:
 
 FAULTS = {"as is": lambda action, previous: action,
           "dropped": lambda action, previous: np.zeros_like(action),
+          "dropped, echoed": lambda action, previous: np.zeros_like(action),
           "one step late": lambda action, previous: previous,
-          "x 1/100": lambda action, previous: action / 100}
+          "x 1/100": lambda action, previous: action / 100,
+          "first dim only": lambda action, previous: np.where(
+              np.arange(action.size) == 0, action, 0).astype(action.dtype)}
 
 
 def warmup(name: str, steps: int, seed: int, fault: str) -> Batch:
     """`steps` uniformly random actions, as the trainer's warm-up takes them, with the
-    action the env gets changed by `fault`."""
+    action the env gets changed by `fault` ("echoed": the observation also carries the
+    agent's last action, a common input)."""
     env = gym.make(name)
-    env.action_space.seed(seed)
+    # Not `seed` itself: the env's reset would draw the very numbers the actions are
+    # (one PCG64 stream), and its first states would follow the first actions.
+    env.action_space.seed(derive_seed(seed, 1))
     obs, _ = env.reset(seed=seed)
     previous = np.zeros_like(env.action_space.low)
     rows = []
     for _ in range(steps):
         action = env.action_space.sample()
-        sent, previous = FAULTS[fault](action, previous), action
+        sent = FAULTS[fault](action, previous)
         next_obs, reward, terminated, truncated, _ = env.step(sent.astype(action.dtype))
-        rows.append((obs, action, [reward], next_obs, [float(terminated)]))
-        obs = next_obs
+        if fault.endswith("echoed"):
+            rows.append((np.append(obs, previous), action, [reward],
+                         np.append(next_obs, action), [float(terminated)]))
+        else:
+            rows.append((obs, action, [reward], next_obs, [float(terminated)]))
+        obs, previous = next_obs, action
         if terminated or truncated:
             obs, _ = env.reset()
             previous = np.zeros_like(previous)
@@ -101,19 +117,31 @@ def warmup(name: str, steps: int, seed: int, fault: str) -> Batch:
                    for i in range(5)))
 
 
-def action_effects(name: str, seed: int) -> dict[str, float]:
-    found = {fault: action_effect(warmup(name, 1000, seed, fault))["action_effect"]
+def action_effects(name: str, seed: int) -> dict[str, list[float]]:
+    """Each fault's per-dimension statistics (and the actions shuffled: chance alone)."""
+    found = {fault: action_effect(warmup(name, ROWS, seed, fault))["per_dimension"]
              for fault in FAULTS}
-    batch = warmup(name, 1000, seed, "as is")
+    batch = warmup(name, ROWS, seed, "as is")
     order = torch.randperm(len(batch.actions), generator=torch.Generator().manual_seed(seed))
     found["shuffled"] = action_effect(batch._replace(actions=batch.actions[order]))[
-        "action_effect"]
+        "per_dimension"]
     return found
+
+
+def _cell(per_dimension: list[float], fault: str) -> str:
+    """The strongest dimension's statistic; with several dimensions also the weakest
+    (for "first dim only": the strongest of the others, which the env ignores)."""
+    if len(per_dimension) == 1:
+        return f"{per_dimension[0]:.2f}"
+    rest = max(per_dimension[1:]) if fault == "first dim only" else min(per_dimension)
+    return f"{max(per_dimension):.2f}/{rest:.2f}"
 
 
 def print_action_effects(envs: list[str]) -> None:
     columns = [*FAULTS, "shuffled"]
-    print("action_effect (ignored_action fires below 1.5), 1000 random actions, seeds 0, 1, 2\n")
+    print(f"action_effect (ignored_action warns below 1.5), {ROWS} random actions, seeds 0, 1, "
+          "2; with several action dimensions strongest/weakest dimension (first dim only: "
+          "dim 0/the strongest of the others)\n")
     print("| env | " + " | ".join(columns) + " |")
     print("|---|" + "---|" * len(columns))
     for name in envs:
@@ -122,22 +150,24 @@ def print_action_effects(envs: list[str]) -> None:
         except (gym.error.Error, ImportError) as error:  # e.g. MuJoCo not installed
             print(f"| {name} | not available: {error} |")
             continue
-        cells = [" ".join(f"{s[c]:.2f}" for s in seeds) for c in columns]
+        cells = [" ".join(_cell(s[c], c) for s in seeds) for c in columns]
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", nargs="*", default=ENVS)
+    parser.add_argument("--envs", nargs="*", default=None)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--actions", choices=["random", "high", "low"], default="random")
     parser.add_argument("--action-effect", action="store_true",
                         help="ignored_action's statistic, with planted faults")
     args = parser.parse_args()
-    if args.action_effect:
-        print_action_effects(args.envs)
+    if args.action_effect:  # and two envs whose action matters only through the state
+        print_action_effects(args.envs or [*ENVS, "FakeContextBandit-v0",
+                                           "FakeHeadingVehicle-v0"])
         return
+    args.envs = args.envs or ENVS
     print(f"{args.steps} env steps, actions: {args.actions}\n")
     print("| env | obs dims | largest RMS (dim) | over sqrt(dims) | dims no step changed "
           "| terminated streak | episodes | horizon share, gamma 0.99 |")

@@ -286,17 +286,21 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
     """
     from rltrain.scripts import sweep as sweeps
 
-    if resume_name is not None:
-        folder = sweeps.resume_sweep(resume_name, log_dir, address)
-    else:
-        if config_name is None:
-            raise click.UsageError("--config is required (or --resume NAME)")
-        name = name or time.strftime("sweep_%Y%m%d-%H%M%S")
-        folder = sweeps.launch(config_name, overrides, grid, seeds, name, max_concurrent,
-                               address, {"cpu": cpus_per_trial, "gpu": gpus_per_trial},
-                               max_failures)
-    points = sweeps.summarise(folder)
-    print_summary(folder, points)
+    before = signal.getsignal(signal.SIGINT)  # the sweep ends with Ctrl-C ignored
+    try:
+        if resume_name is not None:
+            folder = sweeps.resume_sweep(resume_name, log_dir, address)
+        else:
+            if config_name is None:
+                raise click.UsageError("--config is required (or --resume NAME)")
+            name = name or time.strftime("sweep_%Y%m%d-%H%M%S")
+            folder = sweeps.launch(config_name, overrides, grid, seeds, name, max_concurrent,
+                                   address, {"cpu": cpus_per_trial, "gpu": gpus_per_trial},
+                                   max_failures)
+        points = sweeps.summarise(folder)
+        print_summary(folder, points)
+    finally:
+        signal.signal(signal.SIGINT, before)
     unfinished = sum(p["unfinished"] for p in points)
     if unfinished:  # crashed past --max-failures, failed on bad input, or interrupted
         click.echo(f"{unfinished} trial(s) did not finish: see {folder / 'summary.json'}; "

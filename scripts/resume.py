@@ -115,6 +115,10 @@ def _claim_folders(trainer: Trainer, payload: dict[str, Any], checkpoint: str,
         paths = create_run(config)
         trainer.claim(paths)
         inherit_best_model(Path(checkpoint).resolve().parent, paths, steps)
+        # The fork's events.jsonl starts empty: the warnings its parent reported do not
+        # hold back the fork's own (monitor.warn_every).
+        assert trainer.monitor_state is not None
+        trainer.monitor_state = {**trainer.monitor_state, "last_warned": {}, "held_back": {}}
         return paths
     paths = _own_folders(config, str(payload.get("run_name", "")), Path(checkpoint),
                          payload.get("log_dir"))

@@ -212,38 +212,47 @@ def resume_sweep(name: str, log_dir: str, address: str | None) -> Path:
 
 
 def _fit(sweep_dir: Path, plan: dict[str, Any], address: str | None, restore: bool) -> None:
+    """Run (or continue) the plan's trials on Tune. Ends with Ctrl-C ignored (the caller
+    restores it): a late one would otherwise cut the summary that follows."""
     import signal
 
+    from rltrain.scripts.sweep_pause import HANDED_ON_FILE
+
+    (sweep_dir / HANDED_ON_FILE).unlink(missing_ok=True)  # from an earlier Ctrl-C
+    try:
+        start_ray(address)
+        _tuner(sweep_dir, plan, restore).fit()
+    except KeyboardInterrupt:
+        pass  # the summary covers what ran; `--resume` continues the rest
+    finally:  # Tune leaves its own handler installed after a fit that was not interrupted
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        (sweep_dir / HANDED_ON_FILE).unlink(missing_ok=True)
+
+
+def _tuner(sweep_dir: Path, plan: dict[str, Any], restore: bool) -> Any:
+    """A new Tuner for the plan, or the saved one restored. A sweep interrupted before
+    Tune saved anything (a Ctrl-C while Ray starts) has none: it starts anew, and each
+    trial still resumes from whatever its own run folder holds."""
     from ray import tune
 
-    from rltrain.scripts.sweep_pause import HANDED_ON_FILE, SweepPause
+    from rltrain.scripts.sweep_pause import SweepPause
 
-    start_ray(address)
     threads = max(1, int(plan["cpus_per_trial"]))
     params = [{"config": plan["config"], "run_name": t["run_name"],
                "overrides": t["overrides"], "threads": threads} for t in plan["trials"]]
     trainable = tune.with_resources(run_trial, trial_resources(plan))
-    before = signal.getsignal(signal.SIGINT)
-    (sweep_dir / HANDED_ON_FILE).unlink(missing_ok=True)  # from an earlier Ctrl-C
-    try:
-        if restore:  # the Tuner's own settings, SweepPause included, come from its folder
-            tuner = tune.Tuner.restore(str(sweep_dir / "tune"), trainable=trainable,
-                                       resume_unfinished=True, resume_errored=True)
-        else:
-            tuner = tune.Tuner(
-                trainable, param_space={"trial": tune.grid_search(params)},
-                tune_config=tune.TuneConfig(max_concurrent_trials=plan["max_concurrent"]),
-                run_config=tune.RunConfig(
-                    name="tune", storage_path=str(sweep_dir), verbose=1,
-                    failure_config=tune.FailureConfig(max_failures=plan["max_failures"]),
-                    checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                    callbacks=[SweepPause(sweep_dir)]))
-        tuner.fit()
-    except KeyboardInterrupt:
-        pass  # the summary below covers what ran; `--resume` continues the rest
-    finally:  # Tune leaves its own handler installed after a fit that was not interrupted
-        signal.signal(signal.SIGINT, before)
-        (sweep_dir / HANDED_ON_FILE).unlink(missing_ok=True)
+    if restore and tune.Tuner.can_restore(str(sweep_dir / "tune")):
+        # The Tuner's own settings, SweepPause included, come from its folder.
+        return tune.Tuner.restore(str(sweep_dir / "tune"), trainable=trainable,
+                                  resume_unfinished=True, resume_errored=True)
+    return tune.Tuner(
+        trainable, param_space={"trial": tune.grid_search(params)},
+        tune_config=tune.TuneConfig(max_concurrent_trials=plan["max_concurrent"]),
+        run_config=tune.RunConfig(
+            name="tune", storage_path=str(sweep_dir), verbose=1,
+            failure_config=tune.FailureConfig(max_failures=plan["max_failures"]),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            callbacks=[SweepPause(sweep_dir)]))
 
 
 def trial_resources(plan: dict[str, Any]) -> dict[str, float]:

@@ -218,6 +218,50 @@ class DelayedActionPendulum(gym.ActionWrapper):
         return applied
 
 
+class ContextBandit(gym.Env):
+    """One-step episodes: a random context c in the observation, reward a * c. The action
+    matters only through the state, so on average an action is worth nothing."""
+
+    def __init__(self) -> None:
+        self.action_space = spaces.Box(-1, 1, (1,), np.float32)
+        self.observation_space = spaces.Box(-1, 1, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._c = self.np_random.uniform(-1, 1, (1,)).astype(np.float32)
+        return self._c.copy(), {}
+
+    def step(self, action):
+        reward = float(action[0] * self._c[0])
+        self._c = self.np_random.uniform(-1, 1, (1,)).astype(np.float32)
+        return self._c.copy(), reward, True, False, {}
+
+
+class HeadingVehicle(gym.Env):
+    """A vehicle pushed along its heading, which turns by itself: the action moves x and y
+    by a * cos(heading) and a * sin(heading), zero on average over headings."""
+
+    def __init__(self) -> None:
+        self.action_space = spaces.Box(-1, 1, (1,), np.float32)
+        self.observation_space = spaces.Box(-np.inf, np.inf, (4,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t, self._p = 0, self.np_random.uniform(-1, 1, 2)
+        self._heading = float(self.np_random.uniform(0, 2 * np.pi))
+        return self._obs(), {}
+
+    def _obs(self) -> np.ndarray:
+        return np.array([*self._p, np.cos(self._heading), np.sin(self._heading)], np.float32)
+
+    def step(self, action):
+        self._p = self._p + 0.05 * float(action[0]) * np.array(
+            [np.cos(self._heading), np.sin(self._heading)])
+        self._heading += 0.3
+        self._t += 1
+        return self._obs(), -float(np.linalg.norm(self._p)), False, self._t >= 200, {}
+
+
 class WrongShapePendulum(gym.Wrapper):
     """Pendulum whose observations have one value more than its space declares."""
 
@@ -344,6 +388,8 @@ gym.register("FakeIgnoredActionPendulum-v0",
              entry_point=lambda: IgnoredActionPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeDelayedActionPendulum-v0",
              entry_point=lambda: DelayedActionPendulum(gym.make("Pendulum-v1")))
+gym.register("FakeContextBandit-v0", entry_point=ContextBandit)
+gym.register("FakeHeadingVehicle-v0", entry_point=HeadingVehicle)
 gym.register("FakeWrongShapePendulum-v0",
              entry_point=lambda: WrongShapePendulum(gym.make("Pendulum-v1")))
 gym.register("FakeShortPendulum-v0", max_episode_steps=50,

@@ -128,19 +128,22 @@ def test_every_rule_off_with_a_null_threshold_runs(tmp_path):
 @pytest.mark.parametrize("env, fires", [
     ("Pendulum-v1", False),
     ("fake_envs:FakeDelayedActionPendulum-v0", False),  # shows one step late: still used
+    ("fake_envs:FakeContextBandit-v0", False),  # reward a * context: zero on average
     ("fake_envs:FakeIgnoredActionPendulum-v0", True),
     ("fake_envs:FakeStaleObservationPendulum-v0", False),  # frozen_observation's case
 ])
 def test_an_env_that_ignores_the_action_fires_ignored_action(tmp_path, env, fires):
-    """Judged once, at the first update, on the warm-up's 600 random actions."""
-    log_dir = train(tmp_path, env_name=env, learning_starts=600, max_timesteps=620,
-                    eval_freq=620, diagnostics=FAST["diagnostics"])
+    """Judged once, at the first update, on the warm-up's 1000 random actions."""
+    log_dir = train(tmp_path, env_name=env, learning_starts=1000, max_timesteps=1010,
+                    eval_freq=1010, diagnostics=FAST["diagnostics"])
     assert ("ignored_action" in warned(log_dir)) == fires
     lines = [d for d in read_jsonl(log_dir / "flow1.jsonl") if d["kind"] == "action_effect"]
-    assert len(lines) == 1 and lines[0]["env_steps"] == 600 and lines[0]["rows"] == 600
+    assert len(lines) == 1 and lines[0]["env_steps"] == 1000 and lines[0]["rows"] == 1000
     assert (lines[0]["action_effect"] < 1.5) == (fires or "Stale" in env)
     if "Delayed" in env:
         assert lines[0]["lag"] == 1 and lines[0]["target"] == "observation 2"  # velocity
+    if "Bandit" in env:
+        assert lines[0]["as"] == "value x observation 0" and lines[0]["target"] == "reward"
 
 
 def test_a_warm_up_too_short_to_judge_the_action_says_so(tmp_path):
@@ -148,6 +151,7 @@ def test_a_warm_up_too_short_to_judge_the_action_says_so(tmp_path):
                     max_timesteps=200)  # learning_starts 100
     lines = [d for d in read_jsonl(log_dir / "flow1.jsonl") if d["kind"] == "action_effect"]
     assert lines[0]["action_effect"] is None and lines[0]["rows"] == 100
+    assert "fewer than 1000 warm-up transitions" in lines[0]["why"]
     assert "ignored_action" not in warned(log_dir)
 
 
@@ -155,14 +159,14 @@ def test_ignored_action_pauses_again_on_resume(tmp_path):
     diagnostics = {**FAST["diagnostics"], "ignored_action": {"action": "pause"}}
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(tiny_dict(
-        tmp_path, env_name="fake_envs:FakeIgnoredActionPendulum-v0", learning_starts=500,
-        max_timesteps=700, diagnostics=diagnostics)))
+        tmp_path, env_name="fake_envs:FakeIgnoredActionPendulum-v0", learning_starts=1000,
+        max_timesteps=1100, eval_freq=1100, diagnostics=diagnostics)))
     first = CliRunner().invoke(cli, ["train", "--config", str(path), "--run-name", "r"])
     assert first.exit_code == 3 and "[ignored_action]" in first.output, first.output
     assert "make the env apply the action" in first.output
-    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_500.pt"
+    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_1000.pt"
     again = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
-    assert again.exit_code == 3 and "paused at step 501 [ignored_action]" in again.output, \
+    assert again.exit_code == 3 and "paused at step 1001 [ignored_action]" in again.output, \
         again.output
     # The measurement is kept in the checkpoint; one saved before it existed resumes
     # without it, and nothing pauses.
@@ -422,3 +426,14 @@ def test_without_the_video_extra_videos_are_off_and_said_once(tmp_path, monkeypa
     assert [d["env_steps"] for d in failed] == [100]
     assert "[video] extra" in failed[0]["error"]
     assert not (log_dir / "videos").exists()
+
+
+def test_a_fork_reports_the_warnings_its_parent_gave_recently(tmp_path):
+    """ignored_action comes again at a resume's first update; a fork (new run name) logs
+    it in its own events.jsonl even within monitor.warn_every steps of the parent's."""
+    train(tmp_path, env_name="fake_envs:FakeIgnoredActionPendulum-v0", learning_starts=1000,
+          max_timesteps=1300, eval_freq=1300, checkpoint_freq=100)
+    saved = tmp_path / "checkpoints" / "r" / "checkpoint_step_1200.pt"
+    fork = CliRunner().invoke(cli, ["resume", "--checkpoint", str(saved), "--run-name", "f"])
+    assert fork.exit_code == 0, fork.output
+    assert "ignored_action" in warned(tmp_path / "logs" / "f")

@@ -354,24 +354,24 @@ def test_observation_stats_find_far_from_unit_and_unchanged_dimensions():
     assert observation_stats(obs[:999], next_obs[:999], frozen_rows=1000)["frozen"] == []
 
 
-def _transitions(effect, n: int = 1000, seed: int = 0, envs: int = 1):
-    """Random actions in [-1, 1] on a random walk `x`; `effect(a)` is added to the next
-    x. Rows of `envs` envs in turn, as the trainer stores them."""
+def _transitions(effect, n: int = 1000, seed: int = 0, envs: int = 1, actions: int = 1):
+    """Random actions in [-1, 1] on a random walk `x`; `effect(a)` (of the action row) is
+    added to the next x. Rows of `envs` envs in turn, as the trainer stores them."""
     import torch
 
     from rltrain.utils.replay_buffer import Batch
 
     rng = np.random.default_rng(seed)
-    actions = rng.uniform(-1, 1, (n, 1))
+    taken = rng.uniform(-1, 1, (n, actions))
     x, rows = np.zeros(envs), []
     for t in range(n):
         env = t % envs
         before = x[env]
-        x[env] = before + rng.normal() + effect(actions[t, 0])
+        x[env] = before + rng.normal() + effect(taken[t] if actions > 1 else taken[t, 0])
         rows.append((before, x[env]))
     obs, nxt = (torch.tensor([[r[i]] for r in rows], dtype=torch.float32) for i in (0, 1))
-    return Batch(obs, torch.tensor(actions, dtype=torch.float32),
-                 torch.zeros(n, 1), nxt, torch.zeros(n, 1))
+    return Batch(obs, torch.tensor(taken, dtype=torch.float32), torch.zeros(n, 1), nxt,
+                 torch.zeros(n, 1))
 
 
 @pytest.mark.parametrize("effect, lo, hi, seen_as", [
@@ -379,14 +379,53 @@ def _transitions(effect, n: int = 1000, seed: int = 0, envs: int = 1):
     (lambda a: a, 4.0, 99.0, "value"),  # a push in its direction
     (lambda a: 2 * abs(a), 4.0, 99.0, "distance from mean"),  # only how hard
 ])
-def test_the_action_effect_is_in_units_of_chances_strongest_correlation(effect, lo, hi,
-                                                                        seen_as):
+def test_the_action_effect_is_in_units_of_chances_strongest_sum(effect, lo, hi, seen_as):
     from rltrain.utils.diagnostics.action_effect import action_effect
 
     found = [action_effect(_transitions(effect, seed=seed)) for seed in range(5)]
     assert all(lo <= f["action_effect"] < hi for f in found), found
     if seen_as:
         assert {f["as"] for f in found} == {seen_as}
+
+
+def test_an_effect_through_the_state_counts_and_an_echo_of_the_action_does_not():
+    """Reward a * context (zero on average over contexts) is an effect; an observation
+    that repeats the action while the env ignores it is not."""
+    import torch
+
+    from rltrain.utils.diagnostics.action_effect import action_effect
+
+    batch = _transitions(lambda a: 0.0)
+    context = torch.randn(1000, 1)
+    bandit = batch._replace(obs=context, next_obs=torch.randn(1000, 1),
+                            rewards=batch.actions * context)
+    found = action_effect(bandit)
+    assert found["action_effect"] > 4 and found["as"] == "value x observation 0"
+    echo = batch._replace(obs=torch.cat([batch.obs, torch.zeros(1000, 1)], 1),
+                          next_obs=torch.cat([batch.next_obs, batch.actions], 1))
+    found = action_effect(echo)
+    assert found["echoes"] == [1] and found["action_effect"] < 1.5
+
+
+def test_each_action_dimension_is_judged_and_one_unused_is_an_info_note():
+    from rltrain.utils.config_loader import config_from_dict
+    from rltrain.utils.diagnostics.action_effect import action_effect
+    from rltrain.utils.diagnostics.inputs import InputChecks
+
+    found = action_effect(_transitions(lambda a: a[0], actions=3))
+    assert found["per_dimension"][0] > 4 and max(found["per_dimension"][1:]) < 1.5
+    reported = []
+    checks = InputChecks(config_from_dict({}), None, None,
+                         lambda *args, **kwargs: reported.append((args, kwargs)))
+    checks.effect = found
+    checks._check_action_effect(1000)
+    [(args, kwargs)] = reported
+    assert args[0] == "ignored_action" and args[2] == [1, 2] and kwargs == {"observation": True}
+    checks.effect = action_effect(_transitions(lambda a: 0.0, actions=3))
+    reported.clear()
+    checks._check_action_effect(1000)
+    [(args, kwargs)] = reported
+    assert args[2] < 1.5 and not kwargs and "does the env apply the action?" in args[3]
 
 
 def test_the_action_effect_follows_each_env_in_a_vector_and_stops_at_episode_ends():

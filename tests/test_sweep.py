@@ -266,6 +266,21 @@ def test_a_paused_trial_waits_for_the_hand_over_but_not_forever(tmp_path, monkey
     assert 0.3 <= time.monotonic() - start < 5
 
 
+def test_a_sweep_stopped_before_tune_saved_anything_resumes_by_starting_anew(
+        tmp_path, monkeypatch):
+    """A Ctrl-C while Ray starts leaves the plan but no Tune state: `--resume` runs the
+    plan on a new Tuner (each trial still resumes from its own folder), not a restore."""
+    from ray import tune
+
+    from rltrain.scripts import sweep as sweeps
+
+    plan = {"config": "c.yaml", "cpus_per_trial": 1, "max_concurrent": None,
+            "max_failures": 1, "trials": [{"run_name": "t", "point": "", "overrides": []}]}
+    monkeypatch.setattr(tune.Tuner, "restore", lambda *a, **k: pytest.fail("restored"))
+    tuner = sweeps._tuner(tmp_path, plan, restore=True)
+    assert isinstance(tuner, tune.Tuner)
+
+
 def test_a_trial_that_cannot_run_is_reported_failed_and_not_retried(tmp_path, local_ray):
     path = config_file(tmp_path, env_name="fake_envs:FakeNoSuchEnv-v0")
     result = CliRunner().invoke(cli, ["sweep", "--config", str(path), "--seeds", "2",

@@ -203,8 +203,9 @@ class DiagnosticsConfig:
         10.0, "the replay buffer holds fewer than this many batches")
     ignored_action: RuleConfig = _warn_rule(
         1.5, "the warm-up's random actions changed the observations and the reward no more "
-        "than chance: their strongest correlation, in units of chance's strongest, below "
-        "this (judged with at least 500 warm-up steps)")
+        "than chance: each action dimension's strongest link, in units of chance's "
+        "strongest, below this (all dimensions: warning, some: info; judged on 1000 "
+        "warm-up steps, a shorter warm-up is not judged)")
     snapshot_freq: int | None = opt(
         None, "record a fixed-seed evaluation video every this many env steps and on a "
         "pause (needs the [video] extra; null: off)", AT_LEAST_ONE)

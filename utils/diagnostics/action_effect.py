@@ -5,18 +5,23 @@ nothing, actions sent to another env of a vector) gives every other rule a plaus
 run: rewards vary, observations move, gradients flow, and nothing is learned.
 
 The warm-up's actions (uniformly random, `learning_starts` env steps) are independent of
-the state, so there is a clean test: if the env ignored them, each action would be
-uncorrelated with everything that follows it. For every action dimension, as it is and
-as its distance from the mean (an effect that depends only on how hard the agent
-pushes), this takes the correlation with each observation dimension's change and with
-the reward, at the same step and up to MAX_LAG steps later (an action that shows one
-step late). Under independence each such correlation times sqrt(rows) is about standard
-normal, whatever the env's own distribution, so the strongest of the P pairs falls near
-sqrt(2 ln 2P) by chance alone. The statistic is the strongest correlation in those units:
-about 1 or below when the action is ignored (0.38-1.00 for twelve Gymnasium envs with
-the action dropped or the actions shuffled), 3.0-11 when it is used, also one step late
-(`benchmarks/input_stats.py --action-effect`). It grows with sqrt(rows): below
-MIN_ROWS warm-up transitions, Pendulum's real effect would not stand clear of chance.
+the state, so there is a clean test: if the env ignored them, every product of an action
+(centred) with anything that follows it sums to about zero. For each action dimension,
+as it is and as its distance from the mean (an effect that depends only on how hard the
+agent pushes), this sums its products with each observation dimension's change and with
+the reward, at the same step and up to MAX_LAG steps later (an action that shows one or
+two steps late), and with those changes times each observation dimension of the state
+they happened in (an effect that depends on the state: thrust along a heading, a reward
+of action times context). Each sum over its own scale, sqrt(sum of the other factor
+squared), is about standard normal when the action is ignored, whatever the env's own
+distribution, so the strongest of P such sums falls near sqrt(2 ln 2P) by chance alone.
+The statistic is each action dimension's strongest sum in those units: about 1 or below
+when the dimension is ignored, several when it is used (`benchmarks/input_stats.py
+--action-effect`). It grows with sqrt(rows), so it is judged on ROWS warm-up
+transitions, not fewer.
+
+An observation dimension that repeats the action (a "last action" input, |correlation|
+above ECHO) is no evidence that the env applied it: such dimensions are left out.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ import torch
 
 from rltrain.utils.replay_buffer import Batch
 
+ROWS = 1000  # newest warm-up transitions judged; a shorter warm-up is not judged
 MAX_LAG = 2  # an action may first show this many steps after it was taken
-MIN_ROWS = 500  # fewer warm-up transitions are not judged (Pendulum: 2.2-3.9 at 500)
+ECHO = 0.999  # an observation this correlated with an action dimension repeats it
 
 
 def _standardised(x: torch.Tensor) -> torch.Tensor:
@@ -39,6 +45,14 @@ def _standardised(x: torch.Tensor) -> torch.Tensor:
     return torch.where(std > 0, x / std.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
 
 
+def _sums(features: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """[F, W]: sum over rows of each standardised feature times each weight, over
+    sqrt(sum of that weight squared): about N(0, 1) when the features are independent
+    of the weights (they are random actions, the weights what follows them)."""
+    scale = weights.square().sum(dim=0).sqrt()
+    return torch.where(scale > 0, features.T @ weights / scale.clamp_min(1e-30), 0.0)
+
+
 def _continuing(batch: Batch, stride: int) -> torch.Tensor:
     """[N - stride] bools: row i's episode goes on at row i + stride (the same env's next
     transition when `stride` envs add their rows in turn): its next_obs is that row's obs.
@@ -46,43 +60,88 @@ def _continuing(batch: Batch, stride: int) -> torch.Tensor:
     return (batch.next_obs[:-stride] == batch.obs[stride:]).all(dim=1)
 
 
+def echoes(batch: Batch) -> list[int]:
+    """Observation dimensions whose next value repeats an action dimension."""
+    corr = _standardised(batch.next_obs.double()).T @ _standardised(batch.actions.double())
+    return (corr.abs() / len(batch.actions) > ECHO).any(dim=1).nonzero().flatten().tolist()
+
+
+class _Strongest:
+    """Each action dimension's strongest sum, and what it was with."""
+
+    def __init__(self, width: int) -> None:
+        self.z = [0.0] * width
+        self.pairs = [0] * width
+        self.where: list[dict[str, Any]] = [{} for _ in range(width)]
+
+    def add(self, dim: int, sums: torch.Tensor, describe: Any) -> None:
+        """`sums` [K, W] for action dimension `dim`; describe(k, w) names pair (k, w)."""
+        self.pairs[dim] += sums.numel()
+        flat = int(sums.abs().argmax())
+        z = abs(float(sums.flatten()[flat]))
+        if z > self.z[dim]:
+            self.z[dim], self.where[dim] = z, describe(*divmod(flat, sums.shape[1]))
+
+    def effects(self) -> list[float]:
+        return [round(z / math.sqrt(2 * math.log(2 * max(p, 1))), 4)
+                for z, p in zip(self.z, self.pairs, strict=True)]
+
+
 @torch.no_grad()
 def action_effect(batch: Batch, stride: int = 1) -> dict[str, Any]:
     """The statistic above for random-action transitions in the order they were taken
-    (`stride`: training envs). Returns `action_effect`, the strongest pair's
-    `correlation`, what it was with (`target`: "observation K" or "reward", `action`,
-    `lag`, `as`: "value" or "distance from mean"), `rows`, and whether any observation
-    changed at all (`observations_moved`)."""
+    (`stride`: training envs). Returns `action_effect` (the strongest dimension's) and
+    `per_dimension`; the strongest sum (`z`, in standard-normal units, before the division) and
+    what it was of (`target`: "observation K" or "reward", `action`, `lag`, `as`); `rows`;
+    the `echoes` left out; and whether any observation changed at all
+    (`observations_moved`)."""
     actions = batch.actions.double()
-    features = _standardised(torch.cat([actions, (actions - actions.mean(dim=0)).abs()], 1))
-    changes = torch.cat([batch.next_obs.double() - batch.obs.double(),
-                         batch.rewards.double()], dim=1)  # [N, obs_dim + 1]
-    n, width = len(actions), actions.shape[1]
+    n, width = actions.shape
+    echoed = echoes(batch)
+    kept = [j for j in range(batch.obs.shape[1]) if j not in echoed]
+    changes = torch.cat([batch.next_obs.double()[:, kept] - batch.obs.double()[:, kept],
+                         batch.rewards.double()], dim=1)  # [N, targets]
+    names = [f"observation {j}" for j in kept] + ["reward"]
+    features = torch.cat([actions, (actions - actions.mean(dim=0)).abs()], dim=1)
+    best = _Strongest(width)
     continuing = _continuing(batch, stride) if n > stride else torch.zeros(0, dtype=torch.bool)
     keep = torch.ones(n, dtype=torch.bool)
-    best: dict[str, Any] = {"z": 0.0}
-    pairs = 0
     for lag in range(MAX_LAG + 1):
         shift = lag * stride
         if lag:  # the whole chain from the action to the change stays in one episode
             start = (lag - 1) * stride
             keep = keep[:n - shift] & continuing[start:start + n - shift]
-        rows = int(keep.sum())
-        if rows < 2:
+        if int(keep.sum()) < 2:
             break
-        corr = _standardised(features[:n - shift][keep]).T @ \
-            _standardised(changes[shift:][keep]) / rows  # [2 * action_dim, obs_dim + 1]
-        pairs += corr.numel()
-        strongest = int(corr.abs().argmax())
-        z = abs(float(corr.flatten()[strongest])) * math.sqrt(rows)
-        if z > best["z"]:
-            feature, target = divmod(strongest, corr.shape[1])
-            best = {"z": z, "correlation": round(float(corr.flatten()[strongest]), 4),
-                    "target": ("reward" if target == changes.shape[1] - 1
-                               else f"observation {target}"),
-                    "action": feature % width, "lag": lag,
-                    "as": "value" if feature < width else "distance from mean"}
-    chance = math.sqrt(2 * math.log(2 * max(pairs, 1)))
-    moved = bool((changes[:, :-1] != 0).any())  # else frozen_observation's case, not this
-    return {"action_effect": round(best.pop("z") / chance, 4), "rows": n,
-            "observations_moved": moved, **best}
+        taken = features[:n - shift][keep]
+        later = changes[shift:][keep] - changes[shift:][keep].mean(dim=0)
+        sums = _sums(_standardised(taken), later)
+        for dim in range(width):
+            best.add(dim, sums[[dim, width + dim]], lambda k, w, lag=lag, dim=dim: {
+                "target": names[w], "action": dim, "lag": lag,
+                "as": "value" if k == 0 else "distance from mean"})
+        # Not the echoes: one step later an echo is the action itself, not the state.
+        _add_state_dependent(best, taken[:, :width], batch.obs[shift:][keep][:, kept],
+                             later, [f"observation {j}" for j in kept], names, lag)
+    effects = best.effects()
+    strongest = max(range(width), key=lambda d: effects[d])
+    moved = bool((batch.next_obs != batch.obs).any())  # else frozen_observation's case
+    return {"action_effect": effects[strongest], "per_dimension": effects, "rows": n,
+            "z": round(best.z[strongest], 2), **best.where[strongest], "echoes": echoed,
+            "observations_moved": moved}
+
+
+def _add_state_dependent(best: _Strongest, actions: torch.Tensor, obs: torch.Tensor,
+                         changes: torch.Tensor, obs_names: list[str], names: list[str],
+                         lag: int) -> None:
+    """Sums of each action dimension with a change times an observation dimension of the
+    state the change happened in (`obs`, `lag` steps after the action). float32: at most
+    1000 x obs_dim x (obs_dim + 1) products per action dimension and lag (Humanoid: 0.1 G)."""
+    obs = _standardised(obs.double()).float()
+    changes = changes.float()
+    scale = (obs.square().T @ changes.square()).sqrt()  # [obs_dim, targets]
+    for dim in range(actions.shape[1]):
+        action = _standardised(actions[:, dim:dim + 1]).float()
+        sums = torch.where(scale > 0, (action * obs).T @ changes / scale.clamp_min(1e-30), 0.0)
+        best.add(dim, sums.double(), lambda j, w, dim=dim: {
+            "target": names[w], "action": dim, "lag": lag, "as": f"value x {obs_names[j]}"})

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from rltrain.utils.config import TrainConfig
-from rltrain.utils.diagnostics.action_effect import MIN_ROWS, action_effect
+from rltrain.utils.diagnostics.action_effect import MAX_LAG, ROWS, action_effect
 from rltrain.utils.replay_buffer import Batch, ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 
@@ -159,34 +159,41 @@ class InputChecks:
                          "the batches keep drawing on the same few, newest transitions")
 
     def _warmup(self, env_steps: int) -> Batch | None:
-        """At the first update: the transitions of the warm-up's random actions, in the
-        order they were taken (None: fewer than MIN_ROWS). Rows added after the warm-up
+        """At the first update: the newest ROWS transitions of the warm-up's random
+        actions, in the order they were taken (None: fewer). Rows added after the warm-up
         (learning_starts below batch_size) are left out."""
         warmup = min(len(self.buffer), self.config.learning_starts)
-        if warmup < MIN_ROWS:
+        if warmup < ROWS:
             return None
         later = min(len(self.buffer) - warmup, max(0, env_steps - self.config.learning_starts))
-        return Batch(*(column[:warmup] for column in self.buffer.newest(warmup + later)))
+        return Batch(*(column[warmup - ROWS:warmup]
+                       for column in self.buffer.newest(warmup + later)))
 
     def _measure_action_effect(self, env_steps: int) -> None:
         warmup = self._warmup(env_steps)
         self.effect = None if warmup is None else action_effect(warmup, self.config.num_envs)
         self.logger.diagnostic("action_effect", env_steps, **(self.effect or {
             "action_effect": None, "rows": min(len(self.buffer), self.config.learning_starts),
-            "why": f"fewer than {MIN_ROWS} warm-up transitions (learning_starts)"}))
+            "why": f"fewer than {ROWS} warm-up transitions (learning_starts)"}))
 
     def _check_action_effect(self, env_steps: int) -> None:
-        effect = self.effect
-        if effect is None or effect["action_effect"] >= self.settings.ignored_action.threshold:
+        effect, threshold = self.effect, self.settings.ignored_action.threshold
+        if effect is None or not effect["observations_moved"]:  # frozen_observation's case
             return
-        if not effect["observations_moved"]:  # a stale observation: frozen_observation's
-            return
-        self.finding("ignored_action", env_steps, effect["action_effect"],
-                     f"the warm-up's {effect['rows']} random actions changed neither the "
-                     f"observations nor the reward more than chance would (strongest: "
-                     f"correlation {effect.get('correlation', 0.0):.3g}, "
-                     f"{effect['action_effect']:.2f} of what chance gives): does the env "
-                     "apply the action?")
+        idle = [d for d, e in enumerate(effect["per_dimension"]) if e < threshold]
+        echoed = (f"; observation(s) {effect['echoes']} repeat the action and do not count"
+                  if effect["echoes"] else "")
+        if len(idle) == len(effect["per_dimension"]):
+            self.finding("ignored_action", env_steps, effect["action_effect"],
+                         f"the warm-up's {effect['rows']} random actions changed neither the "
+                         f"observations nor the reward more than chance would, within "
+                         f"{MAX_LAG} steps (strongest link {effect['action_effect']:.2f} of "
+                         f"chance's){echoed}: does the env apply the action?")
+        elif idle:  # an action input unused by design looks the same
+            self.finding("ignored_action", env_steps, idle,
+                         f"action dimension(s) {idle} of {len(effect['per_dimension'])} "
+                         "changed neither the observations nor the reward more than chance "
+                         f"would in the warm-up{echoed}", observation=True)
 
     def _check_observations(self, env_steps: int) -> None:
         # A buffer smaller than the threshold is judged once it is full.
