@@ -407,6 +407,13 @@ def test_an_effect_through_the_state_counts_and_an_echo_of_the_action_does_not()
     assert found["echoes"] == [1] and found["action_effect"] < 1.5
 
 
+def test_action_dimensions_that_act_only_together_count_for_both():
+    from rltrain.utils.diagnostics.action_effect import action_effect
+
+    found = action_effect(_transitions(lambda a: 2 * a[0] * a[1], actions=2))
+    assert min(found["per_dimension"]) > 4 and found["as"] == "value x action 1", found
+
+
 def test_each_action_dimension_is_judged_and_one_unused_is_an_info_note():
     from rltrain.utils.config_loader import config_from_dict
     from rltrain.utils.diagnostics.action_effect import action_effect

@@ -12,16 +12,19 @@ agent pushes), this sums its products with each observation dimension's change a
 the reward, at the same step and up to MAX_LAG steps later (an action that shows one or
 two steps late), and with those changes times each observation dimension of the state
 they happened in (an effect that depends on the state: thrust along a heading, a reward
-of action times context). Each sum over its own scale, sqrt(sum of the other factor
-squared), is about standard normal when the action is ignored, whatever the env's own
-distribution, so the strongest of P such sums falls near sqrt(2 ln 2P) by chance alone.
-The statistic is each action dimension's strongest sum in those units: about 1 or below
-when the dimension is ignored, several when it is used (`benchmarks/input_stats.py
---action-effect`). It grows with sqrt(rows), so it is judged on ROWS warm-up
-transitions, not fewer.
+of action times context); with several action dimensions, each pair's product too
+(dimensions that act only together: a push a0 in a direction a1). Each sum over its
+own scale, sqrt(sum of the other factor squared), is about standard normal when the
+action is ignored, whatever the env's own distribution, so the strongest of P such
+sums falls near sqrt(2 ln 2P) by chance alone. The statistic is each action dimension's
+strongest sum in those units: about 1 or below when the dimension is ignored, several
+when it is used (`benchmarks/input_stats.py --action-effect`). It grows with
+sqrt(rows), so it is judged on ROWS warm-up transitions, not fewer.
 
 An observation dimension that repeats the action (a "last action" input, |correlation|
-above ECHO) is no evidence that the env applied it: such dimensions are left out.
+above ECHO) is no evidence that the env applied it: such dimensions are left out. A
+nonlinear or later copy (tanh(a), a squared, the action of the step before) is not
+recognised and counts as an effect.
 """
 
 from __future__ import annotations
@@ -102,7 +105,12 @@ def action_effect(batch: Batch, stride: int = 1) -> dict[str, Any]:
     changes = torch.cat([batch.next_obs.double()[:, kept] - batch.obs.double()[:, kept],
                          batch.rewards.double()], dim=1)  # [N, targets]
     names = [f"observation {j}" for j in kept] + ["reward"]
-    features = torch.cat([actions, (actions - actions.mean(dim=0)).abs()], dim=1)
+    centred = actions - actions.mean(dim=0)
+    pairs = [(k, m) for k in range(width) for m in range(k + 1, width)]
+    # Each dimension as it is, as its distance from the mean, and, for dimensions that
+    # act only together (a0 * a1), each pair's product.
+    features = torch.cat([actions, centred.abs(),
+                          *[centred[:, [k]] * centred[:, [m]] for k, m in pairs]], dim=1)
     best = _Strongest(width)
     continuing = _continuing(batch, stride) if n > stride else torch.zeros(0, dtype=torch.bool)
     keep = torch.ones(n, dtype=torch.bool)
@@ -120,6 +128,11 @@ def action_effect(batch: Batch, stride: int = 1) -> dict[str, Any]:
             best.add(dim, sums[[dim, width + dim]], lambda k, w, lag=lag, dim=dim: {
                 "target": names[w], "action": dim, "lag": lag,
                 "as": "value" if k == 0 else "distance from mean"})
+        for row, (k, m) in enumerate(pairs, start=2 * width):  # counts for both
+            for dim in (k, m):
+                best.add(dim, sums[[row]], lambda _, w, lag=lag, k=k, m=m: {
+                    "target": names[w], "action": k, "lag": lag,
+                    "as": f"value x action {m}"})
         # Not the echoes: one step later an echo is the action itself, not the state.
         _add_state_dependent(best, taken[:, :width], batch.obs[shift:][keep][:, kept],
                              later, [f"observation {j}" for j in kept], names, lag)
@@ -138,7 +151,7 @@ def _add_state_dependent(best: _Strongest, actions: torch.Tensor, obs: torch.Ten
     state the change happened in (`obs`, `lag` steps after the action). float32: at most
     1000 x obs_dim x (obs_dim + 1) products per action dimension and lag (Humanoid: 0.1 G)."""
     obs = _standardised(obs.double()).float()
-    changes = changes.float()
+    changes = _standardised(changes).float()  # sums are scale-free: no float32 overflow
     scale = (obs.square().T @ changes.square()).sqrt()  # [obs_dim, targets]
     for dim in range(actions.shape[1]):
         action = _standardised(actions[:, dim:dim + 1]).float()
