@@ -94,8 +94,8 @@ def _weights_hint(outcome: RunOutcome) -> str:
                f"{relative_to_cwd(earlier[-1])} {change}" if earlier else
                f"no kept checkpoint is older: train anew with a change, e.g. {change}")
     inputs = ("\n  if `rltrain diagnose` names reward_scale or observation_scale, the rewards "
-               "or the observations are the cause: scale them in the env"
-               if outcome.rule in INPUT_SCALED else "")
+              "or the observations are the cause: scale them in the env"
+              if outcome.rule in INPUT_SCALED else "")
     return (f"  the weights in this checkpoint already fail the rule, so resuming it pauses "
             f"again whatever --set changes;\n  {instead};\n  or set each failing rule's "
             f"action to warn (--set monitor.{outcome.rule}.action=warn, ...) to let the run "

@@ -82,28 +82,19 @@ def _checkpoint_to_resume(tune: Any, paths: RunPaths) -> Path | None:
     back and the run's own newest (one written after the trial's last report to Tune,
     such as the paused checkpoint of an env failure), else None: a fresh start. Tune's
     copy is put into the run's folder: on a cluster it may come from another node."""
-    from rltrain.utils.runs import newest_checkpoint
+    from rltrain.utils.runs import checkpoint_step, newest_checkpoint
 
     own, restored = newest_checkpoint(paths), tune.get_checkpoint()
     if restored is None:
         return own
     with restored.as_directory() as folder:
         source = next(Path(folder).glob("*.pt"))  # the run's own file name
-        if own is not None and _env_steps(own) >= _env_steps(source):
+        if own is not None and checkpoint_step(own) >= checkpoint_step(source):
             return own
         target = paths.checkpoint_dir / source.name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, target)
     return target
-
-
-def _env_steps(checkpoint: Path) -> int:
-    """The env step of one of the run's checkpoints, from its name (reading the file would
-    load its replay buffer)."""
-    from rltrain.utils.runs import STEP_CHECKPOINT, saved_at
-
-    match = STEP_CHECKPOINT.match(checkpoint.name)
-    return int(match.group(1)) if match else saved_at(checkpoint)
 
 
 class TuneReporter:

@@ -100,30 +100,46 @@ class WeakPendulum(gym.Wrapper):
         return self.env.step(np.asarray(action) / 10.0)
 
 
-class KillOncePendulum(gym.Wrapper):
+class AtStepPendulum(gym.Wrapper):
+    """Pendulum that calls `at_step()` before its `at`-th step (counted over the env's
+    life): a planted event at a known step."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.at, self.steps = at, 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == self.at:
+            self.at_step()
+        return self.env.step(action)
+
+    def at_step(self) -> None:
+        raise NotImplementedError
+
+
+class KillOncePendulum(AtStepPendulum):
     """Pendulum whose process kills itself (SIGKILL) once, at its `at`-th step, the first
     time any process runs it: marked by the file named in $RLTRAIN_TEST_KILL_MARKER.
     A stand-in for a worker dying mid-run (OOM killer, preempted node)."""
 
     def __init__(self, at: int = 250) -> None:
-        super().__init__(gym.make("Pendulum-v1"))
-        self.at, self.steps = at, 0
+        super().__init__(at)
 
-    def step(self, action):
+    def at_step(self) -> None:
         import signal
         from pathlib import Path
 
-        self.steps += 1
         marker = os.environ.get("RLTRAIN_TEST_KILL_MARKER")
-        if marker and self.steps == self.at and not Path(marker).exists():
+        if marker and not Path(marker).exists():
             Path(marker).write_text("killed once")
             os.kill(os.getpid(), signal.SIGKILL)
-        return self.env.step(action)
 
 
 class CrashingPendulum(gym.Wrapper):
     """Pendulum whose step raises at its `at`-th step (counted over the env's life) while
-    `CrashingPendulum.broken` is true: an env with a bug, and the same env once fixed."""
+    `CrashingPendulum.broken` is true: an env with a bug, and the same env once fixed.
+    Not an AtStepPendulum: the tests name the line of `step` the exception comes from."""
 
     broken = True
 
@@ -318,29 +334,26 @@ class BusyPendulum(gym.Wrapper):
         return self.env.step(action)
 
 
-class GatedPendulum(gym.Wrapper):
+class GatedPendulum(AtStepPendulum):
     """Pendulum whose `at`-th step waits (up to 120 s) until the file named in
     $RLTRAIN_TEST_GATE exists: holds a run at a known step while a test acts on it.
     While it waits, `<gate>.held.<pid>` exists."""
 
     def __init__(self, at: int = 250) -> None:
-        super().__init__(gym.make("Pendulum-v1"))
-        self.at, self.steps = at, 0
+        super().__init__(at)
 
-    def step(self, action):
+    def at_step(self) -> None:
         import time
         from pathlib import Path
 
-        self.steps += 1
         gate = os.environ.get("RLTRAIN_TEST_GATE")
-        if gate and self.steps == self.at and not Path(gate).exists():
+        if gate and not Path(gate).exists():
             held = Path(f"{gate}.held.{os.getpid()}")
             held.write_text("")
             deadline = time.monotonic() + 120
             while not Path(gate).exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
             held.unlink()
-        return self.env.step(action)
 
 
 class DriftingPointEnv(PointEnv):

@@ -93,18 +93,26 @@ def test_a_replay_buffer_smaller_than_the_frozen_threshold_is_judged_once_full(t
     assert lines[-1]["rows"] == 150 and lines[-1]["frozen"] == [0, 1, 2]
 
 
-def test_small_replay_pauses_again_on_resume_and_says_a_new_run_is_needed(tmp_path):
-    diagnostics = {**FAST["diagnostics"], "small_replay": {"action": "pause"}}
+def pauses_again_on_resume(tmp_path: Path, rule: str, hint: str, at: int,
+                           **overrides) -> Path:
+    """Train with `rule` set to pause: it pauses at step `at` with `hint`, and resuming
+    the paused checkpoint pauses again on the first step. Returns that checkpoint."""
+    diagnostics = {**FAST["diagnostics"], rule: {"action": "pause"}}
     path = tmp_path / "r.yaml"
-    path.write_text(yaml.safe_dump(tiny_dict(tmp_path, replay_buffer_size=100,
-                                             diagnostics=diagnostics)))
+    path.write_text(yaml.safe_dump(tiny_dict(tmp_path, diagnostics=diagnostics, **overrides)))
     first = CliRunner().invoke(cli, ["train", "--config", str(path), "--run-name", "r"])
-    assert first.exit_code == 3 and "[small_replay]" in first.output, first.output
-    assert "train a new run with a larger one" in first.output
-    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_100.pt"
+    assert first.exit_code == 3 and f"[{rule}]" in first.output, first.output
+    assert hint in first.output
+    paused = tmp_path / "checkpoints" / "r" / f"paused_at_step_{at}.pt"
     again = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
-    assert again.exit_code == 3 and "paused at step 101 [small_replay]" in again.output, \
+    assert again.exit_code == 3 and f"paused at step {at + 1} [{rule}]" in again.output, \
         again.output
+    return paused
+
+
+def test_small_replay_pauses_again_on_resume_and_says_a_new_run_is_needed(tmp_path):
+    pauses_again_on_resume(tmp_path, "small_replay", "train a new run with a larger one", 100,
+                           replay_buffer_size=100)
 
 
 def test_every_rule_off_with_a_null_threshold_runs(tmp_path):
@@ -156,18 +164,10 @@ def test_a_warm_up_too_short_to_judge_the_action_says_so(tmp_path):
 
 
 def test_ignored_action_pauses_again_on_resume(tmp_path):
-    diagnostics = {**FAST["diagnostics"], "ignored_action": {"action": "pause"}}
-    path = tmp_path / "r.yaml"
-    path.write_text(yaml.safe_dump(tiny_dict(
-        tmp_path, env_name="fake_envs:FakeIgnoredActionPendulum-v0", learning_starts=1000,
-        max_timesteps=1100, eval_freq=1100, diagnostics=diagnostics)))
-    first = CliRunner().invoke(cli, ["train", "--config", str(path), "--run-name", "r"])
-    assert first.exit_code == 3 and "[ignored_action]" in first.output, first.output
-    assert "make the env apply the action" in first.output
-    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_1000.pt"
-    again = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
-    assert again.exit_code == 3 and "paused at step 1001 [ignored_action]" in again.output, \
-        again.output
+    paused = pauses_again_on_resume(
+        tmp_path, "ignored_action", "make the env apply the action", 1000,
+        env_name="fake_envs:FakeIgnoredActionPendulum-v0", learning_starts=1000,
+        max_timesteps=1100, eval_freq=1100)
     # The measurement is kept in the checkpoint; one saved before it existed resumes
     # without it, and nothing pauses.
     payload = load_checkpoint(paused)

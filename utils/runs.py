@@ -274,6 +274,13 @@ def _step(path: Path, pattern: re.Pattern[str]) -> int:
     return int(match.group(1))
 
 
+def checkpoint_step(checkpoint: Path) -> int:
+    """The env step of a periodic or paused checkpoint, from its name (reading the file
+    would load its replay buffer); of any other, from its contents (`saved_at`)."""
+    match = STEP_CHECKPOINT.search(checkpoint.name)
+    return int(match.group(1)) if match else saved_at(checkpoint)
+
+
 def saved_at(checkpoint: Path) -> int:
     """The env step a checkpoint was written at; -1 if there is none or it is unreadable
     (an unreadable best model stays where it is, for the user to look at)."""
