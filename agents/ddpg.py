@@ -1,79 +1,84 @@
-"""DDPG with clipped double-Q targets, and TD3 as an option (sections 3.1-3.2 of the source doc).
+"""DDPG and TD3: the update written the standard way, with autograd and torch's Adam.
 
 DDPG: Lillicrap et al., "Continuous control with deep reinforcement learning" (2016).
 TD3:  Fujimoto et al., "Addressing Function Approximation Error in Actor-Critic Methods"
       (2018): delayed actor/target updates and target policy smoothing.
-The source document's DDPG already uses twin critics and the min of the two targets; with
-`algo: ddpg` that is kept, with policy_delay 1 and no target smoothing.
+rltrain's DDPG keeps twin critics and the min of their two targets (clipped double Q);
+`algo: ddpg` means policy_delay 1 and no target smoothing.
 
 This module is update maths only: `act(obs)`, `update(batch) -> metrics`,
-`state_dict()`. It never touches an env, a file or a logger. Metrics come back as
-detached tensors on the agent's device so that the hot loop needs no host sync.
-Gradients are written out by hand (agents/backprop.py) rather than taken from autograd;
-`critic_gradients` and `actor_gradients` are the two losses and their gradients.
+`state_dict()`. It never touches an env, a file, a logger or rltrain's config: its
+hyperparameters come as `DDPGSettings`, a batch as anything with `Batch`'s fields.
+Metrics come back as detached tensors on the agent's device, so the training loop
+reads them in one transfer and nothing here waits for a GPU.
+
+agents/fused.py is an accelerated implementation of exactly this update for the stock
+ReLU MLPs (`update_backend`); tests/test_backends.py checks that the two agree.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
-from typing import Any
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import torch
+from torch import nn
 
-from rltrain.agents import backprop
-from rltrain.agents.optimiser import Optimised, flatten_parameters
 from rltrain.networks.actor import Actor
 from rltrain.networks.critic import Critic
-from rltrain.utils.config import TrainConfig
-from rltrain.utils.replay_buffer import Batch
-from rltrain.utils.seeding import AGENT, derive_seed, load_generator_state
+from rltrain.networks.mlp import NetworkSpec
+
+
+class Batch(Protocol):
+    """What an update reads from a replay sample (rltrain's `ReplayBuffer.sample` gives it)."""
+
+    obs: torch.Tensor         # [B, obs_dim]
+    actions: torch.Tensor     # [B, action_dim], in the env's units
+    rewards: torch.Tensor     # [B, 1]
+    next_obs: torch.Tensor    # [B, obs_dim]
+    terminated: torch.Tensor  # [B, 1]: 1.0 where the episode truly ended (not a time limit)
+
+
+@dataclass(frozen=True)
+class DDPGSettings:
+    """The update's hyperparameters (rltrain's config names, see `rltrain config`)."""
+
+    gamma: float = 0.99
+    tau: float = 0.005
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    grad_clip_norm: float | None = None
+    policy_delay: int = 1             # TD3: 2
+    target_noise: float = 0.0         # TD3: 0.2, relative to the action half-range
+    target_noise_clip: float = 0.5
+    actor_net: NetworkSpec = field(default_factory=NetworkSpec)
+    critic_net: NetworkSpec = field(default_factory=NetworkSpec)
+    seed: int = 0                     # seeds the target smoothing noise
 
 
 class DDPGAgent:
     """Actor, twin critic, their targets and optimisers, and the update rule."""
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
-                 config: TrainConfig, device: torch.device) -> None:
-        self.config = config
-        self.device = device
-        hidden = config.hidden_sizes
-        self.actor = Actor(obs_dim, action_low, action_high, hidden).to(device)
-        self.critic = Critic(obs_dim, action_low, action_high, hidden).to(device)
+                 settings: DDPGSettings, device: torch.device) -> None:
+        self.settings, self.device = settings, device
+        self.actor = Actor(obs_dim, action_low, action_high, settings.actor_net).to(device)
+        self.critic = Critic(obs_dim, action_low, action_high, settings.critic_net).to(device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_opt = Optimised(self.actor, config.actor_lr, device)
-        self.critic_opt = Optimised(self.critic, config.critic_lr, device)
-        # Every network's parameters are views of one flat tensor (the online ones by
-        # their optimiser): Polyak averaging is one kernel per network.
-        self._targets = [flatten_parameters(self.actor_target),
-                         flatten_parameters(self.critic_target)]
-        self._onlines = [self.actor_opt.param, self.critic_opt.param]
-        self._params = {name: list(getattr(self, name).parameters())
-                        for name in ("actor", "critic", "actor_target", "critic_target")}
-        with torch.no_grad():
-            # Views of the weights and gradient buffers in the layout backprop.py uses, made
-            # once: updates, Polyak averaging and load_state_dict all change the tensors in
-            # place, so the views stay valid.
-            self._actor_views = {name: backprop.as_layers(self._params[name], transposed=True)
-                                 for name in ("actor", "actor_target")}
-            self._actor_views["actor_grads"] = backprop.as_layers(self.actor_opt.grads,
-                                                                  transposed=True)
-            self._critic_views = {name: backprop.ensemble_members(self._params[name])
-                                  for name in ("critic", "critic_target")}
-            self._critic_views["critic_grads"] = backprop.ensemble_members(self.critic_opt.grads)
-        self.action_low = torch.as_tensor(action_low, dtype=torch.float32, device=device)
-        self.action_high = torch.as_tensor(action_high, dtype=torch.float32, device=device)
-        # Own generator for target smoothing noise, seeded from the run's seed (its own
-        # stream, see utils/seeding.py); its state is saved in checkpoints.
+        self.actor_opt = self._make_optimiser(self.actor, settings.actor_lr)
+        self.critic_opt = self._make_optimiser(self.critic, settings.critic_lr)
+        # The target smoothing noise has its own generator, saved in checkpoints.
         self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(derive_seed(config.seed, AGENT))
-        is_td3 = config.algo == "td3"
-        self.policy_delay = config.td3.policy_delay if is_td3 else 1
-        self.target_noise = config.td3.target_policy_noise if is_td3 else 0.0
-        self.target_noise_clip = config.td3.target_noise_clip
+        self.generator.manual_seed(settings.seed)
         self.updates = 0
+
+    def _make_optimiser(self, net: nn.Module, lr: float) -> Any:
+        # fused: one kernel steps all of a network's parameters.
+        return torch.optim.Adam(net.parameters(), lr=lr, fused=True)
 
     @torch.inference_mode()
     def act(self, obs: np.ndarray) -> np.ndarray:
@@ -91,103 +96,85 @@ class DDPGAgent:
         """
         self.updates += 1
         metrics = self._critic_step(batch)
-        if self.updates % self.policy_delay == 0:
+        if self.updates % self.settings.policy_delay == 0:
             metrics.update(self._actor_step(batch.obs))
             self._soft_update_targets()
         return metrics
 
-    def _td_target(self, batch: Batch, smooth: bool = True) -> torch.Tensor:
-        """r + gamma * (1 - terminated) * min_i Q'_i(s', pi'(s')), [B, 1]."""
-        with torch.no_grad():
-            # Actions are handled normalised to [-1, 1] (the tanh output), which is what
-            # the critic takes: a = tanh(.) * scale + bias enters it as (a - bias) / scale.
-            next_action, _ = backprop.forward(self._layers("actor_target"), batch.next_obs)
-            next_action = next_action.tanh_()
-            if smooth and self.target_noise > 0:
-                # TD3 target policy smoothing, noise relative to the action half-range.
-                noise = torch.randn(next_action.shape, device=self.device,
-                                    generator=self.generator)
-                noise = (noise * self.target_noise).clamp_(-self.target_noise_clip,
-                                                           self.target_noise_clip)
-                next_action = next_action.add_(noise).clamp_(-1.0, 1.0)
-            x = torch.cat([batch.next_obs, next_action], dim=-1)
-            target_q = functools.reduce(torch.minimum, [
-                backprop.forward(member, x)[0] for member in self._critics("critic_target")])
-            # Bootstrap unless the episode truly terminated: a time-limit truncation is not
-            # the end of the task, so its next state still has value (the batch only marks
-            # `terminated`; truncated transitions bootstrap like any other).
-            return torch.addcmul(batch.rewards, 1.0 - batch.terminated, target_q,
-                                 value=self.config.gamma)
+    @torch.no_grad()
+    def td_target(self, batch: Batch, smooth: bool = True) -> torch.Tensor:
+        """r + gamma * (1 - terminated) * min_i Q'_i(s', pi'(s')), [B, 1]. `smooth=False`
+        leaves out TD3's target noise (and so the agent's random stream)."""
+        s = self.settings
+        next_action = self.actor_target(batch.next_obs)
+        if smooth and s.target_noise > 0:
+            # TD3 target policy smoothing: clipped noise, relative to the action half-range.
+            noise = torch.randn(next_action.shape, device=self.device, generator=self.generator)
+            noise = (noise * s.target_noise).clamp(-s.target_noise_clip, s.target_noise_clip)
+            scale, bias = self.actor.action_scale, self.actor.action_bias
+            next_action = (next_action + noise * scale).clamp(bias - scale, bias + scale)
+        target_q = self.critic_target(batch.next_obs, next_action).min(dim=0).values  # [B, 1]
+        # Bootstrap unless the episode truly terminated: a time-limit truncation is not
+        # the end of the task, so its next state still has value.
+        return batch.rewards + s.gamma * (1.0 - batch.terminated) * target_q
 
-    def _layers(self, net: str) -> list[backprop.Layer]:
-        """The (weight, bias) layers of "actor", "actor_target" or "actor_grads"."""
-        return self._actor_views[net]
+    def critic_loss(self, batch: Batch, smooth: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """The sum of each critic's MSE to the TD target, and the critics' Q [n, B, 1]."""
+        target_q = self.td_target(batch, smooth)
+        q = self.critic(batch.obs, batch.actions)
+        return (q - target_q).square().mean(dim=(1, 2)).sum(), q
 
-    def _critics(self, net: str) -> list[list[backprop.Layer]]:
-        """The layers of each twin critic of "critic", "critic_target" or "critic_grads"."""
-        return self._critic_views[net]
-
-    def critic_gradients(self, batch: Batch,
-                         smooth: bool = True) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Write the gradient of the critic loss (the sum of each critic's MSE to the TD
-        target) into the critic's `.grad`; return the loss and each critic's Q [B, 1].
-        `smooth=False` leaves out TD3's target noise (and the agent's random stream)."""
-        target_q = self._td_target(batch, smooth)
-        with torch.no_grad():
-            x = self.critic.inputs(batch.obs, batch.actions)  # action normalised, [B, in]
-            losses, qs = [], []
-            for layers, member_grads in zip(self._critics("critic"), self._critics("critic_grads"),
-                                            strict=True):
-                q, inputs = backprop.forward(layers, x)
-                error = q - target_q  # [B, 1]
-                losses.append(error.square().mean())
-                backprop.backward(layers, inputs, error.mul_(2.0 / error.shape[0]),
-                                  member_grads)
-                qs.append(q)
-            loss = torch.stack(losses).sum()
-        self.critic_opt.attach_grads()
-        return loss, qs
-
-    def actor_gradients(self, obs: torch.Tensor) -> torch.Tensor:
-        """Write the gradient of the actor loss, -mean Q1(s, pi(s)), into the actor's
-        `.grad`; return the loss. The loss reaches the actor through the critic's input
-        gradient only: the critic's own weights get no gradient (it would be wasted work)
-        and its `.grad` is left as the critic update made it."""
-        with torch.no_grad():
-            actor_layers = self._layers("actor")
-            action, actor_inputs = backprop.forward(actor_layers, obs)
-            action = action.tanh_()  # normalised, [B, action_dim]
-            q1_layers = self._critics("critic")[0]
-            q, critic_inputs = backprop.forward(q1_layers, torch.cat([obs, action], dim=-1))
-            loss = -q.mean()
-            grad_q = torch.full_like(q, -1.0 / q.shape[0])
-            grad_input = backprop.backward(q1_layers, critic_inputs, grad_q)
-            grad_action = grad_input[:, obs.shape[1]:]
-            grad_pre_tanh = grad_action - grad_action * action.square()  # tanh' = 1 - tanh^2
-            backprop.backward(actor_layers, actor_inputs, grad_pre_tanh,
-                              self._layers("actor_grads"))
-        self.actor_opt.attach_grads()
-        return loss
+    def actor_loss(self, obs: torch.Tensor) -> torch.Tensor:
+        """-mean Q1(s, pi(s)). The critic's parameters are frozen while it is built: the
+        loss reaches the actor through the critic's input, and the critic's weights need
+        no gradient (it would be wasted work, and would land in the critic's `.grad`)."""
+        self.critic.requires_grad_(False)
+        try:
+            return -self.critic.q1(obs, self.actor(obs)).mean()
+        finally:
+            self.critic.requires_grad_(True)
 
     def _critic_step(self, batch: Batch) -> dict[str, torch.Tensor]:
-        critic_loss, current_q = self.critic_gradients(batch)
-        grad_norm = self.critic_opt.step(critic_loss, self.config.grad_clip_norm)
-        return {"critic_loss": critic_loss, "q_mean": current_q[0].mean(),
+        # Compute the critic loss and step the critic
+        loss, q = self.critic_loss(batch)
+        grad_norm = self._step(self.critic_opt, self.critic, loss)
+        return {"critic_loss": loss.detach(), "q_mean": q[0].mean().detach(),
                 "critic_grad_norm": grad_norm}
 
     def _actor_step(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        actor_loss = self.actor_gradients(obs)
-        grad_norm = self.actor_opt.step(actor_loss, self.config.grad_clip_norm)
-        return {"actor_loss": actor_loss, "actor_grad_norm": grad_norm}
+        # Compute the actor loss and step the actor
+        loss = self.actor_loss(obs)
+        grad_norm = self._step(self.actor_opt, self.actor, loss)
+        return {"actor_loss": loss.detach(), "actor_grad_norm": grad_norm}
+
+    def _step(self, optimiser: Any, net: nn.Module, loss: torch.Tensor) -> torch.Tensor:
+        """Backpropagate, clip if configured and take an Adam step; return the gradient
+        norm before clipping. A NaN/inf loss or gradient leaves parameters, moments and
+        the step count untouched, decided on the device (no host sync)."""
+        optimiser.zero_grad()
+        loss.backward()
+        params = list(net.parameters())
+        clip = self.settings.grad_clip_norm
+        norm = (torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None
+                else torch.nn.utils.get_total_norm([p.grad for p in params]))
+        # Fused Adam skips its step where `found_inf` is 1 (the flag torch's GradScaler
+        # sets for mixed precision), so the agent never learns from a NaN.
+        optimiser.found_inf = (~(torch.isfinite(loss) & torch.isfinite(norm))).float()
+        optimiser.step()
+        return norm.detach()
+
+    @torch.no_grad()
+    def _soft_update_targets(self) -> None:
+        # Polyak averaging: target <- target + tau * (online - target)
+        for online, target in ((self.actor, self.actor_target),
+                               (self.critic, self.critic_target)):
+            for param, target_param in zip(online.parameters(), target.parameters(),
+                                           strict=True):
+                target_param.lerp_(param, self.settings.tau)
 
     def parameters_finite(self) -> bool:
         params = [p for net in (self.actor, self.critic) for p in net.parameters()]
         return bool(torch.stack([torch.isfinite(p).all() for p in params]).all())
-
-    @torch.no_grad()
-    def _soft_update_targets(self) -> None:
-        # Polyak averaging, target <- target + tau * (online - target), as one fused op.
-        torch._foreach_lerp_(self._targets, self._onlines, self.config.tau)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -204,11 +191,26 @@ class DDPGAgent:
     def load_state_dict(self, state: dict[str, Any]) -> bool:
         """Restore everything `state_dict` saved; returns whether the target-noise stream
         continues (False for a checkpoint from the other kind of device)."""
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.actor_target.load_state_dict(state["actor_target"])
-        self.critic_target.load_state_dict(state["critic_target"])
-        self.actor_opt.load_state_dict(state["actor_optimizer"])
-        self.critic_opt.load_state_dict(state["critic_optimizer"])
+        for name in ("actor", "critic", "actor_target", "critic_target"):
+            getattr(self, name).load_state_dict(state[name])
+        self._load_optimiser(self.actor_opt, state["actor_optimizer"], self.settings.actor_lr)
+        self._load_optimiser(self.critic_opt, state["critic_optimizer"],
+                             self.settings.critic_lr)
         self.updates = int(state["updates"])
-        return load_generator_state(self.generator, state["agent_generator"])
+        return self._load_generator(state["agent_generator"])
+
+    def _load_optimiser(self, optimiser: Any, saved: dict[str, Any], lr: float) -> None:
+        optimiser.load_state_dict(saved)
+        for group in optimiser.param_groups:  # the config's rate applies, not the saved one
+            group["lr"] = lr
+
+    def _load_generator(self, saved: torch.Tensor) -> bool:
+        """CPU and CUDA generators keep states of different sizes: one from the other
+        kind of device seeds a new stream from its hash (the same on every resume)."""
+        saved = saved.cpu()
+        if saved.numel() == self.generator.get_state().numel():
+            self.generator.set_state(saved)
+            return True
+        digest = hashlib.sha256(saved.numpy().tobytes()).digest()
+        self.generator.manual_seed(int.from_bytes(digest[:8], "little"))
+        return False

@@ -66,14 +66,18 @@ def agent_on_filled_buffer(package: str = "rltrain", rows: int = 10_000,
     import numpy as np
     import torch
 
-    agents = importlib.import_module(f"{package}.agents.ddpg")
     buffers = importlib.import_module(f"{package}.utils.replay_buffer")
     configs = importlib.import_module(f"{package}.utils.config_loader")
     if seed is not None:
         torch.manual_seed(seed)
     low, high = np.array([-2.0], np.float32), np.array([2.0], np.float32)
-    agent = agents.DDPGAgent(3, low, high, configs.load_config("pendulum_ddpg.yaml"),
-                             torch.device("cpu"))
+    config = configs.load_config("pendulum_ddpg.yaml")
+    try:  # the config's update backend, as a run would build it
+        setup = importlib.import_module(f"{package}.scripts.agent_setup")
+        agent, _ = setup.build_agent(config, 3, low, high, torch.device("cpu"))
+    except ModuleNotFoundError:  # a commit from before update backends
+        agents = importlib.import_module(f"{package}.agents.ddpg")
+        agent = agents.DDPGAgent(3, low, high, config, torch.device("cpu"))
     buffer = buffers.ReplayBuffer(rows, 3, 1, torch.device("cpu"), seed=0)
     rng = np.random.default_rng(0)
     for _ in range(rows):

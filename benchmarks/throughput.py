@@ -5,7 +5,7 @@
     python benchmarks/throughput.py --device cuda   # both on a GPU (training rounds only)
 
 Each round runs rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
-off, and SB3 (TD3 set up like rltrain's DDPG, see common.py) one after the other (each
+off, rltrain with `update_backend: autograd` (the reference update), and SB3 (TD3 set up like rltrain's DDPG, see common.py) one after the other (each
 round starting with the next of them), each in a fresh process, on the same settings,
 and measures env steps per second over the learning phase (after the random warm-up)
 and the process's peak memory. It also measures rltrain's update-only rate (updates on
@@ -217,7 +217,9 @@ def main() -> None:
     script = Path(__file__).resolve()
     device = f"device={args.device}"
     kinds = {"rltrain": ["rltrain", device], "rltrain, diagnostics off":
-             ["rltrain", device, "diagnostics.enabled=false"], "sb3": ["sb3", device]}
+             ["rltrain", device, "diagnostics.enabled=false"],
+             "rltrain, autograd backend": ["rltrain", device, "update_backend=autograd"],
+             "sb3": ["sb3", device]}
     rows: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for round_index in range(args.rounds):
         # Each round starts with the next kind, so that no kind always runs first or
@@ -241,6 +243,12 @@ def main() -> None:
     print("|---|---|---|---|")
     print(f"| env steps/s, learning phase (median of {args.rounds}) | {ours:.1f} | "
           f"{theirs:.1f} | {ours / theirs:.2f}x |")
+    autograd = median("rltrain, autograd backend", "steps_per_second")
+    mem_autograd = median("rltrain, autograd backend", "peak_rss_mib")
+    print(f"| env steps/s, update_backend autograd | {autograd:.1f} | {theirs:.1f} | "
+          f"{autograd / theirs:.2f}x |")
+    print(f"| peak memory, update_backend autograd (MiB) | {mem_autograd:.0f} | "
+          f"{mem_theirs:.0f} | {mem_autograd / mem_theirs:.2f} |")
     print(f"| peak memory, replay capacity {BUFFER:.0e} (MiB) | {mem_ours:.0f} | "
           f"{mem_theirs:.0f} | {mem_ours / mem_theirs:.2f} |")
     print(f"\nflow-1 diagnostics on: {ours:.1f} steps/s, off: {bare:.1f} steps/s; on/off = "

@@ -1,12 +1,10 @@
-"""Twin-Q critic (clipped double Q, Fujimoto et al. 2018; section 3.1 of the source doc).
+"""Twin-Q critic (clipped double Q, Fujimoto et al. 2018).
 
-The two Q-networks are stored as one stacked ensemble: every layer holds a weight of
-shape [n_critics, in, out], and `forward` runs each layer as one batched matmul
-(`baddbmm`). The update does not call
-`forward`: it takes the members apart (agents/backprop.py), because on some CPUs a
-batched matmul of the thin output-layer shapes is several times slower than plain ones.
-Actions enter normalised to [-1, 1] with the actor's scale and offset, so the critic
-sees inputs of similar size whatever the env's action units.
+The two Q-networks are stored as one stacked ensemble: every linear layer holds a weight
+of shape [n_critics, in, out], and `forward` runs each layer as one batched matmul
+(`baddbmm`), so both critics cost one call per layer. Actions enter normalised to
+[-1, 1] with the actor's scale and offset, so the critic sees inputs of similar size
+whatever the env's action units.
 """
 
 from __future__ import annotations
@@ -16,7 +14,10 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
+
+from rltrain.networks.mlp import ACTIVATIONS, NetworkSpec
 
 
 class EnsembleLinear(nn.Module):
@@ -39,18 +40,39 @@ class EnsembleLinear(nn.Module):
         return torch.addmm(self.bias[index], x, self.weight[index])
 
 
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm over the last dimension with a scale and shift of each member's own."""
+
+    def __init__(self, n: int, width: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n, 1, width))
+        self.bias = nn.Parameter(torch.zeros(n, 1, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, x.shape[-1:]) * self.weight + self.bias
+
+    def member(self, x: torch.Tensor, index: int) -> torch.Tensor:
+        return F.layer_norm(x, x.shape[-1:]) * self.weight[index] + self.bias[index]
+
+
 class Critic(nn.Module):
     """(obs [B, obs_dim], action [B, action_dim]) -> Q values [n_critics, B, 1]."""
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
-                 hidden_sizes: tuple[int, ...] = (256, 256), n_critics: int = 2) -> None:
+                 spec: NetworkSpec | None = None, n_critics: int = 2) -> None:
         super().__init__()
+        spec = spec or NetworkSpec()
         low = torch.as_tensor(action_low, dtype=torch.float32)
         high = torch.as_tensor(action_high, dtype=torch.float32)
-        self.n_critics = n_critics
-        widths = [obs_dim + low.numel(), *hidden_sizes, 1]
+        self.spec, self.n_critics = spec, n_critics
+        widths = [obs_dim + low.numel(), *spec.hidden_sizes, 1]
         self.layers = nn.ModuleList(
             EnsembleLinear(n_critics, w_in, w_out) for w_in, w_out in itertools.pairwise(widths))
+        self.norms = nn.ModuleList(EnsembleLayerNorm(n_critics, w) for w in spec.hidden_sizes) \
+            if spec.layer_norm else None
+        # One module per hidden layer (they hold no parameters): hooks can tell them apart.
+        self.activations = nn.ModuleList(ACTIVATIONS[spec.activation]()
+                                         for _ in spec.hidden_sizes)
         self.register_buffer("action_scale", (high - low) / 2)
         self.register_buffer("action_bias", (high + low) / 2)
 
@@ -59,22 +81,21 @@ class Critic(nn.Module):
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         x = self.inputs(obs, action).expand(self.n_critics, -1, -1)  # [n, B, in]
-        for layer in self.layers[:-1]:
-            x = torch.relu(layer(x))
-        return self.layers[-1](x)  # [n, B, 1]
+        return self._stack(x, member=None)  # [n, B, 1]
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The first critic alone, [B, 1]: what the actor maximises (as in DDPG/TD3)."""
-        x = self.inputs(obs, action)
-        for layer in self.layers[:-1]:
-            x = torch.relu(layer.member(x, 0))
-        return self.layers[-1].member(x, 0)
+        return self._stack(self.inputs(obs, action), member=0)
 
-    def hidden_activations(self, obs: torch.Tensor, action: torch.Tensor) -> list[torch.Tensor]:
-        """The output of every hidden ReLU, [n_critics, B, width] each."""
-        outputs = []
-        x = self.inputs(obs, action).expand(self.n_critics, -1, -1)
-        for layer in self.layers[:-1]:
-            x = torch.relu(layer(x))
-            outputs.append(x)
-        return outputs
+    def _stack(self, x: torch.Tensor, member: int | None) -> torch.Tensor:
+        """All critics on [n, B, in] (member None), or one of them on [B, in]."""
+        def run(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+            return module(x) if member is None else module.member(x, member)
+
+        *hidden, last = self.layers
+        for index, layer in enumerate(hidden):
+            x = run(layer, x)
+            if self.norms is not None:
+                x = run(self.norms[index], x)
+            x = self.activations[index](x)
+        return run(last, x)

@@ -18,6 +18,7 @@ import torch
 
 from rltrain import __version__
 from rltrain.networks.actor import Actor
+from rltrain.scripts.agent_setup import network_spec
 from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume, prepare_train
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.run_endings import RunOutcome, resume_hint
@@ -241,7 +242,7 @@ def load_actor(payload: dict, env, path: str) -> Actor:
     config = config_from_dict(payload["config"])
     check_spaces(payload, space_record(config.env_name, env), path)
     obs_dim, _, low, high = space_dims(env)
-    actor = Actor(obs_dim, low, high, config.hidden_sizes)
+    actor = Actor(obs_dim, low, high, network_spec(config, "actor"))
     try:
         actor.load_state_dict(payload["actor"])
     except (RuntimeError, KeyError, TypeError) as exc:

@@ -33,7 +33,7 @@ from rltrain.utils.runs import (
 
 # The checkpoint's arrays, networks and episodes are sized by these (dotted: nested
 # sections).
-FIXED_ON_RESUME = ("env_name", "seed", "algo", "hidden_sizes", "replay_buffer_size",
+FIXED_ON_RESUME = ("env_name", "seed", "algo", "hidden_sizes", "networks", "replay_buffer_size",
                    "num_envs", "diagnostics.max_samples")
 
 

@@ -26,7 +26,7 @@ from rltrain.utils.checkpoint import check_spaces
 from rltrain.utils.config import config_to_dict
 from rltrain.utils.envs import space_record
 from rltrain.utils.errors import CheckpointError, EnvFailure
-from rltrain.utils.health import Finding
+from rltrain.utils.findings import Finding
 
 if TYPE_CHECKING:
     from rltrain.scripts.trainer import Trainer

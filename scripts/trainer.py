@@ -27,8 +27,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from rltrain.agents.ddpg import DDPGAgent
 from rltrain.scripts import run_endings
+from rltrain.scripts.agent_setup import agent_view, build_agent
 from rltrain.scripts.collector import Collector
 from rltrain.scripts.run_endings import RunOutcome
 from rltrain.scripts.train_state import (
@@ -80,7 +80,8 @@ class Trainer:
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         self.rules = HealthRules(config, self.obs_dim, device)
         torch.manual_seed(derive_seed(config.seed, NETWORK_INIT))
-        self.agent = DDPGAgent(self.obs_dim, low, high, config, device)
+        self.agent, self.backend_warning = build_agent(config, self.obs_dim, low, high, device)
+        self.agent_view = agent_view(self.agent, low, high)  # what the diagnostics see
         self.buffer = ReplayBuffer(config.replay_buffer_size, self.obs_dim, self.action_dim,
                                    device, seed=derive_seed(config.seed, REPLAY))
         self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION))
@@ -168,6 +169,8 @@ class Trainer:
         self._status_mark = 0.0
         if resume is not None:
             self._record_resume(resume)
+        if self.backend_warning:
+            self._warn(self.counters.env_steps, "update_backend", self.backend_warning)
 
     def claim(self, paths: RunPaths) -> None:
         """Take the run's folders for this process (before anything is written there)."""
@@ -283,9 +286,12 @@ class Trainer:
                            checkpoint=resume.checkpoint, changes=resume.changes,
                            forked_from=resume.forked_from)
         for warning in resume.warnings:
-            self.logger.event(resume.env_steps, rule="resume", value=None, threshold=None,
-                              action="warn", message=warning)
-            self.progress.message(f"warning: {warning}")
+            self._warn(resume.env_steps, "resume", warning)
+
+    def _warn(self, env_steps: int, rule: str, warning: str) -> None:
+        self.logger.event(env_steps, rule=rule, value=None, threshold=None, action="warn",
+                          message=warning)
+        self.progress.message(f"warning: {warning}")
 
     # ------------------------------------------------------- periodic work
     def _evaluate(self) -> EvalResult:
@@ -300,7 +306,7 @@ class Trainer:
         if not self.config.diagnostics.enabled:
             return NoDiagnostics()
         diagnostics = Flow1Diagnostics(
-            self.config, self.obs_dim, self.agent, self.buffer, paths, self.logger,
+            self.config, self.obs_dim, self.agent_view, self.buffer, paths, self.logger,
             self.monitor.handle, self.progress.message,
             derive_seed(self.config.seed, DIAGNOSTICS))
         if self.diagnostics_state:

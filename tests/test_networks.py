@@ -8,6 +8,7 @@ import torch
 
 from rltrain.networks.actor import Actor
 from rltrain.networks.critic import Critic
+from rltrain.networks.mlp import NetworkSpec
 
 BOUNDS = [(np.array([-2.0]), np.array([2.0])),
           (np.array([0.0, -1.0]), np.array([4.0, 3.0])),  # asymmetric, per dimension
@@ -17,7 +18,7 @@ BOUNDS = [(np.array([-2.0]), np.array([2.0])),
 @pytest.mark.parametrize("low, high", BOUNDS)
 def test_actor_output_has_the_action_shape_and_stays_in_bounds(low, high):
     torch.manual_seed(0)
-    actor = Actor(5, low, high, hidden_sizes=(16, 16))
+    actor = Actor(5, low, high, NetworkSpec((16, 16)))
     with torch.no_grad():
         # Push the last layer to saturate tanh in both directions.
         actor.net[-1].weight.mul_(1000.0)
@@ -33,7 +34,7 @@ def test_actor_output_has_the_action_shape_and_stays_in_bounds(low, high):
 
 def test_actor_maps_zero_preactivation_to_the_middle_of_the_bounds():
     low, high = np.array([0.0, -1.0]), np.array([4.0, 3.0])
-    actor = Actor(3, low, high, hidden_sizes=(8,))
+    actor = Actor(3, low, high, NetworkSpec((8,)))
     with torch.no_grad():
         actor.net[-1].weight.zero_()
         actor.net[-1].bias.zero_()
@@ -42,7 +43,7 @@ def test_actor_maps_zero_preactivation_to_the_middle_of_the_bounds():
 
 def test_critic_returns_one_q_per_member_and_q1_matches_member_zero():
     torch.manual_seed(0)
-    critic = Critic(3, np.array([-2.0]), np.array([2.0]), hidden_sizes=(32, 32))
+    critic = Critic(3, np.array([-2.0]), np.array([2.0]), NetworkSpec((32, 32)))
     obs, action = torch.randn(10, 3), torch.rand(10, 1) * 4 - 2
     q = critic(obs, action)
     assert q.shape == (2, 10, 1)
@@ -53,7 +54,7 @@ def test_critic_returns_one_q_per_member_and_q1_matches_member_zero():
 def test_critic_members_match_separate_linear_layers():
     """The ensemble is exactly two ordinary MLPs evaluated side by side."""
     torch.manual_seed(1)
-    critic = Critic(3, np.array([-1.0]), np.array([1.0]), hidden_sizes=(8,))
+    critic = Critic(3, np.array([-1.0]), np.array([1.0]), NetworkSpec((8,)))
     obs, action = torch.randn(6, 3), torch.rand(6, 1) * 2 - 1
     x = torch.cat([obs, action], dim=1)
     for i in range(2):
@@ -64,22 +65,44 @@ def test_critic_members_match_separate_linear_layers():
 
 
 def test_critic_normalises_actions_to_unit_range():
-    critic = Critic(1, np.array([10.0]), np.array([20.0]), hidden_sizes=(4,))
+    critic = Critic(1, np.array([10.0]), np.array([20.0]), NetworkSpec((4,)))
     inputs = critic.inputs(torch.zeros(3, 1), torch.tensor([[10.0], [15.0], [20.0]]))
     assert torch.allclose(inputs[:, 1], torch.tensor([-1.0, 0.0, 1.0]))
 
 
-def test_actor_forward_equals_its_layer_stack():
-    """forward() skips the submodule calls; its result is the Sequential's, bit for bit,
-    with and without autograd."""
-    torch.manual_seed(2)
-    actor = Actor(3, np.array([0.0, -1.0]), np.array([4.0, 3.0]), hidden_sizes=(32, 16))
-    obs = torch.randn(7, 3)
-    expected = torch.tanh(actor.net(obs)) * actor.action_scale + actor.action_bias
-    assert torch.equal(actor(obs), expected)
-    with torch.inference_mode():  # as `act` calls it, one row
-        row = obs[:1]
-        assert torch.equal(actor(row),
-                           torch.tanh(actor.net(row)) * actor.action_scale + actor.action_bias)
-    actor(obs).sum().backward()
-    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in actor.parameters())
+def test_the_stock_networks_keep_their_parameter_names():
+    """Checkpoints store weights by these names: older checkpoints must still load."""
+    actor = Actor(3, np.array([-1.0]), np.array([1.0]), NetworkSpec((8, 8)))
+    critic = Critic(3, np.array([-1.0]), np.array([1.0]), NetworkSpec((8, 8)))
+    buffers = {"action_scale", "action_bias"}
+    assert set(actor.state_dict()) == buffers | {
+        f"net.{i}.{p}" for i in (0, 2, 4) for p in ("weight", "bias")}
+    assert set(critic.state_dict()) == buffers | {
+        f"layers.{i}.{p}" for i in range(3) for p in ("weight", "bias")}
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh", "elu", "gelu"])
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_every_activation_and_layer_norm_train_both_networks(activation, layer_norm):
+    torch.manual_seed(3)
+    spec = NetworkSpec((16, 8), activation, layer_norm)
+    low, high = np.array([0.0, -1.0]), np.array([4.0, 3.0])
+    actor, critic = Actor(3, low, high, spec), Critic(3, low, high, spec)
+    obs = torch.randn(5, 3)
+    action = actor(obs)
+    assert action.shape == (5, 2) and bool((action >= 0.0 - 1e-6).all())
+    q = critic(obs, action)
+    assert q.shape == (2, 5, 1)
+    assert torch.allclose(critic.q1(obs, action), q[0], atol=1e-6)
+    (q.sum() + critic.q1(obs, action).sum()).backward()
+    for net in (actor, critic):
+        assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in net.parameters())
+    kinds = {type(m).__name__ for m in actor.net}
+    assert ("LayerNorm" in kinds) == layer_norm
+    assert type(critic.activations[0]).__name__.lower() == activation
+    assert (critic.norms is not None) == layer_norm
+
+
+def test_an_unknown_activation_is_refused():
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        NetworkSpec((8,), "swish")

@@ -68,6 +68,29 @@ class TD3Config:
         NON_NEGATIVE)
 
 
+Activation = Literal["relu", "tanh", "elu", "gelu"]
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """One network's hidden layers: Linear -> [LayerNorm] -> activation, per width."""
+
+    hidden_sizes: tuple[int, ...] | None = opt(
+        None, "hidden layer widths (null: the top-level hidden_sizes)", AT_LEAST_ONE)
+    activation: Activation = opt("relu", "relu, tanh, elu or gelu after each hidden layer")
+    layer_norm: bool = opt(False, "LayerNorm after each hidden linear layer, before the "
+                           "activation")
+
+
+@dataclass(frozen=True)
+class NetworksConfig:
+    """The actor's and the critic's architecture (anything but the stock ReLU MLP trains
+    through update_backend autograd)."""
+
+    actor: NetworkConfig = opt(NetworkConfig(), "the policy network")
+    critic: NetworkConfig = opt(NetworkConfig(), "the twin Q-networks")
+
+
 RuleAction = Literal["warn", "pause", "off"]
 
 
@@ -252,8 +275,14 @@ class TrainConfig:
     td3: TD3Config = opt(TD3Config(), "TD3-only options; allowed only with algo: td3")
     learning_starts: int = opt(
         1000, "env steps of uniformly random actions before the first update", NON_NEGATIVE)
-    hidden_sizes: tuple[int, ...] = opt((256, 256), "hidden layer widths of actor and critic",
-                                        AT_LEAST_ONE)
+    hidden_sizes: tuple[int, ...] = opt(
+        (256, 256), "hidden layer widths of actor and critic (unless "
+        "networks.<net>.hidden_sizes is set)", AT_LEAST_ONE)
+    networks: NetworksConfig = opt(NetworksConfig(), "actor and critic architecture")
+    update_backend: Literal["auto", "autograd", "fused"] = opt(
+        "auto", "how the update is computed: autograd (any network), fused (hand-written "
+        "gradients, stock ReLU MLPs only, faster on the CPU), or auto (fused where it "
+        "applies on the CPU, autograd otherwise); both give the same update")
     grad_clip_norm: float | None = opt(
         None, "clip each network's gradient to this global norm (null: no clipping)", POSITIVE)
     utd_ratio: int = opt(1, "updates per env step once learning has started", AT_LEAST_ONE)

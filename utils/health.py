@@ -10,7 +10,6 @@ host, so they cost a few microseconds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,50 +18,9 @@ import torch
 
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.errors import ConfigError
+from rltrain.utils.findings import Finding, make_rule
 
 MIB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    threshold: Any
-    action: str  # "warn", "pause" or "off", after safe_mode is applied
-
-    def fire(self, env_steps: int, value: Any, message: str, observation: bool = False,
-             on_weights: bool = False) -> list["Finding"]:
-        """The finding of this rule (none when it is off); `observation`: info only;
-        `on_weights`: judged on the agent's weights (see `Finding`)."""
-        if self.action == "off":
-            return []
-        action = "info" if observation else self.action
-        return [Finding(env_steps, self.name, value, self.threshold, action, message,
-                        on_weights)]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One rule firing at one env step."""
-
-    env_steps: int
-    rule: str
-    value: Any
-    threshold: Any
-    action: str  # "info" (an observation), "warn" or "pause"
-    message: str
-    # Judged on the agent's weights (an update's loss, Q or gradients; the parameters):
-    # then the weights saved at the step it fired at already fail it.
-    on_weights: bool = False
-
-    def as_event(self) -> dict[str, Any]:
-        return {"rule": self.rule, "value": self.value, "threshold": self.threshold,
-                "action": self.action, "message": self.message}
-
-
-def make_rule(name: str, threshold: Any, action: str, safe_mode: bool) -> Rule:
-    if action == "pause" and not safe_mode:
-        action = "warn"
-    return Rule(name, threshold, action)
 
 
 class HealthRules:

@@ -21,7 +21,8 @@ import numpy as np
 from rltrain.utils.checkpoint import prune_periodic, save_checkpoint
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.evaluation import EvalResult
-from rltrain.utils.health import Finding, HealthRules
+from rltrain.utils.findings import Finding
+from rltrain.utils.health import HealthRules
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
 

@@ -9,27 +9,29 @@
   the floor keeps a return near 0 (MountainCarContinuous before the goal is found) from
   turning any small error into a huge relative one. DDPG's critic is known to
   over-estimate (Fujimoto et al. 2018); the twin-min target counters it.
-- `dead_relu`: per hidden layer, the share of units that are zero for every sample of
-  the newest replay batch.
+- `dead_relu`: per hidden ReLU, the share of units that are zero for every sample of
+  the newest replay batch. The ReLUs are found as `nn.ReLU` modules, in any network; a
+  network with another activation has none to judge.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+from torch import nn
 
-from rltrain.agents.ddpg import DDPGAgent
+from rltrain.utils.agent_view import AgentView
 from rltrain.utils.evaluation import EvalResult
 from rltrain.utils.replay_buffer import Batch
 
 
 @torch.no_grad()
-def q_overestimation(agent: DDPGAgent, result: EvalResult, gamma: float,
+def q_overestimation(agent: AgentView, result: EvalResult, gamma: float,
                      reward_scale: float) -> dict[str, float]:
     """`reward_scale`: the largest |reward| seen, the floor of the relative error's scale."""
     def value(obs: np.ndarray) -> np.ndarray:
         x = torch.as_tensor(obs, dtype=torch.float32, device=agent.device)
-        return agent.critic.q1(x, agent.actor(x))[:, 0].cpu().numpy().astype(np.float64)
+        return agent.q_value(x, agent.actor(x))[:, 0].cpu().numpy().astype(np.float64)
 
     tail = np.where(result.truncated, gamma ** np.asarray(result.lengths), 0.0)
     obtained = np.asarray(result.discounted_returns) + tail * value(result.final_obs)
@@ -40,11 +42,24 @@ def q_overestimation(agent: DDPGAgent, result: EvalResult, gamma: float,
 
 
 @torch.no_grad()
-def dead_relu(agent: DDPGAgent, batch: Batch) -> dict[str, float]:
-    """Share of never-active units per hidden layer, e.g. {"actor.0": 0.02, "critic.1": 0.1}."""
+def dead_relu(agent: AgentView, batch: Batch) -> dict[str, float]:
+    """Share of never-active units per hidden ReLU, e.g. {"actor.0": 0.02, "critic.1": 0.1}."""
     shares = {}
-    for i, h in enumerate(agent.actor.hidden_activations(batch.obs)):  # [B, W]
-        shares[f"actor.{i}"] = float((h <= 0).all(dim=0).float().mean())
-    for i, h in enumerate(agent.critic.hidden_activations(batch.obs, batch.actions)):
-        shares[f"critic.{i}"] = float((h <= 0).all(dim=1).float().mean())  # [n, B, W]
+    for name, net, inputs in (("actor", agent.actor, (batch.obs,)),
+                              ("critic", agent.critic, (batch.obs, batch.actions))):
+        for i, h in enumerate(relu_outputs(net, *inputs)):  # [..., B, W]
+            shares[f"{name}.{i}"] = float((h <= 0).all(dim=-2).float().mean())
     return shares
+
+
+def relu_outputs(net: nn.Module, *inputs: torch.Tensor) -> list[torch.Tensor]:
+    """The output of every `nn.ReLU` of `net` in one forward pass on `inputs`."""
+    outputs: list[torch.Tensor] = []
+    hooks = [m.register_forward_hook(lambda _m, _in, out: outputs.append(out))
+             for m in net.modules() if isinstance(m, nn.ReLU)]
+    try:
+        net(*inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return outputs

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from rltrain.agents.ddpg import DDPGAgent
+from rltrain.utils.agent_view import AgentView
 from rltrain.utils.checkpoint import write_json
 from rltrain.utils.config import TrainConfig, rules_of
 from rltrain.utils.diagnostics import ddpg_checks, plots, snapshots
@@ -27,7 +27,7 @@ from rltrain.utils.diagnostics.inputs import InputChecks
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
 from rltrain.utils.evaluation import EvalResult
-from rltrain.utils.health import Finding, make_rule
+from rltrain.utils.findings import Finding, make_rule
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
@@ -62,7 +62,7 @@ class Flow1Diagnostics:
     """Reward signal, state-action map, gradient flow, DDPG checks and snapshots. Every
     call the loop makes and the actor hook are timed: `seconds` is what they took."""
 
-    def __init__(self, config: TrainConfig, obs_dim: int, agent: DDPGAgent,
+    def __init__(self, config: TrainConfig, obs_dim: int, agent: AgentView,
                  buffer: ReplayBuffer, paths: RunPaths, logger: RunLogger,
                  report: Callable[[list[Finding]], None], say: Callable[[str], None],
                  seed: int) -> None:
@@ -71,13 +71,13 @@ class Flow1Diagnostics:
         self.report, self.say = report, say
         self.rules = {name: make_rule(name, rule.threshold, rule.action, config.safe_mode)
                       for name, rule in rules_of(self.settings).items()}
-        low, high = agent.action_low.cpu().numpy(), agent.action_high.cpu().numpy()
+        low, high = agent.action_low, agent.action_high
         self.low, self.high = low, high
         self.reward = RewardAnalyzer(self.settings.window_size, config.num_envs)
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
                                   config.num_envs)
-        self.gradients = GradientWatch(agent, buffer, self.settings, logger, paths,
-                                       self._finding)
+        self.gradients = GradientWatch(agent, buffer, self.settings, config.batch_size,
+                                       logger, paths, self._finding)
         self.inputs = InputChecks(config, buffer, logger, self._finding)
         self.episode_drop = DropDetector(self.settings.trace_drop)
         self.eval_drop = DropDetector(self.settings.trace_drop)
@@ -166,8 +166,8 @@ class Flow1Diagnostics:
     def after_update(self, env_steps: int, metrics: dict[str, float]) -> None:
         if "actor_grad_norm" in metrics:
             self.actor_pre_clip = metrics["actor_grad_norm"]
-        self.inputs.after_update(env_steps, self.agent.updates)
-        if self.agent.updates % self.settings.grad_freq == 0:
+        self.inputs.after_update(env_steps, self.agent.updates())
+        if self.agent.updates() % self.settings.grad_freq == 0:
             self.gradients.record(env_steps, self.actor_pre_clip,
                                   metrics.get("critic_grad_norm"), self.reward.max_abs)
 
@@ -199,7 +199,7 @@ class Flow1Diagnostics:
         self.logger.scalars(env_steps, {f"flow1/{k}": v for k, v in q.items()})
         self.logger.scalars(env_steps, {f"flow1/dead_relu/{k}": v for k, v in dead.items()})
         self.logger.diagnostic("ddpg", env_steps, **q, dead_relu=dead)
-        warm = self.agent.updates >= self.settings.q_warmup_updates
+        warm = self.agent.updates() >= self.settings.q_warmup_updates
         if warm and q["q_overestimation"] > self.settings.q_overestimation.threshold:
             self._finding("q_overestimation", env_steps, round(q["q_overestimation"], 4),
                           f"Q at the start states is {q['q_estimate']:.1f} but the episodes "

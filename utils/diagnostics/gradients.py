@@ -28,15 +28,27 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from torch import nn
 
-from rltrain.agents.ddpg import DDPGAgent
-from rltrain.agents.probes import gradient_probe, layer_norms, total_norm
+from rltrain.utils.agent_view import AgentView
 from rltrain.utils.checkpoint import save_tensors, write_json
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
 
 HISTORY = 20
+
+
+def total_norm(layers: dict[str, float | None]) -> float:
+    return float(sum((v or 0.0) ** 2 for v in layers.values()) ** 0.5)
+
+
+def layer_norms(net: nn.Module) -> dict[str, float | None]:
+    """Gradient norm of every parameter of `net` (None where there is no gradient)."""
+    named = list(net.named_parameters())
+    present = [torch.linalg.vector_norm(p.grad) for _, p in named if p.grad is not None]
+    norms = iter(torch.stack(present).tolist() if present else [])
+    return {name: (next(norms) if p.grad is not None else None) for name, p in named}
 
 
 def pre_clip(layers: dict[str, float | None],
@@ -103,9 +115,8 @@ def strongest_weight(layers: dict[str, float | None]) -> float:
 
 def relative_norm(layers: dict[str, float | None], net: torch.nn.Module) -> float:
     """Global gradient norm over global parameter norm (a scale-free size of a step)."""
-    with torch.no_grad():  # one kernel and one host transfer for all parameters
-        weight = float(torch.linalg.vector_norm(torch.stack(
-            torch._foreach_norm(list(net.parameters())))))
+    with torch.no_grad():  # one host transfer for all parameters
+        weight = float(torch.nn.utils.get_total_norm(list(net.parameters())))
     return total_norm(layers) / weight if weight > 0 else 0.0
 
 
@@ -129,9 +140,10 @@ class DropDetector:
 class GradientWatch:
     """Records per-layer gradient norms after updates and traces them after reward drops."""
 
-    def __init__(self, agent: DDPGAgent, buffer: ReplayBuffer, settings: Any,
+    def __init__(self, agent: AgentView, buffer: ReplayBuffer, settings: Any, batch_size: int,
                  logger: RunLogger, paths: RunPaths, finding: Callable[..., None]) -> None:
         self.agent, self.buffer, self.settings = agent, buffer, settings
+        self.batch_size = batch_size
         self.logger, self.paths, self.finding = logger, paths, finding
         self.verdicts = GradientVerdicts(settings)
         self.last_trace: int | None = None
@@ -185,8 +197,8 @@ class GradientWatch:
                                     and env_steps - self.last_trace < cooldown):
             return
         self.last_trace = env_steps
-        batch = self.buffer.newest(self.agent.config.batch_size)
-        probe = gradient_probe(self.agent, batch)
+        batch = self.buffer.newest(self.batch_size)
+        probe = self.agent.probe(batch)
         layers = {}
         for net, norms in (("actor", probe.actor_layers), ("critic", probe.critic_layers)):
             strongest = strongest_weight(norms)
@@ -199,8 +211,7 @@ class GradientWatch:
                                 "actor_loss": probe.actor_loss, "q_mean": probe.q_mean,
                                 "layers": layers})
         snapshot = {"env_steps": env_steps, "reason": reason, "batch": batch._asdict(),
-                    **{k: getattr(self.agent, k).state_dict() for k in
-                       ("actor", "critic", "actor_target", "critic_target")}}
+                    **{k: net.state_dict() for k, net in self.agent.networks().items()}}
         save_tensors(folder / f"critical_snapshot_step_{env_steps}.pt", snapshot)
         self.logger.diagnostic("trace", env_steps, reason=reason, file=str(trace_file))
         for verdict, rule in (("broken", "broken_gradient"), ("vanishing", "vanishing_gradient")):

@@ -1,5 +1,5 @@
-"""Adam for one network (agents/optimiser.py): the same steps and state as torch's fused
-Adam, torch's state_dict layout both ways, the config's learning rate on load, and no
+"""Adam for one network on flat buffers (agents/fused_ops.py): the same steps and state as
+torch's fused Adam, torch's state_dict layout both ways, the config's learning rate on load, and no
 torch._dynamo import."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from rltrain.agents.optimiser import Optimised, flatten_parameters
+from rltrain.agents.fused_ops import FlatAdam, flatten_parameters
 
 from conftest import DEVICE
 
@@ -26,7 +26,7 @@ def loss_of(net: torch.nn.Module, step: int) -> torch.Tensor:
     return net(x).square().mean()
 
 
-def step_ours(opt: Optimised, net: torch.nn.Module, step: int) -> None:
+def step_ours(opt: FlatAdam, net: torch.nn.Module, step: int) -> None:
     grads = torch.autograd.grad(loss_of(net, step), opt.params)
     for buffer, grad in zip(opt.grads, grads, strict=True):
         buffer.copy_(grad)
@@ -41,7 +41,7 @@ def step_torch(opt: torch.optim.Adam, net: torch.nn.Module, step: int) -> None:
 
 def test_steps_and_state_are_bit_identical_to_torch_fused_adam():
     ours_net, torch_net = make_net(), make_net()
-    ours = Optimised(ours_net, 1e-2, DEVICE)
+    ours = FlatAdam(ours_net, 1e-2, DEVICE)
     reference = torch.optim.Adam(torch_net.parameters(), lr=1e-2, fused=True)
     for step in range(5):
         step_ours(ours, ours_net, step)
@@ -63,7 +63,7 @@ def test_state_loads_from_torch_adam_and_into_it():
     for step in range(3):
         step_torch(reference, torch_net, step)
     ours_net.load_state_dict(torch_net.state_dict())
-    ours = Optimised(ours_net, 1e-2, DEVICE)
+    ours = FlatAdam(ours_net, 1e-2, DEVICE)
     ours.load_state_dict(reference.state_dict())
     step_ours(ours, ours_net, 3)
     step_torch(reference, torch_net, 3)
@@ -86,7 +86,7 @@ def test_parameters_become_views_of_one_flat_buffer():
     with torch.no_grad():
         flat.add_(1.0)  # one kernel on the buffer moves every parameter
     assert all(torch.equal(p, b + 1.0) for p, b in zip(net.parameters(), before, strict=True))
-    opt = Optimised(net, 1e-2, DEVICE)
+    opt = FlatAdam(net, 1e-2, DEVICE)
     step_ours(opt, net, 0)
     assert torch.equal(torch.cat([p.detach().reshape(-1) for p in net.parameters()]), opt.param)
     assert not torch.equal(opt.param, flat)  # the optimiser flattened them again, and stepped
@@ -94,23 +94,23 @@ def test_parameters_become_views_of_one_flat_buffer():
 
 def test_a_state_with_unequal_step_counts_is_refused():
     net = make_net()
-    ours = Optimised(net, 1e-2, DEVICE)
+    ours = FlatAdam(net, 1e-2, DEVICE)
     step_ours(ours, net, 0)
     state = ours.state_dict()
     state["state"][1]["step"] = torch.tensor(7.0)
     with pytest.raises(ValueError, match="step counts"):
-        Optimised(make_net(), 1e-2, DEVICE).load_state_dict(state)
+        FlatAdam(make_net(), 1e-2, DEVICE).load_state_dict(state)
 
 
 def test_the_configured_learning_rate_wins_over_the_saved_one():
     saved_net = make_net()
-    saved = Optimised(saved_net, 1e-1, DEVICE)
+    saved = FlatAdam(saved_net, 1e-1, DEVICE)
     step_ours(saved, saved_net, 0)
     net, twin = make_net(1), make_net(1)
-    ours = Optimised(net, 1e-4, DEVICE)
+    ours = FlatAdam(net, 1e-4, DEVICE)
     ours.load_state_dict(saved.state_dict())
     assert ours.state_dict()["param_groups"][0]["lr"] == 1e-4
-    reference = Optimised(twin, 1e-4, DEVICE)
+    reference = FlatAdam(twin, 1e-4, DEVICE)
     reference.load_state_dict(saved.state_dict())
     reference.lr = 1e-1
     step_ours(ours, net, 1)
@@ -126,7 +126,7 @@ def test_the_configured_learning_rate_wins_over_the_saved_one():
 
 def test_a_state_saved_before_the_first_step_loads_as_fresh():
     net = make_net()
-    ours = Optimised(net, 1e-2, DEVICE)
+    ours = FlatAdam(net, 1e-2, DEVICE)
     step_ours(ours, net, 0)
     ours.load_state_dict(torch.optim.Adam(make_net().parameters()).state_dict())  # empty
     assert all(float(entry["step"]) == 0 and not entry["exp_avg"].any()
@@ -135,23 +135,24 @@ def test_a_state_saved_before_the_first_step_loads_as_fresh():
 
 def test_a_state_of_another_shape_is_refused():
     net = make_net()
-    ours = Optimised(net, 1e-2, DEVICE)
+    ours = FlatAdam(net, 1e-2, DEVICE)
     other = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(),
                                 torch.nn.Linear(4, 2)).to(DEVICE)
-    wrong = Optimised(other, 1e-2, DEVICE)
+    wrong = FlatAdam(other, 1e-2, DEVICE)
     with pytest.raises(ValueError, match="shape"):
         ours.load_state_dict(wrong.state_dict())
 
 
 def test_training_does_not_import_torch_dynamo():
-    """torch.optim imports torch._dynamo (71 MiB); an agent's updates and saves must not."""
+    """Constructing a torch.optim optimiser imports torch._dynamo; the default (fused)
+    backend's updates and saves must not."""
     code = (
         "import sys, numpy as np, torch\n"
-        "from rltrain.agents.ddpg import DDPGAgent\n"
+        "from rltrain.scripts.agent_setup import build_agent\n"
         "from rltrain.utils.config_loader import config_from_dict\n"
         "from rltrain.utils.replay_buffer import Batch\n"
-        "agent = DDPGAgent(3, np.array([-2.0], np.float32), np.array([2.0], np.float32),\n"
-        "                  config_from_dict({'hidden_sizes': [8, 8]}), torch.device('cpu'))\n"
+        "agent, _ = build_agent(config_from_dict({'hidden_sizes': [8, 8]}), 3,\n"
+        "    np.array([-2.0], np.float32), np.array([2.0], np.float32), torch.device('cpu'))\n"
         "b = Batch(torch.randn(4, 3), torch.rand(4, 1), torch.randn(4, 1), torch.randn(4, 3),\n"
         "          torch.zeros(4, 1))\n"
         "agent.update(b); agent.load_state_dict(agent.state_dict()); agent.update(b)\n"

@@ -1,0 +1,48 @@
+"""Which implementation of the update a run gets (`update_backend`).
+
+- `autograd` (agents/ddpg.py): the reference, for any network.
+- `fused` (agents/fused.py): the same update with hand-written gradients, for the stock
+  ReLU MLPs; refused for anything else, or when torch lacks one of its private ops.
+- `auto`: fused on the CPU for the stock networks, where it measures faster
+  (benchmarks/throughput.py); autograd otherwise (also on CUDA, where the fused path has
+  not been measured faster).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rltrain.agents import fused_ops
+from rltrain.agents.ddpg import DDPGAgent, DDPGSettings
+from rltrain.agents.fused import FusedDDPGAgent
+
+BACKENDS = ("auto", "autograd", "fused")
+
+
+def choose_backend(requested: str, settings: DDPGSettings,
+                   device: torch.device) -> tuple[str, str | None]:
+    """The backend `requested` resolves to, and a warning when `auto` had to fall back."""
+    if requested not in BACKENDS:
+        raise ValueError(f"unknown update_backend {requested!r}; one of {', '.join(BACKENDS)}")
+    if requested != "auto":
+        return requested, None
+    stock = settings.actor_net.is_stock and settings.critic_net.is_stock
+    if not stock or device.type != "cpu":
+        return "autograd", None
+    missing = fused_ops.missing_ops()
+    if missing:
+        return "autograd", (f"torch {torch.__version__} lacks {', '.join(missing)}: the "
+                            "update runs through autograd (update_backend autograd), which "
+                            "is slower on the CPU but gives the same results")
+    return "fused", None
+
+
+def make_agent(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
+               settings: DDPGSettings, device: torch.device,
+               backend: str = "auto") -> tuple[DDPGAgent, str | None]:
+    """The agent for `backend`, and a warning to show the user (or None). A backend that
+    cannot run these settings is a ValueError naming why."""
+    chosen, warning = choose_backend(backend, settings, device)
+    cls = FusedDDPGAgent if chosen == "fused" else DDPGAgent
+    return cls(obs_dim, action_low, action_high, settings, device), warning

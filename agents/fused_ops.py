@@ -1,0 +1,204 @@
+"""Kernels of the accelerated update (agents/fused.py): a hand-written MLP forward and
+backward, and Adam over one flat buffer per network.
+
+This is the only module that uses torch's private ops. They are looked up once here;
+where the installed torch lacks one, `missing_ops()` names it and the `auto` backend
+trains through autograd instead (agents/backends.py).
+
+Forward/backward: for Linear/ReLU stacks the update needs outputs, weight gradients
+and (for the actor loss) the gradient with respect to the critic's input; each is a few
+matrix products, computed directly: no graph, ReLU in place, weight gradients written
+straight into the optimiser's gradient buffer. A layer is a `(weight, bias)` pair in the
+`x @ weight + bias` layout (weight [in, out]); an `nn.Linear` enters as
+`(linear.weight.t(), linear.bias)`, a view. The twin critics ([n, in, out] ensemble
+weights) enter member by member, so every product is a plain 2-D GEMM, which on CPUs is
+much faster than a batched one for the thin output-layer shapes.
+
+Adam: each network's parameters, gradients and moments live in one flat buffer each, so
+the gradient norm, clipping and the Adam step are one kernel each; the step is the
+kernel `torch.optim.Adam(fused=True)` calls, on the same state, so results equal it
+(tests/test_fused.py) and `state_dict()` has torch's layout. Constructing a
+`torch.optim` optimiser imports torch._dynamo (tens of MiB and about a second), which a
+training process that compiles nothing can do without.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+Layer = tuple[torch.Tensor, torch.Tensor]  # (weight [in, out], bias [out] or [1, out])
+
+BETAS = (0.9, 0.999)
+EPS = 1e-8
+
+
+def _private(owner: Any, name: str) -> Any:
+    try:
+        return getattr(owner, name)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+_fused_adam = _private(torch, "_fused_adam_")
+# Sets `found_inf` to 1.0 where a tensor holds NaN/inf: GradScaler's check, one kernel.
+_check_finite = _private(torch, "_amp_foreach_non_finite_check_and_unscale_")
+_threshold_backward = _private(torch.ops.aten, "threshold_backward")
+_relu_backward = _private(_threshold_backward, "default") if _threshold_backward else None
+
+_OPS = {"torch._fused_adam_": _fused_adam,
+        "torch._amp_foreach_non_finite_check_and_unscale_": _check_finite,
+        "torch.ops.aten.threshold_backward": _relu_backward}
+
+
+def missing_ops() -> list[str]:
+    """The private ops this torch lacks (empty: the fused backend can run)."""
+    return [name for name, op in _OPS.items() if op is None]
+
+
+def forward(layers: list[Layer], x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The stack's output (ReLU between layers, linear output) and every layer's input,
+    which backward needs: [x, relu(h1), relu(h2), ...]."""
+    inputs = [x]
+    for weight, bias in layers[:-1]:
+        x = torch.addmm(bias, x, weight).relu_()
+        inputs.append(x)
+    weight, bias = layers[-1]
+    return torch.addmm(bias, x, weight), inputs
+
+
+def backward(layers: list[Layer], inputs: list[torch.Tensor], grad_output: torch.Tensor,
+             grads: list[Layer] | None = None) -> torch.Tensor | None:
+    """Backpropagate `grad_output` (dLoss/dOutput) through the stack. With `grads`
+    (buffers shaped like `layers`) each layer's weight and bias gradients are written
+    into them and nothing is returned; without, the result is dLoss/dInput."""
+    grad = grad_output
+    for index in range(len(layers) - 1, -1, -1):
+        weight, _ = layers[index]
+        layer_input = inputs[index]
+        if grads is not None:
+            weight_grad, bias_grad = grads[index]
+            torch.mm(layer_input.t(), grad, out=weight_grad)
+            torch.sum(grad, dim=0, keepdim=bias_grad.dim() == 2, out=bias_grad)
+            if index == 0:
+                return None
+        # An outer product when the layer has one output (a critic's Q): a broadcast
+        # multiply, several times faster than a GEMM with K=1.
+        grad = grad * weight.t() if grad.shape[1] == 1 else torch.mm(grad, weight.t())
+        if index > 0:  # through the ReLU that produced this layer's input
+            grad = _relu_backward(grad, layer_input, 0)
+    return grad
+
+
+def as_layers(tensors: list[torch.Tensor], transposed: bool = False) -> list[Layer]:
+    """(weight, bias) pairs from a list ordered weight, bias, weight, bias, ...
+    `transposed` for `nn.Linear`'s [out, in] weights: they enter as `.t()` views."""
+    weights, biases = tensors[0::2], tensors[1::2]
+    return [(w.t() if transposed else w, b) for w, b in zip(weights, biases, strict=True)]
+
+
+def ensemble_members(tensors: list[torch.Tensor]) -> list[list[Layer]]:
+    """Each member of an ensemble (weights [n, in, out], biases [n, 1, out]) as its own
+    list of layers (views, no copies)."""
+    layers = as_layers(tensors)
+    return [[(w[i], b[i]) for w, b in layers] for i in range(layers[0][0].shape[0])]
+
+
+def flatten_parameters(net: nn.Module) -> torch.Tensor:
+    """Move `net`'s parameters into one flat tensor, each parameter becoming a view of its
+    slice (values unchanged), and return it. In-place changes (optimiser steps,
+    `load_state_dict`) keep the views; call it once the network is on its device."""
+    params = list(net.parameters())
+    with torch.no_grad():
+        flat = torch.cat([p.reshape(-1) for p in params])
+        for p, view in zip(params, flat.split([p.numel() for p in params]), strict=True):
+            p.data = view.view_as(p)
+    return flat
+
+
+class FlatAdam:
+    """Adam (Kingma & Ba, 2015) for one network, on flat parameter, gradient and moment
+    buffers whose views are the parameters and their `.grad`."""
+
+    def __init__(self, net: nn.Module, lr: float, device: torch.device) -> None:
+        assert device.type in ("cpu", "cuda"), f"unsupported device {device}"
+        self.lr = lr
+        self.params = list(net.parameters())
+        self.param = flatten_parameters(net)
+        self.grad = torch.zeros_like(self.param)
+        self.grads = self._views(self.grad)
+        self.attach_grads()
+        self.exp_avg = torch.zeros_like(self.param)
+        self.exp_avg_sq = torch.zeros_like(self.param)
+        # One step count for all parameters (they always step together), a float32
+        # tensor as torch's fused Adam keeps it; state_dict() gives each its own copy.
+        self.step_count = torch.zeros((), device=device)
+        self._found_inf = torch.zeros((), device=device)
+        self._one = torch.ones((), device=device)
+
+    def _views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        sizes = [p.numel() for p in self.params]
+        return [v.view_as(p) for v, p in zip(flat.split(sizes), self.params, strict=True)]
+
+    def attach_grads(self) -> None:
+        """Make the buffer's views the parameters' `.grad` again (a user may have
+        replaced them)."""
+        for p, g in zip(self.params, self.grads, strict=True):
+            if p.grad is not g:
+                p.grad = g
+
+    def step(self, loss: torch.Tensor, clip_norm: float | None) -> torch.Tensor:
+        """Clip the gradient if configured and take an Adam step; return the norm before
+        clipping. A NaN/inf loss or gradient leaves parameters, moments and the step
+        count untouched: the kernel skips where `found_inf` is 1, decided on the device."""
+        norm = torch.linalg.vector_norm(self.grad)
+        if clip_norm is not None:
+            # Same rule as clip_grad_norm_: scale by clip / (norm + 1e-6) when above clip.
+            self.grad.mul_(torch.clamp(clip_norm / (norm + 1e-6), max=1.0))
+        found_inf = self._found_inf.zero_()
+        _check_finite([loss.detach(), norm], found_inf, self._one)
+        self.step_count.add_(1)
+        _fused_adam([self.param], [self.grad], [self.exp_avg], [self.exp_avg_sq], [],
+                    [self.step_count], amsgrad=False, lr=self.lr, beta1=BETAS[0],
+                    beta2=BETAS[1], weight_decay=0.0, eps=EPS, maximize=False,
+                    grad_scale=None, found_inf=found_inf)
+        self.step_count.sub_(found_inf)
+        return norm
+
+    def state_dict(self) -> dict[str, Any]:
+        """The moments and step counts in `torch.optim.Adam.state_dict()`'s layout."""
+        state = {index: {"step": self.step_count.clone(), "exp_avg": exp_avg,
+                         "exp_avg_sq": exp_avg_sq}
+                 for index, (exp_avg, exp_avg_sq) in enumerate(
+                     zip(self._views(self.exp_avg), self._views(self.exp_avg_sq), strict=True))}
+        group = {"lr": self.lr, "betas": BETAS, "eps": EPS, "weight_decay": 0.0,
+                 "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
+                 "differentiable": False, "fused": True, "decoupled_weight_decay": False,
+                 "params": list(range(len(self.params)))}
+        return {"state": state, "param_groups": [group]}
+
+    @torch.no_grad()
+    def load_state_dict(self, saved: dict[str, Any]) -> None:
+        """Copy saved moments and step counts in (torch's layout; a state saved before the
+        first step is empty). The saved learning rate is ignored: the config's applies."""
+        state = saved["state"]
+        if not state:  # saved before the first step
+            for tensor in (self.step_count, self.exp_avg, self.exp_avg_sq):
+                tensor.zero_()
+            return
+        steps = {float(state[index]["step"]) for index in range(len(self.params))}
+        if len(steps) != 1:
+            raise ValueError(f"optimiser state has different step counts per parameter "
+                             f"({sorted(steps)}); rltrain steps all parameters together")
+        views = zip(self._views(self.exp_avg), self._views(self.exp_avg_sq), strict=True)
+        for index, (exp_avg, exp_avg_sq) in enumerate(views):
+            entry = state[index]
+            if entry["exp_avg"].shape != exp_avg.shape:
+                raise ValueError(f"optimiser state {index} has shape "
+                                 f"{tuple(entry['exp_avg'].shape)}, its parameter "
+                                 f"{tuple(exp_avg.shape)}")
+            exp_avg.copy_(entry["exp_avg"])
+            exp_avg_sq.copy_(entry["exp_avg_sq"])
+        self.step_count.fill_(steps.pop())

@@ -1,0 +1,47 @@
+"""What a network is made of: its hidden widths, its activation and whether it normalises.
+
+`NetworkSpec` is the plain description the actor and the critic are built from (the
+`networks:` config section maps onto it); `mlp` builds the stack for one network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU}
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """Hidden layers of one network: Linear -> [LayerNorm] -> activation, per width."""
+
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+    layer_norm: bool = False
+
+    def __post_init__(self) -> None:
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.activation!r}; "
+                             f"one of {', '.join(ACTIVATIONS)}")
+
+    @property
+    def is_stock(self) -> bool:
+        """The plain ReLU MLP (what the accelerated update backend supports)."""
+        return self.activation == "relu" and not self.layer_norm
+
+
+def mlp(in_dim: int, spec: NetworkSpec, out_dim: int) -> nn.Sequential:
+    """The hidden stack of `spec` and a linear output layer."""
+    layers: list[nn.Module] = []
+    width = in_dim
+    for hidden in spec.hidden_sizes:
+        layers.append(nn.Linear(width, hidden))
+        if spec.layer_norm:
+            layers.append(nn.LayerNorm(hidden))
+        layers.append(ACTIVATIONS[spec.activation]())
+        width = hidden
+    layers.append(nn.Linear(width, out_dim))
+    return nn.Sequential(*layers)

@@ -1,0 +1,62 @@
+"""The agent a config asks for: its settings, network specs and update backend.
+
+The agent layer knows nothing of rltrain's config; this is where the config's names
+(`actor_lr`, `td3.policy_delay`, `networks.actor.activation`, ...) become the plain
+`DDPGSettings` the agent takes.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from rltrain.agents.backends import make_agent
+from rltrain.agents.ddpg import DDPGAgent, DDPGSettings
+from rltrain.agents.probes import gradient_probe
+from rltrain.networks.mlp import NetworkSpec
+from rltrain.utils.agent_view import AgentView
+from rltrain.utils.config import TrainConfig
+from rltrain.utils.errors import ConfigError
+from rltrain.utils.seeding import AGENT, derive_seed
+
+
+def network_spec(config: TrainConfig, net: str) -> NetworkSpec:
+    """The architecture of "actor" or "critic"."""
+    section = getattr(config.networks, net)
+    hidden = section.hidden_sizes if section.hidden_sizes is not None else config.hidden_sizes
+    return NetworkSpec(tuple(hidden), section.activation, section.layer_norm)
+
+
+def agent_settings(config: TrainConfig) -> DDPGSettings:
+    is_td3 = config.algo == "td3"
+    return DDPGSettings(
+        gamma=config.gamma, tau=config.tau, actor_lr=config.actor_lr,
+        critic_lr=config.critic_lr, grad_clip_norm=config.grad_clip_norm,
+        policy_delay=config.td3.policy_delay if is_td3 else 1,
+        target_noise=config.td3.target_policy_noise if is_td3 else 0.0,
+        target_noise_clip=config.td3.target_noise_clip,
+        actor_net=network_spec(config, "actor"), critic_net=network_spec(config, "critic"),
+        seed=derive_seed(config.seed, AGENT))
+
+
+def build_agent(config: TrainConfig, obs_dim: int, action_low: np.ndarray,
+                action_high: np.ndarray, device: torch.device) -> tuple[DDPGAgent, str | None]:
+    """The run's agent and, when `update_backend: auto` had to fall back, a warning."""
+    try:
+        return make_agent(obs_dim, action_low, action_high, agent_settings(config), device,
+                          config.update_backend)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def agent_view(agent: DDPGAgent, action_low: np.ndarray, action_high: np.ndarray) -> AgentView:
+    """What the diagnostics may see of `agent`."""
+    return AgentView(
+        actor=agent.actor, critic=agent.critic, q_value=agent.critic.q1, act=agent.act,
+        probe=functools.partial(gradient_probe, agent), updates=lambda: agent.updates,
+        networks=lambda: {name: getattr(agent, name) for name in
+                          ("actor", "critic", "actor_target", "critic_target")},
+        action_low=np.asarray(action_low, np.float32),
+        action_high=np.asarray(action_high, np.float32), device=agent.device)

@@ -1,0 +1,30 @@
+"""What the watchers of a run (health rules, diagnostics) may see of its agent: its
+modules and a few read-only functions, never the agent object itself.
+
+Anything with an actor and a twin-or-single critic can be shown this way, rltrain's own
+agent (scripts/agent_setup.py builds its view) or another library's, so the diagnostics
+depend on no particular agent class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class AgentView:
+    actor: nn.Module   # obs [B, obs_dim] -> action [B, action_dim], in the env's units
+    critic: nn.Module  # its parameters' `.grad` are as the last update left them
+    q_value: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (obs, action) -> [B, 1]
+    act: Callable[[np.ndarray], np.ndarray]  # the deterministic action for observations
+    probe: Callable[[Any], Any]  # batch -> losses and per-layer gradients (agents/probes.py)
+    updates: Callable[[], int]   # updates made so far
+    networks: Callable[[], dict[str, nn.Module]]  # every network by name, for snapshots
+    action_low: np.ndarray
+    action_high: np.ndarray
+    device: torch.device
