@@ -5,7 +5,8 @@
     python benchmarks/throughput.py --device cuda   # both on a GPU (training rounds only)
 
 Each round runs rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
-off, rltrain with `update_backend: autograd` (the reference update), and SB3 (TD3 set up like rltrain's DDPG, see common.py) one after the other (each
+off, rltrain with `update_backend: autograd` (the reference update), and SB3 (TD3 set
+up like rltrain's DDPG, see common.py) one after the other (each
 round starting with the next of them), each in a fresh process, on the same settings,
 and measures env steps per second over the learning phase (after the random warm-up)
 and the process's peak memory. It also measures rltrain's update-only rate (updates on

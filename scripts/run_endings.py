@@ -115,7 +115,7 @@ def pause(trainer: Trainer) -> RunOutcome:
     finding, steps = trainer.monitor.pause, trainer.counters.env_steps
     assert finding is not None
     path = trainer.monitor.checkpoint("paused", steps)
-    trainer.diagnostics.on_pause(steps)
+    trainer.hooks.on_pause(steps)
     trainer.logger.event(steps, rule=finding.rule, value=finding.value,
                          threshold=finding.threshold, action="paused",
                          message=f"paused; checkpoint {path}")

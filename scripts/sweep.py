@@ -24,6 +24,7 @@ import yaml
 from rltrain.scripts.sweep_plan import plan_trials
 from rltrain.utils.config_loader import load_config
 from rltrain.utils.errors import UserError
+from rltrain.utils.hooks import Hook
 from rltrain.utils.sweep_summary import ERROR_FILE, INTERRUPTED_NOTE
 
 if TYPE_CHECKING:
@@ -97,21 +98,23 @@ def _checkpoint_to_resume(tune: Any, paths: RunPaths) -> Path | None:
     return target
 
 
-class TuneReporter:
-    """Reports each evaluation and periodic checkpoint to Tune; the checkpoint file goes
-    along, so a retried trial resumes from it (on any node of a cluster)."""
+class TuneReporter(Hook):
+    """A hook that reports each evaluation and periodic checkpoint to Tune; the checkpoint
+    file goes along, so a retried trial resumes from it (on any node of a cluster)."""
+
+    name = "tune"
 
     def __init__(self, trainer: Any, tune: Any) -> None:
         self.trainer, self.tune = trainer, tune
 
     def attach(self) -> Any:
-        self.trainer.on_eval = self.report
-        self.trainer.on_checkpoint = self.checkpointed
+        self.trainer.extra_hooks.append(self)
         return self.trainer
 
-    def checkpointed(self, kind: str, path: Path) -> None:
+    def on_checkpoint(self, kind: str, path: Path, env_steps: int) -> list:
         if kind == "periodic":
             self._send(self._metrics("running"), force=str(path))
+        return []
 
     def _metrics(self, status: str) -> dict[str, Any]:
         monitor = self.trainer.monitor
@@ -119,8 +122,9 @@ class TuneReporter:
                 "eval_mean_return": monitor.latest_eval, "best_eval": monitor.best_eval,
                 "status": status}
 
-    def report(self, env_steps: int, result: Any) -> None:
+    def on_eval(self, evaluation: Any) -> list:
         self.tune.report(self._metrics("running"))
+        return []
 
     def final(self, outcome: Any) -> None:
         metrics = self._metrics(outcome.status)

@@ -1,12 +1,13 @@
-"""The training loop: env steps and updates; the monitor does what is due after each step.
+"""The training loop: env steps and updates, and the hooks told of each.
 
-It wires the layers together (section 4 of the source doc's `train.py`, rebuilt): the
-Collector (the training envs and the exploration) produces transitions one env step at
-a time, the replay buffer stores them, the agent learns from batches, and the
-TrainingMonitor evaluates, checkpoints and checks health. Per vector step the loop does
-one action transfer (the diagnostics' actor hook two more when it keeps that step's
-states and actions) and, per update, one transfer of a handful of scalar metrics; all
-file writes happen per episode or less often.
+It wires the layers together: the Collector (the training envs and the exploration)
+produces transitions one env step at a time, the replay buffer stores them, the agent
+learns from batches, the hooks (utils/hooks.py: metrics, health rules, diagnostics,
+progress, and any the caller adds) watch each step, update, episode and evaluation and
+return findings, and the TrainingMonitor records those, evaluates and checkpoints.
+Per vector step the loop does one action transfer (the diagnostics' actor hook two more
+when it keeps that step's states and actions) and, per update, one transfer of a
+handful of scalar metrics; all file writes happen per episode or less often.
 
 Pauses: a health rule, Ctrl-C, SIGTERM or `rltrain pause` all become a pause request
 on the monitor; the loop finishes the env step it is in, writes
@@ -22,7 +23,6 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -45,11 +45,13 @@ from rltrain.utils.envs import make_env, space_dims
 from rltrain.utils.errors import EnvFailure, OutputError, describe_write_failure, os_error_in
 from rltrain.utils.evaluation import EvalResult, evaluate
 from rltrain.utils.exploration import Exploration
-from rltrain.utils.health import HealthRules
+from rltrain.utils.health import HealthRules, is_finite
+from rltrain.utils.hooks import EpisodeEnd, Hook, HookList, Step, Update
 from rltrain.utils.monitor import TrainingMonitor
-from rltrain.utils.progress import ProgressDisplay
+from rltrain.utils.progress import ProgressDisplay, ProgressHook
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
+from rltrain.utils.run_metrics import RunMetrics
 from rltrain.utils.run_status import write_status
 from rltrain.utils.runs import RunLock, RunPaths, relative_to_cwd
 from rltrain.utils.seeding import (
@@ -62,9 +64,6 @@ from rltrain.utils.seeding import (
 )
 from rltrain.utils.signals import SignalCatcher
 
-LOSS_TAGS = {"critic_loss": "losses/critic_loss", "actor_loss": "losses/actor_loss",
-             "q_mean": "losses/q_mean", "critic_grad_norm": "losses/critic_grad_norm",
-             "actor_grad_norm": "losses/actor_grad_norm"}
 STATUS_EVERY_SECONDS = 5.0
 
 
@@ -87,12 +86,12 @@ class Trainer:
         self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION))
         self.collector = Collector(config, self.exploration)
         self.counters = Counters()
-        self.loss_window: dict[str, list[float]] = {}
+        self.loss_window: dict[str, list[float]] = {}  # restored, then the metrics hook's
         self.monitor_state: dict | None = None  # set by restore(), applied in run()
         self.diagnostics_state: dict | None = None  # set by restore(), applied in run()
-        # Called after each evaluation and checkpoint (`rltrain sweep` reports to Tune).
-        self.on_eval: Callable[[int, EvalResult], None] | None = None
-        self.on_checkpoint: Callable[[str, Path], None] | None = None
+        # More hooks, told of everything after the run's own (`rltrain sweep` reports to
+        # Tune through one).
+        self.extra_hooks: list[Hook] = []
         self.paths: RunPaths | None = None
         self.in_env_step = False
         self.in_due = False
@@ -138,8 +137,7 @@ class Trainer:
     def _close_all(self) -> None:
         """Close diagnostics, display, logs and envs. A log that cannot be flushed (a full
         disk) must not replace the run's outcome or the error that says what to resume."""
-        for close in (self.diagnostics.close, self.progress.close, self.logger.close,
-                      self.close):
+        for close in (self.hooks.close, self.progress.close, self.logger.close, self.close):
             try:
                 close()
             except (OSError, OutputError) as exc:
@@ -156,16 +154,21 @@ class Trainer:
         self.logger.write_run_files(self.config)
         self.progress = ProgressDisplay(self.config.max_timesteps, self.counters.env_steps,
                                         self.interactive)
-        self.monitor = TrainingMonitor(self.config, self.rules, paths, self.logger,
-                                       self._evaluate, self.checkpoint_payload,
-                                       self.progress.message, self.on_eval,
-                                       self.on_checkpoint)
+        self.hooks = HookList([], report=lambda findings: self.monitor.handle(findings))
+        self.monitor = TrainingMonitor(self.config, paths, self.logger, self._evaluate,
+                                       self.checkpoint_payload, self.progress.message,
+                                       self.hooks)
         if self.monitor_state is not None:
             self.monitor.load_state_dict(self.monitor_state)
         if resume is not None and resume.forked_from is None:  # until this run writes one
             self.monitor.latest_checkpoint = str(relative_to_cwd(Path(resume.checkpoint)))
         self.diagnostics = self._diagnostics(paths)
-        self._log_mark = (time.monotonic(), self.counters.env_steps, self.diagnostics.seconds)
+        self.metrics = RunMetrics(self.logger, self.config.log_freq, self.exploration,
+                                  self.diagnostics, self.counters.env_steps, self.agent.updates,
+                                  self.loss_window)
+        progress = ProgressHook(self.progress, self.counters.last_return, self.monitor.best_eval)
+        self.hooks.hooks = [self.metrics, self.rules, self.diagnostics, progress,
+                            *self.extra_hooks]
         self._status_mark = 0.0
         if resume is not None:
             self._record_resume(resume)
@@ -212,24 +215,20 @@ class Trainer:
         if steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size:
             for _ in range(self.config.utd_ratio):
                 self._learn()
-        if steps % self.config.log_freq == 0:
-            self._log_losses()
+        self.hooks.on_step_end(steps)
         self._due(steps)
 
     def _due(self, steps: int) -> None:
-        """Evaluation, checkpoints, diagnostics and status due after env step `steps`. An
-        env that raises in evaluation leaves `in_due` set: the run's checkpoint then says
-        to do all of this again when it is resumed (`redo_due`)."""
+        """Evaluation, checkpoints and status due after env step `steps`. An env that
+        raises in evaluation leaves `in_due` set: the run's checkpoint then says to do
+        all of this again when it is resumed (`redo_due`)."""
         self.in_due = True
         self.monitor.after_step(steps)
-        self.diagnostics.after_step(steps)
         self.in_due = False
         if steps % self.config.checkpoint_freq == 0 or steps % self.config.eval_freq == 0:
             self.write_status("running")
-        if steps % 100 == 0:
-            self.progress.update(steps, self.counters.last_return, self.monitor.best_eval)
-            if time.monotonic() - self._status_mark > STATUS_EVERY_SECONDS:
-                self.write_status("running")
+        if steps % 100 == 0 and time.monotonic() - self._status_mark > STATUS_EVERY_SECONDS:
+            self.write_status("running")
 
     def _env_step(self) -> None:
         steps = self.counters.env_steps
@@ -238,10 +237,12 @@ class Trainer:
         episode = self.collector.episodes[t.env]
         truncated = t.truncated
         self.counters.env_steps += 1
-        if self.monitor.on_transition(self.counters.env_steps, t.next_obs, t.action, t.reward):
+        stored = is_finite(t.next_obs, t.action, t.reward)
+        if stored:
             self.buffer.add(t.obs, t.action, t.reward, t.next_obs, t.terminated, truncated)
-            self.diagnostics.on_transition(self.counters.env_steps, t.reward, t.env)
-        elif not np.isfinite(t.next_obs).all():
+        self.hooks.on_step(Step(self.counters.env_steps, t.env, t.obs, t.action, t.reward,
+                                t.next_obs, t.terminated, truncated, stored))
+        if not stored and not np.isfinite(t.next_obs).all():
             truncated = True  # the env state is broken: end the episode here
         if math.isfinite(t.reward):  # a refused NaN/inf reward is non_finite's, not the return's
             episode.episode_return += t.reward
@@ -254,27 +255,18 @@ class Trainer:
 
     def _learn(self) -> None:
         metrics = self.agent.update(self.buffer.sample(self.config.batch_size))
+        # One host transfer per update, for all the metrics.
         values = dict(zip(metrics, torch.stack(list(metrics.values())).tolist(), strict=True))
-        for name, value in values.items():  # one host transfer above, per update
-            self.loss_window.setdefault(name, []).append(value)
-        self.monitor.on_update(self.counters.env_steps, values)
-        self.diagnostics.after_update(self.counters.env_steps, values)
+        self.hooks.on_update(Update(self.counters.env_steps, self.agent.updates, values))
 
     def _end_episode(self, env: int, terminated: bool) -> None:
         episode, steps = self.collector.episodes[env], self.counters.env_steps
         self.counters.episodes += 1
         self.counters.last_return = episode.episode_return
         self.counters.last_non_finite_rewards = episode.non_finite_rewards
-        self.logger.scalars(steps, {"train/episode_return": episode.episode_return,
-                                    "train/episode_length": episode.length})
-        left_out = {"non_finite_rewards": episode.non_finite_rewards} \
-            if episode.non_finite_rewards else {}
-        self.logger.metric("episode", steps, episode=episode.index,
-                           episode_return=episode.episode_return, length=episode.length,
-                           terminated=terminated, **left_out)
-        self.monitor.on_episode(steps, episode.episode_return)
-        self.diagnostics.on_episode_end(steps, episode.episode_return, env, episode.length,
-                                        terminated)
+        self.hooks.on_episode_end(EpisodeEnd(steps, env, episode.index, episode.episode_return,
+                                             episode.length, terminated,
+                                             episode.non_finite_rewards))
         # num_envs episodes are always in progress: the next index is the one after them.
         self.collector.restart(env, self.counters.episodes + self.collector.num_envs - 1)
 
@@ -296,36 +288,18 @@ class Trainer:
     # ------------------------------------------------------- periodic work
     def _evaluate(self) -> EvalResult:
         with self.diagnostics.paused_collection():
-            result = evaluate(self.agent.act, self.eval_env, self.config.n_eval_episodes,
-                              self.config.seed, self.config.gamma,
-                              env_name=self.config.env_name)
-        self.diagnostics.on_eval(self.counters.env_steps, result)
-        return result
+            return evaluate(self.agent.act, self.eval_env, self.config.n_eval_episodes,
+                            self.config.seed, self.config.gamma, env_name=self.config.env_name)
 
     def _diagnostics(self, paths: RunPaths) -> Flow1Diagnostics | NoDiagnostics:
         if not self.config.diagnostics.enabled:
             return NoDiagnostics()
         diagnostics = Flow1Diagnostics(
             self.config, self.obs_dim, self.agent_view, self.buffer, paths, self.logger,
-            self.monitor.handle, self.progress.message,
-            derive_seed(self.config.seed, DIAGNOSTICS))
+            self.progress.message, derive_seed(self.config.seed, DIAGNOSTICS))
         if self.diagnostics_state:
             diagnostics.load_state_dict(self.diagnostics_state)
         return diagnostics
-
-    def _log_losses(self) -> None:
-        now, steps = time.monotonic(), self.counters.env_steps
-        mark_time, mark_steps, mark_diagnostics = self._log_mark
-        elapsed = max(now - mark_time, 1e-9)
-        values = {LOSS_TAGS[k]: float(np.mean(v)) for k, v in self.loss_window.items() if v}
-        values["charts/steps_per_second"] = (steps - mark_steps) / elapsed
-        values["charts/diagnostics_time_share"] = (
-            self.diagnostics.seconds - mark_diagnostics) / elapsed
-        values["charts/exploration_noise"] = self.exploration.sigma(steps)
-        values["charts/updates"] = float(self.agent.updates)
-        self.logger.scalars(steps, values)
-        self.loss_window = {}
-        self._log_mark = (now, steps, self.diagnostics.seconds)
 
     def write_status(self, state: str, pause_reason: str | None = None) -> None:
         if self.paths is None or not hasattr(self, "monitor"):

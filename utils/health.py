@@ -19,15 +19,24 @@ import torch
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.findings import Finding, make_rule
+from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
 
 MIB = 1024 * 1024
 
 
-class HealthRules:
-    """The monitor's health checks, each one a rule of the same shape."""
+def is_finite(obs: np.ndarray, action: np.ndarray, reward: float) -> bool:
+    """Whether a transition may be stored (NaN/inf values are never learnt from)."""
+    return bool(np.isfinite(obs).all() and math.isfinite(reward) and np.isfinite(action).all())
+
+
+class HealthRules(Hook):
+    """The monitor's health checks, each one a rule of the same shape, as one hook."""
+
+    name = "health"
 
     def __init__(self, config: TrainConfig, obs_dim: int, device: torch.device) -> None:
         m, safe = config.monitor, config.safe_mode
+        self.memory_check_freq = m.memory_check_freq
         memory_mib = m.memory.threshold or 0.9 * psutil.virtual_memory().total / MIB
         gpu_mib = m.memory.gpu_threshold
         if gpu_mib is None and device.type == "cuda":
@@ -54,6 +63,29 @@ class HealthRules:
                       safe),
         )}
 
+    # ------------------------------------------------------------- the hook
+    def on_step(self, step: Step) -> list[Finding]:
+        return self.check_transition(step.env_steps, step.next_obs, step.action,
+                                     step.reward)[0]
+
+    def on_update(self, update: Update) -> list[Finding]:
+        return self.check_update(update.env_steps, update.metrics)
+
+    def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
+        return self.check_episode(episode.env_steps, episode.episode_return)
+
+    def on_step_end(self, env_steps: int) -> list[Finding]:
+        return self.check_memory(env_steps) if env_steps % self.memory_check_freq == 0 else []
+
+    def on_eval(self, evaluation: Evaluation) -> list[Finding]:
+        steps, mean = evaluation.env_steps, evaluation.result.mean
+        found = [] if np.isfinite(mean) else self.fire(
+            "non_finite", steps, "evaluation return",
+            f"the evaluation return at env step {steps} is {mean}: the env gave NaN/inf "
+            "rewards in evaluation (training leaves such rewards out)")
+        return found + self.check_patience(steps, evaluation.evals_since_best)
+
+    # ------------------------------------------------------------- the checks
     def fire(self, name: str, env_steps: int, value: Any, message: str,
              on_weights: bool = False) -> list[Finding]:
         return self.rules[name].fire(env_steps, value, message, on_weights=on_weights)

@@ -1,10 +1,10 @@
-"""TrainingMonitor: evaluates, checkpoints, checks health, and owns the one pause path.
+"""TrainingMonitor: evaluates, checkpoints, records findings, and owns the one pause path.
 
-Sections 3.3 and 4 of `003_ab0d29ffd7c24cf0.txt`: periodic evaluation with best-model
-saving, periodic checkpoints, early stopping on patience and health rules that ask
-for a pause. Here every pause, whoever asks for it (a rule, Ctrl-C, SIGTERM, or
-`rltrain pause` from another terminal), becomes one `request_pause` call; the loop
-finishes the current env step, then writes `paused_at_step_<N>.pt` and stops.
+Periodic evaluation with best-model saving, periodic checkpoints, and the findings of
+the hooks (utils/hooks.py: the health rules, the diagnostics), which may ask for a
+pause. Every pause, whoever asks for it (a rule, Ctrl-C, SIGTERM, or `rltrain pause`
+from another terminal), becomes one `request_pause` call; the loop finishes the
+current env step, then writes `paused_at_step_<N>.pt` and stops.
 Warnings and pauses are appended to `events.jsonl`, shown on the console and written
 to TensorBoard as text. A rule that keeps warning is repeated at most every
 `monitor.warn_every` env steps, with a count of what was held back.
@@ -16,13 +16,11 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 from rltrain.utils.checkpoint import prune_periodic, save_checkpoint
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.evaluation import EvalResult
 from rltrain.utils.findings import Finding
-from rltrain.utils.health import HealthRules
+from rltrain.utils.hooks import Evaluation, HookList
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
 
@@ -30,14 +28,12 @@ from rltrain.utils.runs import RunPaths
 class TrainingMonitor:
     """Decides what is due after each env step and records what the rules find."""
 
-    def __init__(self, config: TrainConfig, rules: HealthRules, paths: RunPaths,
-                 logger: RunLogger, evaluate: Callable[[], EvalResult],
-                 payload: Callable[[str], dict], say: Callable[[str], None],
-                 on_evaluated: Callable[[int, EvalResult], None] | None = None,
-                 on_checkpoint: Callable[[str, Path], None] | None = None) -> None:
-        self.config, self.rules, self.paths, self.logger = config, rules, paths, logger
+    def __init__(self, config: TrainConfig, paths: RunPaths, logger: RunLogger,
+                 evaluate: Callable[[], EvalResult], payload: Callable[[str], dict],
+                 say: Callable[[str], None], hooks: HookList) -> None:
+        self.config, self.paths, self.logger = config, paths, logger
         self._evaluate_fn, self._payload, self._say = evaluate, payload, say
-        self._on_evaluated, self._on_checkpoint = on_evaluated, on_checkpoint
+        self.hooks = hooks  # told of each evaluation and checkpoint
         self.evaluations = 0
         self.latest_eval: float | None = None
         self.best_eval: float | None = None
@@ -96,29 +92,14 @@ class TrainingMonitor:
             self._say(f"{label} at step {finding.env_steps}: [{finding.rule}] "
                       f"{event['message']}")
 
-    # ------------------------------------------------------- per-step hooks
-    def on_transition(self, env_steps: int, obs: np.ndarray, action: np.ndarray,
-                      reward: float) -> bool:
-        """Check a transition; False means it must not be stored (non-finite values)."""
-        findings, finite = self.rules.check_transition(env_steps, obs, action, reward)
-        self.handle(findings)
-        return finite
-
-    def on_update(self, env_steps: int, metrics: dict[str, float]) -> None:
-        self.handle(self.rules.check_update(env_steps, metrics))
-
-    def on_episode(self, env_steps: int, episode_return: float) -> None:
-        self.handle(self.rules.check_episode(env_steps, episode_return))
-
+    # -------------------------------------------------------------- per step
     def after_step(self, env_steps: int) -> None:
-        """Evaluation, checkpoint, memory check and outside requests, when due."""
+        """Evaluation, checkpoint and outside requests, when due."""
         config = self.config
         if env_steps % config.eval_freq == 0:
             self.evaluate(env_steps)
         if env_steps % config.checkpoint_freq == 0:
             self.checkpoint("periodic", env_steps)
-        if env_steps % config.monitor.memory_check_freq == 0:
-            self.handle(self.rules.check_memory(env_steps))
         if os.path.exists(self._request_file):
             self._outside_request(env_steps)
 
@@ -134,11 +115,6 @@ class TrainingMonitor:
     # ------------------------------------------------- evaluation, checkpoints
     def evaluate(self, env_steps: int) -> EvalResult:
         result = self._evaluate_fn()
-        if not np.isfinite(result.mean):
-            self.handle(self.rules.fire(
-                "non_finite", env_steps, "evaluation return",
-                f"the evaluation return at env step {env_steps} is {result.mean}: the env "
-                "gave NaN/inf rewards in evaluation (training leaves such rewards out)"))
         self.evaluations += 1
         self.latest_eval = result.mean
         self.logger.scalars(env_steps, {"eval/mean_return": result.mean,
@@ -155,10 +131,8 @@ class TrainingMonitor:
             self.evals_since_best += 1
         self._say(f"step {env_steps}: eval mean return {result.mean:.1f} +/- {result.std:.1f} "
                   f"(best {self.best_eval:.1f} at step {self.best_eval_step})")
-        if not improved:  # after the line above, so that a pause follows the eval it is about
-            self.handle(self.rules.check_patience(env_steps, self.evals_since_best))
-        if self._on_evaluated is not None:
-            self._on_evaluated(env_steps, result)
+        # After the line above, so that a pause (patience) follows the eval it is about.
+        self.hooks.on_eval(Evaluation(env_steps, result, self.best_eval, self.evals_since_best))
         return result
 
     def checkpoint(self, kind: str, env_steps: int) -> Path:
@@ -171,8 +145,7 @@ class TrainingMonitor:
             prune_periodic(self.paths.checkpoint_dir, self.config.keep_checkpoints)
         if kind != "best":
             self.latest_checkpoint = str(path)
-        if self._on_checkpoint is not None:
-            self._on_checkpoint(kind, path)
+        self.hooks.on_checkpoint(kind, path, env_steps)
         return path
 
     # ----------------------------------------------------------------- state

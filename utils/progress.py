@@ -13,6 +13,9 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from rltrain.utils.findings import Finding
+from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook
+
 PLAIN_EVERY_SECONDS = 10.0
 
 
@@ -93,3 +96,27 @@ class ProgressDisplay:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+class ProgressHook(Hook):
+    """Feeds the display every 100 env steps: the latest episode return and the best
+    evaluation, as the hooks are told of them."""
+
+    name = "progress"
+
+    def __init__(self, display: ProgressDisplay, last_return: float | None,
+                 best_eval: float | None) -> None:
+        self.display, self.last_return, self.best_eval = display, last_return, best_eval
+
+    def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
+        self.last_return = episode.episode_return
+        return []
+
+    def on_eval(self, evaluation: Evaluation) -> list[Finding]:
+        self.best_eval = evaluation.best
+        return []
+
+    def on_step_end(self, env_steps: int) -> list[Finding]:
+        if env_steps % 100 == 0:
+            self.display.update(env_steps, self.last_return, self.best_eval)
+        return []

@@ -1,11 +1,12 @@
-"""Flow1Diagnostics: what the training loop calls to run the flow-1 diagnostics.
+"""Flow1Diagnostics: the flow-1 diagnostics as one hook (utils/hooks.py).
 
 It observes through hooks only (a forward hook on the actor, `.grad` read after
 updates, probes that restore what they touch) and never changes the agent, its
 random state or the replay sampling: a run with diagnostics learns exactly what it
-learns without them. Findings have the monitor's rule shape and go through the
-monitor (events.jsonl, console, TensorBoard); statistics go to TensorBoard under
-`flow1/` and `gradients/` and to `logs/<run>/flow1.jsonl` for `rltrain diagnose`.
+learns without them. Each hook method returns the findings it made; they have the
+monitor's rule shape and go through the monitor (events.jsonl, console, TensorBoard);
+statistics go to TensorBoard under `flow1/` and `gradients/` and to
+`logs/<run>/flow1.jsonl` for `rltrain diagnose`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.inputs import InputChecks
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
-from rltrain.utils.evaluation import EvalResult
 from rltrain.utils.findings import Finding, make_rule
+from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
@@ -58,17 +59,30 @@ def timed(method: Callable) -> Callable:
     return wrapper
 
 
-class Flow1Diagnostics:
+def hook_method(method: Callable) -> Callable:
+    """A timed hook method that returns the findings made during the call."""
+    @timed
+    @functools.wraps(method)
+    def wrapper(self: Flow1Diagnostics, *args: Any) -> list[Finding]:
+        method(self, *args)
+        found, self.pending = self.pending, []
+        return found
+    return wrapper
+
+
+class Flow1Diagnostics(Hook):
     """Reward signal, state-action map, gradient flow, DDPG checks and snapshots. Every
     call the loop makes and the actor hook are timed: `seconds` is what they took."""
 
+    name = "diagnostics"
+
     def __init__(self, config: TrainConfig, obs_dim: int, agent: AgentView,
                  buffer: ReplayBuffer, paths: RunPaths, logger: RunLogger,
-                 report: Callable[[list[Finding]], None], say: Callable[[str], None],
-                 seed: int) -> None:
+                 say: Callable[[str], None], seed: int) -> None:
         self.config, self.settings = config, config.diagnostics
         self.agent, self.buffer, self.paths, self.logger = agent, buffer, paths, logger
-        self.report, self.say = report, say
+        self.say = say
+        self.pending: list[Finding] = []  # made during the hook method being called
         self.rules = {name: make_rule(name, rule.threshold, rule.action, config.safe_mode)
                       for name, rule in rules_of(self.settings).items()}
         low, high = agent.action_low, agent.action_high
@@ -104,25 +118,23 @@ class Flow1Diagnostics:
     # ---------------------------------------------------------------- findings
     def _finding(self, rule: str, env_steps: int, value: Any, message: str,
                  observation: bool = False) -> None:
-        findings = self.rules[rule].fire(env_steps, value, message, observation)
-        if findings:
-            self.report(findings)
+        self.pending += self.rules[rule].fire(env_steps, value, message, observation)
 
     # ------------------------------------------------------------ loop hooks
     @timed
     def _sample(self, module: Any, inputs: tuple, output: Any) -> None:
         self.map.hook(module, inputs, output)
 
-    @timed
-    def on_transition(self, env_steps: int, reward: float, env: int = 0) -> None:
-        """A transition of training env `env` went into the replay buffer."""
-        self.reward.add(reward, env)
-        self.map.on_step(env_steps, env)
+    @hook_method
+    def on_step(self, step: Step) -> None:
+        if step.stored:  # what went into the replay buffer
+            self.reward.add(step.reward, step.env)
+            self.map.on_step(step.env_steps, step.env)
 
-    @timed
-    def on_episode_end(self, env_steps: int, episode_return: float, env: int,
-                       length: int, terminated: bool) -> None:
-        self.inputs.on_episode_end(env_steps, length, terminated)
+    @hook_method
+    def on_episode_end(self, episode: EpisodeEnd) -> None:
+        env_steps, env = episode.env_steps, episode.env
+        self.inputs.on_episode_end(env_steps, episode.length, episode.terminated)
         rewards = self.reward.end_episode(env)
         self.map.end_episode(rewards.astype(np.float64), env)
         stats = self.reward.stats()
@@ -130,7 +142,7 @@ class Flow1Diagnostics:
             self.logger.scalars(env_steps, {f"flow1/reward_{k}": v for k, v in stats.items()})
             self.logger.diagnostic("reward", env_steps, **stats)
             self._reward_findings(env_steps, stats)
-        self.recent_returns.append(episode_return)
+        self.recent_returns.append(episode.episode_return)
         if len(self.recent_returns) == self.recent_returns.maxlen:
             baseline = self.episode_drop.update(float(np.mean(self.recent_returns)))
             if baseline is not None:
@@ -162,17 +174,18 @@ class Flow1Diagnostics:
                           f"the typical |reward| is {stats['median_abs']:.3g}: targets this "
                           "large make the critic's loss explode")
 
-    @timed
-    def after_update(self, env_steps: int, metrics: dict[str, float]) -> None:
+    @hook_method
+    def on_update(self, update: Update) -> None:
+        metrics = update.metrics
         if "actor_grad_norm" in metrics:
             self.actor_pre_clip = metrics["actor_grad_norm"]
-        self.inputs.after_update(env_steps, self.agent.updates())
-        if self.agent.updates() % self.settings.grad_freq == 0:
-            self.gradients.record(env_steps, self.actor_pre_clip,
+        self.inputs.after_update(update.env_steps, update.updates)
+        if update.updates % self.settings.grad_freq == 0:
+            self.gradients.record(update.env_steps, self.actor_pre_clip,
                                   metrics.get("critic_grad_norm"), self.reward.max_abs)
 
-    @timed
-    def after_step(self, env_steps: int) -> None:
+    @hook_method
+    def on_step_end(self, env_steps: int) -> None:
         s = self.settings
         if env_steps % s.heatmap_freq == 0 and self.map.ready():
             with self.paused_collection():
@@ -189,8 +202,9 @@ class Flow1Diagnostics:
         finally:
             self.map.collecting = previous
 
-    @timed
-    def on_eval(self, env_steps: int, result: EvalResult) -> None:
+    @hook_method
+    def on_eval(self, evaluation: Evaluation) -> None:
+        env_steps, result = evaluation.env_steps, evaluation.result
         with self.paused_collection():
             q = ddpg_checks.q_overestimation(self.agent, result, self.config.gamma,
                                              self.reward.max_abs)
@@ -221,7 +235,7 @@ class Flow1Diagnostics:
             self.gradients.trace(env_steps, reason, cooldown=self.settings.heatmap_freq,
                                  max_abs_reward=self.reward.max_abs)
 
-    @timed
+    @hook_method
     def on_pause(self, env_steps: int) -> None:
         if self.settings.snapshot_freq is not None:
             self.snapshot(env_steps, "paused")
@@ -290,25 +304,12 @@ class Flow1Diagnostics:
             self.inputs.load_state_dict(state["inputs"])
 
 
-class NoDiagnostics:
-    """Stands in when `diagnostics.enabled` is false: every hook does nothing."""
+class NoDiagnostics(Hook):
+    """Stands in when `diagnostics.enabled` is false: a hook that does nothing."""
 
+    name = "diagnostics"
     seconds = 0.0
-
-    def close(self) -> None: ...
-    def on_transition(self, env_steps: int, reward: float, env: int = 0) -> None: ...
-    def on_episode_end(self, env_steps: int, episode_return: float, env: int,
-                       length: int, terminated: bool) -> None: ...
-    def after_update(self, env_steps: int, metrics: dict[str, float]) -> None: ...
-    def after_step(self, env_steps: int) -> None: ...
-    def on_eval(self, env_steps: int, result: EvalResult) -> None: ...
-    def on_pause(self, env_steps: int) -> None: ...
 
     @contextmanager
     def paused_collection(self) -> Iterator[None]:
         yield
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...

@@ -1,0 +1,152 @@
+"""The one interface of everything that watches training: `Hook`.
+
+The health rules, the flow-1 diagnostics, metric logging, the progress display and the
+sweep's reporter are hooks. Whoever owns the training loop (rltrain's trainer, or an
+integration driving another library's loop) calls the same few methods at the same
+points: after an env step, after an update, at the end of a step's work, at the end of
+an episode, after an evaluation, after a checkpoint, when the run pauses. Each method
+gets a small read-only record and returns the findings it makes; a finding whose action
+is "pause" is a pause request. The owner hands them to the monitor, which records them
+and pauses the run: no hook reaches into the loop, and the loop names no rule.
+
+A hook that has state to keep across a pause returns it from `state_dict()`; it goes
+into checkpoints under the hook's `name`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from rltrain.utils.evaluation import EvalResult
+from rltrain.utils.findings import Finding
+
+
+@dataclass(frozen=True)
+class Step:
+    """One env step of one training env."""
+
+    env_steps: int  # env steps so far, this one included
+    env: int        # which training env (0 without vector envs)
+    obs: np.ndarray
+    action: np.ndarray  # the action sent to the env, exploration noise included
+    reward: float
+    next_obs: np.ndarray
+    terminated: bool
+    truncated: bool
+    stored: bool    # it went into the replay buffer (non-finite transitions do not)
+
+
+@dataclass(frozen=True)
+class Update:
+    env_steps: int
+    updates: int    # updates so far, this one included
+    metrics: dict[str, float]  # critic_loss, q_mean, critic_grad_norm (+ actor_*)
+
+
+@dataclass(frozen=True)
+class EpisodeEnd:
+    env_steps: int
+    env: int
+    index: int      # the episode's number among all training episodes
+    episode_return: float  # NaN/inf rewards left out
+    length: int
+    terminated: bool  # False: truncated (a time limit)
+    non_finite_rewards: int
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    env_steps: int
+    result: EvalResult
+    best: float             # the best mean return so far, this one included
+    evals_since_best: int   # 0 when this one is the new best
+
+
+class Hook:
+    """Watches training; every method may return findings (none by default)."""
+
+    name = "hook"
+
+    def on_step(self, step: Step) -> list[Finding]:
+        """After an env step, before the updates it allows."""
+        return []
+
+    def on_update(self, update: Update) -> list[Finding]:
+        return []
+
+    def on_step_end(self, env_steps: int) -> list[Finding]:
+        """After a step's updates, evaluation and checkpoint: what is due by step count."""
+        return []
+
+    def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
+        return []
+
+    def on_eval(self, evaluation: Evaluation) -> list[Finding]:
+        return []
+
+    def on_checkpoint(self, kind: str, path: Path, env_steps: int) -> list[Finding]:
+        """`kind`: periodic, best or paused."""
+        return []
+
+    def on_pause(self, env_steps: int) -> list[Finding]:
+        """The run pauses after this step (its checkpoint is written)."""
+        return []
+
+    def close(self) -> None:
+        """The run ends; release what the hook holds (files, module hooks)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from `state_dict()` of a checkpoint."""
+
+
+class HookList:
+    """Calls every hook in turn and hands what they find to `report` (the monitor)."""
+
+    def __init__(self, hooks: list[Hook], report: Callable[[list[Finding]], None]) -> None:
+        self.hooks, self.report = hooks, report
+
+    def _each(self, method: str, *args: Any) -> None:
+        for hook in self.hooks:
+            found = getattr(hook, method)(*args)
+            if found:
+                self.report(found)
+
+    def on_step(self, step: Step) -> None:
+        self._each("on_step", step)
+
+    def on_update(self, update: Update) -> None:
+        self._each("on_update", update)
+
+    def on_step_end(self, env_steps: int) -> None:
+        self._each("on_step_end", env_steps)
+
+    def on_episode_end(self, episode: EpisodeEnd) -> None:
+        self._each("on_episode_end", episode)
+
+    def on_eval(self, evaluation: Evaluation) -> None:
+        self._each("on_eval", evaluation)
+
+    def on_checkpoint(self, kind: str, path: Path, env_steps: int) -> None:
+        self._each("on_checkpoint", kind, path, env_steps)
+
+    def on_pause(self, env_steps: int) -> None:
+        self._each("on_pause", env_steps)
+
+    def close(self) -> None:
+        for hook in self.hooks:
+            hook.close()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {hook.name: hook.state_dict() for hook in self.hooks}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for hook in self.hooks:
+            if hook.name in state:
+                hook.load_state_dict(state[hook.name])
