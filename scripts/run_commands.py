@@ -1,9 +1,9 @@
 """`rltrain status`, `pause` and `diagnose`: look at and steer a run from another terminal.
 
 Both work from the run's files only (status.json, events.jsonl, the checkpoint folder),
-so `status` answers for live and finished runs alike. `pause` is the source doc's
-"outside instruction" (section 6.5): it leaves a request file in the run folder, which
-the training loop picks up at its next env step and turns into an ordinary pause.
+so `status` answers for live and finished runs alike. `pause` is an instruction from
+outside the training: it leaves a request file in the run folder, which the training
+loop picks up at its next env step and turns into an ordinary pause.
 """
 
 from __future__ import annotations

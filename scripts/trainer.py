@@ -1,13 +1,11 @@
 """The training loop: env steps and updates; the monitor does what is due after each step.
 
-It wires the layers together (section 4 of the source doc's `train.py`, rebuilt): the
-Collector (the training envs and the exploration) produces transitions one env step at
-a time, the replay buffer stores them, the agent learns from batches, and the
-TrainingMonitor evaluates, checkpoints and checks health. Per vector step the loop does
-one action transfer (the diagnostics' actor hook two more when it keeps that step's
-states and actions) and, per update, one transfer of a handful of scalar metrics; all
-file writes happen per episode or less often.
-
+It wires the layers together: the Collector (the training envs and the exploration)
+produces transitions one env step at a time, the replay buffer stores them, the agent
+learns from batches, and the TrainingMonitor evaluates, checkpoints and checks health.
+Per vector step the loop does one action transfer (the diagnostics' actor hook two more
+when it keeps that step's states and actions) and, per update, one transfer of a handful
+of scalar metrics; all file writes happen per episode or less often.
 Pauses: a health rule, Ctrl-C, SIGTERM or `rltrain pause` all become a pause request
 on the monitor; the loop finishes the env step it is in, writes
 `paused_at_step_<N>.pt` and returns. A second Ctrl-C aborts at once (KeyboardInterrupt);

@@ -1,13 +1,13 @@
 """TrainingMonitor: evaluates, checkpoints, checks health, and owns the one pause path.
 
-Sections 3.3 and 4 of `003_ab0d29ffd7c24cf0.txt`: periodic evaluation with best-model
-saving, periodic checkpoints, early stopping on patience and health rules that ask
-for a pause. Here every pause, whoever asks for it (a rule, Ctrl-C, SIGTERM, or
-`rltrain pause` from another terminal), becomes one `request_pause` call; the loop
-finishes the current env step, then writes `paused_at_step_<N>.pt` and stops.
-Warnings and pauses are appended to `events.jsonl`, shown on the console and written
-to TensorBoard as text. A rule that keeps warning is repeated at most every
-`monitor.warn_every` env steps, with a count of what was held back.
+Periodic evaluation with best-model saving, periodic checkpoints, early stopping on
+patience and health rules that ask for a pause. Every pause, whoever asks for it (a
+rule, Ctrl-C, SIGTERM, or `rltrain pause` from another terminal), becomes one
+`request_pause` call; the loop finishes the current env step, then writes
+`paused_at_step_<N>.pt` and stops. Warnings and pauses are appended to `events.jsonl`,
+shown on the console and written to TensorBoard as text. A rule that keeps warning is
+repeated at most every `monitor.warn_every` env steps, with a count of what was held
+back.
 """
 
 from __future__ import annotations
