@@ -11,7 +11,8 @@ or a patched actor (a dead first layer: every ReLU off, so no gradient reaches i
 the config (gamma 0.5, a replay buffer of 300); one more run has
 gradient clipping at 1.0.
 Every run keeps going through warnings and pauses (safe_mode off) so that each
-statistic is seen over the whole run. Prints the markdown table that docs/diagnosing.md holds.
+statistic is seen over the whole run. Prints a markdown table of each rule's statistic
+per run, which docs/diagnosing.md quotes.
 """
 
 from __future__ import annotations
