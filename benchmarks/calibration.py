@@ -8,10 +8,11 @@ faults are planted through the small env wrappers of `tests/fake_envs.py` (rare 
 penalties, rewards x1e-5, torque too weak, actions 100x too weak, a constant reward, a
 time limit reported as terminal, an observation dimension x1000, a stale observation)
 or a patched actor (a dead first layer: every ReLU off, so no gradient reaches it), or
-the config (gamma 0.5, a replay buffer of 300); one more run has the documents'
+the config (gamma 0.5, a replay buffer of 300); one more run has
 gradient clipping at 1.0.
 Every run keeps going through warnings and pauses (safe_mode off) so that each
-statistic is seen over the whole run. Prints the markdown table that the README holds.
+statistic is seen over the whole run. Prints a markdown table of each rule's statistic
+per run, which docs/diagnosing.md quotes.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ SCENARIOS = {
     "dead-actor-layer": ("pendulum_ddpg.yaml", [], 20_000, "dead-layer"),
     "constant-reward": ("pendulum_ddpg.yaml", [
         "env_name=fake_envs:FakeConstantRewardPendulum-v0"], 20_000, None),
-    # Not a fault here: the documents' clipping at 1.0 (their code learned -558 after 20k
-    # steps with it against -231 without); Adam's steps barely depend on the gradient scale.
+    # Not a fault here: gradient clipping at 1.0 (a common default); Adam's steps barely
+    # depend on the gradient scale.
     "clip-1.0": ("pendulum_ddpg.yaml", ["grad_clip_norm=1.0"], 20_000, None),
     # What goes into learning (utils/diagnostics/inputs.py): the review's faults that no
     # reward, gradient or action rule named.

@@ -1,6 +1,6 @@
 """Shared pieces of the benchmarks: the same settings for rltrain and Stable-Baselines3.
 
-The reference is SB3's TD3 set up like the source document's DDPG (twin critics, no
+The reference is SB3's TD3 set up like rltrain's DDPG (twin critics, no
 policy delay, no target smoothing), with rltrain's `pendulum_ddpg.yaml` values: 256x256
 networks, batch 256, one update per env step, Adam lr 3e-4, tau 0.005, gamma 0.99,
 gaussian exploration noise 0.1 of the action half-range, 1000 random warm-up steps.

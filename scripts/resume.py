@@ -2,10 +2,10 @@
 `prepare_resume` for `rltrain resume` (a checkpoint's config plus changes, its run
 folders, the restored trainer).
 
-"Change parameters and continue" (section 6.5 of the source doc) is `--set` on resume;
-keys that would not fit the checkpoint (env, seed, algorithm, network and buffer sizes)
-cannot change. Without `--run-name` the run continues in its own folders; with it, the
-run is forked into new ones and the original stays as it was.
+"Change parameters and continue" is `--set` on resume; keys that would not fit the
+checkpoint (env, seed, algorithm, network and buffer sizes) cannot change. Without
+`--run-name` the run continues in its own folders; with it, the run is forked into new
+ones and the original stays as it was.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """`rltrain status`, `pause` and `diagnose`: look at and steer a run from another terminal.
 
 Both work from the run's files only (status.json, events.jsonl, the checkpoint folder),
-so `status` answers for live and finished runs alike. `pause` is the source doc's
-"outside instruction" (section 6.5): it leaves a request file in the run folder, which
-the training loop picks up at its next env step and turns into an ordinary pause.
+so `status` answers for live and finished runs alike. `pause` is an instruction from
+outside the training: it leaves a request file in the run folder, which the training
+loop picks up at its next env step and turns into an ordinary pause.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
               help=f"Exit with code {EXIT_FINDINGS} when a finding is this severe or more "
                    "(pause > warning > info), after the report: for scripts and CI.")
 def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None) -> None:
-    """Explain a run (live or not): flow-1 findings, hypotheses, checks, report.html.
+    """Explain a run (live or not): the diagnostics' findings, hypotheses, checks, report.html.
 
     RUN is a run name under --log-dir, or a run folder. Writes <run folder>/report.html:
     learning curve, reward statistics, latest state-action heatmaps, gradient norms per

@@ -68,7 +68,7 @@ class NaNReward(gym.Wrapper):
 
 
 class SpikyPendulum(gym.Wrapper):
-    """Pendulum with a rare -1000 "collision" penalty (the flow-1 doc's x1000 fault)."""
+    """Pendulum with a rare -1000 "collision" penalty (a x1000 fault)."""
 
     def __init__(self, probability: float = 0.005, penalty: float = -1000.0) -> None:
         super().__init__(gym.make("Pendulum-v1"))
@@ -174,8 +174,8 @@ class ConstantRewardPendulum(gym.Wrapper):
 
 
 class TimeLimitTerminalPendulum(gym.Wrapper):
-    """Pendulum whose time limit is reported as `terminated`, as the source documents'
-    code stored it (`done = terminated or truncated`)."""
+    """Pendulum whose time limit is reported as `terminated`, as code that stores
+    `done = terminated or truncated` does."""
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)

@@ -26,10 +26,10 @@ def returns(n: int = 10) -> np.ndarray:
 def test_rare_large_penalties_dominate_the_penalty_share_but_not_the_z3_ratio():
     rng = np.random.default_rng(0)
     rewards = -1.0 + 0.1 * rng.standard_normal(100_000)
-    rewards[rng.random(100_000) < 0.005] -= 1000.0  # the doc's x1000 collision penalty
+    rewards[rng.random(100_000) < 0.005] -= 1000.0  # a x1000 collision penalty
     stats = reward_stats(rewards, returns())
     assert stats["penalty_share"] > 0.9 and stats["bonus_share"] < 0.01
-    assert stats["spike_ratio"] < 0.1  # the doc's |z| > 3 share cannot see it
+    assert stats["spike_ratio"] < 0.1  # the textbook |z| > 3 share cannot see it
     assert stats["kurtosis"] > 100
 
 

@@ -1,8 +1,8 @@
 """The training config: a tree of frozen dataclasses, each field with its help and range.
 
-The top-level keys of the source document's YAML (section 6.1 of
-`003_ab0d29ffd7c24cf0.txt`) keep their names and meaning; what a serious tool needs on
-top has defaults, and groups of options live in nested sections (`td3:`). Loading,
+Every key has a default, and groups of options live in nested sections (`td3:`,
+`monitor:`, `diagnostics:`); each field's help text is its `--help` and its line in the
+config reference of the docs. Loading,
 overrides and validation are in `utils/config_loader.py`; this module is the schema.
 
 Frequencies (`*_freq`) and step counts are in env steps, not updates.
@@ -47,7 +47,7 @@ UNIT_INTERVAL = Range(0, 1, low_open=True)  # (0, 1]
 
 
 def opt(default: Any, help: str, valid: Range | None = None) -> Any:
-    """A config field: its default, its `--help`/README text and its allowed range."""
+    """A config field: its default, its `--help` and docs text and its allowed range."""
     meta = {"help": help, "range": valid}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: default, metadata=meta)
@@ -98,7 +98,7 @@ RuleAction = Literal["warn", "pause", "off"]
 class RuleConfig:
     """Every health and diagnostic rule has this shape: a threshold and an action."""
 
-    threshold: float | None = opt(None, "the rule fires beyond this value (see the README)")
+    threshold: float | None = opt(None, "the rule fires beyond this value (see the rule reference)")
     action: RuleAction = opt("pause", "warn, pause (a warning when safe_mode is false) or off")
 
 
@@ -121,7 +121,7 @@ class MemoryRuleConfig:
 
 @dataclass(frozen=True)
 class StateBoundsConfig:
-    """The `state_bounds` rule (section 6.4): per-dimension observation limits."""
+    """The `state_bounds` rule: per-dimension observation limits of a safe region."""
 
     low: tuple[float, ...] | None = opt(None, "lower bound per observation dimension (null: none)")
     high: tuple[float, ...] | None = opt(None, "upper bound per observation dimension (null: none)")
@@ -130,7 +130,7 @@ class StateBoundsConfig:
 
 @dataclass(frozen=True)
 class MonitorConfig:
-    """Health rules of the TrainingMonitor (sections 3.3 and 4 of the source doc)."""
+    """Health rules of the TrainingMonitor: each pauses (or warns) when training goes wrong."""
 
     early_stopping: RuleConfig = opt(
         RuleConfig(), "no new best evaluation for `patience` evaluations (threshold: patience)")
@@ -156,11 +156,12 @@ def _warn_rule(threshold: float | None, help: str) -> Any:
 
 @dataclass(frozen=True)
 class DiagnosticsConfig:
-    """Flow-1 diagnostics (`000_1e9dadcbb0133058.txt`): reward signal, state-action map,
-    gradient flow, DDPG checks, behaviour snapshots. Every finding is a rule of the
-    monitor's shape, `warn` by default; thresholds are calibrated (see the README)."""
+    """Diagnostics of why an agent misbehaves: reward signal, state-action map, gradient
+    flow, DDPG checks, inputs, behaviour snapshots. Every finding is a rule of the
+    monitor's shape, `warn` by default; thresholds are calibrated (see the docs' page on
+    diagnosing a run)."""
 
-    enabled: bool = opt(True, "run the flow-1 diagnostics during training")
+    enabled: bool = opt(True, "run the diagnostics during training")
     window_size: int = opt(100, "episodes in the reward-signal window (and in the mean "
                            "episode length short_horizon compares with)", AT_LEAST_ONE)
     reward_spikes: RuleConfig = _warn_rule(
@@ -176,7 +177,7 @@ class DiagnosticsConfig:
                            Range(2, None))
     heatmap_freq: int = opt(5000, "env steps between state-action heatmaps", AT_LEAST_ONE)
     sample_rate_final: float = opt(
-        0.1, "the (state, action) sampling rate decays from 1 to this (section 6.3)",
+        0.1, "the (state, action) sampling rate decays from 1 to this",
         Range(0, 1, low_open=True))
     sample_decay_steps: int = opt(10_000, "env steps over which the sampling rate decays",
                                   AT_LEAST_ONE)
@@ -192,7 +193,7 @@ class DiagnosticsConfig:
         100.0, "a layer's gradient norm above this many times its own recent median, both "
         "over the largest |reward| seen so far (a new reward scale is not an explosion)")
     exploding_gradient_min_norm: float = opt(
-        5.0, "exploding_gradient also needs the norm above this (the documents' limit)",
+        5.0, "exploding_gradient also needs the norm above this (an absolute floor)",
         NON_NEGATIVE)
     value_policy_imbalance: RuleConfig = _warn_rule(
         1000.0, "the critic's relative gradient (norm / weight norm) over the actor's")
@@ -238,7 +239,7 @@ class DiagnosticsConfig:
 class TrainConfig:
     """Everything one training run needs; `rltrain train --config` builds it from YAML."""
 
-    # --- The source document's keys (section 6.1), same names and meaning ---
+    # --- The common DDPG keys ---
     env_name: str = opt("Pendulum-v1", "Gymnasium id, or 'some.module:EnvName-v0' for your own env")
     seed: int = opt(0, "seeds networks, replay sampling, noise and every episode's reset",
                     NON_NEGATIVE)
@@ -309,7 +310,8 @@ class TrainConfig:
         "on one machine should share its cores (e.g. 1 each for 2 runs on 2 cores)",
         AT_LEAST_ONE)
     monitor: MonitorConfig = opt(MonitorConfig(), "health rules: threshold and action per rule")
-    diagnostics: DiagnosticsConfig = opt(DiagnosticsConfig(), "flow-1 diagnostics")
+    diagnostics: DiagnosticsConfig = opt(DiagnosticsConfig(),
+                                         "diagnostics: why an agent misbehaves")
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

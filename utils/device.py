@@ -35,8 +35,8 @@ def tune_process(threads: int | None = None) -> None:
 
 def flush_denormals() -> None:
     """Denormal floats (|x| < 1.2e-38) take a slow path on x86 CPUs; trained weights,
-    gradients and Adam moments produce them, which measured 17% slower updates after 20k
-    Pendulum steps. Flushing them to zero changes no result that matters. Process-wide;
+    gradients and Adam moments produce them as training goes on, which slows the updates.
+    Flushing them to zero changes no result that matters. Process-wide;
     call it before the first parallel op so that worker threads inherit it."""
     torch.set_flush_denormal(True)
 
@@ -49,8 +49,8 @@ def keep_freed_memory(mmap_threshold: int = 16 << 20, trim_threshold: int = 64 <
     """Let glibc's malloc keep freed memory for reuse instead of handing it back to the
     kernel. An update allocates and frees some forty activation-sized tensors (256 KiB for
     256-wide layers and batch 256); with glibc's defaults the heap top was trimmed again
-    and again, and every reuse faulted its pages back in: about 200 page faults per
-    update, and 20% fewer updates per second on a 2-core CPU (benchmarks/throughput.py).
+    and again, and every reuse faulted its pages back in: hundreds of page faults
+    per update, which slowed the update measurably (benchmarks/throughput.py).
     Blocks above `mmap_threshold` (a large replay buffer) still get their own mapping, so
     untouched capacity stays free; at most `trim_threshold` bytes of freed heap are kept.
     Returns whether the settings took (False where the C library is not glibc)."""

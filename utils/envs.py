@@ -169,7 +169,7 @@ def make_training_envs(env_name: str, num_envs: int, mode: str) -> gym.vector.Ve
     """`num_envs` copies of the env behind Gymnasium's vector API, without autoreset (the
     trainer resets each finished episode itself, with that episode's seed). `sync` steps
     them in turn in this process; `async` in one process each, which pays when a step
-    is expensive (physics simulators), not for Pendulum's 30 us."""
+    is expensive (physics simulators), not for a cheap step like Pendulum's."""
     if mode == "async":
         _quiet_worker_errors()
         # spawn: a forked copy of a process that already runs torch's threads can hang.

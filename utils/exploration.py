@@ -2,13 +2,13 @@
 
 Noise is relative to each action dimension's half-range (as in TD3's `N(0, 0.1 *
 max_action)`), so `exploration_noise: 0.1` means 10% of the half-range in every
-dimension, also for asymmetric bounds. The std may decay linearly with env steps
-(section 5.3 of the source doc suggests it). OU noise is the DDPG paper's process (theta
-0.15 there), discretised as in OpenAI Baselines' DDPG (the paper gives no dt):
-x <- x - theta * x * dt + sigma * sqrt(dt) * N(0, 1), dt = 0.01, x = 0 at each episode
-start. Its std is then not sigma: it grows from 0 towards sigma / sqrt(2 * theta) (1.8x
-sigma at theta 0.15) over about 1 / (theta * dt) steps (667), and successive values are
-strongly correlated.
+dimension, also for asymmetric bounds. The std may decay linearly with env steps, so
+that a policy explores early and acts more precisely later. OU noise is the DDPG paper's
+process (theta 0.15 there), discretised as in OpenAI Baselines' DDPG (the paper gives no
+dt): x <- x - theta * x * dt + sigma * sqrt(dt) * N(0, 1), dt = 0.01, x = 0 at each
+episode start. Its std is then not sigma: it grows from 0 towards sigma / sqrt(2 *
+theta) (1.8x sigma at theta 0.15) over about 1 / (theta * dt) steps (667), and
+successive values are strongly correlated.
 With `num_envs` training envs, actions come as rows [num_envs, action_dim] and each env
 has its own OU process. All randomness comes from this object's own NumPy generator,
 saved in checkpoints.

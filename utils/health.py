@@ -1,4 +1,4 @@
-"""Health rules of the TrainingMonitor (sections 3.3, 4 and 6.4 of the source doc).
+"""Health rules of the TrainingMonitor: early stopping, bad returns, NaN/inf, explosions.
 
 Every rule has the same shape: a name, a threshold and an action (`warn`, `pause` or
 `off`), all from the config; `safe_mode: false` turns pauses into warnings. A check

@@ -130,7 +130,7 @@ class ReplayBuffer:
 
     def _batch(self, idx: torch.Tensor) -> Batch:
         # One gather and one split into the column views (Batch's fields are the columns
-        # in storage order): 39 against 87 us per batch with indexing and five slices.
+        # in storage order): fewer ops than indexing each column and slicing five times.
         rows = torch.index_select(self._data, 0, idx)  # [B, width]
         return Batch(*rows.split(self._widths, dim=1))
 

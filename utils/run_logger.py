@@ -4,8 +4,8 @@ TensorBoard tags are grouped as CleanRL does: `train/` (episodes), `eval/`, `los
 `charts/` (throughput, noise), plus `flow1/` and `gradients/` from the diagnostics.
 `metrics.jsonl` gets one line per episode and per evaluation, `events.jsonl` one line
 per finding, pause or resume, `flow1.jsonl` the diagnostics' statistics; all are only
-ever appended to, never re-read or re-written by the training loop (the source doc's JSON
-log was re-read and re-written every episode, which is quadratic in run length).
+ever appended to, never re-read or re-written by the training loop (a log re-read and
+re-written every episode would cost time quadratic in run length).
 On resume, TensorBoard events after the checkpoint's step are purged and the JSON
 Lines files get a `resume` line: readers drop earlier lines past that step.
 """

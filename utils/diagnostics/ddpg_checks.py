@@ -1,4 +1,4 @@
-"""DDPG-specific checks (not in the flow-1 doc): saturation, Q over-estimation, dead ReLUs.
+"""DDPG-specific checks: saturation, Q over-estimation, dead ReLUs.
 
 - `action_saturation`: the share of the policy's actions within 1% of the action bounds
   (from the state-action samples): a tanh pushed into saturation stops passing

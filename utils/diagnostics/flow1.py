@@ -35,7 +35,7 @@ from rltrain.utils.runs import RunPaths
 
 
 def load_libraries() -> None:
-    """Import SciPy's k-means and matplotlib when training starts (about 1 s on 2 cores),
+    """Import SciPy's k-means and matplotlib when training starts ,
     not at the first heatmap, where it would stall training mid-run."""
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401

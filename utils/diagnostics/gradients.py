@@ -1,4 +1,4 @@
-"""Gradient flow (section 3.3 of the flow-1 doc): per-layer gradient norms and their verdicts.
+"""Gradient flow: per-layer gradient norms and their verdicts.
 
 Norms are read from `.grad` after an update every `grad_freq` updates (cheap: nothing is
 recomputed). Clipping scales all of a network's gradients by one factor, so the norm
@@ -7,13 +7,14 @@ reward drop triggers a trace: the newest replay batch and the parameters go to
 `critical_snapshot_step_<N>.pt`, and the per-layer norms of a fresh probe on that batch,
 each with a verdict, to `grad_trace_step_<N>.json`.
 
-The document's health table (absolute ranges per layer, for PPO-style nets with one
-loss) does not transfer to DDPG, whose critic gradient scales with the reward and
-whose actor gradient shrinks as the policy converges. The verdicts are calibrated on
-healthy runs instead (README): `vanishing_gradient` compares a weight matrix with the
-strongest weight matrix of its own network (the gradient does not reach it; biases,
-some with a single element, are too noisy for this), and `exploding_gradient` compares
-a layer with its own recent history, above an absolute floor (the document's limit of 5).
+A textbook health table (absolute ranges per layer, for PPO-style nets with one loss)
+does not transfer to DDPG, whose critic gradient scales with the reward and whose actor
+gradient shrinks as the policy converges. The verdicts are calibrated on healthy runs
+instead (see the docs' page on diagnosing a run): `vanishing_gradient` compares a weight
+matrix with the strongest weight matrix of its own network (the gradient does not reach
+it; biases, some with a single element, are too noisy for this), and
+`exploding_gradient` compares a layer with its own recent history, above an absolute
+floor (a norm of 5).
 That history is of norms divided by the largest |reward| seen so far: both networks'
 gradients scale with the rewards, so a reward first found after a long near-zero phase
 (MountainCar's +100 goal after action costs of 0.1) raises them 1000x without anything

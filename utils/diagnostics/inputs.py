@@ -1,4 +1,4 @@
-"""What the env and the config give the agent to learn from (not in the flow-1 doc).
+"""What the env and the config give the agent to learn from .
 
 A review that planted common faults in Pendulum found runs that learn nothing while
 the reward, gradient and action rules stay quiet, because the fault is in what goes
@@ -18,8 +18,8 @@ into learning, not in how the networks respond to it. These rules look there:
   touching anything), though a stuck sensor looks the same.
 - `time_limit_terminal`: `threshold` episodes in a row ended `terminated` at one and
   the same length. A time limit reported as the task's end (instead of `truncated`) tells
-  the critic that those states are worth nothing more: the source documents' own code
-  stored truncation as `done` this way.
+  the critic that those states are worth nothing more: code that stores
+  `done = terminated or truncated` does this.
 - `short_horizon`: the discount's horizon 1/(1-gamma) below `threshold` of the mean
   episode length: rewards more than a few steps ahead barely count.
 - `small_replay`: a replay buffer of fewer than `threshold` batches: every batch is a

@@ -93,7 +93,7 @@ def print_table(report: dict[str, Any]) -> None:
 
     console = Console(soft_wrap=False)
     if not report["diagnostics_enabled"]:
-        console.print(Text(f"run {report['run']}: the flow-1 diagnostics were off in this run "
+        console.print(Text(f"run {report['run']}: the diagnostics were off in this run "
                            "(diagnostics.enabled: false); only the health rules were checked"))
     if not report["findings"]:
         console.print(Text(f"run {report['run']}: no findings"))

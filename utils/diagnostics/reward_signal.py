@@ -1,13 +1,13 @@
-"""Reward-signal analysis over a window of recent episodes (section 3.1 of the flow-1 doc).
+"""Reward-signal analysis over a window of recent episodes .
 
-The document's statistics are kept and logged (coefficient of variation, now on |mean|,
+The textbook statistics are kept and logged (coefficient of variation, now on |mean|,
 since its formula breaks for negative rewards; the share of |z| > 3 steps; the trend
 of the episode return), but the findings use statistics that separate healthy from
-broken signals (see the calibration table in the README):
+broken signals (see the calibration in the docs' page on diagnosing a run):
 
 - `penalty_share`: the share of the below-mean deviation mass carried by steps more
   than 6 standard deviations below the mean. Light-tailed signals have none; a rare
-  large penalty (the document's "x1000 collision penalty") carries most of it. A plain
+  large penalty (a "x1000 collision penalty") carries most of it. A plain
   |z| > 3 share cannot see this: for a two-level reward it is at most 10%.
 - `bonus_share`: the same for steps above the mean: rare large bonuses (sparse reward).
 - `cv`: std / |mean| over the window; `constant_reward` fires when it is (about) zero:

@@ -1,15 +1,15 @@
-"""Every rule rltrain can report, with the flow-1 doc's hypothesis form and what to check.
+"""Every rule rltrain can report, with a hypothesis and what to check.
 
-Section 4.2 of the flow-1 doc asks for falsifiable hypotheses: "if X, then Y should be
-observable". `rltrain diagnose` prints these next to each finding. The names are part
-of the JSON output that users script against: never rename one.
+Each hypothesis is falsifiable: "if X, then Y should be observable". `rltrain diagnose`
+prints these next to each finding. The names are part of the JSON output that users
+script against: never rename one.
 """
 
 from __future__ import annotations
 
 # rule -> (hypothesis, suggested check)
 RULES: dict[str, tuple[str, str]] = {
-    # health rules of the TrainingMonitor (pause issue)
+    # health rules of the TrainingMonitor
     "early_stopping": (
         "if learning has plateaued, then evaluations stay below the best for many in a row",
         "look at eval/mean_return; raise patience, lower the learning rates, or stop"),
@@ -18,8 +18,8 @@ RULES: dict[str, tuple[str, str]] = {
         "replay the episode's seed with `rltrain eval`; check min_reward_threshold"),
     "non_finite": (
         "if NaN/inf enters observations, rewards or losses, then updates produce NaN weights",
-        "the finding says where: in an observation or reward, assert finite values in the env "
-        "(section 5.2 of the flow-1 doc) and check its divisions; in an update's loss, Q or "
+        "the finding says where: in an observation or reward, assert finite values in the env's "
+        "step and check its divisions; in an update's loss, Q or "
         "gradients, the critic diverged: lower the learning rates, clip gradients "
         "(grad_clip_norm), check the reward scale"),
     "critic_loss_explosion": (
@@ -40,7 +40,7 @@ RULES: dict[str, tuple[str, str]] = {
         "lower replay_buffer_size; watch status.json's memory over time"),
     "state_bounds": (
         "if the agent leaves the safe region, then observations cross the configured bounds",
-        "check monitor.state_bounds and the env's safety constraints (section 6.4)"),
+        "check monitor.state_bounds and the env's safety constraints"),
     # runs stopped by something outside the training (no threshold: never off)
     "env_error": (
         "if the env's own code fails on some state or action, then its reset or step raises "
@@ -51,11 +51,11 @@ RULES: dict[str, tuple[str, str]] = {
         "if the disk is full or a folder is not writable, then saving logs or checkpoints "
         "fails",
         "free disk space or fix the permissions, then resume the checkpoint named"),
-    # flow-1 diagnostics (diagnostics issue)
+    # flow-1 diagnostics: reward signal, state-action map, gradient flow, DDPG checks
     "reward_spikes": (
         "if rare large penalties dominate the signal, then a few steps carry most of the "
         "negative reward and the agent learns to avoid everything near them",
-        "check the reward's penalty terms and their scale (the doc's x1000 collision case)"),
+        "check the reward's penalty terms and their scale (e.g. a collision penalty x1000)"),
     "sparse_reward": (
         "if rare large bonuses carry the return, then most steps give no learning signal",
         "informational; if learning stalls, add shaping or more exploration"),
@@ -80,7 +80,7 @@ RULES: dict[str, tuple[str, str]] = {
         "if the reward has a loophole, then one action is chosen in a region while the "
         "return there drops",
         "look at the cluster's typical states and the chosen action; recompute the reward "
-        "for the right action by hand (section 5.2)"),
+        "for the right action by hand"),
     "vanishing_gradient": (
         "if the gradient does not reach a layer, then its norm is a tiny fraction of the "
         "network's strongest layer",
@@ -98,8 +98,8 @@ RULES: dict[str, tuple[str, str]] = {
         "gradient of exactly zero or none",
         "if action_saturation fired too, every actor layer is cut off by the saturated tanh: "
         "find why the policy is pushed to the bounds (see that finding); else check the "
-        "dead_relu finding, input scaling and bias initialisation; in custom code follow "
-        "section 5.3 of the flow-1 doc: requires_grad, detach(), in-place ops"),
+        "dead_relu finding, input scaling and bias initialisation; in custom code check "
+        "requires_grad, detach() calls and in-place ops"),
     "action_saturation": (
         "if the critic keeps pushing the policy past the action bounds, then its actions "
         "sit at the bounds and its tanh output stops passing gradient; the push comes from "

@@ -1,4 +1,4 @@
-"""Behaviour snapshots (sections 5.1 and 6.1 of the flow-1 doc): a video of one episode.
+"""Behaviour snapshots: a video of one episode.
 
 The episode is deterministic and starts from a fixed reset seed, so videos taken at
 different points of training show the same situation handled by different policies.

@@ -1,12 +1,12 @@
-"""State-action map (section 3.2 of the flow-1 doc): which action does the policy pick where?
+"""State-action map : which action does the policy pick where?
 
 A forward hook on the actor samples (state, action) pairs while the agent acts, at a
-rate that decays from 1 to `sample_rate_final` (section 6.3); the doc's hook clustered
-inside the hook, this one only copies two small vectors. At each heatmap, the states
+rate that decays from 1 to `sample_rate_final`; the hook only copies two small vectors,
+the clustering happens later. At each heatmap, the states
 are clustered by k-means (SciPy's `kmeans2` the first time, then each centre follows
 the running mean of the states it is given, so cluster ids and regions persist between
-heatmaps) and each action dimension is cut into fixed bins over the action range (the
-doc indexed columns by dictionary order, which moves).
+heatmaps) and each action dimension is cut into fixed bins over the action range (so a
+column means the same action in every heatmap).
 Each cluster gets P(bin | cluster) and a verdict: fixated (one bin >= 0.95), chaotic
 (normalised entropy >= 0.9) or blind (no bin reaches a clear preference).
 
@@ -145,8 +145,8 @@ class StateActionMap:
         centre to the running mean of every state it was given so far (as mini-batch
         k-means does), so a cluster stays the same region of state space from heatmap
         to heatmap and its return-to-go can be compared. SciPy rather than scikit-learn:
-        importing scikit-learn cost 150 MiB of peak memory (it pulls in pandas and
-        pyarrow where installed) and 1.7 s; scipy.cluster.vq 26 MiB and 0.4 s."""
+        importing scikit-learn costs several times the memory and time (it pulls in
+        pandas and pyarrow where installed)."""
         from scipy.cluster.vq import kmeans2, vq
 
         data = states.astype(np.float64)
@@ -217,7 +217,7 @@ class StateActionMap:
 
     def _typical(self, states: np.ndarray, labels: np.ndarray,
                  clusters: set[int]) -> dict[int, list[list[float]]]:
-        """Ten states nearest to each flagged cluster's centre (section 5.2)."""
+        """Ten states nearest to each flagged cluster's centre."""
         typical = {}
         for c in sorted(clusters):
             members = states[labels == c]

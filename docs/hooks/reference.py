@@ -1,0 +1,183 @@
+"""MkDocs hook: the config and rule reference pages, generated from the code at build time.
+
+The config reference is read from the schema (the dataclasses of `utils/config.py`, each
+field's default, help text and allowed range), the rule reference from the rules
+(`utils/diagnostics/rules.py`: what each rule's finding means and what to check) and
+their config. The pages exist only in the build, never in `docs/`, so they cannot drift
+from the code. `tests/test_docs.py` calls the two page functions directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from typing import Any, Callable
+
+from rltrain.utils.config import RuleConfig, TrainConfig
+from rltrain.utils.diagnostics.rules import RULES
+
+# The rule reference's sections, in the order `rltrain diagnose` thinks about a run.
+# Each heading names the section of diagnosing.md that tells how the rules were set.
+GROUPS: dict[str, tuple[str, list[str]]] = {
+    "Health rules": ("health-rules", [
+        "early_stopping", "catastrophic_reward", "non_finite", "critic_loss_explosion",
+        "q_explosion", "grad_explosion", "memory", "state_bounds"]),
+    "Runs stopped from outside the training": ("runs-stopped-from-outside", [
+        "env_error", "write_failure"]),
+    "Reward signal": ("reward-signal", [
+        "reward_spikes", "sparse_reward", "reward_scale", "constant_reward", "reward_drop"]),
+    "State-action map": ("state-action-map", [
+        "blind_cluster", "chaotic_cluster", "fixated_cluster"]),
+    "Gradient flow": ("gradient-flow", [
+        "vanishing_gradient", "exploding_gradient", "value_policy_imbalance",
+        "broken_gradient"]),
+    "DDPG checks": ("ddpg-checks", ["action_saturation", "q_overestimation", "dead_relu"]),
+    "What goes into learning": ("what-goes-into-learning", [
+        "observation_scale", "frozen_observation", "time_limit_terminal", "short_horizon",
+        "small_replay", "ignored_action"]),
+}
+
+
+def on_files(files: Any, config: Any) -> Any:
+    """Add the generated pages to the build."""
+    from mkdocs.structure.files import File
+
+    pages: dict[str, Callable[[], str]] = {
+        "reference/config.md": config_page, "reference/rules.md": rules_page}
+    for uri, make in pages.items():
+        files.append(File.generated(config, uri, content=make()))
+    return files
+
+
+# Tags the rendered CLI page may hold; any other `<word>` is a placeholder of the help
+# text (`<run>`, `<log_dir>`), which a browser would take for an unknown tag and hide.
+HTML_TAGS = {"a", "p", "strong", "em", "code", "pre", "ul", "ol", "li", "br", "hr", "table",
+             "thead", "tbody", "tr", "th", "td", "dl", "dt", "dd", "blockquote", "div",
+             "span", "h1", "h2", "h3", "h4", "h5", "h6"}
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """Show the `<run>`-style placeholders of the generated CLI page as text."""
+    if page.file.src_uri != "reference/cli.md":
+        return html
+    return re.sub(r"<(/?)(\w+)([^<>]*)>", lambda m: m.group(0) if m.group(2) in HTML_TAGS
+                  else "&lt;" + m.group(0)[1:-1] + "&gt;", html)
+
+
+def show(value: Any) -> str:
+    """A default as YAML writes it: null, true, [256, 256], 1e6."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:g}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
+    return str(value)
+
+
+def escape(text: str) -> str:
+    """Plain text made safe for Markdown: `<run>` is no HTML tag, `a*b` no emphasis
+    (code spans, between backticks, are left as they are)."""
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("<", "&lt;").replace("*", "\\*")
+    return "`".join(parts)
+
+
+def cell(text: str) -> str:
+    """Help text made safe inside a Markdown table cell."""
+    return escape(text).replace("|", "\\|")
+
+
+def meaning(cls: type, f: dataclasses.Field) -> str:
+    """A field's help, with its allowed values or range."""
+    text = f.metadata.get("help", "")
+    hint = typing.get_type_hints(cls)[f.name]
+    choices = typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else ()
+    if choices and f.name != "action":
+        text += " (one of " + ", ".join(f"`{c}`" for c in choices) + ")"
+    elif f.metadata.get("range") is not None:
+        text += f" ({f.metadata['range']})"
+    return text
+
+
+def rows(section: Any, prefix: str) -> list[str]:
+    """One table row per key of a section; a rule's threshold and action share one row."""
+    out = []
+    for f in dataclasses.fields(section):
+        value, key = getattr(section, f.name), prefix + f.name
+        if isinstance(value, RuleConfig):
+            out.append(f"| `{key}.threshold` / `.action` | `{show(value.threshold)}` / "
+                       f"`{value.action}` | {cell(f.metadata['help'])} "
+                       f"([rule](rules.md#{f.name})) |")
+        elif dataclasses.is_dataclass(value) and f.name in ("memory", "state_bounds"):
+            out += [f"| `{key}.{sub.name}` | `{show(getattr(value, sub.name))}` | "
+                    f"{cell(meaning(type(value), sub))} |" for sub in dataclasses.fields(value)]
+        elif not dataclasses.is_dataclass(value):
+            out.append(f"| `{key}` | `{show(value)}` | {cell(meaning(type(section), f))} |")
+    return out
+
+
+def table(section: Any, prefix: str) -> str:
+    return "\n".join(["| key | default | meaning |", "|---|---|---|", *rows(section, prefix)])
+
+
+def config_page() -> str:
+    config = TrainConfig()
+    return "\n\n".join([
+        "# Config reference",
+        "Every key of a training config, its default and what it means, as the code "
+        "defines them (this page is generated from the schema). How configs are read and "
+        "overridden: [Training and configs](../training.md).",
+        "## Top-level keys", table(config, ""),
+        "## `td3:`", "Allowed only with `algo: td3`.", table(config.td3, "td3."),
+        "## `monitor:` health rules",
+        "Each rule has a threshold and an action (`pause`, `warn` or `off`); "
+        "`safe_mode: false` turns every pause into a warning. See "
+        "[the rules](rules.md#health-rules).", table(config.monitor, "monitor."),
+        "## `diagnostics:`",
+        "Each rule has a threshold and an action, `warn` by default. See "
+        "[the rules](rules.md).", table(config.diagnostics, "diagnostics."),
+    ]) + "\n"
+
+
+def rule_config(name: str) -> str:
+    """Where a rule is configured, with its defaults, or that it cannot be configured."""
+    config = TrainConfig()
+    for section in ("monitor", "diagnostics"):
+        rule = getattr(getattr(config, section), name, None)
+        if rule is not None:
+            help_text = next(f.metadata["help"] for f in dataclasses.fields(
+                getattr(config, section)) if f.name == name)
+            threshold = getattr(rule, "threshold", None)
+            limit = "" if threshold is None else f"threshold `{show(threshold)}`, "
+            return (f"`{section}.{name}`: {limit}action `{rule.action}`. "
+                    f"Fires when: {escape(help_text)}.")
+    return "Not configurable: it is always reported."
+
+
+def rules_page() -> str:
+    grouped = [name for _, names in GROUPS.values() for name in names]
+    groups = dict(GROUPS)
+    others = [name for name in RULES if name not in grouped]
+    if others:
+        groups["Other rules"] = ("other-rules", others)
+    parts = ["# Rule reference",
+             "Every rule `rltrain diagnose` can report, generated from the rules' code. "
+             "The names are stable: scripts can rely on them. For each rule: where it is "
+             "configured, what its finding means (stated as a hypothesis to check) and "
+             "what to do. How each threshold was chosen: "
+             "[Diagnosing a run](../diagnosing.md)."]
+    for title, (anchor, names) in groups.items():
+        parts.append(f"## {title}")
+        if anchor != "other-rules":
+            parts.append(f"How these were calibrated: [{title}](../diagnosing.md#{anchor}).")
+        for name in names:
+            hypothesis, check = RULES[name]
+            parts += [f"### `{name}` {{#{name}}}", rule_config(name),
+                      f"**What it means:** {escape(hypothesis)}.",
+                      f"**What to do:** {escape(check)}."]
+    return "\n\n".join(parts) + "\n"
