@@ -168,3 +168,15 @@ def test_a_bad_notify_config_is_one_line_and_exit_2(tmp_path, change, says):
     assert result.exit_code == 2, result.output
     assert says in result.output and "s3cret" not in result.output
     assert not (tmp_path / "logs").exists()
+
+
+def test_an_env_that_raises_sends_a_crash_event_with_its_resume_command(tmp_path):
+    with Webhook() as hook:
+        result = train(tmp_path, "--set", f"notify.url={hook.url()}",
+                       env_name="fake_envs:FakeCrashingPendulum-v0", eval_freq=1000)
+    assert result.exit_code == 5, result.output
+    [event] = hook.events()
+    checkpoint = tmp_path / "checkpoints" / "r" / "paused_at_step_149.pt"
+    assert event["event"] == "crash" and event["rule"] == "EnvFailure"
+    assert event["env_steps"] == 149 and "simulator crashed" in event["reason"]
+    assert event["resume_command"] == f"rltrain resume --checkpoint {checkpoint}"
