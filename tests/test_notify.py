@@ -180,3 +180,16 @@ def test_an_env_that_raises_sends_a_crash_event_with_its_resume_command(tmp_path
     assert event["event"] == "crash" and event["rule"] == "EnvFailure"
     assert event["env_steps"] == 149 and "simulator crashed" in event["reason"]
     assert event["resume_command"] == f"rltrain resume --checkpoint {checkpoint}"
+
+
+def test_events_beyond_a_full_queue_are_dropped_and_counted_once(tmp_path):
+    with Webhook("hang") as hook:
+        sender = notifier(tmp_path, url=hook.url(), timeout=0.3, retries=0)
+        for step in range(250):
+            sender.send({**EVENT, "env_steps": step})
+        sender.close()
+    notes = [e["message"] for e in read_jsonl(tmp_path / "events.jsonl")]
+    assert sum("were already waiting" in m for m in notes) == 2  # the first drop, the count
+    # 100 queued, perhaps one more taken out by the delivery thread meanwhile
+    [count] = [m for m in notes if "more events were not sent" in m]
+    assert count.split()[0] in ("148", "149"), count

@@ -93,6 +93,7 @@ class Notifier:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._current: dict[str, Any] | None = None  # the event being delivered
+        self._dropped = 0  # events dropped in a row, the queue being full
 
     def wants(self, kind: str) -> bool:
         return bool(self.targets) and kind in self.config.on
@@ -107,8 +108,19 @@ class Notifier:
             self._thread.start()
         try:
             self._queue.put_nowait(event)
-        except queue.Full:
-            self._record(event, "all targets", f"{QUEUE_SIZE} events were already waiting")
+        except queue.Full:  # recorded once per run of drops, not per event
+            self._dropped += 1
+            if self._dropped == 1:
+                self._record(event, self._names(), f"{QUEUE_SIZE} events were already "
+                             "waiting (more dropped are counted when the process ends)")
+            return
+        if self._dropped > 1:
+            self._note(event.get("env_steps"), "dropped", f"{self._dropped - 1} more events "
+                       f"were not sent to {self._names()}: {QUEUE_SIZE} were already waiting")
+        self._dropped = 0
+
+    def _names(self) -> str:
+        return ", ".join(name for name, _ in self.targets)
 
     def close(self) -> None:
         """Wait at most `timeout` seconds for the queued events, then give up on the rest."""
@@ -126,8 +138,16 @@ class Notifier:
             with contextlib.suppress(queue.Empty):
                 while True:
                     left.append(self._queue.get_nowait())
+        targets = self._names()
+        if self._dropped > 1:
+            self._note(None, "dropped", f"{self._dropped - 1} more events were not sent to "
+                       f"{targets}: {QUEUE_SIZE} were already waiting")
         for event in left:
-            self._record(event, "all targets", "the process ended before it was delivered")
+            self._record(event, targets, "the process ended before it was delivered",
+                         quiet=len(left) > 1)
+        if len(left) > 1:
+            print(f"warning: {len(left)} events were not delivered to {targets}: the process "
+                  "ended before they were (see events.jsonl)", file=sys.stderr)
 
     def _work(self) -> None:
         while True:
@@ -161,13 +181,19 @@ class Notifier:
                 return f"{problem} (tries: {attempt + 1})"
         raise AssertionError("unreachable")
 
-    def _record(self, event: dict[str, Any], target: str, problem: str) -> None:
-        """A failed delivery: a warning in events.jsonl and on stderr, never an exception."""
+    def _record(self, event: dict[str, Any], target: str, problem: str,
+                quiet: bool = False) -> None:
         message = f"the {event['event']} event was not delivered to {target}: {problem}"
-        with contextlib.suppress(Exception):
-            print(f"warning: {message}", file=sys.stderr)
+        self._note(event.get("env_steps"), event["event"], message, quiet)
+
+    def _note(self, env_steps: int | None, kind: str, message: str, quiet: bool = False) -> None:
+        """A failed delivery: a warning in events.jsonl and (unless `quiet`) on stderr,
+        never an exception."""
+        if not quiet:
+            with contextlib.suppress(Exception):
+                print(f"warning: {message}", file=sys.stderr)
         if self.events_file is None:
             return
         with contextlib.suppress(OSError, ValueError):
-            append_event(self.events_file, event.get("env_steps"), rule="notify",
-                         value=event["event"], threshold=None, action="warn", message=message)
+            append_event(self.events_file, env_steps, rule="notify", value=kind,
+                         threshold=None, action="warn", message=message)
