@@ -189,7 +189,11 @@ def test_events_beyond_a_full_queue_are_dropped_and_counted_once(tmp_path):
             sender.send({**EVENT, "env_steps": step})
         sender.close()
     notes = [e["message"] for e in read_jsonl(tmp_path / "events.jsonl")]
-    assert sum("were already waiting" in m for m in notes) == 2  # the first drop, the count
-    # 100 queued, perhaps one more taken out by the delivery thread meanwhile
-    [count] = [m for m in notes if "more events were not sent" in m]
-    assert count.split()[0] in ("148", "149"), count
+    # Each run of drops: a note at its first event, and a count of the rest.
+    firsts = [m for m in notes if "(more dropped are counted" in m]
+    counts = [int(m.split()[0]) for m in notes if "more events were not sent" in m]
+    dropped = len(firsts) + sum(counts)
+    assert len(firsts) + len(counts) <= 6
+    accepted = [m for m in notes if m.startswith("the pause event was not delivered")
+                and m not in firsts]
+    assert 100 <= len(accepted) == 250 - dropped <= 103  # the queue, and what left it
