@@ -22,6 +22,8 @@ from rltrain.scripts.agent_setup import network_spec
 from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume, prepare_train
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.run_endings import RunOutcome, resume_hint
+from rltrain.scripts.wait import supervise
+from rltrain.scripts.wait_commands import continue_command, stop
 from rltrain.utils.checkpoint import check_spaces, load_checkpoint, to_json
 from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
 from rltrain.utils.diagnostics import snapshots
@@ -105,13 +107,19 @@ SET_HELP = ("Override a config key, e.g. --set gamma=0.98 --set td3.policy_delay
             "(values parsed as YAML; repeatable).")
 
 
+WAIT_HELP = ("After a pause, wait in this process for `rltrain continue RUN [--set ...]` "
+             "or `rltrain stop RUN` (as on_pause: wait).")
+
+
 @cli.command()
 @click.option("--config", "config_name", required=True, metavar="FILE", help=CONFIG_HELP)
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--run-name", default=None, metavar="NAME",
               help="Run folder name under log_dir and checkpoint_dir "
                    "(default: <env>_<algo>_s<seed>_<time>).")
-def train(config_name: str, overrides: tuple[str, ...], run_name: str | None) -> None:
+@click.option("--wait", is_flag=True, help=WAIT_HELP)
+def train(config_name: str, overrides: tuple[str, ...], run_name: str | None,
+          wait: bool) -> None:
     """Train a new agent from a YAML config.
 
     Writes TensorBoard events and JSON Lines logs to <log_dir>/<run>/ and checkpoints to
@@ -122,7 +130,7 @@ def train(config_name: str, overrides: tuple[str, ...], run_name: str | None) ->
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")
     say(f"  logs: {paths.log_dir}  (tensorboard --logdir {config.log_dir})")
-    _report(trainer.run(paths))
+    _report(supervise(trainer, paths, None, wait, _say_paused))
 
 
 def _shown(path: Path | None) -> str:
@@ -140,14 +148,18 @@ def _outcome_decided() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _say_paused(outcome: RunOutcome) -> None:
+    say(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
+    say(f"resume with: rltrain resume --checkpoint {_shown(outcome.checkpoint)}")
+    hint = resume_hint(outcome)
+    if hint is not None:
+        say(hint)
+
+
 def _report(outcome: RunOutcome) -> None:
     _outcome_decided()
     if outcome.status == "paused":
-        say(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
-        say(f"resume with: rltrain resume --checkpoint {_shown(outcome.checkpoint)}")
-        hint = resume_hint(outcome)
-        if hint is not None:
-            say(hint)
+        _say_paused(outcome)
         sys.exit(EXIT_PAUSED)
     say(f"finished at step {outcome.env_steps}; checkpoint: {_shown(outcome.checkpoint)}")
 
@@ -161,7 +173,9 @@ def _report(outcome: RunOutcome) -> None:
                    f"{', '.join(FIXED_ON_RESUME)} cannot change.")
 @click.option("--run-name", default=None, metavar="NAME",
               help="Fork into a new run NAME instead of continuing in the run's own folders.")
-def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | None) -> None:
+@click.option("--wait", is_flag=True, help=WAIT_HELP)
+def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | None,
+           wait: bool) -> None:
     """Continue a run exactly where a checkpoint left it.
 
     The run continues in its own folders (TensorBoard resumes at the checkpoint's step,
@@ -171,7 +185,7 @@ def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | Non
     trainer, paths, info = prepare_resume(checkpoint_path, overrides, run_name)
     say(f"run {paths.name}: resuming at step {info.env_steps} of "
                f"{trainer.config.max_timesteps}, device {trainer.device}")
-    _report(trainer.run(paths, info))
+    _report(supervise(trainer, paths, info, wait, _say_paused))
 
 
 @cli.command("eval")
@@ -311,6 +325,8 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
 
 
 cli.add_command(pause)
+cli.add_command(continue_command)
+cli.add_command(stop)
 cli.add_command(status)
 cli.add_command(diagnose)
 

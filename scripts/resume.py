@@ -21,8 +21,10 @@ from rltrain.utils.config import TrainConfig, config_to_dict
 from rltrain.utils.config_loader import apply_overrides, config_from_dict
 from rltrain.utils.device import resolve_device
 from rltrain.utils.errors import CheckpointError, ConfigError, UserError
+from rltrain.utils.notify_target import mask_text
 from rltrain.utils.runs import (
     SUPERSEDED_PREFIX,
+    RunLock,
     RunPaths,
     create_run,
     inherit_best_model,
@@ -69,10 +71,10 @@ def prepare_train(config: TrainConfig,
     return trainer, paths
 
 
-def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | None,
-                   interactive: bool | None = None) -> tuple[Trainer, RunPaths, ResumeInfo]:
-    """Load, check and restore everything; only then touch any run folder."""
-    payload = load_checkpoint(checkpoint)
+def checked_resume_config(payload: dict[str, Any], overrides: tuple[str, ...],
+                          checkpoint: str) -> TrainConfig:
+    """The config a resume of `payload` with `overrides` would train with, or the
+    UserError that refuses them (`rltrain continue` checks its changes with this too)."""
     check_resumable(payload, checkpoint)
     config = resume_config(payload, overrides, checkpoint)
     steps = int(payload["total_steps"])
@@ -80,6 +82,17 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
         raise UserError(f"the run already reached max_timesteps ({config.max_timesteps}) at "
                         f"step {steps}; resume with --set max_timesteps=N (N > {steps}) to "
                         "train further")
+    return config
+
+
+def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | None,
+                   interactive: bool | None = None, lock: RunLock | None = None,
+                   ) -> tuple[Trainer, RunPaths, ResumeInfo]:
+    """Load, check and restore everything; only then touch any run folder. `lock`: the
+    run's lock, already held by this process (a run waiting after its pause)."""
+    payload = load_checkpoint(checkpoint)
+    config = checked_resume_config(payload, overrides, checkpoint)
+    steps = int(payload["total_steps"])
     original = str(payload.get("run_name", ""))
     if run_name is not None and run_name == original:
         raise UserError(f"'{run_name}' is this checkpoint's own run: leave out --run-name to "
@@ -94,20 +107,20 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
     trainer = Trainer(config, device, interactive)
     try:
         warnings = restore(trainer, payload, checkpoint)
-        paths = _claim_folders(trainer, payload, checkpoint, run_name)
+        paths = _claim_folders(trainer, payload, checkpoint, run_name, lock)
         moved = set_aside_later(paths, steps) if run_name is None else {}
     except BaseException:
         trainer.close()  # async env workers included, and the run's lock
         raise
     if moved:
         warnings.append(_set_aside_note(moved, steps, trainer.monitor_state))
-    info = ResumeInfo(steps, checkpoint, list(overrides), warnings,
+    info = ResumeInfo(steps, checkpoint, [mask_text(change) for change in overrides], warnings,
                       original if run_name is not None else None)
     return trainer, paths, info
 
 
 def _claim_folders(trainer: Trainer, payload: dict[str, Any], checkpoint: str,
-                   run_name: str | None) -> RunPaths:
+                   run_name: str | None, lock: RunLock | None) -> RunPaths:
     """The folders the resumed run writes, taken for this process: a new run's when
     forking (with the best model so far), else the run's own."""
     config, steps = trainer.config, int(payload["total_steps"])
@@ -122,7 +135,7 @@ def _claim_folders(trainer: Trainer, payload: dict[str, Any], checkpoint: str,
         return paths
     paths = _own_folders(config, str(payload.get("run_name", "")), Path(checkpoint),
                          payload.get("log_dir"))
-    trainer.claim(paths)
+    trainer.claim(paths, lock)
     return paths
 
 

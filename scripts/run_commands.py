@@ -21,7 +21,7 @@ from rich.text import Text
 from rltrain.utils.checkpoint import atomic_write, to_json
 from rltrain.utils.errors import UserError
 from rltrain.utils.run_logger import read_jsonl
-from rltrain.utils.run_status import effective_state, read_status
+from rltrain.utils.run_status import effective_state, process_alive, read_status
 from rltrain.utils.runs import EVENTS_FILE, PAUSE_REQUEST_FILE, STATUS_FILE, find_run_log_dir
 
 LOG_DIR_HELP = "Where run folders live, when RUN is a name (default: logs)."
@@ -66,9 +66,12 @@ def status_report(log_dir: Path) -> dict[str, Any]:
     status = _load_status(log_dir)
     state = effective_state(status)
     best_step, steps = status.get("best_eval_step"), status.get("env_steps", 0)
+    # A paused run whose process waits for `rltrain continue` or `stop` (--wait).
+    waiting = (status["waiting"] if state == "paused" and status.get("waiting")
+               and process_alive(status) else None)
     return {
         "run": status.get("run"), "log_dir": str(log_dir), "state": state,
-        "pid": status.get("pid") if state == "running" else None,
+        "pid": status.get("pid") if state == "running" or waiting else None,
         "env_steps": steps, "max_timesteps": status.get("max_timesteps"),
         "episodes": status.get("episodes"), "updates": status.get("updates"),
         "latest_episode_return": status.get("latest_episode_return"),
@@ -79,6 +82,7 @@ def status_report(log_dir: Path) -> dict[str, Any]:
         "paused": state == "paused", "last_pause_reason": last_pause(log_dir),
         "latest_checkpoint": status.get("latest_checkpoint"),
         "updated_at": status.get("updated_at"),
+        "waiting": waiting,
     }
 
 
@@ -96,6 +100,8 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
         click.echo(to_json(report))
         return
     state = report["state"] + (f" (pid {report['pid']})" if report["pid"] else "")
+    if report["waiting"]:
+        state = "paused" + _waiting(report["waiting"], report["pid"])
     if report["state"] == "stopped":
         state += ": the process ended without a clean stop (killed?); resume from the " \
                  "latest checkpoint"
@@ -116,6 +122,15 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
     for key, value in rows:
         table.add_row(key, Text(str(value)))  # Text: no rich markup in messages
     Console(soft_wrap=True).print(table)
+
+
+def _waiting(waiting: dict[str, Any], pid: Any) -> str:
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(waiting["since"]))
+    until = waiting.get("until")
+    ends = ("" if until is None else
+            f", until {time.strftime('%H:%M:%S', time.localtime(until))} (then it exits)")
+    answers = " or ".join(f"`{c}`" for c in waiting.get("answer_with", []))
+    return f", waiting for instruction since {since} (pid {pid}{ends}): {answers}"
 
 
 def _num(value: float | str | None) -> str:

@@ -92,11 +92,13 @@ class Trainer:
         # More hooks, told of everything after the run's own (`rltrain sweep` reports to
         # Tune through one).
         self.extra_hooks: list[Hook] = []
+        self.on_event: Callable[[int, dict], None] | None = None  # each events.jsonl line
         self.paths: RunPaths | None = None
         self.in_env_step = False
         self.in_due = False
         self.redo_due = False  # set by a checkpoint written when `_due` failed
         self.run_lock: RunLock | None = None  # held from `claim` until `close`
+        self.argv: list[str] | None = None  # what command.txt records (None: sys.argv)
 
     # ----------------------------------------------------------------- the loop
     def run(self, paths: RunPaths, resume: ResumeInfo | None = None) -> RunOutcome:
@@ -151,7 +153,8 @@ class Trainer:
         remove_stale_temp_files(paths.checkpoint_dir)
         paths.pause_request_file.unlink(missing_ok=True)  # meant for an earlier process
         self.logger = RunLogger(paths, resume_step=resume.env_steps if resume else None)
-        self.logger.write_run_files(self.config)
+        self.logger.write_run_files(self.config, self.argv)
+        self.logger.on_event = self.on_event
         self.progress = ProgressDisplay(self.config.max_timesteps, self.counters.env_steps,
                                         self.interactive)
         self.hooks = HookList([], report=lambda findings: self.monitor.handle(findings))
@@ -175,9 +178,10 @@ class Trainer:
         if self.backend_warning:
             self._warn(self.counters.env_steps, "update_backend", self.backend_warning)
 
-    def claim(self, paths: RunPaths) -> None:
-        """Take the run's folders for this process (before anything is written there)."""
-        self.run_lock = RunLock(paths)
+    def claim(self, paths: RunPaths, lock: RunLock | None = None) -> None:
+        """Take the run's folders for this process (before anything is written there);
+        `lock`: this process holds them already."""
+        self.run_lock = lock if lock is not None else RunLock(paths)
 
     def close(self) -> None:
         """Close the envs (async vector envs run worker processes); give the run back."""

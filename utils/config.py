@@ -235,6 +235,27 @@ class DiagnosticsConfig:
         "pause (needs the [video] extra; null: off)", AT_LEAST_ONE)
 
 
+NotifyEvent = Literal["pause", "finish", "crash", "warning"]
+
+
+@dataclass(frozen=True)
+class NotifyConfig:
+    """Tell someone when a run pauses, finishes or crashes (docs/notify.md): a webhook,
+    a command, or both. Delivery runs off the training thread and never stops training."""
+
+    url: str | None = opt(None, "POST each selected event as JSON to this http(s) URL "
+                          "(a token in it is masked wherever rltrain writes the URL)")
+    command: str | None = opt(None, "run this command (split like a shell would, no shell) "
+                              "with each selected event as JSON on its stdin")
+    on: tuple[NotifyEvent, ...] = opt(("pause", "finish", "crash"),
+                                      "the events to send: pause, finish, crash, warning")
+    timeout: float = opt(5.0, "seconds one delivery may take; also the most a run's end "
+                         "waits for deliveries still pending", Range(0, 60, low_open=True))
+    retries: int = opt(2, "further tries after a failed delivery", Range(0, 10))
+    backoff: float = opt(1.0, "seconds before the first retry, doubled before each next",
+                         NON_NEGATIVE)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything one training run needs; `rltrain train --config` builds it from YAML."""
@@ -309,6 +330,13 @@ class TrainConfig:
         None, "torch's CPU threads (null: torch's default, one per core); several runs at once "
         "on one machine should share its cores (e.g. 1 each for 2 runs on 2 cores)",
         AT_LEAST_ONE)
+    notify: NotifyConfig = opt(NotifyConfig(), "tell someone about pauses, ends, crashes")
+    on_pause: Literal["exit", "wait"] = opt(
+        "exit", "after a pause: exit (code 3), or wait in the process for `rltrain continue` "
+        "or `rltrain stop` (as --wait)")
+    wait_timeout: float | None = opt(
+        None, "seconds a paused run waits for an instruction before it exits with code 3 "
+        "(null: no limit)", POSITIVE)
     monitor: MonitorConfig = opt(MonitorConfig(), "health rules: threshold and action per rule")
     diagnostics: DiagnosticsConfig = opt(DiagnosticsConfig(),
                                          "diagnostics: why an agent misbehaves")

@@ -25,6 +25,7 @@ import yaml
 
 from rltrain.utils.config import Range, TrainConfig, rules_of
 from rltrain.utils.errors import ConfigError
+from rltrain.utils.notify_target import check_notify
 
 SHIPPED_CONFIGS = "rltrain.configs"
 
@@ -288,6 +289,7 @@ def _check_cross_field(config: TrainConfig, raw: dict[str, Any]) -> None:
     if bounds.low is not None and bounds.high is not None and len(bounds.low) != len(bounds.high):
         raise ConfigError("config keys 'monitor.state_bounds.low' and '.high' must have the "
                           "same length")
+    check_notify(config.notify)
     if config.run_name is not None and not _safe_name(config.run_name):
         raise ConfigError(f"config key 'run_name' must be a plain folder name (letters, digits, "
                           f"'-', '_', '.'); got {config.run_name!r}")

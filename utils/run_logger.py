@@ -16,7 +16,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 from torch.utils.tensorboard import SummaryWriter
@@ -24,6 +24,7 @@ from torch.utils.tensorboard.summary import hparams
 
 from rltrain.utils.checkpoint import to_json
 from rltrain.utils.config import TrainConfig, config_to_dict
+from rltrain.utils.notify_target import mask_config_dict, mask_text
 from rltrain.utils.runs import RunPaths
 
 
@@ -32,6 +33,7 @@ class RunLogger:
 
     def __init__(self, paths: RunPaths, resume_step: int | None = None) -> None:
         self.paths = paths
+        self.on_event: Callable[[int, dict[str, Any]], None] | None = None  # after each line
         # purge_step drops events a crashed/paused process wrote after the checkpoint.
         purge = resume_step + 1 if resume_step is not None else None
         self.writer = SummaryWriter(log_dir=str(paths.log_dir), purge_step=purge,
@@ -42,9 +44,9 @@ class RunLogger:
 
     def write_run_files(self, config: TrainConfig, argv: list[str] | None = None) -> None:
         """config.yaml (the resolved config), command.txt, and the config in TensorBoard."""
-        plain = config_to_dict(config)
+        plain = mask_config_dict(config_to_dict(config))  # a webhook's token stays out
         self.paths.config_file.write_text(yaml.safe_dump(plain, sort_keys=False))
-        command = " ".join(argv if argv is not None else sys.argv)
+        command = mask_text(" ".join(argv if argv is not None else sys.argv))
         with open(self.paths.command_file, "a", encoding="utf-8") as f:
             f.write(command + "\n")
         text = "\n".join(f"    {line}" for line in yaml.safe_dump(plain, sort_keys=False)
@@ -69,8 +71,9 @@ class RunLogger:
 
     def event(self, env_steps: int, **fields: Any) -> None:
         """Append one line to events.jsonl (warnings, pauses, resumes)."""
-        line = {"env_steps": env_steps, "time": round(time.time(), 3), **fields}
-        self._events.write(to_json(line) + "\n")
+        self._events.write(event_line(env_steps, **fields))
+        if self.on_event is not None:
+            self.on_event(env_steps, fields)
 
     def diagnostic(self, kind: str, env_steps: int, **fields: Any) -> None:
         """Append one line to flow1.jsonl (the flow-1 diagnostics' statistics)."""
@@ -100,6 +103,18 @@ class RunLogger:
         self._metrics.close()
         self._events.close()
         self._diagnostics.close()
+
+
+def event_line(env_steps: int | None, **fields: Any) -> str:
+    """One line of events.jsonl."""
+    return to_json({"env_steps": env_steps, "time": round(time.time(), 3), **fields}) + "\n"
+
+
+def append_event(path: Path, env_steps: int | None, **fields: Any) -> None:
+    """Append one line to an events.jsonl that no RunLogger has open (a run that waits
+    after its pause, a notification that failed after the run ended)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(event_line(env_steps, **fields))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ EVENTS_FILE = "events.jsonl"
 STATUS_FILE = "status.json"
 DIAGNOSTICS_FILE = "flow1.jsonl"
 PAUSE_REQUEST_FILE = "pause.request"
+INSTRUCTION_FILE = "instruction.request"  # `rltrain continue` / `stop` to a waiting run
 CONFIG_FILE = "config.yaml"
 LOCK_FILE = "run.lock"
 # Files named after the env step they were written at: periodic and paused checkpoints,
@@ -72,6 +73,10 @@ class RunPaths:
     @property
     def pause_request_file(self) -> Path:
         return self.log_dir / PAUSE_REQUEST_FILE
+
+    @property
+    def instruction_file(self) -> Path:
+        return self.log_dir / INSTRUCTION_FILE
 
     def periodic_checkpoint(self, env_steps: int) -> Path:
         return self.checkpoint_dir / f"checkpoint_step_{env_steps}.pt"
