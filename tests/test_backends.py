@@ -120,3 +120,22 @@ def test_per_network_hidden_sizes_override_the_top_level_ones():
     settings = agent_settings(config)
     assert settings.actor_net.hidden_sizes == (8, 8)
     assert settings.critic_net.hidden_sizes == (32,)
+
+
+def test_a_run_whose_torch_lacks_a_private_op_trains_through_autograd_and_says_so(
+        tmp_path, monkeypatch):
+    from rltrain.agents import fused_ops
+    from rltrain.scripts.trainer import Trainer
+    from rltrain.utils.run_logger import read_jsonl
+    from rltrain.utils.runs import create_run
+
+    from conftest import tiny_config
+
+    monkeypatch.setitem(fused_ops._OPS, "torch.ops.aten.threshold_backward", None)
+    config = tiny_config(tmp_path, max_timesteps=150, run_name="r")
+    trainer = Trainer(config, torch.device("cpu"), interactive=False)
+    assert type(trainer.agent) is DDPGAgent
+    assert trainer.run(create_run(config)).status == "finished"
+    [warning] = [e for e in read_jsonl(tmp_path / "logs" / "r" / "events.jsonl")
+                 if e["rule"] == "update_backend"]
+    assert warning["action"] == "warn" and "threshold_backward" in warning["message"]
