@@ -67,7 +67,10 @@ def assert_fork_matches_the_full_run(tmp_path, step: int) -> None:
     assert metrics(tmp_path / "logs" / "fork" / "metrics.jsonl") == uninterrupted
 
 
-@pytest.mark.parametrize("overrides", [{}, {"algo": "td3", "noise_type": "ou"}])
+@pytest.mark.parametrize("overrides", [
+    {}, {"algo": "td3", "noise_type": "ou"},
+    {"update_backend": "autograd", "networks": {"critic": {"activation": "elu",
+                                                           "layer_norm": True}}}])
 def test_fork_from_a_mid_episode_checkpoint_is_bit_exact(tmp_path, overrides):
     full_run(tmp_path, **overrides)
     ckpt_dir = tmp_path / "checkpoints" / "full"
