@@ -206,16 +206,17 @@ def test_the_reward_scale_follows_every_reward_at_once():
 def test_q_overestimation_is_relative_to_the_return_with_the_reward_scale_as_floor():
     import torch
 
-    from rltrain.agents.ddpg import DDPGAgent
+    from rltrain.scripts.agent_setup import agent_view, build_agent
     from rltrain.utils.diagnostics.ddpg_checks import q_overestimation
     from rltrain.utils.evaluation import EvalResult
 
     low, high = np.array([-1.0], np.float32), np.array([1.0], np.float32)
-    agent = DDPGAgent(2, low, high, config_from_dict({}), DEVICE)
+    trained, _ = build_agent(config_from_dict({}), 2, low, high, DEVICE)
+    agent = agent_view(trained, low, high)
     start = np.zeros((1, 2), np.float32)
     with torch.no_grad():
         x = torch.as_tensor(start, device=DEVICE)
-        q = float(agent.critic.q1(x, agent.actor(x)))
+        q = float(trained.critic.q1(x, trained.actor(x)))
 
     def result(discounted: float) -> EvalResult:  # one episode that ended by termination
         return EvalResult([discounted], [10], [discounted], start, start, [False])
