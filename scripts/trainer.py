@@ -23,6 +23,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
