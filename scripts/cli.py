@@ -247,6 +247,9 @@ def load_actor(payload: dict, env, path: str) -> Actor:
     except (RuntimeError, KeyError, TypeError) as exc:
         raise CheckpointError(f"checkpoint '{path}': actor weights do not load "
                               f"({str(exc).splitlines()[0]})") from None
+    if not all(torch.isfinite(p).all() for p in actor.parameters()):
+        raise CheckpointError(f"checkpoint '{path}': the actor's weights contain NaN/inf, so "
+                              "its returns would mean nothing; evaluate an earlier checkpoint")
     return actor.eval()
 
 
