@@ -4,6 +4,7 @@ and no run folder is made."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -12,8 +13,10 @@ import textwrap
 import pytest
 import yaml
 from click.testing import CliRunner
+from rich.console import Console
 
 from rltrain.scripts.cli import cli
+from rltrain.utils.progress import ProgressDisplay, format_eta
 from rltrain.utils.safe_yaml import MAX_CONFIG_BYTES
 
 from conftest import tiny_dict
@@ -95,3 +98,36 @@ def test_a_bomb_in_a_set_value_is_refused_too(tmp_path):
 def test_a_file_larger_than_any_config_is_refused_unread(tmp_path):
     text = "seed: 1\n" + "# padding\n" * (MAX_CONFIG_BYTES // 10 + 1)
     assert_refused(train(tmp_path, text), tmp_path, "refused", "larger than 1 MiB")
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["max_timesteps=1e29"], ("'max_timesteps' must be an integer below 2**63",)),
+    (["eval_freq=9223372036854775808"], ("'eval_freq' must be an integer below 2**63",)),
+    (["hidden_sizes=[100000000,100000000]"], ("'hidden_sizes' [100000000, 100000000] needs",
+                                              "GiB for the networks", "use smaller layers")),
+    (["algo=td3", "hidden_sizes=[60000,60000,60000,60000,60000,60000,60000,60000]"],
+     ("GiB for the networks",)),
+    (["torch_threads=100000"], ("'torch_threads' is 100000, beyond 4 per core",)),
+])
+def test_sizes_beyond_the_machine_are_refused_before_training(tmp_path, overrides, words):
+    config = tmp_path / "ok.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path)))
+    sets = [item for o in overrides for item in ("--set", o)]
+    result = CliRunner().invoke(cli, ["train", "--config", str(config), *sets])
+    assert_refused(result, tmp_path, *words)
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (None, "n/a"), (5.5, "00:00:05"), (3 * 3600 + 62, "03:01:02"),
+    (25 * 3600, "1d 01:00:00"), (400 * 86400, "> 1 year"), (float("inf"), "> 1 year")])
+def test_an_eta_over_24_hours_shows_its_days(seconds, text):
+    assert format_eta(seconds) == text
+
+
+def test_the_progress_display_takes_step_counts_near_int64():
+    console = Console(file=io.StringIO(), width=100)
+    display = ProgressDisplay(2**63 - 1, 0, interactive=False, console=console)
+    display._rate, display._last_plain = 1000.0, 0.0  # as after a few seconds of training
+    display.update(10**6, -3.0, None)
+    display.close()
+    assert "> 1 year" in console.file.getvalue()

@@ -184,14 +184,20 @@ def _as_number(key: str, value: Any, integer: bool, valid: Range | None) -> int 
     if valid is not None:
         kind = _describe(int if integer else float, valid)
     if integer and isinstance(number, int):  # exact: a float holds ints only up to 2**53
-        return number
+        return _int64(key, number)
     if number is None or not _finite(number):
         raise ConfigError(f"config key '{key}' must be {kind}; got {_show(value)}")
     if integer:
         if float(number) != int(number):
             raise ConfigError(f"config key '{key}' must be {kind}; got {_show(value)}")
-        return int(number)
+        return _int64(key, int(number))
     return float(number)
+
+
+def _int64(key: str, number: int) -> int:
+    if not -2**63 <= number < 2**63:  # torch and NumPy count steps in int64
+        raise ConfigError(f"config key '{key}' must be an integer below 2**63; got {number}")
+    return number
 
 
 def _finite(number: float) -> bool:
