@@ -78,3 +78,24 @@ def test_eval_refuses_an_actor_with_nan_weights(trained_run, run_copy):
     assert result.exit_code == 2, result.output
     assert "the actor's weights contain NaN/inf" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_copied_checkpoint_is_not_resumed_into_its_run_unless_forked(trained_run, tmp_path):
+    """The checkpoint records its run's folders; a copy elsewhere (to experiment with)
+    must not continue that run's history."""
+    copy = tmp_path / "experiments" / "mine.pt"
+    copy.parent.mkdir()
+    shutil.copy2(trained_run.checkpoint_dir / "checkpoint_step_200.pt", copy)
+    before = files_of(trained_run.log_dir, trained_run.checkpoint_dir)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(copy)])
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert "is a copy, not in the checkpoint folder of run 'trained'" in result.output
+    assert "fork it with --run-name NEW" in result.output
+    forked = CliRunner().invoke(cli, [
+        "resume", "--checkpoint", str(copy), "--run-name", "fork",
+        "--set", f"log_dir={tmp_path / 'logs'}", "--set", f"checkpoint_dir={tmp_path / 'ck'}"])
+    assert forked.exit_code == 0, forked.output
+    assert (tmp_path / "ck" / "fork" / "checkpoint_step_300.pt").is_file()
+    assert files_of(trained_run.log_dir, trained_run.checkpoint_dir) == before
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["mine.pt"]
