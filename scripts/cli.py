@@ -137,6 +137,7 @@ def _outcome_decided() -> None:
     context = click.get_current_context(silent=True)
     if context is not None and (context.find_root().obj or {}).get("owns_process"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # nor a SIGTERM (it gave 143)
 
 
 def _report(outcome: RunOutcome) -> None:

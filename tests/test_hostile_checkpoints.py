@@ -99,3 +99,17 @@ def test_a_copied_checkpoint_is_not_resumed_into_its_run_unless_forked(trained_r
     assert (tmp_path / "ck" / "fork" / "checkpoint_step_300.pt").is_file()
     assert files_of(trained_run.log_dir, trained_run.checkpoint_dir) == before
     assert sorted(p.name for p in copy.parent.iterdir()) == ["mine.pt"]
+
+
+def test_resuming_when_the_log_folder_is_a_file_says_not_a_directory(trained_run, tmp_path):
+    payload = load_checkpoint(trained_run.checkpoint_dir / "checkpoint_step_200.pt")
+    folder = tmp_path / "checkpoints" / "trained"
+    payload["log_dir"], payload["checkpoint_dir"] = str(tmp_path / "logs"), str(folder)
+    save_tensors(checkpoint := folder / "checkpoint_step_200.pt", payload)
+    (tmp_path / "logs").write_text("not a folder")
+    before = files_of(tmp_path)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint)])
+    assert result.exit_code == 4, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert f"'{tmp_path / 'logs'}': it is not a directory" in result.output, result.output
+    assert files_of(tmp_path) == before
