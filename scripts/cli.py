@@ -146,6 +146,7 @@ def _outcome_decided() -> None:
     context = click.get_current_context(silent=True)
     if context is not None and (context.find_root().obj or {}).get("owns_process"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # nor a SIGTERM (it gave 143)
 
 
 def _say_paused(outcome: RunOutcome) -> None:
@@ -262,6 +263,9 @@ def load_actor(payload: dict, env, path: str) -> Actor:
     except (RuntimeError, KeyError, TypeError) as exc:
         raise CheckpointError(f"checkpoint '{path}': actor weights do not load "
                               f"({str(exc).splitlines()[0]})") from None
+    if not all(torch.isfinite(p).all() for p in actor.parameters()):
+        raise CheckpointError(f"checkpoint '{path}': the actor's weights contain NaN/inf, so "
+                              "its returns would mean nothing; evaluate an earlier checkpoint")
     return actor.eval()
 
 

@@ -134,7 +134,7 @@ def _claim_folders(trainer: Trainer, payload: dict[str, Any], checkpoint: str,
         trainer.monitor_state = {**trainer.monitor_state, "last_warned": {}, "held_back": {}}
         return paths
     paths = _own_folders(config, str(payload.get("run_name", "")), Path(checkpoint),
-                         payload.get("log_dir"))
+                         payload.get("log_dir"), payload.get("checkpoint_dir"))
     trainer.claim(paths, lock)
     return paths
 
@@ -156,15 +156,23 @@ def _set_aside_note(moved: dict[Path, list[str]], steps: int,
     return note
 
 
-def _own_folders(config: TrainConfig, name: str, checkpoint: Path,
-                 log_dir: str | None) -> RunPaths:
+def _own_folders(config: TrainConfig, name: str, checkpoint: Path, log_dir: str | None,
+                 checkpoint_dir: str | None) -> RunPaths:
     """The run's own folders: its checkpoints are where the checkpoint file lies, its logs
-    where the checkpoint says they were written (whatever the current folder is)."""
+    where the checkpoint says they were written (whatever the current folder is). A copy
+    of the checkpoint elsewhere is refused: continuing it in place would write into the
+    original run's logs (its history) from an experiment; it is forked with --run-name."""
     if not name:
         raise CheckpointError(f"checkpoint '{checkpoint}' does not name its run; "
                               "resume it with --run-name NEW")
     if checkpoint.resolve().parent.name.startswith(SUPERSEDED_PREFIX):
         raise UserError(f"checkpoint '{checkpoint}' was set aside when run '{name}' was resumed "
                         "from an earlier step; to continue it, fork it with --run-name NEW")
+    folder = checkpoint.resolve().parent
+    home = Path(checkpoint_dir).resolve() if checkpoint_dir else None
+    if folder != home and (home is not None or folder.name != name):
+        raise UserError(f"checkpoint '{checkpoint}' is a copy, not in the checkpoint folder of "
+                        f"run '{name}' ({home or name}): resuming it in place would write into "
+                        "that run's folders; fork it with --run-name NEW")
     logs = Path(log_dir) if log_dir else paths_for(config, name).log_dir
     return RunPaths(name, relative_to_cwd(logs), relative_to_cwd(checkpoint).parent)

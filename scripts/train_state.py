@@ -62,6 +62,7 @@ def build_payload(trainer: Trainer, kind: str) -> dict[str, Any]:
         "config": config_to_dict(trainer.config),
         "run_name": trainer.paths.name,
         "log_dir": str(trainer.paths.log_dir.resolve()),  # resume finds it from any folder
+        "checkpoint_dir": str(trainer.paths.checkpoint_dir.resolve()),  # a copy is not there
         "spaces": space_record(trainer.config.env_name, trainer.eval_env),
         "rltrain_version": __version__,
     }

@@ -40,7 +40,7 @@ from rltrain.scripts.train_state import (
 )
 from rltrain.utils.checkpoint import remove_stale_temp_files
 from rltrain.utils.config import TrainConfig
-from rltrain.utils.device import tune_process
+from rltrain.utils.device import check_network_memory, tune_process
 from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.envs import make_env, space_dims
 from rltrain.utils.errors import EnvFailure, OutputError, describe_write_failure, os_error_in
@@ -79,6 +79,8 @@ class Trainer:
         self.eval_env = make_env(config.env_name)  # first: a bad env fails here, in-process
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         self.rules = HealthRules(config, self.obs_dim, device)
+        check_network_memory(self.obs_dim, self.action_dim, config.hidden_sizes,
+                             2 if config.algo == "td3" else 1, device)
         torch.manual_seed(derive_seed(config.seed, NETWORK_INIT))
         self.agent, self.backend_warning = build_agent(config, self.obs_dim, low, high, device)
         self.agent_view = agent_view(self.agent, low, high)  # what the diagnostics see

@@ -68,3 +68,17 @@ def tiny_config(tmp_path: Path, **overrides: Any) -> TrainConfig:
 @pytest.fixture
 def tiny(tmp_path: Path) -> TrainConfig:
     return tiny_config(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One tiny finished run (its checkpoints at steps 100, 200, 300 and best_model.pt),
+    shared: tests copy its files, never change them."""
+    from rltrain.scripts.trainer import Trainer
+    from rltrain.utils.runs import create_run
+
+    config = tiny_config(tmp_path_factory.mktemp("trained"), run_name="trained")
+    trainer = Trainer(config, DEVICE, interactive=False)
+    paths = create_run(config)
+    trainer.run(paths)
+    return paths

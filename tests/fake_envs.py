@@ -356,6 +356,22 @@ class GatedPendulum(AtStepPendulum):
             held.unlink()
 
 
+class RaiseInitPendulum(gym.Wrapper):
+    """Pendulum whose constructor raises from its `fail_from`-th construction on (counted
+    in this process), or in any process but the one named by $RLTRAIN_TEST_PARENT_PID
+    when that is set: an env that cannot start (a missing licence, a busy port)."""
+
+    made = 0
+    fail_from = 1
+
+    def __init__(self) -> None:
+        RaiseInitPendulum.made += 1
+        parent = os.environ.get("RLTRAIN_TEST_PARENT_PID")
+        if (str(os.getpid()) != parent) if parent else self.made >= self.fail_from:
+            raise RuntimeError("simulator licence not found")
+        super().__init__(gym.make("Pendulum-v1"))
+
+
 class DriftingPointEnv(PointEnv):
     """Not deterministic under replay: its start depends on how often it was reset."""
 
@@ -375,6 +391,7 @@ gym.register("FakeSpikyPendulum-v0", entry_point=SpikyPendulum)
 gym.register("FakeScaledPendulum-v0", entry_point=ScaledPendulum)
 gym.register("FakeWeakPendulum-v0", entry_point=lambda: WeakPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeDriftingPoint-v0", entry_point=DriftingPointEnv)
+gym.register("FakeRaiseInitPendulum-v0", entry_point=RaiseInitPendulum)
 gym.register("FakeNaNReward-v0", entry_point=NaNReward)
 gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
              kwargs={"delay": 30.0, "after": 100})

@@ -314,7 +314,8 @@ def test_resume_refuses_bad_files_with_exit_2_and_touches_nothing(tmp_path, monk
     torch.save({"format": "rltrain-checkpoint", "x": Exploit()}, evil)
     # Well-formed files whose parts do not fit: an edited weight, a lost Adam entry.
     payload = load_checkpoint(folder / "checkpoint_step_200.pt")
-    payload["actor"]["net.0.weight"] = torch.zeros(5, 5)
+    payload["actor"]["net.0.weight"] = payload["actor_target"]["net.0.weight"] = \
+        torch.zeros(5, 5)  # (a network and its target of different shapes: refused earlier)
     torch.save(payload, bad_weight := tmp_path / "bad_weight.pt")
     payload = load_checkpoint(folder / "checkpoint_step_200.pt")
     del payload["critic_optimizer"]["state"][3]

@@ -286,3 +286,21 @@ def test_a_pause_request_on_the_last_step_finishes_the_run(tmp_path, monkeypatch
         return step
 
     train_in_process(tmp_path, monkeypatch, hook)
+
+
+def test_a_sigterm_after_a_finished_run_reports_keeps_exit_0(tmp_path):
+    """A SIGTERM while a finished run shuts down (after its report, while Python exits,
+    about a second with torch) changes nothing, as a Ctrl-C there does: exit 0."""
+    raw = tiny_dict(tmp_path, max_timesteps=300, checkpoint_freq=100, eval_freq=10_000)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    proc = subprocess.Popen([EXE, "train", "--config", str(config), "--run-name", "done"],
+                            cwd=tmp_path, env={**ENV, "PYTHONUNBUFFERED": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("finished at step"):
+            proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode == 0, "".join(lines) + proc.stderr.read()

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import torch
 
+from rltrain.utils.checkpoint_fields import check_fields
 from rltrain.utils.errors import CheckpointError, OutputError, os_error_in
 
 FORMAT = "rltrain-checkpoint"
@@ -107,7 +108,8 @@ def _on_cpu(value: Any) -> Any:
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint safely onto the CPU, or raise one clear `CheckpointError`."""
+    """Load a checkpoint safely onto the CPU, every field checked (utils/checkpoint_fields.py),
+    or raise one clear `CheckpointError`."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint '{path}' not found")
@@ -133,6 +135,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     missing = [k for k in REQUIRED_KEYS if k not in data]
     if missing:
         raise CheckpointError(f"checkpoint '{path}' is incomplete: missing {', '.join(missing)}")
+    check_fields(data, path)  # every field in range, before anything uses one
     return data
 
 

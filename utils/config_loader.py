@@ -1,9 +1,7 @@
 """Load, override and validate configs: YAML file -> `--set` overrides -> `TrainConfig`.
 
-Config files and `--set key=value` values are read with PyYAML's SafeLoader (what
-`yaml.safe_load` uses; never `eval`), extended to refuse a key given twice and to read
-booleans as YAML 1.2 does: only true/false, so that `action: off` is the word off and a
-`no` or `on` is refused rather than silently read as a boolean.
+Config files and `--set key=value` values are read by utils/safe_yaml.py (PyYAML's
+SafeLoader, never `eval`, with bounded size, depth and alias expansion).
 Validation happens once, here: unknown keys fail with a "did you mean", types and
 ranges are checked per field, and cross-field rules at the end. Every failure is a
 `ConfigError` whose message names the key and what is allowed.
@@ -14,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import re
 import types
 import typing
 from importlib import resources
@@ -26,6 +23,8 @@ import yaml
 from rltrain.utils.config import Range, TrainConfig, rules_of
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.notify_target import check_notify
+from rltrain.utils.safe_yaml import ConfigTooLarge, read_yaml_mapping
+from rltrain.utils.safe_yaml import load_yaml as _load_yaml
 
 SHIPPED_CONFIGS = "rltrain.configs"
 
@@ -52,61 +51,6 @@ def resolve_config_path(name: str) -> Path:
                       f"{', '.join(shipped)})")
 
 
-BOOL_TAG = "tag:yaml.org,2002:bool"
-
-
-class _ConfigLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that refuses a key given twice in one mapping (plain YAML keeps
-    the last silently: `seed: 1 ... seed: 2` would train seed 2 without a word), with
-    YAML 1.2's booleans (below)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: keys given there
-                continue  # may be overridden here, as YAML intends
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key '{key}' appears twice", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-# YAML 1.1 (PyYAML's default) also reads yes/no/on/off as booleans: `monitor.X.action: no`
-# was quietly "off", and `on` gave "got True".
-_ConfigLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != BOOL_TAG]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_ConfigLoader.add_implicit_resolver(
-    BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-
-
-def _load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader)
-
-
-def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    """Parse a YAML file that must hold a mapping at the top level."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config '{path}': {exc}") from None
-    try:
-        data = _load_yaml(text)
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" at line {where.line + 1}" if where is not None else ""
-        raise ConfigError(f"config '{path}' is not valid YAML{line}: "
-                          f"{getattr(exc, 'problem', None) or exc}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"config '{path}' must be a YAML mapping of key: value, "
-                          f"got {type(data).__name__}")
-    return data
-
-
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...],
                     option: str = "--set") -> dict[str, Any]:
     """Apply `key=value` strings (dotted keys for nested sections) to a copy of `raw`;
@@ -119,6 +63,8 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...],
             raise ConfigError(f"{option} expects key=value, got '{item}'")
         try:
             value = _load_yaml(text) if text.strip() else None
+        except ConfigTooLarge as exc:
+            raise ConfigError(f"{option} {key}: value refused: {exc}") from None
         except yaml.YAMLError:
             raise ConfigError(f"{option} {key}: cannot parse value '{text}' as YAML") from None
         node = result
@@ -239,14 +185,20 @@ def _as_number(key: str, value: Any, integer: bool, valid: Range | None) -> int 
     if valid is not None:
         kind = _describe(int if integer else float, valid)
     if integer and isinstance(number, int):  # exact: a float holds ints only up to 2**53
-        return number
+        return _int64(key, number)
     if number is None or not _finite(number):
         raise ConfigError(f"config key '{key}' must be {kind}; got {_show(value)}")
     if integer:
         if float(number) != int(number):
             raise ConfigError(f"config key '{key}' must be {kind}; got {_show(value)}")
-        return int(number)
+        return _int64(key, int(number))
     return float(number)
+
+
+def _int64(key: str, number: int) -> int:
+    if not -2**63 <= number < 2**63:  # torch and NumPy count steps in int64
+        raise ConfigError(f"config key '{key}' must be an integer below 2**63; got {number}")
+    return number
 
 
 def _finite(number: float) -> bool:

@@ -4,8 +4,10 @@ process-wide settings (threads, float32 precision, denormals, memory) training r
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 
+import psutil
 import torch
 
 from rltrain.utils.errors import ConfigError
@@ -25,12 +27,37 @@ def tune_process(threads: int | None = None) -> None:
     """The process-wide CPU settings training runs with (the Trainer calls it first);
     `threads`: torch's CPU threads (None: leave torch's choice, one per core)."""
     if threads is not None:
+        limit = 4 * (os.cpu_count() or 1)
+        if threads > limit:  # torch crashed (a segmentation fault) with 100000
+            raise ConfigError(f"config key 'torch_threads' is {threads}, beyond 4 per core of "
+                              f"this machine's {os.cpu_count()}; use at most {limit}")
         torch.set_num_threads(threads)
     # Full float32 matrix products, whatever the process was set to before: TF32 (or
     # bf16) products on Ampere and later GPUs would change every result, and silently.
     torch.set_float32_matmul_precision("highest")
     flush_denormals()
     keep_freed_memory()
+
+
+def check_network_memory(obs_dim: int, action_dim: int, hidden_sizes: tuple[int, ...],
+                         critics: int, device: torch.device) -> None:
+    """Refuse networks whose parameters cannot fit the device before allocating them: each
+    parameter is held five times (online, target, gradient, Adam's two moments) in float32;
+    `critics`: 2 for TD3's twins."""
+    def count(inputs: int, outputs: int) -> int:
+        widths = [inputs, *hidden_sizes, outputs]
+        return sum((a + 1) * b for a, b in zip(widths, widths[1:], strict=False))
+
+    needed = 5 * 4 * (count(obs_dim, action_dim) + critics * count(obs_dim + action_dim, 1))
+    if device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+    else:
+        total = psutil.virtual_memory().total
+    if needed > total:
+        raise ConfigError(f"config key 'hidden_sizes' {list(hidden_sizes)} needs "
+                          f"{needed / 2**30:.3g} GiB for the networks (weights, targets, "
+                          f"gradients, Adam state); this {device.type} has {total / 2**30:.3g} "
+                          "GiB: use smaller layers")
 
 
 def flush_denormals() -> None:

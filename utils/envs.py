@@ -14,6 +14,7 @@ import contextlib
 import difflib
 import functools
 import signal
+import tempfile
 import traceback
 import warnings
 from pathlib import Path
@@ -27,7 +28,9 @@ from rltrain.utils.errors import EnvError, EnvFailure, first_line
 
 
 def make_env(env_name: str, render_mode: str | None = None) -> gym.Env:
-    """`gymnasium.make(env_name)` with user-facing errors and space checks."""
+    """`gymnasium.make(env_name)` with user-facing errors and space checks. An exception
+    of the env's own constructor is an `EnvFailure`, its traceback written to a file in
+    the system's temporary folder (no run folder exists yet) that the message names."""
     kwargs = {"render_mode": render_mode} if render_mode else {}
     try:
         env = gym.make(env_name, **kwargs)
@@ -37,6 +40,10 @@ def make_env(env_name: str, render_mode: str | None = None) -> gym.Env:
         raise EnvError(f"env '{env_name}' needs a package that is not installed: {exc}") from None
     except ImportError as exc:
         raise EnvError(f"env '{env_name}': cannot import its module ({exc})") from None
+    except gym.error.Error as exc:  # a deprecated version, a bad render mode, ...
+        raise EnvError(f"env '{env_name}': {first_line(exc)}") from None
+    except Exception as exc:
+        raise _constructor_failed(env_failure(env_name, "its constructor", exc)) from None
     try:
         check_action_space(env_name, env.action_space)
         return _flat_observations(env_name, env)
@@ -55,13 +62,27 @@ def env_code(env_name: str, call: str) -> Iterator[None]:
     except EnvFailure:
         raise  # already named where it was raised (in an env's own process, for one)
     except Exception as exc:
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in " \
-                f"{frames[-1].name}" if frames else ""
-        text = first_line(exc)
-        raise EnvFailure(f"env '{env_name}' raised {type(exc).__name__} in {call}{where}"
-                         + (f": {text}" if text else ""),
-                         "".join(traceback.format_exception(exc))) from exc
+        raise env_failure(env_name, call, exc) from exc
+
+
+def env_failure(env_name: str, call: str, exc: Exception) -> EnvFailure:
+    """`exc`, raised by the env's code in `call`, as an `EnvFailure` naming where."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in " \
+            f"{frames[-1].name}" if frames else ""
+    text = first_line(exc)
+    return EnvFailure(f"env '{env_name}' raised {type(exc).__name__} in {call}{where}"
+                      + (f": {text}" if text else ""), "".join(traceback.format_exception(exc)))
+
+
+def _constructor_failed(failure: EnvFailure) -> EnvFailure:
+    try:
+        with tempfile.NamedTemporaryFile("w", prefix="rltrain_env_error_", suffix=".txt",
+                                         delete=False) as f:
+            f.write(failure.details)
+    except OSError:
+        return failure
+    return EnvFailure(f"{failure} (traceback: {f.name})", failure.details)
 
 
 def _unknown_env_message(env_name: str) -> str:
@@ -150,9 +171,45 @@ def _sub_env(env_name: str, index: int) -> gym.Env:
 
 def _worker_sub_env(env_name: str, index: int) -> gym.Env:
     """In an async worker process: Ctrl-C belongs to the trainer, which pauses the run
-    and closes the workers; a worker that died of the same SIGINT would lose the step."""
+    and closes the workers; a worker that died of the same SIGINT would lose the step.
+    An env whose constructor raises there is a `_FailedEnv`: Gymnasium's worker would die
+    of the exception, and the trainer read a closed pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return _sub_env(env_name, index)
+    try:
+        return _sub_env(env_name, index)
+    except EnvFailure as exc:
+        return Replayable(_FailedEnv(exc), index, env_name)
+
+
+class _FailedEnv(gym.Env):
+    """Stands in for an env whose constructor raised in an async worker. Gymnasium's
+    worker first compares its env's spaces with those of the env made in the trainer's
+    process; comparing these raises the failure, which the worker hands back to the
+    trainer as it does a step's exception (reset and step raise it too)."""
+
+    def __init__(self, failure: EnvFailure) -> None:
+        self.failure = failure
+        self.observation_space = self.action_space = _FailedSpace(failure)
+
+    def reset(self, **kwargs: Any) -> Any:
+        raise self.failure
+
+    def step(self, action: Any) -> Any:
+        raise self.failure
+
+
+class _FailedSpace(gym.spaces.Box):
+    """A space whose comparison raises `failure` (as a subclass of Box, Python asks its
+    `__eq__` first when a Box is compared with it)."""
+
+    def __init__(self, failure: EnvFailure) -> None:
+        super().__init__(-1.0, 1.0, (1,), np.float32)
+        self.failure = failure
+
+    def __eq__(self, other: object) -> bool:
+        raise self.failure
+
+    __hash__ = gym.spaces.Box.__hash__
 
 
 def _quiet_worker_errors() -> None:

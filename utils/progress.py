@@ -12,6 +12,7 @@ import time
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.text import Text
 
 from rltrain.utils.findings import Finding
 from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook
@@ -40,6 +41,24 @@ class _TrainingConsole(Console):
         drop_stdout()
 
 
+def format_eta(seconds: float | None) -> str:
+    """`H:MM:SS`, with days beyond 24 hours (`3d 04:05:06`); "n/a" when unknown or beyond
+    a year (gmtime wrapped at 24 hours, and failed on ETAs beyond its range)."""
+    if seconds is None or not seconds >= 0 or seconds > 365 * 86400:
+        return "n/a" if seconds is None or not seconds >= 0 else "> 1 year"
+    days, rest = divmod(int(seconds), 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}d {text}" if days else text
+
+
+class _EtaColumn(TimeRemainingColumn):
+    """rich's time remaining, in `format_eta`'s form (rich's own overflows beyond
+    timedelta's range, with step counts near 2**63)."""
+
+    def render(self, task) -> Text:  # type: ignore[no-untyped-def]
+        return Text(format_eta(task.time_remaining), style="progress.remaining")
+
+
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
@@ -65,7 +84,7 @@ class ProgressDisplay:
                 TextColumn("{task.fields[rate]} steps/s"),
                 TextColumn("last return {task.fields[last]}"),
                 TextColumn("best eval {task.fields[best]}"),
-                TimeRemainingColumn(), console=self.console, transient=False)
+                _EtaColumn(), console=self.console, transient=False)
             self._task = self._bar.add_task("train", total=total_steps, completed=start_steps,
                                             rate="-", last="n/a", best="n/a")
             self._bar.start()
@@ -83,7 +102,7 @@ class ProgressDisplay:
         elif now - self._last_plain >= PLAIN_EVERY_SECONDS:
             self._last_plain = now
             eta = (self.total - env_steps) / self._rate if self._rate > 0 else None
-            eta_text = "n/a" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta))
+            eta_text = format_eta(eta)
             self.console.print(f"step {env_steps}/{self.total} | {self._rate:.0f} steps/s | "
                                f"last return {_fmt(last_return)} | best eval "
                                f"{_fmt(best_eval)} | ETA {eta_text}", markup=False)

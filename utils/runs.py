@@ -168,6 +168,9 @@ class RunLock:
                 raise self._in_use(paths, f"pid {status.get('pid')}")
             return
         path = paths.log_dir / LOCK_FILE
+        if paths.log_dir.exists() and not paths.log_dir.is_dir():  # mkdir says "File exists"
+            raise OutputError(f"cannot use the run's log folder '{paths.log_dir}': it is not a "
+                              "directory (a file has its name)")
         try:
             paths.log_dir.mkdir(parents=True, exist_ok=True)
             file = path.open("ab")

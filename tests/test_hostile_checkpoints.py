@@ -1,0 +1,115 @@
+"""Forged checkpoints: every field rltrain reads is checked when the file is loaded, so
+that `resume` and `eval` refuse a bad one in one line with exit code 2, before any file
+is touched; `eval` refuses an actor whose weights are NaN."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from rltrain.scripts.cli import cli
+from rltrain.utils.checkpoint import load_checkpoint, save_tensors
+
+
+def files_of(*folders: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for folder in folders
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def nested_set(payload: dict, key: str, value) -> None:
+    *parents, last = key.split("/")
+    for part in parents:
+        payload = payload[part]
+    payload[last] = value
+
+
+# (where, forged value, the field the refusal names)
+FORGERIES = [
+    ("total_steps", "abc", "total_steps"), ("total_steps", -5, "total_steps"),
+    ("total_steps", 2**64, "total_steps"), ("total_steps", 2.5, "total_steps"),
+    ("kind", "weird", "kind"), ("run_name", "../../elsewhere", "run_name"),
+    ("log_dir", 7, "log_dir"), ("spaces/obs_dim", 0, "spaces.obs_dim"),
+    ("spaces/action_low", [float("nan")], "spaces.action_low"),
+    ("spaces/action_high", [-5.0], "spaces.action_high"), ("actor", "not weights", "actor"),
+    ("critic/net.0.weight", "a string", "critic.net.0.weight"),
+    ("actor_target/net.0.weight", torch.zeros(2, 2), "actor_target"),
+    ("buffer/size", 10**6, "buffer.size"), ("buffer/ptr", -1, "buffer.ptr"),
+    ("buffer/width", 3, "buffer.width"), ("buffer/data", torch.zeros(3, 3), "buffer.data"),
+    ("trainer/counters/env_steps", 150, "trainer.counters.env_steps"),
+    ("trainer/counters/episodes", -1, "trainer.counters.episodes"),
+    ("trainer/counters/last_return", "high", "trainer.counters.last_return"),
+]
+
+
+@pytest.fixture
+def run_copy(trained_run, tmp_path) -> Path:
+    """The trained run's checkpoint folder, copied: where forged files go."""
+    folder = tmp_path / "checkpoints" / "trained"
+    shutil.copytree(trained_run.checkpoint_dir, folder)
+    return folder
+
+
+@pytest.mark.parametrize("command", ["resume", "eval"])
+@pytest.mark.parametrize("key, value, field", FORGERIES,
+                         ids=[f"{k}={v!r}"[:40] for k, v, _ in FORGERIES])
+def test_a_forged_field_is_refused_in_one_line_and_nothing_changes(
+        trained_run, tmp_path, run_copy, command, key, value, field):
+    payload = load_checkpoint(run_copy / "checkpoint_step_200.pt")
+    nested_set(payload, key, value)
+    save_tensors(forged := run_copy / "checkpoint_step_200.pt", payload)
+    before = files_of(tmp_path, trained_run.log_dir, trained_run.checkpoint_dir)
+    result = CliRunner().invoke(cli, [command, "--checkpoint", str(forged)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    assert f"is refused: its field '{field}' is " in result.output, result.output
+    assert files_of(tmp_path, trained_run.log_dir, trained_run.checkpoint_dir) == before
+
+
+def test_eval_refuses_an_actor_with_nan_weights(trained_run, run_copy):
+    payload = load_checkpoint(run_copy / "best_model.pt")
+    for net in ("actor", "actor_target"):
+        payload[net]["net.0.weight"][0, 0] = float("nan")
+    save_tensors(run_copy / "best_model.pt", payload)
+    result = CliRunner().invoke(cli, ["eval", "--checkpoint", str(run_copy / "best_model.pt")])
+    assert result.exit_code == 2, result.output
+    assert "the actor's weights contain NaN/inf" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_copied_checkpoint_is_not_resumed_into_its_run_unless_forked(trained_run, tmp_path):
+    """The checkpoint records its run's folders; a copy elsewhere (to experiment with)
+    must not continue that run's history."""
+    copy = tmp_path / "experiments" / "mine.pt"
+    copy.parent.mkdir()
+    shutil.copy2(trained_run.checkpoint_dir / "checkpoint_step_200.pt", copy)
+    before = files_of(trained_run.log_dir, trained_run.checkpoint_dir)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(copy)])
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert "is a copy, not in the checkpoint folder of run 'trained'" in result.output
+    assert "fork it with --run-name NEW" in result.output
+    forked = CliRunner().invoke(cli, [
+        "resume", "--checkpoint", str(copy), "--run-name", "fork",
+        "--set", f"log_dir={tmp_path / 'logs'}", "--set", f"checkpoint_dir={tmp_path / 'ck'}"])
+    assert forked.exit_code == 0, forked.output
+    assert (tmp_path / "ck" / "fork" / "checkpoint_step_300.pt").is_file()
+    assert files_of(trained_run.log_dir, trained_run.checkpoint_dir) == before
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["mine.pt"]
+
+
+def test_resuming_when_the_log_folder_is_a_file_says_not_a_directory(trained_run, tmp_path):
+    payload = load_checkpoint(trained_run.checkpoint_dir / "checkpoint_step_200.pt")
+    folder = tmp_path / "checkpoints" / "trained"
+    payload["log_dir"], payload["checkpoint_dir"] = str(tmp_path / "logs"), str(folder)
+    save_tensors(checkpoint := folder / "checkpoint_step_200.pt", payload)
+    (tmp_path / "logs").write_text("not a folder")
+    before = files_of(tmp_path)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint)])
+    assert result.exit_code == 4, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert f"'{tmp_path / 'logs'}': it is not a directory" in result.output, result.output
+    assert files_of(tmp_path) == before

@@ -1,0 +1,135 @@
+"""Every field rltrain reads from a checkpoint, checked before anything uses it.
+
+A checkpoint may come from anywhere (a colleague, a download, an edit): `weights_only`
+loading keeps code out of it, and this module keeps its values in range. Types, ranges
+and consistency with its own tensors (twin networks of one shape, a replay buffer that
+fits its counters and its env's spaces) are checked when the file is loaded, before
+`resume` or `eval` touches any file; a bad field is one `CheckpointError` naming it.
+The config it holds is validated as a config file is, by its consumers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from rltrain.utils.errors import CheckpointError
+
+MAX_STEPS = 2**63 - 1  # env steps are counted in int64 wherever torch or NumPy hold them
+KINDS = ("best", "periodic", "paused")
+NETWORKS = ("actor", "critic", "actor_target", "critic_target")
+OPTIMIZERS = ("actor_optimizer", "critic_optimizer")
+
+
+def check_fields(data: dict[str, Any], path: object) -> None:
+    """Raise a `CheckpointError` for the first field of `data` that is not as rltrain
+    writes it."""
+    fields = _Fields(data, path)
+    steps = fields.integer("total_steps", data["total_steps"], 0, MAX_STEPS)
+    if data.get("kind") not in KINDS:
+        raise fields.bad("kind", data.get("kind"), f"one of {', '.join(KINDS)}")
+    fields.of_type("config", data["config"], dict, "a mapping")
+    for key in ("run_name", "log_dir", "checkpoint_dir", "rltrain_version"):
+        if key in data and (not isinstance(data[key], str) or not data[key]):
+            raise fields.bad(key, data[key], "a non-empty string")
+    if "run_name" in data and not _plain_name(data["run_name"]):
+        raise fields.bad("run_name", data["run_name"], "a plain folder name")
+    obs_dim, action_dim = _check_spaces(fields, data.get("spaces"))
+    _check_networks(fields, data)
+    if data["kind"] != "best":
+        _check_buffer(fields, data.get("buffer"), steps, 2 * obs_dim + action_dim + 2)
+        _check_trainer(fields, data.get("trainer"), steps)
+
+
+class _Fields:
+    """The checks' shared wording: `checkpoint 'P': field 'F' is V; it must be ...`."""
+
+    def __init__(self, data: dict[str, Any], path: object) -> None:
+        self.data, self.path = data, path
+
+    def bad(self, field: str, value: Any, must: str) -> CheckpointError:
+        shown = repr(value) if not isinstance(value, torch.Tensor) else \
+            f"a tensor of shape {tuple(value.shape)}"
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        return CheckpointError(f"checkpoint '{self.path}' is refused: its field '{field}' is "
+                               f"{shown}; it must be {must}")
+
+    def integer(self, field: str, value: Any, low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise self.bad(field, value, f"an integer in [{low}, {high}]")
+        return value
+
+    def of_type(self, field: str, value: Any, kind: type, must: str) -> Any:
+        if not isinstance(value, kind):
+            raise self.bad(field, value, must)
+        return value
+
+
+def _check_spaces(fields: _Fields, spaces: Any) -> tuple[int, int]:
+    fields.of_type("spaces", spaces, dict, "a mapping")
+    obs_dim = fields.integer("spaces.obs_dim", spaces.get("obs_dim"), 1, 2**31)
+    bounds = []
+    for side in ("action_low", "action_high"):
+        value = spaces.get(side)
+        if (not isinstance(value, list) or not value or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                for v in value)):
+            raise fields.bad(f"spaces.{side}", value, "a non-empty list of finite numbers")
+        bounds.append(value)
+    low, high = bounds
+    if len(low) != len(high) or not all(h > lo for lo, h in zip(low, high, strict=True)):
+        raise fields.bad("spaces.action_high", high, "above action_low, of its length")
+    return obs_dim, len(low)
+
+
+def _check_networks(fields: _Fields, data: dict[str, Any]) -> None:
+    """Each network a dict of floating tensors; each target of its network's shapes."""
+    for name in NETWORKS:
+        weights = fields.of_type(name, data[name], dict, "a mapping of tensors")
+        for key, value in weights.items():
+            if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+                raise fields.bad(f"{name}.{key}", value, "a floating-point tensor")
+    for name in ("actor", "critic"):
+        online, target = data[name], data[f"{name}_target"]
+        shapes = {k: tuple(v.shape) for k, v in online.items()}
+        if shapes != {k: tuple(v.shape) for k, v in target.items()}:
+            raise fields.bad(f"{name}_target", "weights of other shapes",
+                             f"of the shapes of '{name}'")
+    for name in OPTIMIZERS:
+        fields.of_type(name, data[name], dict, "a mapping")
+
+
+def _check_buffer(fields: _Fields, buffer: Any, steps: int, width: int) -> None:
+    """The replay buffer: its counters in range and its tensors of the size they say."""
+    fields.of_type("buffer", buffer, dict, "a mapping")
+    capacity = fields.integer("buffer.capacity", buffer.get("capacity"), 1, MAX_STEPS)
+    size = fields.integer("buffer.size", buffer.get("size"), 0, min(capacity, steps))
+    fields.integer("buffer.ptr", buffer.get("ptr"), 0, capacity - 1)
+    fields.integer("buffer.width", buffer.get("width"), width, width)
+    rows = buffer.get("data")
+    if not isinstance(rows, torch.Tensor) or tuple(rows.shape) != (size, width):
+        raise fields.bad("buffer.data", rows, f"a tensor of shape ({size}, {width})")
+    truncated = buffer.get("truncated")
+    if not isinstance(truncated, torch.Tensor) or tuple(truncated.shape) != (size,):
+        raise fields.bad("buffer.truncated", truncated, f"a tensor of shape ({size},)")
+
+
+def _check_trainer(fields: _Fields, trainer: Any, steps: int) -> None:
+    """The counters the run continues from: of the checkpoint's own step."""
+    fields.of_type("trainer", trainer, dict, "a mapping")
+    counters = fields.of_type("trainer.counters", trainer.get("counters"), dict, "a mapping")
+    fields.integer("trainer.counters.env_steps", counters.get("env_steps"), steps, steps)
+    fields.integer("trainer.counters.episodes", counters.get("episodes"), 0, steps)
+    last = counters.get("last_return")
+    if last is not None and (isinstance(last, bool) or not isinstance(last, (int, float))):
+        raise fields.bad("trainer.counters.last_return", last, "a number or null")
+    fields.integer("trainer.counters.last_non_finite_rewards",
+                   counters.get("last_non_finite_rewards", 0), 0, steps)
+
+
+def _plain_name(name: str) -> bool:
+    """A run name is one folder: no separator, no '..' (it names folders to write)."""
+    return name not in (".", "..") and all(c.isalnum() or c in "-_." for c in name)
