@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from rltrain.scripts import run_endings
-from rltrain.scripts.agent_setup import agent_view, build_agent
+from rltrain.scripts.agent_setup import agent_view, build_agent, network_spec
 from rltrain.scripts.collector import Collector
 from rltrain.scripts.run_endings import RunOutcome
 from rltrain.scripts.train_state import (
@@ -79,8 +79,9 @@ class Trainer:
         self.eval_env = make_env(config.env_name)  # first: a bad env fails here, in-process
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         self.rules = HealthRules(config, self.obs_dim, device)
-        check_network_memory(self.obs_dim, self.action_dim, config.hidden_sizes,
-                             2 if config.algo == "td3" else 1, device)
+        check_network_memory(self.obs_dim, self.action_dim,
+                             network_spec(config, "actor").hidden_sizes,
+                             network_spec(config, "critic").hidden_sizes, device)
         torch.manual_seed(derive_seed(config.seed, NETWORK_INIT))
         self.agent, self.backend_warning = build_agent(config, self.obs_dim, low, high, device)
         self.agent_view = agent_view(self.agent, low, high)  # what the diagnostics see

@@ -39,22 +39,25 @@ def tune_process(threads: int | None = None) -> None:
     keep_freed_memory()
 
 
-def check_network_memory(obs_dim: int, action_dim: int, hidden_sizes: tuple[int, ...],
-                         critics: int, device: torch.device) -> None:
+def check_network_memory(obs_dim: int, action_dim: int, actor_hidden: tuple[int, ...],
+                         critic_hidden: tuple[int, ...], device: torch.device) -> None:
     """Refuse networks whose parameters cannot fit the device before allocating them: each
-    parameter is held five times (online, target, gradient, Adam's two moments) in float32;
-    `critics`: 2 for TD3's twins."""
-    def count(inputs: int, outputs: int) -> int:
-        widths = [inputs, *hidden_sizes, outputs]
+    parameter is held five times (online, target, gradient, Adam's two moments) in float32,
+    the critic twice (its twin Q-networks)."""
+    def count(inputs: int, hidden: tuple[int, ...], outputs: int) -> int:
+        widths = [inputs, *hidden, outputs]
         return sum((a + 1) * b for a, b in zip(widths, widths[1:], strict=False))
 
-    needed = 5 * 4 * (count(obs_dim, action_dim) + critics * count(obs_dim + action_dim, 1))
+    needed = 5 * 4 * (count(obs_dim, actor_hidden, action_dim)
+                      + 2 * count(obs_dim + action_dim, critic_hidden, 1))
     if device.type == "cuda":
         total = torch.cuda.get_device_properties(device).total_memory
     else:
         total = psutil.virtual_memory().total
     if needed > total:
-        raise ConfigError(f"config key 'hidden_sizes' {list(hidden_sizes)} needs "
+        sizes = list(actor_hidden) if actor_hidden == critic_hidden else \
+            f"{list(actor_hidden)} (actor), {list(critic_hidden)} (critic)"
+        raise ConfigError(f"config key 'hidden_sizes' {sizes} needs "
                           f"{needed / 2**30:.3g} GiB for the networks (weights, targets, "
                           f"gradients, Adam state); this {device.type} has {total / 2**30:.3g} "
                           "GiB: use smaller layers")
