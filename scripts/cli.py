@@ -23,6 +23,7 @@ from rltrain.scripts.config_commands import config_group, everyday_options, flag
 from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume, prepare_train
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.run_endings import RunOutcome, resume_hint
+from rltrain.scripts.runs_command import runs
 from rltrain.scripts.wait import supervise
 from rltrain.scripts.wait_commands import continue_command, stop
 from rltrain.utils.checkpoint import check_spaces, load_checkpoint, to_json
@@ -94,6 +95,7 @@ def cli() -> None:
     Quick start:
       rltrain train --config pendulum_ddpg.yaml
       tensorboard --logdir logs
+      rltrain runs                  (the runs under logs/, newest first)
       rltrain status <run>          (from another terminal)
       rltrain pause <run>           (pauses with a resumable checkpoint)
       rltrain resume --checkpoint checkpoints/<run>/paused_at_step_<N>.pt
@@ -333,6 +335,7 @@ cli.add_command(stop)
 cli.add_command(status)
 cli.add_command(diagnose)
 cli.add_command(config_group)
+cli.add_command(runs)
 
 
 if __name__ == "__main__":
