@@ -19,9 +19,11 @@ import torch
 from rltrain import __version__
 from rltrain.networks.actor import Actor
 from rltrain.scripts.agent_setup import network_spec
+from rltrain.scripts.config_commands import config_group, everyday_options, flag_overrides
 from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume, prepare_train
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.run_endings import RunOutcome, resume_hint
+from rltrain.scripts.runs_command import runs
 from rltrain.scripts.wait import supervise
 from rltrain.scripts.wait_commands import continue_command, stop
 from rltrain.utils.checkpoint import check_spaces, load_checkpoint, to_json
@@ -93,6 +95,7 @@ def cli() -> None:
     Quick start:
       rltrain train --config pendulum_ddpg.yaml
       tensorboard --logdir logs
+      rltrain runs                  (the runs under logs/, newest first)
       rltrain status <run>          (from another terminal)
       rltrain pause <run>           (pauses with a resumable checkpoint)
       rltrain resume --checkpoint checkpoints/<run>/paused_at_step_<N>.pt
@@ -118,14 +121,16 @@ WAIT_HELP = ("After a pause, wait in this process for `rltrain continue RUN [--s
               help="Run folder name under log_dir and checkpoint_dir "
                    "(default: <env>_<algo>_s<seed>_<time>).")
 @click.option("--wait", is_flag=True, help=WAIT_HELP)
+@everyday_options
 def train(config_name: str, overrides: tuple[str, ...], run_name: str | None,
-          wait: bool) -> None:
+          wait: bool, **flags: str | None) -> None:
     """Train a new agent from a YAML config.
 
     Writes TensorBoard events and JSON Lines logs to <log_dir>/<run>/ and checkpoints to
     <checkpoint_dir>/<run>/. Exits 0 when max_timesteps is reached, 3 when paused.
+    `rltrain config show --config FILE [--set ...]` prints every key it would train with.
     """
-    config = load_config(config_name, overrides, run_name)
+    config = load_config(config_name, flag_overrides(overrides, **flags), run_name)
     trainer, paths = prepare_train(config)
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")
@@ -333,6 +338,8 @@ cli.add_command(continue_command)
 cli.add_command(stop)
 cli.add_command(status)
 cli.add_command(diagnose)
+cli.add_command(config_group)
+cli.add_command(runs)
 
 
 if __name__ == "__main__":

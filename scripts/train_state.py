@@ -27,6 +27,7 @@ from rltrain.utils.config import config_to_dict
 from rltrain.utils.envs import space_record
 from rltrain.utils.errors import CheckpointError, EnvFailure
 from rltrain.utils.findings import Finding
+from rltrain.utils.run_environment import environment_record, environment_warning
 
 if TYPE_CHECKING:
     from rltrain.scripts.trainer import Trainer
@@ -65,6 +66,7 @@ def build_payload(trainer: Trainer, kind: str) -> dict[str, Any]:
         "checkpoint_dir": str(trainer.paths.checkpoint_dir.resolve()),  # a copy is not there
         "spaces": space_record(trainer.config.env_name, trainer.eval_env),
         "rltrain_version": __version__,
+        "environment": environment_record(trainer.device),  # resume compares it
     }
     if kind in RESUMABLE_KINDS:
         payload["buffer"] = trainer.buffer.state_dict()
@@ -100,8 +102,9 @@ def restore(trainer: Trainer, payload: dict[str, Any], path: str) -> list[str]:
     `CheckpointError` naming the first mismatch."""
     check_resumable(payload, path)
     check_spaces(payload, space_record(trainer.config.env_name, trainer.eval_env), path)
+    found = environment_warning(payload.get("environment"), environment_record(trainer.device))
     try:
-        return _restore(trainer, payload)
+        return ([found] if found else []) + _restore(trainer, payload)
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
         lines = str(exc).strip().splitlines()  # torch names the mismatch on the last line
         what = f"missing entry {exc}" if isinstance(exc, KeyError) else (

@@ -159,3 +159,33 @@ def test_config_is_frozen_and_round_trips_through_a_plain_dict(raw):
 def test_every_field_has_help_text():
     for key, f, _ in iter_fields(TrainConfig):
         assert f.metadata.get("help"), key
+
+
+@pytest.mark.parametrize("key, names", [
+    ("learning_rate", "'actor_lr' and 'critic_lr'"),
+    ("buffer_size", "'replay_buffer_size'"),
+    ("n_timesteps", "'max_timesteps'"),
+    ("gradient_steps", "'utd_ratio'"),
+    ("train_freq", "'utd_ratio'"),
+    ("action_noise", "'exploration_noise' and 'noise_type'"),
+    ("policy_noise", "'td3.target_policy_noise'"),
+    ("start_timesteps", "'learning_starts'"),
+])
+def test_other_tools_names_point_at_rltrains(key, names):
+    """`learning_rate` is spelled like `learning_starts`, but means the learning rates."""
+    with pytest.raises(ConfigError) as caught:
+        load_config("pendulum_ddpg.yaml", [f"{key}=1"])
+    message = str(caught.value)
+    assert message.startswith(f"unknown config key '{key}'; rltrain calls it {names}")
+    assert "did you mean" not in message and "\n" not in message
+
+
+def test_every_alias_names_real_keys_and_shadows_none():
+    from rltrain.utils.config_aliases import ALIASES, NOTES
+    keys = {key for key, _, _ in iter_fields(TrainConfig)}
+    assert not set(ALIASES) & {key.split(".")[0] for key in keys}
+    for names in ALIASES.values():
+        assert all(name in keys or name in {"networks"} for name in names), names
+    assert set(NOTES) <= set(ALIASES)
+    with pytest.raises(ConfigError, match="did you mean 'td3.policy_delay'"):
+        config_from_dict({"algo": "td3", "td3": {"policy_dela": 2}})  # sections: spelling

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import yaml
 
 from rltrain.utils.config import Range, TrainConfig, rules_of
+from rltrain.utils.config_aliases import alias_hint
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.notify_target import check_notify
 from rltrain.utils.safe_yaml import ConfigTooLarge, read_yaml_mapping
@@ -132,8 +133,9 @@ def _build(default: Any, raw: Any, prefix: str) -> Any:
 
 
 def _unknown_key_message(prefix: str, key: str, valid: list[str]) -> str:
+    alias = alias_hint(key) if not prefix else None  # another tool's name comes first
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    hint = f"; did you mean '{prefix}{close[0]}'?" if close else ""
+    hint = alias or (f"; did you mean '{prefix}{close[0]}'?" if close else "")
     section = f" in section '{prefix.rstrip('.')}'" if prefix else ""
     return f"unknown config key '{prefix}{key}'{section}{hint}"
 
