@@ -113,10 +113,10 @@ def rows(section: Any, prefix: str) -> list[str]:
             out.append(f"| `{key}.threshold` / `.action` | `{show(value.threshold)}` / "
                        f"`{value.action}` | {cell(f.metadata['help'])} "
                        f"([rule](rules.md#{f.name})) |")
-        elif dataclasses.is_dataclass(value) and f.name in ("memory", "state_bounds"):
-            out += [f"| `{key}.{sub.name}` | `{show(getattr(value, sub.name))}` | "
-                    f"{cell(meaning(type(value), sub))} |" for sub in dataclasses.fields(value)]
-        elif not dataclasses.is_dataclass(value):
+        elif dataclasses.is_dataclass(value):
+            if prefix:  # a group inside a section (monitor.memory, networks.actor)
+                out += rows(value, key + ".")
+        else:
             out.append(f"| `{key}` | `{show(value)}` | {cell(meaning(type(section), f))} |")
     return out
 
@@ -141,7 +141,19 @@ def config_page() -> str:
         "## `diagnostics:`",
         "Each rule has a threshold and an action, `warn` by default. See "
         "[the rules](rules.md).", table(config.diagnostics, "diagnostics."),
+        *other_sections(config),
     ]) + "\n"
+
+
+def other_sections(config: TrainConfig) -> list[str]:
+    """Every other section of the schema, with its help as the introduction."""
+    parts = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value) and f.name not in ("td3", "monitor", "diagnostics"):
+            parts += [f"## `{f.name}:`", cell(f.metadata.get("help", "")) + ".",
+                      table(value, f.name + ".")]
+    return parts
 
 
 def rule_config(name: str) -> str:
