@@ -28,6 +28,7 @@ from rltrain.utils.envs import space_record
 from rltrain.utils.errors import CheckpointError, EnvFailure
 from rltrain.utils.findings import Finding
 from rltrain.utils.run_environment import environment_record, environment_warning
+from rltrain.utils.run_metrics import recent_episodes
 
 if TYPE_CHECKING:
     from rltrain.scripts.trainer import Trainer
@@ -85,6 +86,7 @@ def _trainer_state(trainer: Trainer) -> dict[str, Any]:
         "monitor": trainer.monitor.state_dict(),
         "diagnostics": trainer.diagnostics.state_dict(),
         "losses": {k: list(v) for k, v in trainer.loss_window.items()},
+        "recent_episodes": [list(x) for x in trainer.recent_episodes],  # (return, length)
         "rng": {"python": random.getstate(), "numpy": numpy_state,
                 "torch": torch.get_rng_state()},
     }
@@ -129,6 +131,8 @@ def _restore(trainer: Trainer, payload: dict[str, Any]) -> list[str]:
     trainer.monitor_state = state["monitor"]
     trainer.diagnostics_state = state["diagnostics"]
     trainer.loss_window = {k: list(v) for k, v in state["losses"].items()}
+    # Written before rollout/ep_rew_mean: its mean starts over from the resumed step.
+    trainer.recent_episodes = recent_episodes(state.get("recent_episodes", ()))
     rng = state["rng"]
     random.setstate(_as_tuple(rng["python"]))
     numpy_state = dict(rng["numpy"])

@@ -52,7 +52,7 @@ from rltrain.utils.monitor import TrainingMonitor
 from rltrain.utils.progress import ProgressDisplay, ProgressHook
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
-from rltrain.utils.run_metrics import RunMetrics
+from rltrain.utils.run_metrics import RunMetrics, recent_episodes
 from rltrain.utils.run_status import write_status
 from rltrain.utils.runs import RunLock, RunPaths, relative_to_cwd
 from rltrain.utils.seeding import (
@@ -91,6 +91,7 @@ class Trainer:
         self.collector = Collector(config, self.exploration)
         self.counters = Counters()
         self.loss_window: dict[str, list[float]] = {}  # restored, then the metrics hook's
+        self.recent_episodes = recent_episodes()  # the same
         self.monitor_state: dict | None = None  # set by restore(), applied in run()
         self.diagnostics_state: dict | None = None  # set by restore(), applied in run()
         # More hooks, told of everything after the run's own (`rltrain sweep` reports to
@@ -172,7 +173,7 @@ class Trainer:
         self.diagnostics = self._diagnostics(paths)
         self.metrics = RunMetrics(self.logger, self.config.log_freq, self.exploration,
                                   self.diagnostics, self.counters.env_steps, self.agent.updates,
-                                  self.loss_window)
+                                  self.loss_window, self.recent_episodes)
         progress = ProgressHook(self.progress, self.counters.last_return, self.monitor.best_eval)
         self.hooks.hooks = [self.metrics, self.rules, self.diagnostics, progress,
                             *self.extra_hooks]

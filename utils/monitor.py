@@ -117,8 +117,11 @@ class TrainingMonitor:
         result = self._evaluate_fn()
         self.evaluations += 1
         self.latest_eval = result.mean
-        self.logger.scalars(env_steps, {"eval/mean_return": result.mean,
-                                        "eval/std_return": result.std})
+        # SB3's EvalCallback names (eval/mean_reward is the mean return of the episodes)
+        values = {"eval/mean_reward": result.mean, "eval/std_reward": result.std}
+        if result.lengths:
+            values["eval/mean_ep_length"] = sum(result.lengths) / len(result.lengths)
+        self.logger.scalars(env_steps, values)
         self.logger.metric("eval", env_steps, evaluation=self.evaluations,
                            mean_return=result.mean, std_return=result.std,
                            returns=result.returns)

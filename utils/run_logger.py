@@ -1,7 +1,8 @@
 """What a run records: TensorBoard events and append-only JSON Lines files.
 
-TensorBoard tags are grouped as CleanRL does: `train/` (episodes), `eval/`, `losses/`,
-`charts/` (throughput, noise), plus `flow1/` and `gradients/` from the diagnostics.
+TensorBoard tags use Stable-Baselines3's groups and names: `eval/` (evaluations),
+`rollout/` (episodes), `time/` (throughput), `train/` (losses, noise, updates), plus
+`flow1/` and `gradients/` from the diagnostics.
 `metrics.jsonl` gets one line per episode and per evaluation, `events.jsonl` one line
 per finding, pause or resume, `flow1.jsonl` the diagnostics' statistics; all are only
 ever appended to, never re-read or re-written by the training loop (a log re-read and
@@ -54,7 +55,7 @@ class RunLogger:
         self.writer.add_text("config", text, 0)
         flat = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
                 for k, v in _flatten(plain).items()}
-        for summary in hparams(flat, {"eval/mean_return": float("nan")}):
+        for summary in hparams(flat, {"eval/mean_reward": float("nan")}):
             self.writer.file_writer.add_summary(summary)
 
     def scalars(self, env_steps: int, values: dict[str, float]) -> None:

@@ -1,13 +1,21 @@
 """Training metrics as a hook: episode returns and lengths per episode, losses and
 throughput every `log_freq` env steps, to TensorBoard and metrics.jsonl.
 
-Losses are averaged over the updates since the last log line; that window is part of
-a checkpoint (`loss_window`), so a resumed run writes the same next line.
+Tags use Stable-Baselines3's names where SB3 logs the same quantity
+(`rollout/ep_rew_mean`, `rollout/ep_len_mean`, `train/actor_loss`, `train/critic_loss`,
+`train/n_updates`, `time/fps`); rltrain's extras sit in the same groups. As in SB3,
+`rollout/ep_rew_mean` and `rollout/ep_len_mean` are means over the last 100 episodes,
+written at each log line once an episode has ended.
+
+Losses are averaged over the updates since the last log line; that window and the
+last 100 episodes are part of a checkpoint (`loss_window`, `recent_episodes`), so a
+resumed run writes the same next line.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -16,9 +24,15 @@ from rltrain.utils.findings import Finding
 from rltrain.utils.hooks import EpisodeEnd, Hook, Update
 from rltrain.utils.run_logger import RunLogger
 
-LOSS_TAGS = {"critic_loss": "losses/critic_loss", "actor_loss": "losses/actor_loss",
-             "q_mean": "losses/q_mean", "critic_grad_norm": "losses/critic_grad_norm",
-             "actor_grad_norm": "losses/actor_grad_norm"}
+LOSS_TAGS = {"critic_loss": "train/critic_loss", "actor_loss": "train/actor_loss",
+             "q_mean": "train/q_mean", "critic_grad_norm": "train/critic_grad_norm",
+             "actor_grad_norm": "train/actor_grad_norm"}
+RECENT_EPISODES = 100  # SB3's window for rollout/ep_rew_mean and rollout/ep_len_mean
+
+
+def recent_episodes(pairs: Any = ()) -> deque[tuple[float, int]]:
+    """The (return, length) of the last `RECENT_EPISODES` episodes, oldest first."""
+    return deque(((float(r), int(n)) for r, n in pairs), maxlen=RECENT_EPISODES)
 
 
 class RunMetrics(Hook):
@@ -27,11 +41,13 @@ class RunMetrics(Hook):
     name = "metrics"
 
     def __init__(self, logger: RunLogger, log_freq: int, exploration: Any, diagnostics: Any,
-                 env_steps: int, updates: int, loss_window: dict[str, list[float]]) -> None:
+                 env_steps: int, updates: int, loss_window: dict[str, list[float]],
+                 episodes: deque[tuple[float, int]]) -> None:
         self.logger, self.log_freq = logger, log_freq
         self.exploration, self.diagnostics = exploration, diagnostics
         self.updates = updates
         self.loss_window = loss_window
+        self.episodes = episodes
         self._mark = (time.monotonic(), env_steps, diagnostics.seconds)
 
     def on_update(self, update: Update) -> list[Finding]:
@@ -42,8 +58,9 @@ class RunMetrics(Hook):
 
     def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
         steps = episode.env_steps
-        self.logger.scalars(steps, {"train/episode_return": episode.episode_return,
-                                    "train/episode_length": episode.length})
+        self.episodes.append((episode.episode_return, episode.length))
+        self.logger.scalars(steps, {"rollout/episode_return": episode.episode_return,
+                                    "rollout/episode_length": episode.length})
         left_out = {"non_finite_rewards": episode.non_finite_rewards} \
             if episode.non_finite_rewards else {}
         self.logger.metric("episode", steps, episode=episode.index,
@@ -59,11 +76,15 @@ class RunMetrics(Hook):
         mark_time, mark_steps, mark_diagnostics = self._mark
         elapsed = max(now - mark_time, 1e-9)
         values = {LOSS_TAGS[k]: float(np.mean(v)) for k, v in self.loss_window.items() if v}
-        values["charts/steps_per_second"] = (env_steps - mark_steps) / elapsed
-        values["charts/diagnostics_time_share"] = (
+        if self.episodes:
+            count = len(self.episodes)
+            values["rollout/ep_rew_mean"] = sum(r for r, _ in self.episodes) / count
+            values["rollout/ep_len_mean"] = sum(n for _, n in self.episodes) / count
+        values["time/fps"] = (env_steps - mark_steps) / elapsed
+        values["time/diagnostics_share"] = (
             self.diagnostics.seconds - mark_diagnostics) / elapsed
-        values["charts/exploration_noise"] = self.exploration.sigma(env_steps)
-        values["charts/updates"] = float(self.updates)
+        values["train/exploration_noise"] = self.exploration.sigma(env_steps)
+        values["train/n_updates"] = float(self.updates)
         self.logger.scalars(env_steps, values)
         self.loss_window.clear()
         self._mark = (now, env_steps, self.diagnostics.seconds)
