@@ -385,6 +385,7 @@ class DriftingPointEnv(PointEnv):
 
 
 gym.register("FakePoint-v0", entry_point=PointEnv)
+gym.register("FakeTwoStepPoint-v0", entry_point=PointEnv, kwargs={"horizon": 2})
 gym.register("FakeKillOncePendulum-v0", entry_point=KillOncePendulum)
 gym.register("FakeWeakPoint-v0", entry_point=WeakPointEnv)
 gym.register("FakeSpikyPendulum-v0", entry_point=SpikyPendulum)

@@ -78,11 +78,43 @@ def test_metrics_and_tensorboard_tags(tmp_path):
     events = EventAccumulator(str(log_dir))
     events.Reload()
     tags = set(events.Tags()["scalars"])
-    for tag in ("train/episode_return", "train/episode_length", "eval/mean_return",
-                "eval/std_return", "losses/critic_loss", "losses/actor_loss", "losses/q_mean",
-                "charts/steps_per_second"):
-        assert tag in tags, tag
+    sb3_names = {"rollout/ep_rew_mean", "rollout/ep_len_mean", "eval/mean_reward",
+                 "eval/mean_ep_length", "train/actor_loss", "train/critic_loss", "time/fps"}
+    extras = {"rollout/episode_return", "rollout/episode_length", "eval/std_reward",
+              "train/q_mean", "train/critic_grad_norm", "train/actor_grad_norm",
+              "train/exploration_noise", "train/n_updates", "time/diagnostics_share"}
+    assert sb3_names | extras <= tags, sorted(sb3_names | extras - tags)
+    assert not {t for t in tags if t.startswith(("charts/", "losses/"))}
     assert "config/text_summary" in events.Tags()["tensors"]
+    # Per evaluation: the mean of its episodes' returns and lengths, as in metrics.jsonl.
+    evals = [line for line in lines if line["kind"] == "eval"]
+    assert [(e.step, e.value) for e in events.Scalars("eval/mean_reward")] == [
+        (x["env_steps"], pytest.approx(x["mean_return"])) for x in evals]
+    assert [e.value for e in events.Scalars("eval/mean_ep_length")] == [200.0] * 3
+
+
+def test_rollout_means_are_over_the_last_100_episodes(tmp_path):
+    """SB3's window: with 105 episodes of 2 steps, each log line's rollout/ep_rew_mean is
+    the mean of the last <= 100 episode returns in metrics.jsonl."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = write_config(tmp_path, env_name="fake_envs:FakeTwoStepPoint-v0",
+                          max_timesteps=210, eval_freq=210, checkpoint_freq=210, log_freq=10)
+    assert run_cli("train", "--config", str(config), "--run-name", "r").exit_code == 0
+    log_dir = tmp_path / "logs" / "r"
+    lines = [json.loads(x) for x in (log_dir / "metrics.jsonl").read_text().splitlines()]
+    episodes = [x for x in lines if x["kind"] == "episode"]
+    assert len(episodes) == 105
+    events = EventAccumulator(str(log_dir))
+    events.Reload()
+    for tag, field in (("rollout/ep_rew_mean", "episode_return"),
+                       ("rollout/ep_len_mean", "length")):
+        logged = [(e.step, e.value) for e in events.Scalars(tag)]
+        expected = []
+        for step in range(10, 211, 10):
+            done = [x[field] for x in episodes if x["env_steps"] <= step][-100:]
+            expected.append((step, pytest.approx(sum(done) / len(done), rel=1e-6)))
+        assert logged == expected, tag
 
 
 def test_eval_is_deterministic_and_seed_dependent(tmp_path):

@@ -246,8 +246,8 @@ def test_the_time_the_diagnostics_take_is_logged(tmp_path, monkeypatch):
         seconds[name] = trainer.diagnostics.seconds
         events = EventAccumulator(str(tmp_path / "logs" / name))
         events.Reload()
-        shares[name] = [e.value for e in events.Scalars("charts/diagnostics_time_share")]
-        rates[name] = [e.value for e in events.Scalars("charts/steps_per_second")]
+        shares[name] = [e.value for e in events.Scalars("time/diagnostics_share")]
+        rates[name] = [e.value for e in events.Scalars("time/fps")]
     # The policy acts on 200 of the 300 steps (the rest are random warm-up).
     assert 200 * 0.01 <= seconds["on"] < 200 * 0.01 + 2.0 and seconds["off"] == 0
     # Each 50-step window from step 100 on holds 50 such actions: share x the window's

@@ -79,6 +79,19 @@ def test_fork_from_a_mid_episode_checkpoint_is_bit_exact(tmp_path, overrides):
     assert_fork_matches_the_full_run(tmp_path, 150)
 
 
+def test_a_fork_logs_the_same_rollout_means_as_the_uninterrupted_run(tmp_path):
+    """Forked at step 250, after the episode that ended at 200: the last 100 episodes
+    travel in the checkpoint, so the fork's rollout/ep_rew_mean at 300 is the full run's."""
+    full_run(tmp_path)
+    assert_fork_matches_the_full_run(tmp_path, 250)
+    full, fork = (EventAccumulator(str(tmp_path / "logs" / name)) for name in ("full", "fork"))
+    full.Reload()
+    fork.Reload()
+    for tag in ("rollout/ep_rew_mean", "rollout/ep_len_mean"):
+        after = [(e.step, e.value) for e in full.Scalars(tag) if e.step > 250]
+        assert after and [(e.step, e.value) for e in fork.Scalars(tag)] == after, tag
+
+
 def test_pause_and_resume_in_the_same_folders_matches_an_uninterrupted_run(tmp_path):
     full_run(tmp_path)
     raw = tiny_dict(tmp_path, keep_checkpoints=100, checkpoint_freq=50)
@@ -112,7 +125,7 @@ def test_pause_and_resume_in_the_same_folders_matches_an_uninterrupted_run(tmp_p
     assert metrics(log_dir / "metrics.jsonl") == metrics(
         tmp_path / "logs" / "full" / "metrics.jsonl")
     # TensorBoard: the same points as the uninterrupted run, no gap, no duplicates.
-    for tag in ("train/episode_return", "eval/mean_return", "losses/critic_loss"):
+    for tag in ("rollout/episode_return", "eval/mean_reward", "train/critic_loss"):
         split, full = EventAccumulator(str(log_dir)), EventAccumulator(
             str(tmp_path / "logs" / "full"))
         split.Reload()
