@@ -27,5 +27,5 @@ for _ in $(seq 60); do
 done
 "${CHROMIUM[@]}" --window-size=1400,760 --virtual-time-budget=20000 \
     --screenshot="$IMAGES/tensorboard.png" \
-    "http://127.0.0.1:$PORT/?darkMode=false#scalars&tagFilter=eval%2Fmean_return%7Ctrain%2Fepisode_return%7Closses%2Fcritic_loss"
+    "http://127.0.0.1:$PORT/?darkMode=false#scalars&tagFilter=eval%2Fmean_reward%7Crollout%2Fep_rew_mean%7Ctrain%2Fcritic_loss"
 echo "wrote $IMAGES/report.png and $IMAGES/tensorboard.png"

@@ -44,7 +44,7 @@ def load_libraries() -> None:
 
 def timed(method: Callable) -> Callable:
     """Add the wall time of a call to `self.seconds`: what the diagnostics cost the run
-    (the trainer logs its share, `charts/diagnostics_time_share`). A timed call made
+    (the trainer logs its share, `time/diagnostics_share`). A timed call made
     inside another (the actor hook during an evaluation check) is counted once."""
     @functools.wraps(method)
     def wrapper(self: Flow1Diagnostics, *args: Any, **kwargs: Any) -> Any:
