@@ -12,7 +12,7 @@ RULES: dict[str, tuple[str, str]] = {
     # health rules of the TrainingMonitor
     "early_stopping": (
         "if learning has plateaued, then evaluations stay below the best for many in a row",
-        "look at eval/mean_return; raise patience, lower the learning rates, or stop"),
+        "look at eval/mean_reward; raise patience, lower the learning rates, or stop"),
     "catastrophic_reward": (
         "if the agent hit a failure mode, then single episodes fall far below the usual range",
         "replay the episode's seed with `rltrain eval`; check min_reward_threshold"),
@@ -112,7 +112,7 @@ RULES: dict[str, tuple[str, str]] = {
         "if the critic over-estimates, then Q at the start states exceeds the return the "
         "episodes actually obtain; a critic still catching up with a poor policy does the "
         "same while its Q falls toward that return",
-        "if eval/mean_return is not improving, the policy is the problem (see the other "
+        "if eval/mean_reward is not improving, the policy is the problem (see the other "
         "findings); if Q keeps rising above the return, use algo: td3, lower critic_lr or "
         "gamma"),
     "reward_drop": (
