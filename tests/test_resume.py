@@ -90,6 +90,18 @@ def test_a_fork_logs_the_same_rollout_means_as_the_uninterrupted_run(tmp_path):
     for tag in ("rollout/ep_rew_mean", "rollout/ep_len_mean"):
         after = [(e.step, e.value) for e in full.Scalars(tag) if e.step > 250]
         assert after and [(e.step, e.value) for e in fork.Scalars(tag)] == after, tag
+    # A checkpoint from before the window resumes with it empty: no mean until an episode ends.
+    payload = load_checkpoint(tmp_path / "checkpoints" / "full" / "checkpoint_step_250.pt")
+    first = next(x for x in read_jsonl(tmp_path / "logs" / "full" / "metrics.jsonl")
+                 if x["kind"] == "episode")
+    assert payload["trainer"]["recent_episodes"] == [[first["episode_return"], 200]]
+    del payload["trainer"]["recent_episodes"]
+    torch.save(payload, old := tmp_path / "old.pt")
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(old), "--run-name", "old"])
+    assert result.exit_code == 0, result.output
+    resumed = EventAccumulator(str(tmp_path / "logs" / "old"))
+    resumed.Reload()
+    assert "rollout/ep_rew_mean" not in resumed.Tags()["scalars"]
 
 
 def test_pause_and_resume_in_the_same_folders_matches_an_uninterrupted_run(tmp_path):
