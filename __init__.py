@@ -1,9 +1,28 @@
 """rltrain: train DDPG/TD3 agents on Gymnasium environments, stop safely, resume exactly.
 
+The Python API (docs/api.md): `train`, `resume`, `load_policy`, `diagnose`, the `Run`
+and `Policy` they return, and the exceptions they raise for a user's mistake. Importing
+rltrain loads neither torch nor Gymnasium; calling a function does.
+
 The repository root is this package (see pyproject.toml): `rltrain.networks` holds the
 pure PyTorch modules, `rltrain.agents` the update maths, `rltrain.utils` the one-job
-parts (config, replay buffer, checkpoints, logging, ...), and `rltrain.scripts` the CLI
-and the training loop that wires them together.
+parts (config, replay buffer, checkpoints, logging, ...), and `rltrain.scripts` the CLI,
+the training loop and the API that wire them together.
 """
 
 __version__ = "0.1.0"
+
+from rltrain.scripts.api import Policy, Run, diagnose, load_policy, resume, train  # noqa: E402
+from rltrain.utils.errors import (  # noqa: E402
+    CheckpointError,
+    ConfigError,
+    EnvError,
+    EnvFailure,
+    OutputError,
+    UserError,
+)
+
+__all__ = [
+    "CheckpointError", "ConfigError", "EnvError", "EnvFailure", "OutputError", "Policy", "Run",
+    "UserError", "__version__", "diagnose", "load_policy", "resume", "train",
+]

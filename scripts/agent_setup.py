@@ -8,6 +8,7 @@ The agent layer knows nothing of rltrain's config; this is where the config's na
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -15,10 +16,11 @@ import torch
 from rltrain.agents.backends import make_agent
 from rltrain.agents.ddpg import DDPGAgent, DDPGSettings
 from rltrain.agents.probes import gradient_probe
+from rltrain.networks.actor import Actor
 from rltrain.networks.mlp import NetworkSpec
 from rltrain.utils.agent_view import AgentView
 from rltrain.utils.config import TrainConfig
-from rltrain.utils.errors import ConfigError
+from rltrain.utils.errors import CheckpointError, ConfigError
 from rltrain.utils.seeding import AGENT, derive_seed
 
 
@@ -60,3 +62,22 @@ def agent_view(agent: DDPGAgent, action_low: np.ndarray, action_high: np.ndarray
                           ("actor", "critic", "actor_target", "critic_target")},
         action_low=np.asarray(action_low, np.float32),
         action_high=np.asarray(action_high, np.float32), device=agent.device)
+
+
+def checkpoint_actor(payload: dict, config: TrainConfig, path: str | Path) -> Actor:
+    """The actor of a checkpoint (loaded by `utils.checkpoint.load_checkpoint`, `config`
+    its validated config) on the CPU in eval mode, sized by the checkpoint's `spaces`
+    record: the env's own spaces when `check_spaces` has passed."""
+    spaces = payload["spaces"]
+    low = np.asarray(spaces["action_low"], dtype=np.float32)
+    high = np.asarray(spaces["action_high"], dtype=np.float32)
+    actor = Actor(int(spaces["obs_dim"]), low, high, network_spec(config, "actor"))
+    try:
+        actor.load_state_dict(payload["actor"])
+    except (RuntimeError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint '{path}': actor weights do not load "
+                              f"({str(exc).splitlines()[0]})") from None
+    if not all(torch.isfinite(p).all() for p in actor.parameters()):
+        raise CheckpointError(f"checkpoint '{path}': the actor's weights contain NaN/inf, so "
+                              "its returns would mean nothing; evaluate an earlier checkpoint")
+    return actor.eval()

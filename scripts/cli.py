@@ -18,7 +18,7 @@ import torch
 
 from rltrain import __version__
 from rltrain.networks.actor import Actor
-from rltrain.scripts.agent_setup import network_spec
+from rltrain.scripts.agent_setup import checkpoint_actor
 from rltrain.scripts.config_commands import config_group, everyday_options, flag_overrides
 from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume, prepare_train
 from rltrain.scripts.run_commands import diagnose, pause, status
@@ -29,7 +29,7 @@ from rltrain.scripts.wait_commands import continue_command, stop
 from rltrain.utils.checkpoint import check_spaces, load_checkpoint, to_json
 from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
 from rltrain.utils.diagnostics import snapshots
-from rltrain.utils.envs import make_env, space_dims, space_record
+from rltrain.utils.envs import make_env, space_record
 from rltrain.utils.errors import (
     CheckpointError,
     ConfigError,
@@ -261,17 +261,7 @@ def load_actor(payload: dict, env, path: str) -> Actor:
     """The checkpoint's actor on the CPU, after checking it fits the env's spaces."""
     config = config_from_dict(payload["config"])
     check_spaces(payload, space_record(config.env_name, env), path)
-    obs_dim, _, low, high = space_dims(env)
-    actor = Actor(obs_dim, low, high, network_spec(config, "actor"))
-    try:
-        actor.load_state_dict(payload["actor"])
-    except (RuntimeError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"checkpoint '{path}': actor weights do not load "
-                              f"({str(exc).splitlines()[0]})") from None
-    if not all(torch.isfinite(p).all() for p in actor.parameters()):
-        raise CheckpointError(f"checkpoint '{path}': the actor's weights contain NaN/inf, so "
-                              "its returns would mean nothing; evaluate an earlier checkpoint")
-    return actor.eval()
+    return checkpoint_actor(payload, config, path)
 
 
 @cli.command()

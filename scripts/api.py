@@ -1,0 +1,208 @@
+"""The Python API: `train`, `resume`, `load_policy` and `diagnose`, as `rltrain train`,
+`rltrain resume`, `rltrain eval` and `rltrain diagnose --json` do them.
+
+Each function goes the CLI command's own way (the same config validation, the same
+`prepare_train` / `prepare_resume`, the same run folders and files); where the CLI would
+print a one-line error and exit with code 2, 4 or 5, these raise the exception behind it
+(`UserError` and its kinds, `OutputError`, `EnvFailure`). Importing this module loads
+neither torch nor Gymnasium: they are imported when a function is called.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rltrain.utils.errors import ConfigError, UserError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from rltrain.networks.actor import Actor
+    from rltrain.scripts.run_endings import RunOutcome
+    from rltrain.utils.config import TrainConfig
+    from rltrain.utils.runs import RunPaths
+
+
+@dataclass(frozen=True)
+class Run:
+    """How a run ended. `status` is "finished" (max_timesteps reached) or "paused" (a
+    resumable checkpoint was written; `reason` says why). `checkpoint`: the final or
+    paused checkpoint (None if none could be written). `best_eval`: the best evaluation
+    return so far (None before the first evaluation)."""
+
+    name: str
+    status: str
+    env_steps: int
+    checkpoint: Path | None
+    log_dir: Path
+    checkpoint_dir: Path
+    reason: str | None = None
+    best_eval: float | None = None
+
+
+def train(config: str | Path | Mapping[str, Any] | TrainConfig, **overrides: Any) -> Run:
+    """Train a new agent, as `rltrain train --config CONFIG --set KEY=VALUE ...` does.
+
+    `config`: a YAML file's path, the name of a shipped config ("pendulum_ddpg.yaml"), a
+    mapping of config keys, or a `TrainConfig`. `overrides`: config keys and their values,
+    dotted keys for nested sections (`**{"monitor.q_explosion.action": "warn"}`) or nested
+    dicts (`monitor={"q_explosion": {"action": "warn"}}`), validated as `--set` is.
+    Raises `ConfigError` for a bad config, `EnvError` for an unknown env, `OutputError`
+    when a file cannot be written, `EnvFailure` when the env's own code raises.
+    """
+    from rltrain.scripts.resume import prepare_train
+    from rltrain.utils.progress import say
+
+    validated = _config(config, overrides)
+    trainer, paths = prepare_train(validated)
+    say(f"run {paths.name}: {validated.algo} on {validated.env_name}, "
+        f"{validated.max_timesteps} steps, device {trainer.device}")
+    return _supervised(trainer, paths, None)
+
+
+def resume(checkpoint: str | Path, run_name: str | None = None, **overrides: Any) -> Run:
+    """Continue a run from a checkpoint, as `rltrain resume --checkpoint CHECKPOINT` does.
+
+    `overrides` change config keys as `--set` does (keys that size the checkpoint, such as
+    env_name or seed, cannot change); `run_name` forks the run into new folders instead of
+    continuing in its own. Raises `CheckpointError` for a missing, corrupt or unsuitable
+    checkpoint, `ConfigError` or `UserError` for a change that cannot apply.
+    """
+    from rltrain.scripts.resume import prepare_resume
+
+    trainer, paths, info = prepare_resume(str(checkpoint), override_strings(overrides),
+                                          run_name)
+    return _supervised(trainer, paths, info)
+
+
+def _supervised(trainer: Any, paths: RunPaths, info: Any) -> Run:
+    from rltrain.scripts.run_endings import resume_hint
+    from rltrain.scripts.wait import supervise
+    from rltrain.utils.progress import say
+
+    def announce(outcome: RunOutcome) -> None:  # before an `on_pause: wait` wait
+        say(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
+        hint = resume_hint(outcome)
+        if hint is not None:
+            say(hint)
+
+    return _run_of(supervise(trainer, paths, info, False, announce), paths)
+
+
+def _run_of(outcome: RunOutcome, paths: RunPaths) -> Run:
+    from rltrain.utils.run_status import read_status
+    from rltrain.utils.runs import STATUS_FILE
+
+    best = (read_status(paths.log_dir / STATUS_FILE) or {}).get("best_eval")
+    if isinstance(best, str):  # status.json holds NaN/inf as "nan", "inf", "-inf"
+        best = float(best)
+    return Run(paths.name, outcome.status, outcome.env_steps, outcome.checkpoint,
+               paths.log_dir, paths.checkpoint_dir, outcome.reason,
+               None if best is None else float(best))
+
+
+def _config(config: str | Path | Mapping[str, Any] | TrainConfig,
+            overrides: Mapping[str, Any]) -> TrainConfig:
+    """The validated config: file or mapping, then the overrides as `--set` strings."""
+    from rltrain.utils.config import TrainConfig, config_to_dict
+    from rltrain.utils.config_loader import (
+        apply_overrides,
+        config_from_dict,
+        resolve_config_path,
+    )
+    from rltrain.utils.safe_yaml import read_yaml_mapping
+
+    if isinstance(config, TrainConfig):
+        raw = config_to_dict(config)
+    elif isinstance(config, Mapping):
+        raw = dict(config)
+    elif isinstance(config, (str, Path)):
+        raw = read_yaml_mapping(resolve_config_path(str(config)))
+    else:
+        raise ConfigError(f"config must be a path, a shipped config's name or a mapping, "
+                          f"not {type(config).__name__}")
+    return config_from_dict(apply_overrides(raw, override_strings(overrides)))
+
+
+def override_strings(overrides: Mapping[str, Any], prefix: str = "") -> tuple[str, ...]:
+    """`{"td3": {"policy_delay": 3}, "gamma": 0.98}` as `("td3.policy_delay=3",
+    "gamma=0.98")`: each value written as the YAML `--set` reads back to it."""
+    import yaml
+
+    items: list[str] = []
+    for key, value in overrides.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            items.extend(override_strings(value, dotted + "."))
+            continue
+        if isinstance(value, Path):
+            value = str(value)
+        if isinstance(value, tuple):
+            value = list(value)
+        try:
+            text = yaml.safe_dump(value, default_flow_style=True, width=math.inf)
+        except yaml.YAMLError:
+            raise ConfigError(f"{dotted}: {type(value).__name__} is not a config value "
+                              "(use numbers, strings, booleans, None, lists, dicts)") from None
+        items.append(f"{dotted}={text.removesuffix(chr(10)).removesuffix(chr(10) + '...')}")
+    return tuple(items)
+
+
+class Policy:
+    """A trained actor, on the CPU, as `rltrain eval` runs it (no exploration noise)."""
+
+    def __init__(self, actor: Actor, obs_dim: int, env_name: str, checkpoint: Path) -> None:
+        self.actor, self.obs_dim = actor, obs_dim
+        self.env_name, self.checkpoint = env_name, checkpoint
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray, None]:
+        """The action for one observation `[obs_dim]`, or actions `[n, action_dim]` for a
+        batch `[n, obs_dim]`, within the env's action bounds; and None (no recurrent state),
+        as Stable-Baselines3's `predict`. The policy is deterministic, so `deterministic`,
+        `state` and `episode_start` change nothing. A wrong shape raises `UserError`."""
+        import numpy as np
+        import torch
+
+        obs = np.asarray(observation, dtype=np.float32)
+        if obs.ndim not in (1, 2) or obs.shape[-1] != self.obs_dim:
+            raise UserError(f"observation of shape {obs.shape}: this policy ({self.env_name}) "
+                            f"takes [{self.obs_dim}] or a batch [n, {self.obs_dim}]")
+        with torch.inference_mode():
+            actions = self.actor(torch.as_tensor(obs).reshape(-1, self.obs_dim)).numpy()
+        return (actions[0] if obs.ndim == 1 else actions), None
+
+
+def load_policy(checkpoint: str | Path) -> Policy:
+    """The policy of a checkpoint written by rltrain (best_model.pt, checkpoint_step_N.pt,
+    paused_at_step_N.pt), built as `rltrain eval` builds it; no env is made. Raises
+    `CheckpointError` for a missing, corrupt or unsafe checkpoint."""
+    from rltrain.scripts.agent_setup import checkpoint_actor
+    from rltrain.utils.checkpoint import load_checkpoint
+    from rltrain.utils.config_loader import config_from_dict
+    from rltrain.utils.errors import CheckpointError
+
+    payload = load_checkpoint(checkpoint)
+    try:
+        config = config_from_dict(payload["config"])
+    except ConfigError as exc:
+        raise CheckpointError(f"checkpoint '{checkpoint}' holds an invalid config: "
+                              f"{exc}") from None
+    return Policy(checkpoint_actor(payload, config, checkpoint),
+                  int(payload["spaces"]["obs_dim"]), config.env_name, Path(checkpoint))
+
+
+def diagnose(run: str | Path | Run, log_dir: str | Path = "logs") -> list[dict[str, Any]]:
+    """The findings `rltrain diagnose RUN --json` reports, most severe first: each a dict
+    with "rule", "step", "evidence", "severity" ("pause", "warning" or "info") and
+    "message". `run`: a `Run`, a run folder, or a run name under `log_dir`. Writes
+    nothing (no report.html). Raises `UserError` when the run is not found."""
+    from rltrain.utils.diagnostics import report
+    from rltrain.utils.runs import find_run_log_dir
+
+    folder = run.log_dir if isinstance(run, Run) else find_run_log_dir(str(run), str(log_dir))
+    return report.diagnose(Path(folder))["findings"]
