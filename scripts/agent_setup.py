@@ -20,6 +20,7 @@ from rltrain.networks.actor import Actor
 from rltrain.networks.mlp import NetworkSpec
 from rltrain.utils.agent_view import AgentView
 from rltrain.utils.config import TrainConfig
+from rltrain.utils.config_loader import config_from_dict
 from rltrain.utils.errors import CheckpointError, ConfigError
 from rltrain.utils.seeding import AGENT, derive_seed
 
@@ -62,6 +63,14 @@ def agent_view(agent: DDPGAgent, action_low: np.ndarray, action_high: np.ndarray
                           ("actor", "critic", "actor_target", "critic_target")},
         action_low=np.asarray(action_low, np.float32),
         action_high=np.asarray(action_high, np.float32), device=agent.device)
+
+
+def checkpoint_config(payload: dict, path: str | Path) -> TrainConfig:
+    """The validated config a checkpoint holds; an invalid one is a CheckpointError."""
+    try:
+        return config_from_dict(payload["config"])
+    except ConfigError as exc:
+        raise CheckpointError(f"checkpoint '{path}' holds an invalid config: {exc}") from None
 
 
 def checkpoint_actor(payload: dict, config: TrainConfig, path: str | Path) -> Actor:

@@ -181,17 +181,11 @@ def load_policy(checkpoint: str | Path) -> Policy:
     """The policy of a checkpoint written by rltrain (best_model.pt, checkpoint_step_N.pt,
     paused_at_step_N.pt), built as `rltrain eval` builds it; no env is made. Raises
     `CheckpointError` for a missing, corrupt or unsafe checkpoint."""
-    from rltrain.scripts.agent_setup import checkpoint_actor
+    from rltrain.scripts.agent_setup import checkpoint_actor, checkpoint_config
     from rltrain.utils.checkpoint import load_checkpoint
-    from rltrain.utils.config_loader import config_from_dict
-    from rltrain.utils.errors import CheckpointError
 
     payload = load_checkpoint(checkpoint)
-    try:
-        config = config_from_dict(payload["config"])
-    except ConfigError as exc:
-        raise CheckpointError(f"checkpoint '{checkpoint}' holds an invalid config: "
-                              f"{exc}") from None
+    config = checkpoint_config(payload, checkpoint)
     return Policy(checkpoint_actor(payload, config, checkpoint),
                   int(payload["spaces"]["obs_dim"]), config.env_name, Path(checkpoint))
 

@@ -18,7 +18,7 @@ import torch
 
 from rltrain import __version__
 from rltrain.networks.actor import Actor
-from rltrain.scripts.agent_setup import checkpoint_actor
+from rltrain.scripts.agent_setup import checkpoint_actor, checkpoint_config
 from rltrain.scripts.config_commands import config_group, everyday_options, flag_overrides
 from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume, prepare_train
 from rltrain.scripts.run_commands import diagnose, pause, status
@@ -31,8 +31,6 @@ from rltrain.utils.config_loader import config_from_dict, load_config, shipped_c
 from rltrain.utils.diagnostics import snapshots
 from rltrain.utils.envs import make_env, space_record
 from rltrain.utils.errors import (
-    CheckpointError,
-    ConfigError,
     EnvFailure,
     OutputError,
     UserError,
@@ -211,11 +209,7 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
     if video_dir is not None and not snapshots.video_available():
         raise UserError(snapshots.INSTALL_HINT)
     payload = load_checkpoint(checkpoint_path)
-    try:
-        config = config_from_dict(payload["config"])
-    except ConfigError as exc:
-        raise CheckpointError(f"checkpoint '{checkpoint_path}' holds an invalid config: "
-                              f"{exc}") from None
+    config = checkpoint_config(payload, checkpoint_path)
     env = make_env(config.env_name)
     actor = load_actor(payload, env, checkpoint_path)
     episodes = episodes or config.n_eval_episodes

@@ -1,7 +1,7 @@
 """A run from its start to its end: it tells its `notify:` targets what happened, and with
 `--wait` (or `on_pause: wait`) a paused run's process waits for an instruction.
 
-The source doc's pause notifies an operator and waits for an outside instruction:
+A paused run can tell an operator and wait for an outside instruction:
 continue, change parameters and continue, or stop. Waiting, the process keeps the run's
 lock (no other process can resume into its folders), uses no CPU (it sleeps, and looks
 for `<log_dir>/<run>/instruction.request` twice a second) and answers:
