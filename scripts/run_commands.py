@@ -22,7 +22,13 @@ from rltrain.utils.checkpoint import atomic_write, to_json
 from rltrain.utils.errors import UserError
 from rltrain.utils.run_logger import read_jsonl
 from rltrain.utils.run_status import effective_state, process_alive, read_status
-from rltrain.utils.runs import EVENTS_FILE, PAUSE_REQUEST_FILE, STATUS_FILE, find_run_log_dir
+from rltrain.utils.runs import (
+    EVENTS_FILE,
+    PAUSE_REQUEST_FILE,
+    STATUS_FILE,
+    STEP_CHECKPOINT,
+    find_run_log_dir,
+)
 
 LOG_DIR_HELP = "Where run folders live, when RUN is a name (default: logs)."
 EXIT_FINDINGS = 6  # `diagnose --fail-on`: a finding at least that severe
@@ -62,6 +68,24 @@ def _left_out(non_finite_rewards: int) -> str:
             else "")
 
 
+def newest_checkpoint(named: str | None) -> str | None:
+    """The checkpoint status.json names, or a newer step checkpoint beside it: a process
+    killed (kill -9) between writing a checkpoint and writing its status leaves the
+    status one checkpoint behind."""
+    if not named:
+        return named
+    path = Path(named)
+    match = STEP_CHECKPOINT.match(path.name)
+    step = int(match.group(1)) if match else -1
+    try:
+        beside = [(int(m.group(1)), p) for p in path.parent.iterdir()
+                  if (m := STEP_CHECKPOINT.match(p.name)) and p.is_file()]
+    except OSError:
+        return named
+    newest = max(beside, default=None)
+    return str(path.parent / newest[1].name) if newest and newest[0] > step else named
+
+
 def status_report(log_dir: Path) -> dict[str, Any]:
     status = _load_status(log_dir)
     state = effective_state(status)
@@ -80,7 +104,7 @@ def status_report(log_dir: Path) -> dict[str, Any]:
         "best_eval_step": best_step, "evals_since_best": status.get("evals_since_best"),
         "steps_since_best": None if best_step is None else steps - best_step,
         "paused": state == "paused", "last_pause_reason": last_pause(log_dir),
-        "latest_checkpoint": status.get("latest_checkpoint"),
+        "latest_checkpoint": newest_checkpoint(status.get("latest_checkpoint")),
         "updated_at": status.get("updated_at"),
         "waiting": waiting,
     }

@@ -21,7 +21,7 @@ from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.device import resolve_device
 from rltrain.utils.errors import UserError
 from rltrain.utils.run_status import effective_state, process_alive, read_status
-from rltrain.utils.runs import INSTRUCTION_FILE, STATUS_FILE, find_run_log_dir
+from rltrain.utils.runs import INSTRUCTION_FILE, STATUS_FILE, checkpoint_step, find_run_log_dir
 
 TIMEOUT_HELP = "Seconds to wait until the run has taken the instruction."
 
@@ -81,9 +81,11 @@ def continue_command(run: str, overrides: tuple[str, ...], log_dir: str,
     resolve_device(config.device)  # e.g. --set device=cuda where there is none
     argv = ["rltrain", "continue", run, *(part for o in overrides for part in ("--set", o))]
     request_id = write_instruction(folder / INSTRUCTION_FILE, "continue", overrides, argv)
-    status = _taken(folder, waiting["since"], request_id, timeout)
+    _taken(folder, waiting["since"], request_id, timeout)
     changes = ", ".join(overrides) or "no changes"
-    click.echo(f"run '{folder.name}' continues from step {status.get('env_steps')} "
+    # The paused checkpoint's step: by the time the request is taken, the run may have
+    # trained on and its status moved past it.
+    click.echo(f"run '{folder.name}' continues from step {checkpoint_step(Path(checkpoint))} "
                f"(pid {waiting['pid']}; {changes})")
 
 
