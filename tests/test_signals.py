@@ -126,15 +126,21 @@ def test_a_ctrl_c_after_the_pause_is_written_keeps_its_exit_code(tmp_path):
     assert status["state"] == "paused"
 
 
+def start_unbuffered(tmp_path, run_name: str, max_timesteps: int) -> subprocess.Popen:
+    """`rltrain train` of a tiny run in a child process, its output unbuffered."""
+    raw = tiny_dict(tmp_path, max_timesteps=max_timesteps, checkpoint_freq=100,
+                    eval_freq=10_000)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    return subprocess.Popen([EXE, "train", "--config", str(config), "--run-name", run_name],
+                            cwd=tmp_path, env={**ENV, "PYTHONUNBUFFERED": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_a_ctrl_c_after_the_report_keeps_the_exit_code(tmp_path):
     """A second Ctrl-C right after the run has printed its pause (while Python prints,
     exits and shuts down, about a second with torch) still ends with code 3."""
-    raw = tiny_dict(tmp_path, max_timesteps=100_000, checkpoint_freq=100, eval_freq=10_000)
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump(raw))
-    proc = subprocess.Popen([EXE, "train", "--config", str(config), "--run-name", "live"],
-                            cwd=tmp_path, env={**ENV, "PYTHONUNBUFFERED": "1"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_unbuffered(tmp_path, "live", max_timesteps=100_000)
     wait_for_steps(tmp_path, 150)
     proc.send_signal(signal.SIGINT)
     lines = []
@@ -291,12 +297,7 @@ def test_a_pause_request_on_the_last_step_finishes_the_run(tmp_path, monkeypatch
 def test_a_sigterm_after_a_finished_run_reports_keeps_exit_0(tmp_path):
     """A SIGTERM while a finished run shuts down (after its report, while Python exits,
     about a second with torch) changes nothing, as a Ctrl-C there does: exit 0."""
-    raw = tiny_dict(tmp_path, max_timesteps=300, checkpoint_freq=100, eval_freq=10_000)
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump(raw))
-    proc = subprocess.Popen([EXE, "train", "--config", str(config), "--run-name", "done"],
-                            cwd=tmp_path, env={**ENV, "PYTHONUNBUFFERED": "1"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_unbuffered(tmp_path, "done", max_timesteps=300)
     lines = []
     for line in proc.stdout:
         lines.append(line)

@@ -65,6 +65,9 @@ class HealthRules(Hook):
 
     # ------------------------------------------------------------- the hook
     def on_step(self, step: Step) -> list[Finding]:
+        if step.stored:  # the loop found it finite (`is_finite`): only the bounds are left
+            return self._check_bounds(step.env_steps, step.next_obs) \
+                if self.low is not None or self.high is not None else []
         return self.check_transition(step.env_steps, step.next_obs, step.action,
                                      step.reward)[0]
 
