@@ -76,7 +76,7 @@ def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
     class TimedTrainer(Trainer):
         def _step(self) -> None:
             super()._step()
-            if self.counters.env_steps == WARMUP:
+            if self.state.counters.env_steps == WARMUP:
                 watch.mark_start()
                 diagnostics_at_start.append(self.diagnostics.seconds)
 
@@ -115,7 +115,7 @@ def diagnostics_ab_worker(steps: int) -> dict:
 
         def _step(self) -> None:
             super()._step()
-            done = self.counters.env_steps - WARMUP
+            done = self.state.counters.env_steps - WARMUP
             if done < 0 or done % AB_BLOCK:
                 return
             if self.flow1 is None:

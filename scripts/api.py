@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from rltrain.networks.actor import Actor
-    from rltrain.scripts.run_endings import RunOutcome
+    from rltrain.scripts.outcome import RunOutcome
     from rltrain.utils.config import TrainConfig
     from rltrain.utils.runs import RunPaths
 
@@ -80,7 +80,7 @@ def resume(checkpoint: str | Path, run_name: str | None = None, **overrides: Any
 
 
 def _supervised(trainer: Any, paths: RunPaths, info: Any) -> Run:
-    from rltrain.scripts.run_endings import resume_hint
+    from rltrain.scripts.outcome import resume_hint
     from rltrain.scripts.wait import supervise
     from rltrain.utils.progress import say
 

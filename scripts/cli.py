@@ -20,9 +20,9 @@ from rltrain import __version__
 from rltrain.networks.actor import Actor
 from rltrain.scripts.agent_setup import checkpoint_actor, checkpoint_config
 from rltrain.scripts.config_commands import config_group, everyday_options, flag_overrides
+from rltrain.scripts.outcome import RunOutcome, resume_hint
 from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume, prepare_train
 from rltrain.scripts.run_commands import diagnose, pause, status
-from rltrain.scripts.run_endings import RunOutcome, resume_hint
 from rltrain.scripts.runs_command import runs
 from rltrain.scripts.wait import supervise
 from rltrain.scripts.wait_commands import continue_command, stop

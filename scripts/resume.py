@@ -14,7 +14,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from rltrain.scripts.train_state import ResumeInfo, check_resumable, restore
+from rltrain.scripts.run_state import ResumeInfo, check_resumable
 from rltrain.scripts.trainer import Trainer
 from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.config import TrainConfig, config_to_dict
@@ -106,14 +106,14 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
                           f"{checkpoint} --set device=cpu)") from None
     trainer = Trainer(config, device, interactive)
     try:
-        warnings = restore(trainer, payload, checkpoint)
+        warnings = trainer.state.load_state_dict(payload, checkpoint)
         paths = _claim_folders(trainer, payload, checkpoint, run_name, lock)
         moved = set_aside_later(paths, steps) if run_name is None else {}
     except BaseException:
         trainer.close()  # async env workers included, and the run's lock
         raise
     if moved:
-        warnings.append(_set_aside_note(moved, steps, trainer.monitor_state))
+        warnings.append(_set_aside_note(moved, steps, trainer.state.restored.get("monitor")))
     info = ResumeInfo(steps, checkpoint, [mask_text(change) for change in overrides], warnings,
                       original if run_name is not None else None)
     return trainer, paths, info
@@ -130,8 +130,8 @@ def _claim_folders(trainer: Trainer, payload: dict[str, Any], checkpoint: str,
         inherit_best_model(Path(checkpoint).resolve().parent, paths, steps)
         # The fork's events.jsonl starts empty: the warnings its parent reported do not
         # hold back the fork's own (monitor.warn_every).
-        assert trainer.monitor_state is not None
-        trainer.monitor_state = {**trainer.monitor_state, "last_warned": {}, "held_back": {}}
+        restored = trainer.state.restored
+        restored["monitor"] = {**restored["monitor"], "last_warned": {}, "held_back": {}}
         return paths
     paths = _own_folders(config, str(payload.get("run_name", "")), Path(checkpoint),
                          payload.get("log_dir"), payload.get("checkpoint_dir"))

@@ -118,7 +118,7 @@ class TuneReporter(Hook):
 
     def _metrics(self, status: str) -> dict[str, Any]:
         monitor = self.trainer.monitor
-        return {"env_steps": self.trainer.counters.env_steps,
+        return {"env_steps": self.trainer.state.counters.env_steps,
                 "eval_mean_return": monitor.latest_eval, "best_eval": monitor.best_eval,
                 "status": status}
 

@@ -1,72 +1,55 @@
-"""The training loop: env steps and updates, and the hooks told of each.
+"""The training loop, and every way a run ends.
 
-It wires the layers together: the Collector (the training envs and the exploration)
-produces transitions one env step at a time, the replay buffer stores them, the agent
-learns from batches, the hooks (utils/hooks.py: metrics, health rules, diagnostics,
-progress, and any the caller adds) watch each step, update, episode and evaluation and
-return findings, and the TrainingMonitor records those, evaluates and checkpoints.
+The run's state (agent, replay buffer, envs, counters, random states) is a `RunState`
+(scripts/run_state.py), which takes the env steps and the updates. The loop puts them in
+order and tells the hooks (utils/hooks.py: metrics, health rules, diagnostics, the rules
+of utils/rules/, progress, and any the caller adds) of each step, update, episode and
+evaluation; the TrainingMonitor records what they find, evaluates and checkpoints.
 Per vector step the loop does one action transfer (the diagnostics' actor hook two more
-when it keeps that step's states and actions) and, per update, one transfer of a
-handful of scalar metrics; all file writes happen per episode or less often.
+when it keeps that step's states) and, per update, one transfer of a few scalar
+metrics; all file writes happen per episode or less often.
 
-Pauses: a health rule, Ctrl-C, SIGTERM or `rltrain pause` all become a pause request
-on the monitor; the loop finishes the env step it is in, writes
-`paused_at_step_<N>.pt` and returns. A second Ctrl-C aborts at once (KeyboardInterrupt);
-every checkpoint written before stays whole because all writes are atomic. How a run
-ends, also when a file cannot be written, the env raises or memory runs out, is in
-scripts/run_endings.py.
+Every way a run ends is here: finished (max_timesteps); paused (a health rule, Ctrl-C,
+SIGTERM or `rltrain pause` asked the monitor: the loop finishes the env step it is in and
+writes `paused_at_step_<N>.pt`); stopped from outside the training (a file that cannot be
+written, an exception from the env's own code, the device out of memory: a paused
+checkpoint where one can be written, not halfway through an env step, and the reason in
+events.jsonl and status.json); aborted (a second Ctrl-C) or crashed. All writes are
+atomic, so every checkpoint written before stays whole.
 """
 
 from __future__ import annotations
 
-import math
+import contextlib
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import torch
 
-from rltrain.scripts import run_endings
-from rltrain.scripts.agent_setup import agent_view, build_agent, network_spec
-from rltrain.scripts.collector import Collector
-from rltrain.scripts.run_endings import RunOutcome
-from rltrain.scripts.train_state import (
-    Counters,
-    ResumeInfo,
-    build_payload,
-    resume_findings,
-)
+from rltrain.scripts.outcome import RunOutcome
+from rltrain.scripts.run_state import ResumeInfo, RunState
 from rltrain.utils.checkpoint import remove_stale_temp_files
 from rltrain.utils.config import TrainConfig
-from rltrain.utils.device import check_network_memory, tune_process
 from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
-from rltrain.utils.envs import make_env, space_dims
-from rltrain.utils.errors import EnvFailure, OutputError, describe_write_failure, os_error_in
-from rltrain.utils.evaluation import EvalResult, evaluate
-from rltrain.utils.exploration import Exploration
-from rltrain.utils.health import HealthRules, is_finite
-from rltrain.utils.hooks import EpisodeEnd, Hook, HookList, Step, Update
+from rltrain.utils.errors import (
+    EnvFailure,
+    OutputError,
+    describe_write_failure,
+    first_line,
+    os_error_in,
+)
+from rltrain.utils.health import HealthRules
+from rltrain.utils.hooks import Hook, HookList
 from rltrain.utils.monitor import TrainingMonitor
 from rltrain.utils.progress import ProgressDisplay, ProgressHook
-from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.rules import RuleContext, rule_hooks
 from rltrain.utils.run_logger import RunLogger
-from rltrain.utils.run_metrics import RunMetrics, recent_episodes
-from rltrain.utils.run_status import write_status
+from rltrain.utils.run_metrics import RunMetrics
+from rltrain.utils.run_status import StatusFile
 from rltrain.utils.runs import RunLock, RunPaths, relative_to_cwd
-from rltrain.utils.seeding import (
-    DIAGNOSTICS,
-    EXPLORATION,
-    NETWORK_INIT,
-    REPLAY,
-    derive_seed,
-    seed_global_generators,
-)
+from rltrain.utils.seeding import DIAGNOSTICS, derive_seed
 from rltrain.utils.signals import SignalCatcher
-
-STATUS_EVERY_SECONDS = 5.0
 
 
 class Trainer:
@@ -75,39 +58,16 @@ class Trainer:
     def __init__(self, config: TrainConfig, device: torch.device,
                  interactive: bool | None = None) -> None:
         self.config, self.device, self.interactive = config, device, interactive
-        tune_process(config.torch_threads)
-        seed_global_generators(config.seed)
-        self.eval_env = make_env(config.env_name)  # first: a bad env fails here, in-process
-        self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
-        self.rules = HealthRules(config, self.obs_dim, device)
-        check_network_memory(self.obs_dim, self.action_dim,
-                             network_spec(config, "actor").hidden_sizes,
-                             network_spec(config, "critic").hidden_sizes, device)
-        torch.manual_seed(derive_seed(config.seed, NETWORK_INIT))
-        self.agent, self.backend_warning = build_agent(config, self.obs_dim, low, high, device)
-        self.agent_view = agent_view(self.agent, low, high)  # what the diagnostics see
-        self.buffer = ReplayBuffer(config.replay_buffer_size, self.obs_dim, self.action_dim,
-                                   device, seed=derive_seed(config.seed, REPLAY))
-        self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION))
-        self.collector = Collector(config, self.exploration)
-        self.counters = Counters()
-        self.loss_window: dict[str, list[float]] = {}  # restored, then the metrics hook's
-        self.recent_episodes = recent_episodes()  # the same
-        self.monitor_state: dict | None = None  # set by restore(), applied in run()
-        self.diagnostics_state: dict | None = None  # set by restore(), applied in run()
-        self.rule_hooks_state: dict = {}  # the same
-        # More hooks, told of everything after the run's own (`rltrain sweep` reports to
-        # Tune through one).
+        self.state = RunState(config, device)
+        self.rules = HealthRules(config, self.state.obs_dim, device)
+        # Hooks told of everything after the run's own (`rltrain sweep`'s Tune reporter).
         self.extra_hooks: list[Hook] = []
         self.on_event: Callable[[int, dict], None] | None = None  # each events.jsonl line
         self.paths: RunPaths | None = None
-        self.in_env_step = False
         self.in_due = False
-        self.redo_due = False  # set by a checkpoint written when `_due` failed
         self.run_lock: RunLock | None = None  # held from `claim` until `close`
         self.argv: list[str] | None = None  # what command.txt records (None: sys.argv)
 
-    # ----------------------------------------------------------------- the loop
     def run(self, paths: RunPaths, resume: ResumeInfo | None = None) -> RunOutcome:
         """Train until max_timesteps or a pause; `resume` when continuing from a checkpoint."""
         # Signals are caught from the start: a Ctrl-C while the run starts pauses it before
@@ -131,11 +91,11 @@ class Trainer:
             except (OSError, OutputError) as exc:
                 if os_error_in(exc) is None:
                     raise
-                raise run_endings.output_failed(self, exc) from None
+                raise self._output_failed(exc) from None
             except EnvFailure as exc:
-                raise run_endings.env_failed(self, exc) from None
+                raise self._env_failed(exc) from None
             except torch.OutOfMemoryError as exc:
-                return run_endings.out_of_memory(self, exc)
+                return self._out_of_memory(exc)
             except BaseException:
                 self.write_status("crashed")
                 raise
@@ -144,8 +104,8 @@ class Trainer:
                 self._close_all()
 
     def _close_all(self) -> None:
-        """Close diagnostics, display, logs and envs. A log that cannot be flushed (a full
-        disk) must not replace the run's outcome or the error that says what to resume."""
+        """Close hooks, display, logs and envs; a log that cannot be flushed (a full disk)
+        must not replace the run's outcome or the error that says what to resume."""
         for close in (self.hooks.close, self.progress.close, self.logger.close, self.close):
             try:
                 close()
@@ -155,84 +115,89 @@ class Trainer:
                 print(f"warning: closing the run: {describe_write_failure(exc)}", file=sys.stderr)
 
     def _start(self, paths: RunPaths, resume: ResumeInfo | None) -> None:
-        """Open the run's logs, monitor and diagnostics."""
-        self.paths = paths
+        """Open the run's logs, monitor and hooks."""
+        state, config = self.state, self.config
+        self.paths = state.paths = paths
         remove_stale_temp_files(paths.checkpoint_dir)
         paths.pause_request_file.unlink(missing_ok=True)  # meant for an earlier process
         self.logger = RunLogger(paths, resume_step=resume.env_steps if resume else None)
-        self.logger.write_run_files(self.config, self.argv)
+        self.logger.write_run_files(config, self.argv)
         self.logger.on_event = self.on_event
-        self.progress = ProgressDisplay(self.config.max_timesteps, self.counters.env_steps,
+        self.progress = ProgressDisplay(config.max_timesteps, state.counters.env_steps,
                                         self.interactive)
-        self.hooks = HookList([], report=lambda findings: self.monitor.handle(findings))
-        self.monitor = TrainingMonitor(self.config, paths, self.logger, self._evaluate,
-                                       self.checkpoint_payload, self.progress.message,
-                                       self.hooks)
-        if self.monitor_state is not None:
-            self.monitor.load_state_dict(self.monitor_state)
+        self.monitor = TrainingMonitor(config, paths, self.logger, state, self.progress.message)
+        self.hooks = self.monitor.hooks
+        state.watch("monitor", self.monitor)
         if resume is not None and resume.forked_from is None:  # until this run writes one
             self.monitor.latest_checkpoint = str(relative_to_cwd(Path(resume.checkpoint)))
         self.diagnostics = self._diagnostics(paths)
-        self.metrics = RunMetrics(self.logger, self.config.log_freq, self.exploration,
-                                  self.diagnostics, self.counters.env_steps, self.agent.updates,
-                                  self.loss_window, self.recent_episodes)
-        progress = ProgressHook(self.progress, self.counters.last_return, self.monitor.best_eval)
-        self.rule_hooks = rule_hooks(RuleContext(self.config, self.obs_dim, self.action_dim,
-                                                 self.agent_view))
-        for hook in self.rule_hooks:
-            if hook.name in self.rule_hooks_state:
-                hook.load_state_dict(self.rule_hooks_state[hook.name])
-        self.hooks.hooks = [self.metrics, self.rules, self.diagnostics, *self.rule_hooks,
-                            progress, *self.extra_hooks]
-        self._status_mark = 0.0
+        self.metrics = RunMetrics(self.logger, config.log_freq, state.exploration,
+                                  self.diagnostics, state.counters.env_steps,
+                                  state.agent.updates)
+        rules = HookList(rule_hooks(RuleContext(config, state.obs_dim, state.action_dim,
+                                                state.view)), report=self.monitor.handle)
+        state.watch("diagnostics", self.diagnostics)
+        state.watch("metrics", self.metrics, spread=True)
+        state.watch("rule_hooks", rules)
+        progress = ProgressHook(self.progress, state.counters.last_return, self.monitor.best_eval)
+        self.hooks.hooks = [self.metrics, self.rules, self.diagnostics, *rules.hooks, progress,
+                            *self.extra_hooks]
+        self.status = StatusFile(paths.status_file, {"run": paths.name,
+                                 "max_timesteps": config.max_timesteps}, [state, self.monitor],
+                                 (config.checkpoint_freq, config.eval_freq))
         if resume is not None:
-            self._record_resume(resume)
-        if self.backend_warning:
-            self._warn(self.counters.env_steps, "update_backend", self.backend_warning)
+            self.logger.resume(resume.env_steps, resume.describe(), checkpoint=resume.checkpoint,
+                               changes=resume.changes, forked_from=resume.forked_from)
+            for warning in resume.warnings:
+                self._warn(resume.env_steps, "resume", warning)
+        if state.backend_warning:
+            self._warn(state.counters.env_steps, "update_backend", state.backend_warning)
 
     def claim(self, paths: RunPaths, lock: RunLock | None = None) -> None:
-        """Take the run's folders for this process (before anything is written there);
-        `lock`: this process holds them already."""
+        """Take the run's folders (before anything is written there), unless `lock`."""
         self.run_lock = lock if lock is not None else RunLock(paths)
 
     def close(self) -> None:
-        """Close the envs (async vector envs run worker processes); give the run back."""
-        self.collector.close()
-        self.eval_env.close()
+        """Close the envs; give the run's folders back."""
+        self.state.close()
         if self.run_lock is not None:
             self.run_lock.release()
 
     def _loop(self, resumed: bool) -> RunOutcome:
-        if not self.collector.episodes:
-            self.collector.start(self.counters.episodes)
+        state = self.state
+        if not state.collector.episodes:
+            state.collector.start(state.counters.episodes)
         if resumed:
-            self.monitor.handle(resume_findings(self))
-        if self.redo_due:  # stopped in the middle of it: the env raised in an evaluation
-            self.redo_due = False
-            self._due(self.counters.env_steps)
+            self.monitor.handle(state.restored_findings(self.rules, self.monitor.evals_since_best))
+        if state.redo_due:  # stopped in the middle of it: the env raised in an evaluation
+            state.redo_due = False
+            self._due(state.counters.env_steps)
         self.write_status("running")
-        self._pause_on_signal()  # one that came while the run started
-        while self.monitor.pause is None and self.counters.env_steps < self.config.max_timesteps:
+        while True:
+            if self.signals.received is not None:  # Ctrl-C, SIGTERM: as `rltrain pause`
+                self.monitor.request_outside_pause(*self.signals.received,
+                                                   state.counters.env_steps)
+            if self.monitor.pause is not None:
+                return self._pause()
+            if state.counters.env_steps >= self.config.max_timesteps:
+                return self._finish()
             self._step()
-            self._pause_on_signal()
-        if self.monitor.pause is not None:
-            return run_endings.pause(self)
-        return run_endings.finish(self)
-
-    def _pause_on_signal(self) -> None:
-        """Ctrl-C or SIGTERM asks for a pause, as `rltrain pause` does."""
-        if self.signals.received is not None:
-            self.monitor.request_outside_pause(*self.signals.received, self.counters.env_steps)
 
     def _step(self) -> None:
-        """One env step and everything that is due after it."""
-        self._env_step()
-        steps = self.counters.env_steps
-        if steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size:
+        """One env step, the updates it allows, and everything that is due after it."""
+        state, hooks = self.state, self.hooks
+        step = state.env_step()
+        hooks.on_step(step)
+        ended = state.count_step(step)
+        if ended is not None:
+            hooks.on_episode_end(ended)
+            state.next_episode(ended.env)
+        state.in_env_step = False
+        if state.learning():
             for _ in range(self.config.utd_ratio):
-                self._learn()
-        self.hooks.on_step_end(steps)
-        self._due(steps)
+                hooks.on_update(state.learn())
+        hooks.on_step_end(step.env_steps)
+        self._due(step.env_steps)
 
     def _due(self, steps: int) -> None:
         """Evaluation, checkpoints and status due after env step `steps`. An env that
@@ -241,96 +206,93 @@ class Trainer:
         self.in_due = True
         self.monitor.after_step(steps)
         self.in_due = False
-        if steps % self.config.checkpoint_freq == 0 or steps % self.config.eval_freq == 0:
-            self.write_status("running")
-        if steps % 100 == 0 and time.monotonic() - self._status_mark > STATUS_EVERY_SECONDS:
-            self.write_status("running")
-
-    def _env_step(self) -> None:
-        steps = self.counters.env_steps
-        t = self.collector.next(steps, self.agent.act)  # if the envs raise, nothing changed
-        self.in_env_step = True  # a failure from here on leaves the bookkeeping half done
-        episode = self.collector.episodes[t.env]
-        truncated = t.truncated
-        self.counters.env_steps += 1
-        stored = is_finite(t.next_obs, t.action, t.reward)
-        if stored:
-            self.buffer.add(t.obs, t.action, t.reward, t.next_obs, t.terminated, truncated)
-        self.hooks.on_step(Step(self.counters.env_steps, t.env, t.obs, t.action, t.reward,
-                                t.next_obs, t.terminated, truncated, stored))
-        if not stored and not np.isfinite(t.next_obs).all():
-            truncated = True  # the env state is broken: end the episode here
-        if math.isfinite(t.reward):  # a refused NaN/inf reward is non_finite's, not the return's
-            episode.episode_return += t.reward
-        else:
-            episode.non_finite_rewards += 1  # counted, so that the return says what it lacks
-        episode.length += 1
-        if t.terminated or truncated:
-            self._end_episode(t.env, t.terminated)
-        self.in_env_step = False
-
-    def _learn(self) -> None:
-        metrics = self.agent.update(self.buffer.sample(self.config.batch_size))
-        # One host transfer per update, for all the metrics.
-        values = dict(zip(metrics, torch.stack(list(metrics.values())).tolist(), strict=True))
-        self.hooks.on_update(Update(self.counters.env_steps, self.agent.updates, values))
-
-    def _end_episode(self, env: int, terminated: bool) -> None:
-        episode, steps = self.collector.episodes[env], self.counters.env_steps
-        self.counters.episodes += 1
-        self.counters.last_return = episode.episode_return
-        self.counters.last_non_finite_rewards = episode.non_finite_rewards
-        self.hooks.on_episode_end(EpisodeEnd(steps, env, episode.index, episode.episode_return,
-                                             episode.length, terminated,
-                                             episode.non_finite_rewards))
-        # num_envs episodes are always in progress: the next index is the one after them.
-        self.collector.restart(env, self.counters.episodes + self.collector.num_envs - 1)
-
-    def _record_resume(self, resume: ResumeInfo) -> None:
-        changes = ", ".join(resume.changes) or "no changes"
-        origin = f" of run '{resume.forked_from}'" if resume.forked_from else ""
-        self.logger.resume(resume.env_steps,
-                           f"resumed from {resume.checkpoint}{origin} ({changes})",
-                           checkpoint=resume.checkpoint, changes=resume.changes,
-                           forked_from=resume.forked_from)
-        for warning in resume.warnings:
-            self._warn(resume.env_steps, "resume", warning)
+        self.status.after_step(steps, "running")
 
     def _warn(self, env_steps: int, rule: str, warning: str) -> None:
         self.logger.event(env_steps, rule=rule, value=None, threshold=None, action="warn",
                           message=warning)
         self.progress.message(f"warning: {warning}")
 
-    # ------------------------------------------------------- periodic work
-    def _evaluate(self) -> EvalResult:
-        with self.diagnostics.paused_collection():
-            return evaluate(self.agent.act, self.eval_env, self.config.n_eval_episodes,
-                            self.config.seed, self.config.gamma, env_name=self.config.env_name)
-
     def _diagnostics(self, paths: RunPaths) -> Flow1Diagnostics | NoDiagnostics:
-        if not self.config.diagnostics.enabled:
-            return NoDiagnostics()
-        diagnostics = Flow1Diagnostics(
-            self.config, self.obs_dim, self.agent_view, self.buffer, paths, self.logger,
-            self.progress.message, derive_seed(self.config.seed, DIAGNOSTICS))
-        if self.diagnostics_state:
-            diagnostics.load_state_dict(self.diagnostics_state)
-        return diagnostics
+        return NoDiagnostics() if not self.config.diagnostics.enabled else Flow1Diagnostics(
+            self.config, self.state.obs_dim, self.state.view, self.state.buffer, paths,
+            self.logger, self.progress.message, derive_seed(self.config.seed, DIAGNOSTICS))
 
     def write_status(self, state: str, pause_reason: str | None = None) -> None:
-        if self.paths is None or not hasattr(self, "monitor"):
-            return
-        self._status_mark = time.monotonic()
-        m, c = self.monitor, self.counters
-        write_status(self.paths.status_file, {
-            "run": self.paths.name, "state": state, "env_steps": c.env_steps,
-            "max_timesteps": self.config.max_timesteps, "episodes": c.episodes,
-            "updates": self.agent.updates, "latest_episode_return": c.last_return,
-            "latest_episode_non_finite_rewards": c.last_non_finite_rewards,
-            "latest_eval": m.latest_eval, "best_eval": m.best_eval,
-            "best_eval_step": m.best_eval_step, "evals_since_best": m.evals_since_best,
-            "evaluations": m.evaluations, "pause_reason": pause_reason,
-            "latest_checkpoint": m.latest_checkpoint})
+        if hasattr(self, "status"):  # not before the run has its folders and monitor
+            self.status.write(state, pause_reason)
 
-    def checkpoint_payload(self, kind: str) -> dict:
-        return build_payload(self, kind)
+    # ------------------------------------------------------- how a run ends
+    def _finish(self) -> RunOutcome:
+        steps = self.state.counters.env_steps
+        path = self.paths.periodic_checkpoint(steps)
+        if self.monitor.latest_checkpoint != str(path):  # not written at this step already
+            path = self.monitor.checkpoint("periodic", steps)
+        self.write_status("finished")
+        return RunOutcome("finished", steps, path)
+
+    def _pause(self) -> RunOutcome:
+        finding, steps = self.monitor.pause, self.state.counters.env_steps
+        assert finding is not None
+        path = self.monitor.checkpoint("paused", steps)
+        self.hooks.on_pause(steps)
+        self.logger.event(steps, rule=finding.rule, value=finding.value,
+                          threshold=finding.threshold, action="paused",
+                          message=f"paused; checkpoint {path}")
+        self.write_status("paused", pause_reason=f"[{finding.rule}] {finding.message}")
+        return RunOutcome("paused", steps, path, finding.message, finding.rule,
+                          finding.on_weights)
+
+    def _output_failed(self, exc: BaseException) -> OutputError:
+        """A log or checkpoint could not be written (disk full, permissions)."""
+        problem = describe_write_failure(exc)
+        _, then = self._stop("write_failure", problem, "that is fixed")
+        return OutputError(f"stopped at step {self.state.counters.env_steps}: {problem}; {then}")
+
+    def _env_failed(self, exc: EnvFailure) -> EnvFailure:
+        """The env raised an exception; its traceback goes to the log folder. A failed
+        vector step leaves the run as it was before it, with the step's actions kept, so
+        the resumed run takes that step again with the same actions."""
+        problem, steps = str(exc), self.state.counters.env_steps
+        # In an evaluation: nothing of it was recorded yet, so the resumed run does it
+        # again, and the checkpoint and diagnostics due after it, before its next step.
+        self.state.redo_due = self.in_due
+        with contextlib.suppress(OSError):
+            trace = self.paths.env_error_file(steps)
+            trace.write_text(exc.details)
+            problem += f" (traceback: {trace})"
+        _, then = self._stop("env_error", problem, "the env is fixed")
+        return EnvFailure(f"stopped at step {steps}: {problem}; {then}", exc.details)
+
+    def _out_of_memory(self, exc: torch.OutOfMemoryError) -> RunOutcome:
+        """The device ran out of memory (on CUDA, other processes count too): a pause by
+        the memory rule, with a checkpoint if one can still be written (it is saved from
+        host memory). An update under way when it happened is lost, or half in it."""
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        problem = f"out of {self.device.type} memory: {first_line(exc)}"
+        saved, _ = self._stop("memory", problem, "memory is free")
+        if saved is None:
+            raise exc
+        return RunOutcome("paused", self.state.counters.env_steps, saved, problem, "memory")
+
+    def _stop(self, rule: str, problem: str, fixed: str) -> tuple[Path | None, str]:
+        """Write a paused checkpoint if one can be, and the reason where status reads it.
+        Returns the checkpoint, and which checkpoint to resume once `fixed`."""
+        steps, halfway = self.state.counters.env_steps, self.state.in_env_step
+        saved: Path | None = None
+        with contextlib.suppress(OSError, OutputError):
+            if not halfway:
+                saved = self.monitor.checkpoint("paused", steps)
+        with contextlib.suppress(OSError, OutputError):
+            self.logger.event(steps, rule=rule, value=None, threshold=None,
+                              action="pause" if saved else "stop", message=problem)
+        with contextlib.suppress(OSError, OutputError):
+            self.write_status("paused" if saved else "crashed", pause_reason=problem)
+        if saved is not None:
+            return saved, (f"a checkpoint was still written; once {fixed}: rltrain resume "
+                           f"--checkpoint {saved}")
+        none = ("no checkpoint was written halfway through an env step" if halfway
+                else "no checkpoint could be written")
+        newest = self.monitor.latest_checkpoint
+        return None, f"{none}; the newest is {newest}" if newest else none

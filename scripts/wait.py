@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from rltrain.scripts.outcome import RunOutcome
 from rltrain.scripts.resume import prepare_resume
-from rltrain.scripts.run_endings import RunOutcome
 from rltrain.scripts.run_notify import answer_commands, crash_event, outcome_event, warning_event
-from rltrain.scripts.train_state import ResumeInfo
+from rltrain.scripts.run_state import ResumeInfo
 from rltrain.scripts.trainer import Trainer
 from rltrain.utils.checkpoint import write_json
 from rltrain.utils.errors import UserError
@@ -93,7 +93,7 @@ def _run(trainer: Trainer, paths: RunPaths, resume: ResumeInfo | None,
     try:
         return trainer.run(paths, resume)
     except (Exception, KeyboardInterrupt) as exc:  # KeyboardInterrupt: a second Ctrl-C
-        notifier.send(crash_event(paths, trainer.config, trainer.counters.env_steps, exc))
+        notifier.send(crash_event(paths, trainer.config, trainer.state.counters.env_steps, exc))
         raise
 
 

@@ -134,7 +134,7 @@ def test_a_run_whose_torch_lacks_a_private_op_trains_through_autograd_and_says_s
     monkeypatch.setitem(fused_ops._OPS, "torch.ops.aten.threshold_backward", None)
     config = tiny_config(tmp_path, max_timesteps=150, run_name="r")
     trainer = Trainer(config, torch.device("cpu"), interactive=False)
-    assert type(trainer.agent) is DDPGAgent
+    assert type(trainer.state.agent) is DDPGAgent
     assert trainer.run(create_run(config)).status == "finished"
     [warning] = [e for e in read_jsonl(tmp_path / "logs" / "r" / "events.jsonl")
                  if e["rule"] == "update_backend"]

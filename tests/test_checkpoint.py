@@ -60,7 +60,7 @@ def test_checkpoint_is_a_plain_dict_that_weights_only_loads(finished_run):
     assert data["total_steps"] == 300 and data["config"]["seed"] == trainer.config.seed
     for net in ("actor", "critic", "actor_target", "critic_target"):
         saved = data[net]
-        live = getattr(trainer.agent, net).state_dict()
+        live = getattr(trainer.state.agent, net).state_dict()
         assert all(torch.equal(saved[k], live[k].cpu()) for k in live)
     # Every tensor is saved on the CPU (from a CUDA run too, RLTRAIN_TEST_DEVICE=cuda): the
     # plain torch.load above restores each where it was saved, which needs no CUDA then.

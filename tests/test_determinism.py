@@ -26,7 +26,7 @@ def train(tmp_path, name: str, **overrides) -> tuple[Trainer, list[dict]]:
 
 
 def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
-    state = trainer.agent.state_dict()
+    state = trainer.state.agent.state_dict()
     return {f"{net}.{k}": v for net in ("actor", "critic", "actor_target", "critic_target")
             for k, v in state[net].items()}
 
@@ -38,7 +38,7 @@ def test_same_seed_gives_identical_weights_and_metrics(tmp_path, algo, noise):
     wa, wb = weights(a), weights(b)
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert metrics_a == metrics_b and len(metrics_a) > 2
-    assert a.agent.updates == b.agent.updates == 300 - 100 + 1
+    assert a.state.agent.updates == b.state.agent.updates == 300 - 100 + 1
 
 
 def test_a_different_seed_gives_different_weights(tmp_path):

@@ -118,7 +118,8 @@ def test_small_replay_pauses_again_on_resume_and_says_a_new_run_is_needed(tmp_pa
 def test_every_rule_off_with_a_null_threshold_runs(tmp_path):
     """`action: off` with `threshold: null` is accepted: the rule keeps its default
     threshold (nothing compares with null mid-run) and fires nothing."""
-    from rltrain.utils.config import DiagnosticsConfig, MonitorConfig, RuleConfig
+    from rltrain.utils.config import DiagnosticsConfig, MonitorConfig
+    from rltrain.utils.config_schema import RuleConfig
 
     def off(section) -> dict:
         return {name: {"action": "off", "threshold": None} for name, rule in
@@ -216,7 +217,7 @@ def test_diagnostics_do_not_change_what_the_agent_learns(tmp_path):
             "enabled": enabled, "grad_freq": 20, "heatmap_freq": 50})
         trainer = Trainer(config, DEVICE, interactive=False)
         trainer.run(create_run(config))
-        states.append(trainer.agent.state_dict())
+        states.append(trainer.state.agent.state_dict())
     for net in ("actor", "critic", "actor_target", "critic_target"):
         assert all(torch.equal(states[0][net][k], states[1][net][k]) for k in states[0][net])
     assert list((tmp_path / "logs" / "on" / "heatmaps").glob("heatmap_step_*.png"))
@@ -269,7 +270,7 @@ def test_close_stops_and_attach_resumes_sampling_the_actor(tmp_path, monkeypatch
     config = tiny_config(tmp_path)
     trainer = Trainer(config, DEVICE, interactive=False)
     trainer.run(create_run(config))  # closes the diagnostics at the end
-    diagnostics, agent = trainer.diagnostics, trainer.agent
+    diagnostics, agent = trainer.diagnostics, trainer.state.agent
     obs = torch.zeros(agent.actor.net[0].in_features).numpy()
     assert calls, "the hook sampled during training"
     calls.clear()
@@ -377,7 +378,8 @@ def test_diagnose_says_when_the_diagnostics_were_off(tmp_path):
 
 
 def test_rules_and_docs_agree():
-    from rltrain.utils.config import DiagnosticsConfig, RuleConfig
+    from rltrain.utils.config import DiagnosticsConfig
+    from rltrain.utils.config_schema import RuleConfig
     from rltrain.utils.diagnostics.rules import RULES
 
     assert set(RULES) == RULE_NAMES

@@ -356,7 +356,7 @@ def test_resume_refuses_bad_files_with_exit_2_and_touches_nothing(tmp_path, monk
         assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "PWNED").exists()
     # A checkpoint whose shapes do not fit the env (the env changed under the run).
-    import rltrain.scripts.trainer as trainer_module
+    import rltrain.scripts.run_state as trainer_module
 
     real = trainer_module.make_env
     monkeypatch.setattr(trainer_module, "make_env",

@@ -255,7 +255,7 @@ def test_a_ctrl_c_on_the_last_step_finishes_the_run(tmp_path, monkeypatch):
     def hook(original):
         def step(self):
             original(self)
-            if self.counters.env_steps == self.config.max_timesteps:
+            if self.state.counters.env_steps == self.config.max_timesteps:
                 os.kill(os.getpid(), signal.SIGINT)
         return step
 
@@ -286,7 +286,7 @@ def test_a_pause_request_on_the_last_step_finishes_the_run(tmp_path, monkeypatch
     """`rltrain pause` goes through the same path as Ctrl-C: on the last step, finish."""
     def hook(original):
         def step(self):
-            if self.counters.env_steps == self.config.max_timesteps - 1:
+            if self.state.counters.env_steps == self.config.max_timesteps - 1:
                 self.paths.pause_request_file.write_text("too late")  # read after this step
             original(self)
         return step

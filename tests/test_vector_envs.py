@@ -30,26 +30,27 @@ def test_every_env_step_of_every_env_is_counted_stored_and_ends_its_episode(tmp_
     assert sorted(m["episode"] for m in episodes) == [0, 1, 2]
     assert all(m["length"] == 200 for m in episodes)
     assert [m["env_steps"] for m in episodes] == [598, 599, 600]  # env 0, 1, 2 in turn
-    assert len(trainer.buffer) == 605 and trainer.counters.episodes == 3
-    assert [e.index for e in trainer.collector.episodes] == [3, 4, 5]
+    assert len(trainer.state.buffer) == 605 and trainer.state.counters.episodes == 3
+    assert [e.index for e in trainer.state.collector.episodes] == [3, 4, 5]
     # 606 transitions came from 202 vector steps; env 2's last was not handed out.
-    assert [e.length for e in trainer.collector.episodes] == [2, 2, 1]
-    assert len(trainer.collector.pending) == 1
+    assert [e.length for e in trainer.state.collector.episodes] == [2, 2, 1]
+    assert len(trainer.state.collector.pending) == 1
     # One update per env step once learning started: utd_ratio is per env step.
-    assert trainer.agent.updates == 605 - config.learning_starts + 1
+    assert trainer.state.agent.updates == 605 - config.learning_starts + 1
 
 
 def test_each_env_gets_its_own_episode_seeds_and_exploration(tmp_path):
     config = tiny_config(tmp_path, run_name="seeds", num_envs=2,
                          noise_type="ou")
     trainer = Trainer(config, DEVICE, interactive=False)
-    trainer.collector.start(0)
-    first = np.stack([e.obs for e in trainer.collector.episodes])
+    trainer.state.collector.start(0)
+    first = np.stack([e.obs for e in trainer.state.collector.episodes])
     assert not np.array_equal(first[0], first[1])  # episodes 0 and 1 differ
-    actions = trainer.exploration.noisy(np.zeros((2, 1), np.float32), 5000)
+    actions = trainer.state.exploration.noisy(np.zeros((2, 1), np.float32), 5000)
     assert actions.shape == (2, 1) and actions[0, 0] != actions[1, 0]
-    trainer.exploration.reset(1)
-    assert trainer.exploration.ou_state[1, 0] == 0.0 != trainer.exploration.ou_state[0, 0]
+    trainer.state.exploration.reset(1)
+    ou_state = trainer.state.exploration.ou_state
+    assert ou_state[1, 0] == 0.0 != ou_state[0, 0]
     trainer.close()
 
 

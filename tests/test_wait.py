@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from webhook import Webhook
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.train_state import check_resumable
+from rltrain.scripts.run_state import check_resumable
 from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.errors import UserError
 from rltrain.utils.run_logger import read_jsonl
@@ -98,7 +98,7 @@ def test_continue_with_a_change_trains_on_as_resume_with_it_does_bit_for_bit(tmp
     with Webhook() as hook:
         proc = start(tmp_path, "--wait", "--set", f"notify.url={hook.url()}")
         waiting(tmp_path, proc)
-        [event] = hook.events()
+        [event] = hook.wait_for(1)
         assert event["event"] == "pause" and event["waiting"] is True
         assert event["answer_with"] == ["rltrain continue live [--set KEY=VALUE ...]",
                                         "rltrain stop live"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -51,6 +52,14 @@ class Webhook:
 
     def events(self) -> list[dict[str, Any]]:
         return [r["body"] for r in self.received]
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The events once `count` have arrived (delivery runs on the sender's own thread,
+        so an event sent just before a status change may land just after it)."""
+        deadline = time.monotonic() + timeout
+        while len(self.received) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.events()
 
     def __enter__(self) -> Webhook:
         self._thread.start()

@@ -11,49 +11,18 @@ Frequencies (`*_freq`) and step counts are in env steps, not updates.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from rltrain.utils import rules
-
-
-@dataclass(frozen=True)
-class Range:
-    """An allowed numeric interval; `None` leaves that side open-ended."""
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def contains(self, value: float) -> bool:
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        if self.high is not None and (value >= self.high if self.high_open else value > self.high):
-            return False
-        return True
-
-    def __str__(self) -> str:
-        if self.high is None:
-            return f"{'>' if self.low_open else '>='} {self.low:g}"
-        if self.low is None:
-            return f"{'<' if self.high_open else '<='} {self.high:g}"
-        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
-        return f"{left}{self.low:g}, {self.high:g}{right}"
-
-
-POSITIVE = Range(0, None, low_open=True)
-NON_NEGATIVE = Range(0, None)
-AT_LEAST_ONE = Range(1, None)
-UNIT_INTERVAL = Range(0, 1, low_open=True)  # (0, 1]
-
-
-def opt(default: Any, help: str, valid: Range | None = None) -> Any:
-    """A config field: its default, its `--help` and docs text and its allowed range."""
-    meta = {"help": help, "range": valid}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: default, metadata=meta)
-    return field(default=default, metadata=meta)
+from rltrain.utils.config_schema import (
+    AT_LEAST_ONE,
+    NON_NEGATIVE,
+    POSITIVE,
+    UNIT_INTERVAL,
+    Range,
+    opt,
+)
 
 
 @dataclass(frozen=True)
@@ -93,59 +62,10 @@ class NetworksConfig:
     critic: NetworkConfig = opt(NetworkConfig(), "the twin Q-networks")
 
 
-RuleAction = Literal["warn", "pause", "off"]
-
-
-@dataclass(frozen=True)
-class RuleConfig:
-    """Every health and diagnostic rule has this shape: a threshold and an action."""
-
-    threshold: float | None = opt(None, "the rule fires beyond this value (see the rule reference)")
-    action: RuleAction = opt("pause", "warn, pause (a warning when safe_mode is false) or off")
-
-
-def rules_of(section: Any) -> dict[str, RuleConfig]:
-    """The rules of a config section (`monitor` or `diagnostics`), by name."""
-    return {f.name: rule for f in dataclasses.fields(section)
-            if isinstance(rule := getattr(section, f.name), RuleConfig)}
-
-
-@dataclass(frozen=True)
-class MemoryRuleConfig:
-    """The `memory` rule: resident memory of the process and, on CUDA, of the GPU."""
-
-    threshold: float | None = opt(
-        None, "process resident memory limit in MiB (null: 90% of the machine's RAM)", POSITIVE)
-    gpu_threshold: float | None = opt(
-        None, "GPU memory limit in MiB on CUDA (null: 90% of the device's memory)", POSITIVE)
-    action: RuleAction = opt("pause", "warn, pause or off")
-
-
-@dataclass(frozen=True)
-class StateBoundsConfig:
-    """The `state_bounds` rule: per-dimension observation limits of a safe region."""
-
-    low: tuple[float, ...] | None = opt(None, "lower bound per observation dimension (null: none)")
-    high: tuple[float, ...] | None = opt(None, "upper bound per observation dimension (null: none)")
-    action: RuleAction = opt("pause", "warn, pause or off")
-
-
 @dataclass(frozen=True)
 class MonitorConfig:
     """Health rules of the TrainingMonitor: each pauses (or warns) when training goes wrong."""
 
-    early_stopping: RuleConfig = opt(
-        RuleConfig(), "no new best evaluation for `patience` evaluations (threshold: patience)")
-    catastrophic_reward: RuleConfig = opt(
-        RuleConfig(), "an episode return below min_reward_threshold (threshold: that key)")
-    non_finite: RuleConfig = opt(
-        RuleConfig(), "NaN/inf in an observation, reward, action, loss or Q value")
-    critic_loss_explosion: RuleConfig = opt(RuleConfig(1e6), "critic loss above the threshold")
-    q_explosion: RuleConfig = opt(RuleConfig(1e6), "|mean Q| above the threshold")
-    grad_explosion: RuleConfig = opt(
-        RuleConfig(1e6), "a gradient norm (before clipping) above the threshold")
-    memory: MemoryRuleConfig = opt(MemoryRuleConfig(), "process (and GPU) memory limit")
-    state_bounds: StateBoundsConfig = opt(StateBoundsConfig(), "observation bounds")
     memory_check_freq: int = opt(1000, "check memory every this many env steps", AT_LEAST_ONE)
     warn_every: int = opt(
         1000, "a rule that keeps warning is reported again only after this many env steps",
@@ -168,10 +88,6 @@ def with_rules(cls: type, section: rules.Section) -> type:
 MonitorConfig = with_rules(MonitorConfig, "monitor")  # type: ignore[misc]
 
 
-def _warn_rule(threshold: float | None, help: str) -> Any:
-    return opt(RuleConfig(threshold, "warn"), help)
-
-
 @dataclass(frozen=True)
 class DiagnosticsConfig:
     """Diagnostics of why an agent misbehaves: reward signal, state-action map, gradient
@@ -182,14 +98,6 @@ class DiagnosticsConfig:
     enabled: bool = opt(True, "run the diagnostics during training")
     window_size: int = opt(100, "episodes in the reward-signal window (and in the mean "
                            "episode length short_horizon compares with)", AT_LEAST_ONE)
-    reward_spikes: RuleConfig = _warn_rule(
-        0.5, "rare (>6 sigma) penalties carry more than this share of the below-mean mass")
-    sparse_reward: RuleConfig = _warn_rule(
-        0.5, "rare (>6 sigma) bonuses carry more than this share of the above-mean mass (info)")
-    reward_scale: RuleConfig = _warn_rule(
-        3.0, "the largest |reward| is below 10^-threshold, or the median above 10^threshold")
-    constant_reward: RuleConfig = _warn_rule(
-        1e-6, "the rewards' std / |mean| over the window at most this: they do not vary")
     n_clusters: int = opt(30, "state clusters of the state-action map", AT_LEAST_ONE)
     action_bins: int = opt(10, "bins per action dimension over the action range",
                            Range(2, None))
@@ -200,54 +108,17 @@ class DiagnosticsConfig:
     sample_decay_steps: int = opt(10_000, "env steps over which the sampling rate decays",
                                   AT_LEAST_ONE)
     max_samples: int = opt(10_000, "most recent (state, action) samples kept", AT_LEAST_ONE)
-    blind_cluster: RuleConfig = _warn_rule(0.3, "no action bin reaches this probability")
-    chaotic_cluster: RuleConfig = _warn_rule(0.9, "normalised action entropy at least this")
-    fixated_cluster: RuleConfig = _warn_rule(0.95, "one action bin has at least this probability")
     grad_freq: int = opt(1000, "updates between per-layer gradient norm records",
                          AT_LEAST_ONE)
-    vanishing_gradient: RuleConfig = _warn_rule(
-        1e-3, "a weight's gradient norm below this share of its network's strongest one")
-    exploding_gradient: RuleConfig = _warn_rule(
-        100.0, "a layer's gradient norm above this many times its own recent median, both "
-        "over the largest |reward| seen so far (a new reward scale is not an explosion)")
     exploding_gradient_min_norm: float = opt(
         5.0, "exploding_gradient also needs the norm above this (an absolute floor)",
         NON_NEGATIVE)
-    value_policy_imbalance: RuleConfig = _warn_rule(
-        1000.0, "the critic's relative gradient (norm / weight norm) over the actor's")
-    broken_gradient: RuleConfig = _warn_rule(None, "a layer whose gradient is zero or None")
     trace_drop: float = opt(
         0.3, "a return falling this share of |baseline| below its moving baseline triggers "
         "a gradient trace", POSITIVE)
-    action_saturation: RuleConfig = _warn_rule(
-        0.9, "share of policy actions within 1% of the action bounds")
-    q_overestimation: RuleConfig = _warn_rule(
-        0.5, "critic Q at eval start states over the discounted return obtained, relative")
     q_warmup_updates: int = opt(
         10_000, "q_overestimation is checked from this many updates on (an untrained "
         "critic's Q of about 0 is above any negative return)", NON_NEGATIVE)
-    dead_relu: RuleConfig = _warn_rule(
-        0.99, "share of a layer's hidden units never active (a healthy bang-bang policy "
-        "can run on 2% of them)")
-    # What the env and config give the agent to learn from (utils/diagnostics/inputs.py)
-    observation_scale: RuleConfig = _warn_rule(
-        2.0, "an observation dimension's RMS over the newest 1000 transitions, over "
-        "sqrt(obs_dim), is above 10^threshold")
-    frozen_observation: RuleConfig = _warn_rule(
-        1000.0, "no env step changed any observation dimension over this many newest "
-        "transitions (some dimensions: info)")
-    time_limit_terminal: RuleConfig = _warn_rule(
-        20.0, "this many episodes in a row ended `terminated` at one same length (of at "
-        "least 50 steps): a time limit reported as the task's end?")
-    short_horizon: RuleConfig = _warn_rule(
-        0.02, "gamma's horizon 1/(1-gamma) is below this share of the mean episode length")
-    small_replay: RuleConfig = _warn_rule(
-        10.0, "the replay buffer holds fewer than this many batches")
-    ignored_action: RuleConfig = _warn_rule(
-        1.5, "the warm-up's random actions changed the observations and the reward no more "
-        "than chance: each action dimension's strongest link, in units of chance's "
-        "strongest, below this (all dimensions: warning, some: info; judged on 1000 "
-        "warm-up steps, a shorter warm-up is not judged)")
     snapshot_freq: int | None = opt(
         None, "record a fixed-seed evaluation video every this many env steps and on a "
         "pause (needs the [video] extra; null: off)", AT_LEAST_ONE)

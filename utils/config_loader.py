@@ -20,10 +20,12 @@ from typing import Any, Literal
 
 import yaml
 
-from rltrain.utils.config import Range, TrainConfig, rules_of
+from rltrain.utils.config import TrainConfig
 from rltrain.utils.config_aliases import alias_hint
+from rltrain.utils.config_schema import Range, rules_of
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.notify_target import check_notify
+from rltrain.utils.rules import spec
 from rltrain.utils.safe_yaml import ConfigTooLarge, read_yaml_mapping
 from rltrain.utils.safe_yaml import load_yaml as _load_yaml
 
@@ -249,14 +251,6 @@ def _check_cross_field(config: TrainConfig, raw: dict[str, Any]) -> None:
                           f"'-', '_', '.'); got {config.run_name!r}")
 
 
-FIXED_THRESHOLDS = {  # rules without a numeric threshold of their own
-    "early_stopping": "the top-level key patience",
-    "catastrophic_reward": "the top-level key min_reward_threshold",
-    "non_finite": "nothing: any NaN/inf fires it",
-    "broken_gradient": "nothing: any layer without gradient fires it",
-}
-
-
 def _check_rule_thresholds(name: str, section: Any) -> None:
     """A rule whose default has no threshold cannot be given one; any other rule that is
     not off needs a number > 0 (null would only fail later, mid-run)."""
@@ -266,7 +260,7 @@ def _check_rule_thresholds(name: str, section: Any) -> None:
         if defaults[rule_name].threshold is None:
             if rule.threshold is not None:
                 raise ConfigError(f"config key '{key}' cannot be set; its threshold is "
-                                  f"{FIXED_THRESHOLDS[rule_name]}")
+                                  f"{spec(rule_name).fixed_threshold}")
         elif rule.action != "off" and (rule.threshold is None or rule.threshold <= 0):
             raise ConfigError(f"config key '{key}' must be a number > 0 "
                               f"(or set {name}.{rule_name}.action: off)")

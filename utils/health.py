@@ -18,8 +18,7 @@ import torch
 
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.findings import Finding, make_rule
-from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
+from rltrain.utils.hooks import EpisodeEnd, Evaluation, Finding, Hook, Step, Update, make_rule
 
 MIB = 1024 * 1024
 

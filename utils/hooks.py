@@ -11,20 +11,73 @@ and pauses the run: no hook reaches into the loop, and the loop names no rule.
 
 A hook that has state to keep across a pause returns it from `state_dict()`; it goes
 into checkpoints under the hook's `name`.
+
+A finding is one rule firing at one env step. Every health and diagnostic rule has a
+name, a threshold and an action (`warn`, `pause` or `off`), all from the config;
+`safe_mode: false` turns pauses into warnings. What happens to a finding (an
+events.jsonl line, the console, a pause) is the monitor's job.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from rltrain.utils.findings import Finding
-
 if TYPE_CHECKING:
     from rltrain.utils.evaluation import EvalResult
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    threshold: Any
+    action: str  # "warn", "pause" or "off", after safe_mode is applied
+
+    def fire(self, env_steps: int, value: Any, message: str, observation: bool = False,
+             on_weights: bool = False,
+             suggested_set: dict[str, Any] | None = None) -> list["Finding"]:
+        """The finding of this rule (none when it is off); `observation`: info only;
+        `on_weights`: judged on the agent's weights (see `Finding`); `suggested_set`: the
+        config change proposed as the fix (see `Finding`)."""
+        if self.action == "off":
+            return []
+        action = "info" if observation else self.action
+        return [Finding(env_steps, self.name, value, self.threshold, action, message,
+                        on_weights, dict(suggested_set or {}))]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule firing at one env step."""
+
+    env_steps: int
+    rule: str
+    value: Any
+    threshold: Any
+    action: str  # "info" (an observation), "warn" or "pause"
+    message: str
+    # Judged on the agent's weights (an update's loss, Q or gradients; the parameters):
+    # then the weights saved at the step it fired at already fail it.
+    on_weights: bool = False
+    # The proposed fix as config keys and values that `rltrain resume --set` accepts
+    # (dotted keys for nested sections); empty where no config change is the remedy.
+    suggested_set: dict[str, Any] = field(default_factory=dict)
+
+    def as_event(self) -> dict[str, Any]:
+        event = {"rule": self.rule, "value": self.value, "threshold": self.threshold,
+                 "action": self.action, "message": self.message}
+        if self.suggested_set:
+            event["suggested_set"] = dict(self.suggested_set)
+        return event
+
+
+def make_rule(name: str, threshold: Any, action: str, safe_mode: bool) -> Rule:
+    if action == "pause" and not safe_mode:
+        action = "warn"
+    return Rule(name, threshold, action)
 
 
 @dataclass(frozen=True)
@@ -87,6 +140,10 @@ class Hook:
     def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
         return []
 
+    def on_eval_start(self, env_steps: int) -> list[Finding]:
+        """An evaluation of the policy begins (its env steps are not training's)."""
+        return []
+
     def on_eval(self, evaluation: Evaluation) -> list[Finding]:
         return []
 
@@ -131,6 +188,9 @@ class HookList:
 
     def on_episode_end(self, episode: EpisodeEnd) -> None:
         self._each("on_episode_end", episode)
+
+    def on_eval_start(self, env_steps: int) -> None:
+        self._each("on_eval_start", env_steps)
 
     def on_eval(self, evaluation: Evaluation) -> None:
         self._each("on_eval", evaluation)

@@ -14,26 +14,34 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from rltrain.utils.checkpoint import prune_periodic, save_checkpoint
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.evaluation import EvalResult
-from rltrain.utils.findings import Finding
-from rltrain.utils.hooks import Evaluation, HookList
+from rltrain.utils.hooks import Evaluation, Finding, HookList
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
+
+
+class RunSource(Protocol):
+    """What the monitor needs of a run: its checkpoint and an evaluation of its policy."""
+
+    def state_dict(self, kind: str) -> dict[str, Any]: ...
+
+    def evaluate(self) -> EvalResult: ...
 
 
 class TrainingMonitor:
     """Decides what is due after each env step and records what the rules find."""
 
     def __init__(self, config: TrainConfig, paths: RunPaths, logger: RunLogger,
-                 evaluate: Callable[[], EvalResult], payload: Callable[[str], dict],
-                 say: Callable[[str], None], hooks: HookList) -> None:
+                 run: RunSource, say: Callable[[str], None]) -> None:
         self.config, self.paths, self.logger = config, paths, logger
-        self._evaluate_fn, self._payload, self._say = evaluate, payload, say
-        self.hooks = hooks  # told of each evaluation and checkpoint
+        self.run, self._say = run, say
+        # The hooks watching the run (the owner of the loop fills it): the monitor calls
+        # them at each evaluation and checkpoint, and records what every one of them finds.
+        self.hooks = HookList([], report=self.handle)
         self.evaluations = 0
         self.latest_eval: float | None = None
         self.best_eval: float | None = None
@@ -114,7 +122,8 @@ class TrainingMonitor:
 
     # ------------------------------------------------- evaluation, checkpoints
     def evaluate(self, env_steps: int) -> EvalResult:
-        result = self._evaluate_fn()
+        self.hooks.on_eval_start(env_steps)
+        result = self.run.evaluate()
         self.evaluations += 1
         self.latest_eval = result.mean
         # SB3's EvalCallback names (eval/mean_reward is the mean return of the episodes)
@@ -143,7 +152,7 @@ class TrainingMonitor:
         path = {"periodic": self.paths.periodic_checkpoint(env_steps),
                 "best": self.paths.best_model,
                 "paused": self.paths.paused_checkpoint(env_steps)}[kind]
-        save_checkpoint(path, self._payload(kind))
+        save_checkpoint(path, self.run.state_dict(kind))
         if kind == "periodic":
             prune_periodic(self.paths.checkpoint_dir, self.config.keep_checkpoints)
         if kind != "best":
@@ -152,6 +161,12 @@ class TrainingMonitor:
         return path
 
     # ----------------------------------------------------------------- state
+    def status(self) -> dict[str, Any]:
+        """Evaluations and checkpoints, as status.json shows them."""
+        return {"latest_eval": self.latest_eval, "best_eval": self.best_eval,
+                "best_eval_step": self.best_eval_step, "evals_since_best": self.evals_since_best,
+                "evaluations": self.evaluations, "latest_checkpoint": self.latest_checkpoint}
+
     def state_dict(self) -> dict[str, Any]:
         return {"evaluations": self.evaluations, "latest_eval": self.latest_eval,
                 "best_eval": self.best_eval, "best_eval_step": self.best_eval_step,

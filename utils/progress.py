@@ -14,8 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from rltrain.utils.findings import Finding
-from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook
+from rltrain.utils.hooks import EpisodeEnd, Evaluation, Finding, Hook
 
 PLAIN_EVERY_SECONDS = 10.0
 

@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from rltrain.utils.findings import Finding
-from rltrain.utils.hooks import EpisodeEnd, Hook, Update
+from rltrain.utils.hooks import EpisodeEnd, Finding, Hook, Update
 from rltrain.utils.run_logger import RunLogger
 
 LOSS_TAGS = {"critic_loss": "train/critic_loss", "actor_loss": "train/actor_loss",
@@ -41,14 +40,22 @@ class RunMetrics(Hook):
     name = "metrics"
 
     def __init__(self, logger: RunLogger, log_freq: int, exploration: Any, diagnostics: Any,
-                 env_steps: int, updates: int, loss_window: dict[str, list[float]],
-                 episodes: deque[tuple[float, int]]) -> None:
+                 env_steps: int, updates: int) -> None:
         self.logger, self.log_freq = logger, log_freq
         self.exploration, self.diagnostics = exploration, diagnostics
         self.updates = updates
-        self.loss_window = loss_window
-        self.episodes = episodes
+        self.loss_window: dict[str, list[float]] = {}
+        self.episodes = recent_episodes()
         self._mark = (time.monotonic(), env_steps, diagnostics.seconds)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"losses": {k: list(v) for k, v in self.loss_window.items()},
+                "recent_episodes": [list(x) for x in self.episodes]}  # (return, length)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.loss_window = {k: list(v) for k, v in state["losses"].items()}
+        # Written before rollout/ep_rew_mean: its mean starts over from the resumed step.
+        self.episodes = recent_episodes(state.get("recent_episodes", ()))
 
     def on_update(self, update: Update) -> list[Finding]:
         self.updates = update.updates

@@ -47,3 +47,29 @@ def effective_state(status: dict[str, Any]) -> str:
     if state == "running" and not process_alive(status):
         return "stopped"
     return state
+
+
+class StatusFile:
+    """A run's status.json, written from what its `parts` report (each has `status()`:
+    the run's counters, the monitor's evaluations): at every change the owner names, after
+    the env steps that are multiples of one of `freqs` (evaluations, checkpoints), and
+    as a heartbeat at most every `every_seconds` in between."""
+
+    def __init__(self, path: Path, fixed: dict[str, Any], parts: list[Any],
+                 freqs: tuple[int, ...] = (), every_seconds: float = 5.0) -> None:
+        self.path, self.fixed, self.parts = path, fixed, parts
+        self.freqs, self.every_seconds = freqs, every_seconds
+        self._mark = 0.0
+
+    def write(self, state: str, pause_reason: str | None = None) -> None:
+        self._mark = time.monotonic()
+        status: dict[str, Any] = {**self.fixed, "state": state}
+        for part in self.parts:
+            status.update(part.status())
+        write_status(self.path, {**status, "pause_reason": pause_reason})
+
+    def after_step(self, env_steps: int, state: str) -> None:
+        if any(env_steps % freq == 0 for freq in self.freqs):
+            self.write(state)
+        if env_steps % 100 == 0 and time.monotonic() - self._mark > self.every_seconds:
+            self.write(state)

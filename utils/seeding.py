@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,3 +48,26 @@ def load_generator_state(generator: torch.Generator, state: torch.Tensor) -> boo
     digest = hashlib.sha256(state.numpy().tobytes()).digest()
     generator.manual_seed(int.from_bytes(digest[:8], "little"))
     return False
+
+
+def global_rng_state() -> dict[str, Any]:
+    """Python's, NumPy's and torch's global random states, fit for `weights_only` loads."""
+    numpy_state = np.random.get_state(legacy=False)
+    numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
+    return {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
+
+
+def set_global_rng_state(rng: dict[str, Any]) -> None:
+    random.setstate(_as_tuple(rng["python"]))
+    numpy_state = dict(rng["numpy"])
+    numpy_state["state"] = {**numpy_state["state"],
+                            "key": np.asarray(numpy_state["state"]["key"], dtype=np.uint32)}
+    np.random.set_state(numpy_state)
+    torch.set_rng_state(rng["torch"])
+
+
+def _as_tuple(value: Any) -> Any:
+    """`random.setstate` wants the exact nested tuples `getstate` gave."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_as_tuple(v) for v in value)
+    return value

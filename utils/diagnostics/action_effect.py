@@ -90,6 +90,14 @@ class _Strongest:
                 for z, p in zip(self.z, self.pairs, strict=True)]
 
 
+def _features(actions: torch.Tensor, centred: torch.Tensor,
+              pairs: list[tuple[int, int]]) -> torch.Tensor:
+    """Each dimension as it is, as its distance from the mean, and, for dimensions that
+    act only together (a0 * a1), each pair's product."""
+    return torch.cat([actions, centred.abs(),
+                      *[centred[:, [k]] * centred[:, [m]] for k, m in pairs]], dim=1)
+
+
 @torch.no_grad()
 def action_effect(batch: Batch, stride: int = 1) -> dict[str, Any]:
     """The statistic above for random-action transitions in the order they were taken
@@ -107,10 +115,7 @@ def action_effect(batch: Batch, stride: int = 1) -> dict[str, Any]:
     names = [f"observation {j}" for j in kept] + ["reward"]
     centred = actions - actions.mean(dim=0)
     pairs = [(k, m) for k in range(width) for m in range(k + 1, width)]
-    # Each dimension as it is, as its distance from the mean, and, for dimensions that
-    # act only together (a0 * a1), each pair's product.
-    features = torch.cat([actions, centred.abs(),
-                          *[centred[:, [k]] * centred[:, [m]] for k, m in pairs]], dim=1)
+    features = _features(actions, centred, pairs)
     best = _Strongest(width)
     continuing = _continuing(batch, stride) if n > stride else torch.zeros(0, dtype=torch.bool)
     keep = torch.ones(n, dtype=torch.bool)

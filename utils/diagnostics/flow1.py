@@ -21,14 +21,14 @@ import numpy as np
 
 from rltrain.utils.agent_view import AgentView
 from rltrain.utils.checkpoint import write_json
-from rltrain.utils.config import TrainConfig, rules_of
+from rltrain.utils.config import TrainConfig
+from rltrain.utils.config_schema import rules_of
 from rltrain.utils.diagnostics import ddpg_checks, plots, snapshots
 from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.inputs import InputChecks
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
-from rltrain.utils.findings import Finding, make_rule
-from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
+from rltrain.utils.hooks import EpisodeEnd, Evaluation, Finding, Hook, Step, Update, make_rule
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
@@ -90,6 +90,7 @@ class Flow1Diagnostics(Hook):
         self.reward = RewardAnalyzer(self.settings.window_size, config.num_envs)
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
                                   config.num_envs)
+        self.collecting_before_eval = self.map.collecting  # see on_eval_start
         self.gradients = GradientWatch(agent, buffer, self.settings, config.batch_size,
                                        logger, paths, self._finding)
         self.inputs = InputChecks(config, buffer, logger, self._finding)
@@ -202,9 +203,15 @@ class Flow1Diagnostics(Hook):
         finally:
             self.map.collecting = previous
 
+    def on_eval_start(self, env_steps: int) -> list[Finding]:
+        """No (state, action) sampling from the evaluation's episodes (until `on_eval`)."""
+        self.collecting_before_eval, self.map.collecting = self.map.collecting, False
+        return []
+
     @hook_method
     def on_eval(self, evaluation: Evaluation) -> None:
         env_steps, result = evaluation.env_steps, evaluation.result
+        self.map.collecting = self.collecting_before_eval
         with self.paused_collection():
             q = ddpg_checks.q_overestimation(self.agent, result, self.config.gamma,
                                              self.reward.max_abs)

@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from rltrain.utils.findings import Finding, Rule, make_rule
-from rltrain.utils.hooks import Hook
+from rltrain.utils.hooks import Finding, Hook, Rule, make_rule
 
 if TYPE_CHECKING:
     from rltrain.utils.agent_view import AgentView
@@ -138,7 +137,7 @@ def rule_hooks(context: RuleContext) -> list[RuleHook]:
 
 def config_fields(section: Section) -> list[tuple[str, type, Any]]:
     """The config fields of the rules set in `section`, for dataclasses.make_dataclass."""
-    from rltrain.utils.config import RuleConfig, opt  # the schema's own building blocks
+    from rltrain.utils.config_schema import RuleConfig, opt
 
     fields = []
     for rule in all_specs().values():

@@ -12,8 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rltrain.utils.findings import Finding
-from rltrain.utils.hooks import Evaluation
+from rltrain.utils.hooks import Evaluation, Finding
 from rltrain.utils.rules import Option, RuleHook, RuleSpec
 
 LR_FACTOR = 0.3  # the learning rates proposed after a collapse, relative to today's

@@ -1,0 +1,277 @@
+"""One run's state: what a checkpoint holds, and the env steps and updates that change it.
+
+`RunState` owns everything that must continue bit for bit after a pause: the agent
+(networks, targets, optimisers), the replay buffer, the exploration noise, the training
+envs and their episodes in progress (the Collector), the counters, every random state
+(agent, replay sampling, exploration, Python, NumPy, torch) and the state of whatever
+watches the run (the monitor and the hooks), which register with `watch`. Its
+`state_dict(kind)` is the checkpoint and `load_state_dict` restores one exactly into a
+freshly built state; nothing else assembles a checkpoint.
+
+The envs themselves are not pickled: the Collector rebuilds them by replaying each
+episode's actions from its seeded reset. `best_model.pt` (kind "best") holds the agent
+only and cannot be resumed.
+
+It also takes the env steps and the updates (`env_step`, `learn`), each returning the
+record the hooks are told of, so that the loop (scripts/trainer.py) is only the order of
+things and the ways a run ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from rltrain import __version__
+from rltrain.agents.probes import gradient_probe
+from rltrain.scripts.agent_setup import agent_view, build_agent, network_spec
+from rltrain.scripts.collector import Collector
+from rltrain.utils.checkpoint import check_spaces
+from rltrain.utils.config import TrainConfig, config_to_dict
+from rltrain.utils.device import check_network_memory, tune_process
+from rltrain.utils.envs import make_env, space_dims, space_record
+from rltrain.utils.errors import CheckpointError, EnvFailure
+from rltrain.utils.evaluation import EvalResult, evaluate
+from rltrain.utils.exploration import Exploration
+from rltrain.utils.health import HealthRules, is_finite
+from rltrain.utils.hooks import EpisodeEnd, Finding, Step, Update
+from rltrain.utils.replay_buffer import ReplayBuffer
+from rltrain.utils.run_environment import environment_record, environment_warning
+from rltrain.utils.runs import RunPaths
+from rltrain.utils.seeding import (
+    EXPLORATION,
+    NETWORK_INIT,
+    REPLAY,
+    derive_seed,
+    global_rng_state,
+    seed_global_generators,
+    set_global_rng_state,
+)
+
+RESUMABLE_KINDS = ("periodic", "paused")
+
+
+@dataclass(frozen=True)
+class ResumeInfo:
+    """How a run continues: from which checkpoint and step, with which changes."""
+
+    env_steps: int
+    checkpoint: str
+    changes: list[str]
+    warnings: list[str]
+    forked_from: str | None = None
+
+    def describe(self) -> str:
+        changes = ", ".join(self.changes) or "no changes"
+        origin = f" of run '{self.forked_from}'" if self.forked_from else ""
+        return f"resumed from {self.checkpoint}{origin} ({changes})"
+
+
+@dataclass
+class Counters:
+    env_steps: int = 0
+    episodes: int = 0  # completed training episodes
+    last_return: float | None = None  # of the latest completed episode
+    last_non_finite_rewards: int = 0  # NaN/inf rewards left out of that return
+
+
+class RunState:
+    """A run's agent, replay buffer, envs, counters and watchers' state."""
+
+    def __init__(self, config: TrainConfig, device: torch.device) -> None:
+        self.config, self.device = config, device
+        tune_process(config.torch_threads)
+        seed_global_generators(config.seed)
+        self.eval_env = make_env(config.env_name)  # first: a bad env fails here, in-process
+        self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
+        check_network_memory(self.obs_dim, self.action_dim,
+                             network_spec(config, "actor").hidden_sizes,
+                             network_spec(config, "critic").hidden_sizes, device)
+        torch.manual_seed(derive_seed(config.seed, NETWORK_INIT))
+        self.agent, self.backend_warning = build_agent(config, self.obs_dim, low, high, device)
+        self.view = agent_view(self.agent, low, high)  # what the hooks see of the agent
+        self.buffer = ReplayBuffer(config.replay_buffer_size, self.obs_dim, self.action_dim,
+                                   device, seed=derive_seed(config.seed, REPLAY))
+        self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION))
+        self.collector = Collector(config, self.exploration)
+        self.counters = Counters()
+        self.redo_due = False  # what is due after the last env step, not yet done
+        self.in_env_step = False  # a failure now leaves the step's bookkeeping half done
+        self.paths: RunPaths | None = None  # the run's folders, once it has them
+        self.watchers: dict[str, tuple[Any, bool]] = {}  # name -> (watcher, spread)
+        self.restored: dict[str, Any] = {}  # watchers' states from a checkpoint
+
+    def watch(self, name: str, watcher: Any, spread: bool = False) -> None:
+        """Keep `watcher.state_dict()` in checkpoints under `name` (`spread`: its keys
+        directly), and give it the state a restored checkpoint holds for it."""
+        self.watchers[name] = (watcher, spread)
+        state = self.restored.get(name)
+        if state:
+            watcher.load_state_dict(state)
+
+    def close(self) -> None:
+        """Close the envs (async vector envs run worker processes)."""
+        self.collector.close()
+        self.eval_env.close()
+
+    # ------------------------------------------------------- steps and updates
+    def env_step(self) -> Step:
+        """The next transition, stored in the replay buffer if it is finite."""
+        t = self.collector.next(self.counters.env_steps, self.agent.act)  # raises: no change
+        self.in_env_step = True
+        self.counters.env_steps += 1
+        stored = is_finite(t.next_obs, t.action, t.reward)
+        if stored:
+            self.buffer.add(t.obs, t.action, t.reward, t.next_obs, t.terminated, t.truncated)
+        return Step(self.counters.env_steps, t.env, t.obs, t.action, t.reward, t.next_obs,
+                    t.terminated, t.truncated, stored)
+
+    def count_step(self, step: Step) -> EpisodeEnd | None:
+        """Add the step to its episode; the episode's end, if it ended."""
+        episode = self.collector.episodes[step.env]
+        # A broken env state (a non-finite observation) ends the episode here.
+        truncated = step.truncated or (not step.stored and not np.isfinite(step.next_obs).all())
+        if math.isfinite(step.reward):  # a NaN/inf reward is non_finite's, not the return's
+            episode.episode_return += step.reward
+        else:
+            episode.non_finite_rewards += 1  # counted, so that the return says what it lacks
+        episode.length += 1
+        if not (step.terminated or truncated):
+            return None
+        self.counters.episodes += 1
+        self.counters.last_return = episode.episode_return
+        self.counters.last_non_finite_rewards = episode.non_finite_rewards
+        return EpisodeEnd(step.env_steps, step.env, episode.index, episode.episode_return,
+                          episode.length, step.terminated, episode.non_finite_rewards)
+
+    def next_episode(self, env: int) -> None:
+        # num_envs episodes are always in progress: the next index is the one after them.
+        self.collector.restart(env, self.counters.episodes + self.collector.num_envs - 1)
+
+    def status(self) -> dict[str, Any]:
+        """The counters, as status.json shows them."""
+        c = self.counters
+        return {"env_steps": c.env_steps, "episodes": c.episodes, "updates": self.agent.updates,
+                "latest_episode_return": c.last_return,
+                "latest_episode_non_finite_rewards": c.last_non_finite_rewards}
+
+    def learning(self) -> bool:
+        return (self.counters.env_steps >= self.config.learning_starts
+                and len(self.buffer) >= self.config.batch_size)
+
+    def learn(self) -> Update:
+        metrics = self.agent.update(self.buffer.sample(self.config.batch_size))
+        # One host transfer per update, for all the metrics.
+        values = dict(zip(metrics, torch.stack(list(metrics.values())).tolist(), strict=True))
+        return Update(self.counters.env_steps, self.agent.updates, values)
+
+    def evaluate(self) -> EvalResult:
+        config = self.config
+        return evaluate(self.agent.act, self.eval_env, config.n_eval_episodes, config.seed,
+                        config.gamma, env_name=config.env_name)
+
+    # ---------------------------------------------------------- checkpoints
+    def state_dict(self, kind: str) -> dict[str, Any]:
+        """The checkpoint for `kind` in ("best", "periodic", "paused")."""
+        assert self.paths is not None, "a run's state is saved once it has its folders"
+        payload: dict[str, Any] = {
+            **self.agent.state_dict(),
+            "kind": kind,
+            "total_steps": self.counters.env_steps,
+            "config": config_to_dict(self.config),
+            "run_name": self.paths.name,
+            "log_dir": str(self.paths.log_dir.resolve()),  # resume finds it from any folder
+            "checkpoint_dir": str(self.paths.checkpoint_dir.resolve()),  # a copy is not there
+            "spaces": space_record(self.config.env_name, self.eval_env),
+            "rltrain_version": __version__,
+            "environment": environment_record(self.device),  # resume compares it
+        }
+        if kind in RESUMABLE_KINDS:
+            payload["buffer"] = self.buffer.state_dict()
+            payload["trainer"] = self._run_state()
+        return payload
+
+    def _run_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "counters": dataclasses.asdict(self.counters),
+            "redo_due": self.redo_due,
+            **self.collector.state_dict(self.action_dim),  # episodes, pending, unstepped
+            "exploration": self.exploration.state_dict(),
+            "rng": global_rng_state(),
+        }
+        for name, (watcher, spread) in self.watchers.items():
+            part = watcher.state_dict()
+            state.update(part) if spread else state.__setitem__(name, part)
+        return state
+
+    def load_state_dict(self, payload: dict[str, Any], path: str) -> list[str]:
+        """Load a resumable checkpoint into this freshly built state; returns warnings. A
+        payload whose parts do not fit (edited, or from an incompatible version) is a
+        `CheckpointError` naming the first mismatch."""
+        check_resumable(payload, path)
+        check_spaces(payload, space_record(self.config.env_name, self.eval_env), path)
+        found = environment_warning(payload.get("environment"), environment_record(self.device))
+        try:
+            return ([found] if found else []) + self._restore(payload)
+        except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
+            lines = str(exc).strip().splitlines()  # torch names the mismatch on the last line
+            what = f"missing entry {exc}" if isinstance(exc, KeyError) else (
+                lines[-1].strip() if lines else type(exc).__name__)
+            raise CheckpointError(f"checkpoint '{path}' does not fit this run: {what}") from None
+        except EnvFailure as exc:
+            raise EnvFailure(f"{exc}; the checkpoint '{path}' is unchanged", exc.details) from None
+
+    def _restore(self, payload: dict[str, Any]) -> list[str]:
+        if payload["buffer"]["capacity"] != self.buffer.capacity:
+            raise CheckpointError("replay_buffer_size cannot change on resume "
+                                  f"({payload['buffer']['capacity']} in the checkpoint)")
+        state = payload["trainer"]
+        if "episode" in state:  # written before num_envs: one env, nothing pending
+            state = {**state, "episodes": [state["episode"]], "pending": []}
+        continued = [self.agent.load_state_dict(payload),
+                     self.buffer.load_state_dict(payload["buffer"])]
+        self.counters = Counters(**state["counters"])
+        self.redo_due = bool(state.get("redo_due", False))
+        self.exploration.load_state_dict(state["exploration"])
+        self.restored = {"monitor": state["monitor"], "diagnostics": state["diagnostics"],
+                         "metrics": {"losses": state["losses"],
+                                     "recent_episodes": state.get("recent_episodes", ())},
+                         "rule_hooks": state.get("rule_hooks", {})}  # none before utils/rules
+        set_global_rng_state(state["rng"])
+        warnings = [] if all(continued) else [
+            "the checkpoint was written on another kind of device than this run's "
+            f"({self.device.type}): replay sampling and target noise continue from new "
+            "random streams, so the run goes on correctly but not bit-identically"]
+        return warnings + self.collector.restore(state)
+
+    def restored_findings(self, rules: HealthRules, evals_since_best: int) -> list[Finding]:
+        """On resume, every health rule checked against the restored state, so that a rule
+        that paused the run and still fails pauses it again at once, saying so."""
+        steps = self.counters.env_steps
+        found = rules.check_patience(steps, evals_since_best)
+        if self.counters.last_return is not None:
+            found += rules.check_episode(steps, self.counters.last_return)
+        if not self.agent.parameters_finite():
+            found += rules.fire("non_finite", steps, "parameters",
+                                "the network parameters contain NaN/inf", on_weights=True)
+        if len(self.buffer):
+            batch = self.buffer.newest(self.config.batch_size)
+            found += rules.check_update(
+                steps, gradient_probe(self.agent, batch).health_metrics(), probe=True)
+        found += rules.check_memory(steps)
+        for episode in self.collector.episodes:
+            found += rules.check_transition(steps, np.asarray(episode.obs),
+                                            np.zeros(self.action_dim), 0.0)[0]
+        return [dataclasses.replace(f, message="still failing after resume: " + f.message)
+                for f in found]
+
+
+def check_resumable(payload: dict[str, Any], path: str) -> None:
+    if payload.get("kind") not in RESUMABLE_KINDS:
+        raise CheckpointError(f"'{path}' holds a model only (kind {payload.get('kind')!r}); "
+                              "resume from a checkpoint_step_* or paused_at_step_* file")
