@@ -39,7 +39,8 @@ from rltrain.utils.errors import CheckpointError, EnvFailure
 from rltrain.utils.evaluation import EvalResult, evaluate
 from rltrain.utils.exploration import Exploration
 from rltrain.utils.health import HealthRules, is_finite
-from rltrain.utils.hooks import EpisodeEnd, Finding, Step, Update
+from rltrain.utils.hooks import EpisodeEnd, Step, Update
+from rltrain.utils.monitor import Finding
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_environment import environment_record, environment_warning
 from rltrain.utils.runs import RunPaths

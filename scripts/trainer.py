@@ -40,8 +40,8 @@ from rltrain.utils.errors import (
     os_error_in,
 )
 from rltrain.utils.health import HealthRules
-from rltrain.utils.hooks import Hook, HookList
-from rltrain.utils.monitor import TrainingMonitor
+from rltrain.utils.hooks import Hook
+from rltrain.utils.monitor import HookList, TrainingMonitor
 from rltrain.utils.progress import ProgressDisplay, ProgressHook
 from rltrain.utils.rules import RuleContext, rule_hooks
 from rltrain.utils.run_logger import RunLogger

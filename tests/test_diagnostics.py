@@ -29,7 +29,7 @@ RULE_NAMES = {
     "vanishing_gradient", "exploding_gradient", "value_policy_imbalance", "broken_gradient",
     "action_saturation", "q_overestimation", "dead_relu", "env_error", "write_failure",
     "constant_reward", "reward_drop", "observation_scale", "frozen_observation",
-    "time_limit_terminal", "short_horizon", "small_replay", "ignored_action"}
+    "time_limit_terminal", "short_horizon", "small_replay", "ignored_action", "eval_collapse"}
 INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
                "short_horizon", "small_replay", "ignored_action"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
@@ -319,7 +319,7 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
     assert report["findings"]
     for finding in report["findings"]:
         assert set(finding) == {"rule", "step", "first_step", "count", "evidence",
-                                "severity", "message"}
+                                "severity", "message", "suggested_set"}
         assert finding["rule"] in RULE_NAMES
         assert finding["severity"] in {"info", "warning", "pause"}
         assert isinstance(finding["step"], int) and finding["message"]

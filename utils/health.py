@@ -18,7 +18,8 @@ import torch
 
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.hooks import EpisodeEnd, Evaluation, Finding, Hook, Step, Update, make_rule
+from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
+from rltrain.utils.monitor import Finding, make_rule
 
 MIB = 1024 * 1024
 

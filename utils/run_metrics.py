@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from rltrain.utils.hooks import EpisodeEnd, Finding, Hook, Update
+from rltrain.utils.hooks import EpisodeEnd, Hook, Update
+from rltrain.utils.monitor import Finding
 from rltrain.utils.run_logger import RunLogger
 
 LOSS_TAGS = {"critic_loss": "train/critic_loss", "actor_loss": "train/actor_loss",

@@ -28,7 +28,8 @@ from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.inputs import InputChecks
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
-from rltrain.utils.hooks import EpisodeEnd, Evaluation, Finding, Hook, Step, Update, make_rule
+from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
+from rltrain.utils.monitor import Finding, make_rule
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths

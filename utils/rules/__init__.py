@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from rltrain.utils.hooks import Finding, Hook, Rule, make_rule
+from rltrain.utils.hooks import Hook
 
 if TYPE_CHECKING:
     from rltrain.utils.agent_view import AgentView
+    from rltrain.utils.monitor import Rule
 
 Section = Literal["monitor", "diagnostics", "none"]
 
@@ -79,22 +80,22 @@ class RuleContext:
 
 
 class RuleHook(Hook):
-    """A rule that is its own hook: `spec` says what it is, the hook methods check it.
-    `self.rule` has the configured threshold and action; `self.settings` the rule's whole
-    config section (its options too)."""
+    """A rule that is its own hook: `spec` says what it is, the hook methods check it and
+    return `self.rule.fire(...)`. `self.rule` has the configured threshold and action;
+    `self.settings` the rule's whole config section (its options too)."""
 
     spec: RuleSpec
 
     def __init__(self, context: RuleContext) -> None:
+        # Here, not at the top: the config schema imports this package, the monitor
+        # (with torch) is needed only once a run is watched.
+        from rltrain.utils.monitor import make_rule
+
         self.context = context
         self.settings = getattr(getattr(context.config, self.spec.section), self.spec.name)
         self.rule: Rule = make_rule(self.spec.name, self.settings.threshold,
                                     self.settings.action, context.config.safe_mode)
         self.name = f"rule:{self.spec.name}"
-
-    def fire(self, env_steps: int, value: Any, message: str,
-             suggested_set: dict[str, Any] | None = None, **kwargs: Any) -> list[Finding]:
-        return self.rule.fire(env_steps, value, message, suggested_set=suggested_set, **kwargs)
 
 
 @cache

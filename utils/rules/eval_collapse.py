@@ -10,10 +10,13 @@ newest checkpoint written before the fall, to resume from with smaller learning 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rltrain.utils.hooks import Evaluation, Finding
 from rltrain.utils.rules import Option, RuleHook, RuleSpec
+
+if TYPE_CHECKING:
+    from rltrain.utils.hooks import Evaluation
+    from rltrain.utils.monitor import Finding
 
 LR_FACTOR = 0.3  # the learning rates proposed after a collapse, relative to today's
 
@@ -80,7 +83,7 @@ class EvalCollapse(RuleHook):
                  f"{config.critic_lr:g})" if before else
                  "no checkpoint from before the fall is kept (keep_checkpoints); "
                  "best_model.pt holds the best policy")
-        return self.fire(
+        return self.rule.fire(
             steps, round(share, 3),
             f"evaluation return {mean:.1f} is {share:.0%} of the gain below its best "
             f"{self.best:.1f} (step {self.best_step}; first evaluation {self.first:.1f}) for "
