@@ -19,7 +19,12 @@ import torch
 from rltrain import __version__
 from rltrain.networks.actor import Actor
 from rltrain.scripts.agent_setup import checkpoint_actor, checkpoint_config
-from rltrain.scripts.config_commands import config_group, everyday_options, flag_overrides
+from rltrain.scripts.config_commands import (
+    config_group,
+    everyday_options,
+    flag_overrides,
+    resolved_config,
+)
 from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume, prepare_train
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.run_endings import RunOutcome, resume_hint
@@ -27,7 +32,7 @@ from rltrain.scripts.runs_command import runs
 from rltrain.scripts.wait import supervise
 from rltrain.scripts.wait_commands import continue_command, stop
 from rltrain.utils.checkpoint import check_spaces, load_checkpoint, to_json
-from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
+from rltrain.utils.config_loader import config_from_dict, shipped_config_names
 from rltrain.utils.diagnostics import snapshots
 from rltrain.utils.envs import make_env, space_record
 from rltrain.utils.errors import (
@@ -113,22 +118,25 @@ WAIT_HELP = ("After a pause, wait in this process for `rltrain continue RUN [--s
 
 
 @cli.command()
-@click.option("--config", "config_name", required=True, metavar="FILE", help=CONFIG_HELP)
+@click.option("--config", "config_name", default=None, metavar="FILE",
+              help=CONFIG_HELP + " A file keyed by env id (as RL Zoo's hyperparams/*.yml) "
+              "gives --env's section. Default: the shipped <algo>.yaml's section for --env, "
+              "or rltrain's defaults.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--run-name", default=None, metavar="NAME",
               help="Run folder name under log_dir and checkpoint_dir "
                    "(default: <env>_<algo>_s<seed>_<time>).")
 @click.option("--wait", is_flag=True, help=WAIT_HELP)
 @everyday_options
-def train(config_name: str, overrides: tuple[str, ...], run_name: str | None,
+def train(config_name: str | None, overrides: tuple[str, ...], run_name: str | None,
           wait: bool, **flags: str | None) -> None:
-    """Train a new agent from a YAML config.
+    """Train a new agent: from a YAML config, or the tuned values for --algo and --env.
 
     Writes TensorBoard events and JSON Lines logs to <log_dir>/<run>/ and checkpoints to
     <checkpoint_dir>/<run>/. Exits 0 when max_timesteps is reached, 3 when paused.
     `rltrain config show --config FILE [--set ...]` prints every key it would train with.
     """
-    config = load_config(config_name, flag_overrides(overrides, **flags), run_name)
+    config = resolved_config(config_name, flag_overrides(overrides, **flags), run_name)
     trainer, paths = prepare_train(config)
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")
