@@ -42,6 +42,7 @@ from rltrain.utils.errors import (
     describe_os_error,
 )
 from rltrain.utils.evaluation import evaluate
+from rltrain.utils.normalize import normalizer_from_checkpoint
 from rltrain.utils.progress import say
 from rltrain.utils.runs import relative_to_cwd
 from rltrain.utils.sweep_summary import print_summary
@@ -218,20 +219,23 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
         raise UserError(snapshots.INSTALL_HINT)
     payload = load_checkpoint(checkpoint_path)
     config = checkpoint_config(payload, checkpoint_path)
-    env = make_env(config.env_name)
+    env = make_env(config.env_name, env_kwargs=config.env_kwargs)
     actor = load_actor(payload, env, checkpoint_path)
+    seen = normalizer_from_checkpoint(payload, config.normalize, config.gamma).observation
     episodes = episodes or config.n_eval_episodes
     seed = config.seed if seed is None else seed
     with torch.inference_mode():
         def policy(obs: np.ndarray) -> np.ndarray:
-            return actor(torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0))[0].numpy()
+            obs = torch.as_tensor(seen(obs), dtype=torch.float32)
+            return actor(obs.unsqueeze(0))[0].numpy()
 
         result = evaluate(policy, env, episodes, seed, config.gamma,
                           env_name=config.env_name)
         video = None
         if video_dir is not None:
             video = snapshots.record_episode(policy, config.env_name, seed, _video_path(
-                Path(video_dir), payload.get("run_name"), Path(checkpoint_path).stem, seed))
+                Path(video_dir), payload.get("run_name"), Path(checkpoint_path).stem, seed),
+                config.env_kwargs)
     env.close()
     if as_json:
         click.echo(to_json({"checkpoint": checkpoint_path, "env_name": config.env_name,

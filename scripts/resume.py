@@ -35,8 +35,8 @@ from rltrain.utils.runs import (
 
 # The checkpoint's arrays, networks and episodes are sized by these (dotted: nested
 # sections).
-FIXED_ON_RESUME = ("env_name", "seed", "algo", "hidden_sizes", "networks", "replay_buffer_size",
-                   "num_envs", "diagnostics.max_samples")
+FIXED_ON_RESUME = ("env_name", "env_kwargs", "seed", "algo", "hidden_sizes", "networks",
+                   "replay_buffer_size", "num_envs", "normalize", "diagnostics.max_samples")
 
 
 def _value(config: TrainConfig, key: str) -> Any:

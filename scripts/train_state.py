@@ -68,6 +68,7 @@ def build_payload(trainer: Trainer, kind: str) -> dict[str, Any]:
         "spaces": space_record(trainer.config.env_name, trainer.eval_env),
         "rltrain_version": __version__,
         "environment": environment_record(trainer.device),  # resume compares it
+        "normalize": trainer.collector.normalizer.state_dict(),  # eval uses it frozen
     }
     if kind in RESUMABLE_KINDS:
         payload["buffer"] = trainer.buffer.state_dict()
@@ -128,6 +129,7 @@ def _restore(trainer: Trainer, payload: dict[str, Any]) -> list[str]:
     trainer.counters = Counters(**state["counters"])
     trainer.redo_due = bool(state.get("redo_due", False))
     trainer.exploration.load_state_dict(state["exploration"])
+    trainer.collector.normalizer.load_state_dict(payload.get("normalize"))
     trainer.monitor_state = state["monitor"]
     trainer.diagnostics_state = state["diagnostics"]
     trainer.loss_window = {k: list(v) for k, v in state["losses"].items()}

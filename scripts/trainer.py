@@ -76,7 +76,8 @@ class Trainer:
         self.config, self.device, self.interactive = config, device, interactive
         tune_process(config.torch_threads)
         seed_global_generators(config.seed)
-        self.eval_env = make_env(config.env_name)  # first: a bad env fails here, in-process
+        # first: a bad env fails here, in-process
+        self.eval_env = make_env(config.env_name, env_kwargs=config.env_kwargs)
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         self.rules = HealthRules(config, self.obs_dim, device)
         check_network_memory(self.obs_dim, self.action_dim,
@@ -89,6 +90,7 @@ class Trainer:
                                    device, seed=derive_seed(config.seed, REPLAY))
         self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION))
         self.collector = Collector(config, self.exploration)
+        self.eval_env = self.collector.normalizer.frozen_env(self.eval_env)  # normalize.*
         self.counters = Counters()
         self.loss_window: dict[str, list[float]] = {}  # restored, then the metrics hook's
         self.recent_episodes = recent_episodes()  # the same
@@ -248,7 +250,8 @@ class Trainer:
         self.counters.env_steps += 1
         stored = is_finite(t.next_obs, t.action, t.reward)
         if stored:
-            self.buffer.add(t.obs, t.action, t.reward, t.next_obs, t.terminated, truncated)
+            self.buffer.add(t.obs, t.action, t.stored_reward, t.next_obs, t.terminated,
+                            truncated)
         self.hooks.on_step(Step(self.counters.env_steps, t.env, t.obs, t.action, t.reward,
                                 t.next_obs, t.terminated, truncated, stored))
         if not stored and not np.isfinite(t.next_obs).all():

@@ -11,47 +11,20 @@ Frequencies (`*_freq`) and step counts are in env steps, not updates.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from rltrain.utils.config_env import NormalizeConfig
+from rltrain.utils.config_fields import (
+    AT_LEAST_ONE,
+    NON_NEGATIVE,
+    POSITIVE,
+    UNIT_INTERVAL,
+    Range,
+    opt,
+)
 
-@dataclass(frozen=True)
-class Range:
-    """An allowed numeric interval; `None` leaves that side open-ended."""
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def contains(self, value: float) -> bool:
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        if self.high is not None and (value >= self.high if self.high_open else value > self.high):
-            return False
-        return True
-
-    def __str__(self) -> str:
-        if self.high is None:
-            return f"{'>' if self.low_open else '>='} {self.low:g}"
-        if self.low is None:
-            return f"{'<' if self.high_open else '<='} {self.high:g}"
-        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
-        return f"{left}{self.low:g}, {self.high:g}{right}"
-
-
-POSITIVE = Range(0, None, low_open=True)
-NON_NEGATIVE = Range(0, None)
-AT_LEAST_ONE = Range(1, None)
-UNIT_INTERVAL = Range(0, 1, low_open=True)  # (0, 1]
-
-
-def opt(default: Any, help: str, valid: Range | None = None) -> Any:
-    """A config field: its default, its `--help` and docs text and its allowed range."""
-    meta = {"help": help, "range": valid}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: default, metadata=meta)
-    return field(default=default, metadata=meta)
+__all__ = ["Range", "opt", "TrainConfig", "NormalizeConfig"]
 
 
 @dataclass(frozen=True)
@@ -262,6 +235,9 @@ class TrainConfig:
 
     # --- The common DDPG keys ---
     env_name: str = opt("Pendulum-v1", "Gymnasium id, or 'some.module:EnvName-v0' for your own env")
+    env_kwargs: dict[str, Any] = opt(
+        {}, "keyword arguments of gymnasium.make for every env of the run (training, "
+        "evaluation, rltrain eval), e.g. {g: 9.81} for Pendulum-v1; plain YAML values only")
     seed: int = opt(0, "seeds networks, replay sampling, noise and every episode's reset",
                     NON_NEGATIVE)
     device: Literal["auto", "cpu", "cuda"] = opt("auto", "auto picks CUDA when it is available")
@@ -322,6 +298,9 @@ class TrainConfig:
         NON_NEGATIVE)
     noise_decay_steps: int | None = opt(
         None, "env steps over which the noise decays (default: max_timesteps)", AT_LEAST_ONE)
+    normalize: NormalizeConfig = opt(
+        NormalizeConfig(), "running normalisation of observations and rewards (as "
+        "Stable-Baselines3's VecNormalize), its statistics kept in checkpoints")
     log_freq: int = opt(1000, "write losses and throughput to TensorBoard every this many steps",
                         AT_LEAST_ONE)
     keep_checkpoints: int = opt(3, "newest periodic checkpoints kept (best and paused are kept)",

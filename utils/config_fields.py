@@ -1,0 +1,49 @@
+"""The building blocks of the config schema: a field's default, help text and range.
+
+utils/config.py and the sections kept beside it (utils/config_env.py) declare their
+fields with `opt`; utils/config_loader.py checks values against each field's `Range`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Range:
+    """An allowed numeric interval; `None` leaves that side open-ended."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def contains(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        if self.high is not None and (value >= self.high if self.high_open else value > self.high):
+            return False
+        return True
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.low is None:
+            return f"{'<' if self.high_open else '<='} {self.high:g}"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"{left}{self.low:g}, {self.high:g}{right}"
+
+
+POSITIVE = Range(0, None, low_open=True)
+NON_NEGATIVE = Range(0, None)
+AT_LEAST_ONE = Range(1, None)
+UNIT_INTERVAL = Range(0, 1, low_open=True)  # (0, 1]
+
+
+def opt(default: Any, help: str, valid: Range | None = None) -> Any:
+    """A config field: its default, its `--help` and docs text and its allowed range."""
+    meta = {"help": help, "range": valid}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: default, metadata=meta)
+    return field(default=default, metadata=meta)
