@@ -6,6 +6,11 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
+from test_resume import (
+    assert_fork_matches_the_full_run,
+    assert_same_state,
+    full_run,
+)
 
 import rltrain
 from rltrain.scripts.cli import cli
@@ -19,7 +24,6 @@ from rltrain.utils.normalize import Normalizer, RunningMeanStd
 from rltrain.utils.runs import create_run
 
 from conftest import DEVICE, tiny_config
-from test_resume import assert_fork_matches_the_full_run, assert_same_state, full_run
 
 BOTH = {"observations": True, "rewards": True}
 
@@ -82,7 +86,8 @@ def test_a_training_run_keeps_the_statistics_of_its_observations(tmp_path):
 
     trainer.collector._step_all = recording
     assert trainer.run(create_run(config)).status == "finished"
-    stats = load_checkpoint(tmp_path / "checkpoints" / "stats" / "checkpoint_step_150.pt")["normalize"]["observations"]
+    payload = load_checkpoint(tmp_path / "checkpoints" / "stats" / "checkpoint_step_150.pt")
+    stats = payload["normalize"]["observations"]
     np.testing.assert_allclose(stats["mean"], np.mean(seen, axis=0), rtol=1e-10)
     np.testing.assert_allclose(stats["var"], np.var(seen, axis=0), rtol=1e-10)
     assert stats["count"] == 150
