@@ -11,41 +11,52 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
-import numpy as np
-import torch
 
 from rltrain import __version__
-from rltrain.networks.actor import Actor
-from rltrain.scripts.agent_setup import checkpoint_actor, checkpoint_config
 from rltrain.scripts.config_commands import (
     config_group,
     everyday_options,
     flag_overrides,
     resolved_config,
 )
-from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume, prepare_train
 from rltrain.scripts.run_commands import diagnose, pause, status
-from rltrain.scripts.run_endings import RunOutcome, resume_hint
 from rltrain.scripts.runs_command import runs
-from rltrain.scripts.wait import supervise
 from rltrain.scripts.wait_commands import continue_command, stop
-from rltrain.utils.checkpoint import check_spaces, load_checkpoint, to_json
-from rltrain.utils.config_loader import config_from_dict, shipped_config_names
-from rltrain.utils.diagnostics import snapshots
-from rltrain.utils.envs import make_env, space_record
+from rltrain.utils.config_fields import FIXED_ON_RESUME
+from rltrain.utils.config_loader import shipped_config_names
 from rltrain.utils.errors import (
     EnvFailure,
     OutputError,
     UserError,
     describe_os_error,
 )
-from rltrain.utils.evaluation import evaluate
-from rltrain.utils.normalize import normalizer_from_checkpoint
-from rltrain.utils.progress import say
 from rltrain.utils.runs import relative_to_cwd
-from rltrain.utils.sweep_summary import print_summary
+
+# torch, Gymnasium and what uses them are imported inside the commands that need them:
+# `rltrain --help`, `status`, `runs`, `pause` start in a fraction of a second.
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from rltrain.networks.actor import Actor
+    from rltrain.scripts.run_endings import RunOutcome
+
+
+def say(text: str) -> None:
+    """utils/progress.py's `say` (imported when a run starts)."""
+    from rltrain.utils.progress import say as progress_say
+
+    progress_say(text)
+
+
+def make_env(env_name: str, **kwargs: Any) -> gym.Env:
+    """utils/envs.py's `make_env`, imported (with Gymnasium) when a command needs an env."""
+    from rltrain.utils.envs import make_env as make
+
+    return make(env_name, **kwargs)
+
 
 EXIT_PAUSED = 3
 EXIT_CANNOT_WRITE = 4
@@ -137,6 +148,9 @@ def train(config_name: str | None, overrides: tuple[str, ...], run_name: str | N
     <checkpoint_dir>/<run>/. Exits 0 when max_timesteps is reached, 3 when paused.
     `rltrain config show --config FILE [--set ...]` prints every key it would train with.
     """
+    from rltrain.scripts.resume import prepare_train
+    from rltrain.scripts.wait import supervise
+
     config = resolved_config(config_name, flag_overrides(overrides, **flags), run_name)
     trainer, paths = prepare_train(config)
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
@@ -162,6 +176,8 @@ def _outcome_decided() -> None:
 
 
 def _say_paused(outcome: RunOutcome) -> None:
+    from rltrain.scripts.run_endings import resume_hint
+
     say(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
     say(f"resume with: rltrain resume --checkpoint {_shown(outcome.checkpoint)}")
     hint = resume_hint(outcome)
@@ -195,6 +211,9 @@ def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | Non
     with no gap and no duplicate points) unless --run-name forks it. On CPU the result
     is bit-identical to a run that never stopped. Exits 0, or 3 when paused again.
     """
+    from rltrain.scripts.resume import prepare_resume
+    from rltrain.scripts.wait import supervise
+
     trainer, paths, info = prepare_resume(checkpoint_path, overrides, run_name)
     say(f"run {paths.name}: resuming at step {info.env_steps} of "
                f"{trainer.config.max_timesteps}, device {trainer.device}")
@@ -215,6 +234,15 @@ def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | Non
 def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
                  as_json: bool, video_dir: str | None) -> None:
     """Evaluate a saved policy deterministically (no noise, no training)."""
+    import numpy as np
+    import torch
+
+    from rltrain.scripts.agent_setup import checkpoint_config
+    from rltrain.utils.checkpoint import load_checkpoint, to_json
+    from rltrain.utils.diagnostics import snapshots
+    from rltrain.utils.evaluation import evaluate
+    from rltrain.utils.normalize import normalizer_from_checkpoint
+
     if video_dir is not None and not snapshots.video_available():
         raise UserError(snapshots.INSTALL_HINT)
     payload = load_checkpoint(checkpoint_path)
@@ -265,6 +293,11 @@ def _video_path(folder: Path, run: str | None, stem: str, seed: int) -> Path:
 
 def load_actor(payload: dict, env, path: str) -> Actor:
     """The checkpoint's actor on the CPU, after checking it fits the env's spaces."""
+    from rltrain.scripts.agent_setup import checkpoint_actor
+    from rltrain.utils.checkpoint import check_spaces
+    from rltrain.utils.config_loader import config_from_dict
+    from rltrain.utils.envs import space_record
+
     config = config_from_dict(payload["config"])
     check_spaces(payload, space_record(config.env_name, env), path)
     return checkpoint_actor(payload, config, path)
@@ -305,6 +338,7 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
     learning_curves.png to <log_dir>/<name>/. Needs pip install "rltrain[sweep]".
     """
     from rltrain.scripts import sweep as sweeps
+    from rltrain.utils.sweep_summary import print_summary
 
     before = signal.getsignal(signal.SIGINT)  # the sweep ends with Ctrl-C ignored
     try:

@@ -199,7 +199,7 @@ def test_eval_refuses_a_checkpoint_for_another_env(tmp_path, monkeypatch):
 
     real_make_env = cli_module.make_env
     monkeypatch.setattr(cli_module, "make_env",
-                        lambda name: real_make_env("MountainCarContinuous-v0"))
+                        lambda name, **kwargs: real_make_env("MountainCarContinuous-v0"))
     result = CliRunner().invoke(cli, ["eval", "--checkpoint", str(checkpoint)])
     assert result.exit_code == 2 and "does not fit env" in result.output
 

@@ -47,3 +47,9 @@ def opt(default: Any, help: str, valid: Range | None = None) -> Any:
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: default, metadata=meta)
     return field(default=default, metadata=meta)
+
+
+# The keys `rltrain resume --set` cannot change: the networks, the replay buffer and the
+# episodes a checkpoint holds depend on them.
+FIXED_ON_RESUME = ("env_name", "env_kwargs", "seed", "algo", "hidden_sizes", "networks",
+                   "replay_buffer_size", "num_envs", "normalize", "diagnostics.max_samples")
