@@ -137,7 +137,7 @@ def test_pause_and_resume_in_the_same_folders_matches_an_uninterrupted_run(tmp_p
     assert metrics(log_dir / "metrics.jsonl") == metrics(
         tmp_path / "logs" / "full" / "metrics.jsonl")
     # TensorBoard: the same points as the uninterrupted run, no gap, no duplicates.
-    for tag in ("rollout/episode_return", "eval/mean_reward", "train/critic_loss"):
+    for tag in ("charts/episodic_return", "eval/mean_reward", "train/critic_loss"):
         split, full = EventAccumulator(str(log_dir)), EventAccumulator(
             str(tmp_path / "logs" / "full"))
         split.Reload()
