@@ -167,3 +167,16 @@ def test_env_kwargs_an_env_does_not_take_is_one_line():
 def test_env_kwargs_must_be_plain_data(tmp_path, value, message):
     with pytest.raises(ConfigError, match=message):
         tiny_config(tmp_path, env_kwargs=value)
+
+
+def test_forged_statistics_are_refused_in_one_line(tmp_path):
+    full_run(tmp_path, normalize={"observations": True}, max_timesteps=150)
+    path = tmp_path / "checkpoints" / "full" / "checkpoint_step_150.pt"
+    payload = load_checkpoint(path)
+    payload["normalize"]["observations"]["mean"] = [0.0] * 5  # Pendulum's obs_dim is 3
+    payload["normalize"]["observations"]["var"] = [1.0] * 5
+    forged = tmp_path / "forged.pt"
+    torch.save(payload, forged)
+    result = CliRunner().invoke(cli, ["eval", "--checkpoint", str(forged)])
+    assert result.exit_code == 2, result.output
+    assert "'normalize'" in result.output and "Traceback" not in result.output

@@ -54,9 +54,13 @@ class RunningMeanStd:
                 "count": self.count}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.mean = np.asarray(state["mean"], dtype=np.float64)
-        self.var = np.asarray(state["var"], dtype=np.float64)
-        self.count = int(state["count"])
+        mean = np.asarray(state["mean"], dtype=np.float64)
+        var = np.asarray(state["var"], dtype=np.float64)
+        count = state["count"]
+        if mean.shape != var.shape or mean.ndim > 1 or not np.all(var >= 0) \
+                or not isinstance(count, int) or count < 0:
+            raise ValueError("running statistics that do not fit together")
+        self.mean, self.var, self.count = mean, var, count
 
 
 class Normalizer:
@@ -138,6 +142,8 @@ def normalizer_from_checkpoint(payload: dict[str, Any], settings: NormalizeConfi
     normalizer = Normalizer(settings, gamma, num_envs=1)
     try:
         normalizer.load_state_dict(payload.get("normalize"))
+        if normalizer.obs_rms.mean.shape not in ((), (int(payload["spaces"]["obs_dim"]),)):
+            raise ValueError("statistics of another observation size")
     except (KeyError, TypeError, ValueError):
         raise CheckpointError("the checkpoint's field 'normalize' is not as rltrain writes "
                               "it (running statistics)") from None
