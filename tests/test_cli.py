@@ -198,10 +198,10 @@ def test_eval_refuses_a_checkpoint_for_another_env(tmp_path, monkeypatch):
     config = write_config(tmp_path, max_timesteps=150)
     assert run_cli("train", "--config", str(config), "--run-name", "r").exit_code == 0
     checkpoint = tmp_path / "checkpoints" / "r" / "best_model.pt"
-    import rltrain.scripts.cli as cli_module
+    import rltrain.scripts.eval_command as eval_module
 
-    real_make_env = cli_module.make_env
-    monkeypatch.setattr(cli_module, "make_env",
+    real_make_env = eval_module.make_env
+    monkeypatch.setattr(eval_module, "make_env",
                         lambda name, **kwargs: real_make_env("MountainCarContinuous-v0"))
     result = CliRunner().invoke(cli, ["eval", "--checkpoint", str(checkpoint)])
     assert result.exit_code == 2 and "does not fit env" in result.output
