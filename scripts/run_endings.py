@@ -20,6 +20,7 @@ import torch
 
 from rltrain.utils.checkpoint import periodic_checkpoints
 from rltrain.utils.errors import EnvFailure, OutputError, describe_write_failure, first_line
+from rltrain.utils.rules import all_specs
 from rltrain.utils.runs import relative_to_cwd
 
 if TYPE_CHECKING:
@@ -77,8 +78,10 @@ def resume_hint(outcome: RunOutcome) -> str | None:
     """What to change before resuming a pause, if the rule that paused can say."""
     if outcome.on_weights:
         return _weights_hint(outcome)
-    if outcome.rule in RULE_HINTS:
-        return f"  the rule will fire again unless its cause changes: {RULE_HINTS[outcome.rule]}"
+    declared = all_specs().get(outcome.rule or "")
+    hint = RULE_HINTS.get(outcome.rule or "") or (declared.hint if declared else None)
+    if hint:
+        return f"  the rule will fire again unless its cause changes: {hint}"
     return None
 
 

@@ -86,6 +86,7 @@ def _trainer_state(trainer: Trainer) -> dict[str, Any]:
         "exploration": trainer.exploration.state_dict(),
         "monitor": trainer.monitor.state_dict(),
         "diagnostics": trainer.diagnostics.state_dict(),
+        "rule_hooks": {hook.name: hook.state_dict() for hook in trainer.rule_hooks},
         "losses": {k: list(v) for k, v in trainer.loss_window.items()},
         "recent_episodes": [list(x) for x in trainer.recent_episodes],  # (return, length)
         "rng": {"python": random.getstate(), "numpy": numpy_state,
@@ -132,6 +133,7 @@ def _restore(trainer: Trainer, payload: dict[str, Any]) -> list[str]:
     trainer.collector.normalizer.load_state_dict(payload.get("normalize"))
     trainer.monitor_state = state["monitor"]
     trainer.diagnostics_state = state["diagnostics"]
+    trainer.rule_hooks_state = dict(state.get("rule_hooks", {}))  # none before utils/rules/
     trainer.loss_window = {k: list(v) for k, v in state["losses"].items()}
     # Written before rollout/ep_rew_mean: its mean starts over from the resumed step.
     trainer.recent_episodes = recent_episodes(state.get("recent_episodes", ()))

@@ -51,6 +51,7 @@ from rltrain.utils.hooks import EpisodeEnd, Hook, HookList, Step, Update
 from rltrain.utils.monitor import TrainingMonitor
 from rltrain.utils.progress import ProgressDisplay, ProgressHook
 from rltrain.utils.replay_buffer import ReplayBuffer
+from rltrain.utils.rules import RuleContext, rule_hooks
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.run_metrics import RunMetrics, recent_episodes
 from rltrain.utils.run_status import write_status
@@ -96,6 +97,7 @@ class Trainer:
         self.recent_episodes = recent_episodes()  # the same
         self.monitor_state: dict | None = None  # set by restore(), applied in run()
         self.diagnostics_state: dict | None = None  # set by restore(), applied in run()
+        self.rule_hooks_state: dict = {}  # the same
         # More hooks, told of everything after the run's own (`rltrain sweep` reports to
         # Tune through one).
         self.extra_hooks: list[Hook] = []
@@ -177,8 +179,13 @@ class Trainer:
                                   self.diagnostics, self.counters.env_steps, self.agent.updates,
                                   self.loss_window, self.recent_episodes)
         progress = ProgressHook(self.progress, self.counters.last_return, self.monitor.best_eval)
-        self.hooks.hooks = [self.metrics, self.rules, self.diagnostics, progress,
-                            *self.extra_hooks]
+        self.rule_hooks = rule_hooks(RuleContext(self.config, self.obs_dim, self.action_dim,
+                                                 self.agent_view))
+        for hook in self.rule_hooks:
+            if hook.name in self.rule_hooks_state:
+                hook.load_state_dict(self.rule_hooks_state[hook.name])
+        self.hooks.hooks = [self.metrics, self.rules, self.diagnostics, *self.rule_hooks,
+                            progress, *self.extra_hooks]
         self._status_mark = 0.0
         if resume is not None:
             self._record_resume(resume)

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rltrain.utils import rules
 from rltrain.utils.config_env import NormalizeConfig
 from rltrain.utils.config_fields import (
     AT_LEAST_ONE,
@@ -123,6 +124,22 @@ class MonitorConfig:
         AT_LEAST_ONE)
 
 
+def with_rules(cls: type, section: rules.Section) -> type:
+    """`cls` with a field for every rule of `section` declared in utils/rules/ (its spec
+    says the default threshold, action and help) that `cls` does not define itself."""
+    own = {f.name for f in dataclasses.fields(cls)}
+    fields = [f for f in rules.config_fields(section) if f[0] not in own]
+    if not fields:
+        return cls
+    generated = dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,), frozen=True,
+                                           namespace={"__doc__": cls.__doc__})
+    generated.__module__ = cls.__module__
+    return generated
+
+
+MonitorConfig = with_rules(MonitorConfig, "monitor")  # type: ignore[misc]
+
+
 def _warn_rule(threshold: float | None, help: str) -> Any:
     return opt(RuleConfig(threshold, "warn"), help)
 
@@ -207,6 +224,8 @@ class DiagnosticsConfig:
         None, "record a fixed-seed evaluation video every this many env steps and on a "
         "pause (needs the [video] extra; null: off)", AT_LEAST_ONE)
 
+
+DiagnosticsConfig = with_rules(DiagnosticsConfig, "diagnostics")  # type: ignore[misc]
 
 NotifyEvent = Literal["pause", "finish", "crash", "warning"]
 

@@ -7,7 +7,7 @@ happens to a finding (an events.jsonl line, the console, a pause) is the monitor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -18,14 +18,16 @@ class Rule:
     action: str  # "warn", "pause" or "off", after safe_mode is applied
 
     def fire(self, env_steps: int, value: Any, message: str, observation: bool = False,
-             on_weights: bool = False) -> list["Finding"]:
+             on_weights: bool = False,
+             suggested_set: dict[str, Any] | None = None) -> list["Finding"]:
         """The finding of this rule (none when it is off); `observation`: info only;
-        `on_weights`: judged on the agent's weights (see `Finding`)."""
+        `on_weights`: judged on the agent's weights (see `Finding`); `suggested_set`: the
+        config change proposed as the fix (see `Finding`)."""
         if self.action == "off":
             return []
         action = "info" if observation else self.action
         return [Finding(env_steps, self.name, value, self.threshold, action, message,
-                        on_weights)]
+                        on_weights, dict(suggested_set or {}))]
 
 
 @dataclass(frozen=True)
@@ -41,10 +43,16 @@ class Finding:
     # Judged on the agent's weights (an update's loss, Q or gradients; the parameters):
     # then the weights saved at the step it fired at already fail it.
     on_weights: bool = False
+    # The proposed fix as config keys and values that `rltrain resume --set` accepts
+    # (dotted keys for nested sections); empty where no config change is the remedy.
+    suggested_set: dict[str, Any] = field(default_factory=dict)
 
     def as_event(self) -> dict[str, Any]:
-        return {"rule": self.rule, "value": self.value, "threshold": self.threshold,
-                "action": self.action, "message": self.message}
+        event = {"rule": self.rule, "value": self.value, "threshold": self.threshold,
+                 "action": self.action, "message": self.message}
+        if self.suggested_set:
+            event["suggested_set"] = dict(self.suggested_set)
+        return event
 
 
 def make_rule(name: str, threshold: Any, action: str, safe_mode: bool) -> Rule:

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from rltrain.utils.evaluation import EvalResult
 from rltrain.utils.findings import Finding
+
+if TYPE_CHECKING:
+    from rltrain.utils.evaluation import EvalResult
 
 
 @dataclass(frozen=True)

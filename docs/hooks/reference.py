@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from rltrain.utils.config import RuleConfig, TrainConfig
 from rltrain.utils.diagnostics.rules import RULES
+from rltrain.utils.rules import all_specs
 
 # The rule reference's sections, in the order `rltrain diagnose` thinks about a run.
 # Each heading names the section of diagnosing.md that tells how the rules were set.
@@ -113,6 +114,9 @@ def rows(section: Any, prefix: str) -> list[str]:
             out.append(f"| `{key}.threshold` / `.action` | `{show(value.threshold)}` / "
                        f"`{value.action}` | {cell(f.metadata['help'])} "
                        f"([rule](rules.md#{f.name})) |")
+            out += [f"| `{key}.{o.name}` | `{show(getattr(value, o.name))}` | "
+                    f"{cell(meaning(type(value), o))} |"
+                    for o in dataclasses.fields(value) if o.name not in ("threshold", "action")]
         elif dataclasses.is_dataclass(value):
             if prefix:  # a group inside a section (monitor.memory, networks.actor)
                 out += rows(value, key + ".")
@@ -172,8 +176,11 @@ def rule_config(name: str) -> str:
 
 
 def rules_page() -> str:
-    grouped = [name for _, names in GROUPS.values() for name in names]
-    groups = dict(GROUPS)
+    groups = {title: (anchor, list(names)) for title, (anchor, names) in GROUPS.items()}
+    for name, spec in all_specs().items():  # the rules declared in utils/rules/
+        anchor = spec.group.lower().replace(" ", "-")
+        groups.setdefault(spec.group, (anchor, []))[1].append(name)
+    grouped = [name for _, names in groups.values() for name in names]
     others = [name for name in RULES if name not in grouped]
     if others:
         groups["Other rules"] = ("other-rules", others)

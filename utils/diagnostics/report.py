@@ -47,7 +47,8 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
                                     "first_step": earlier["first_step"],
                                     "count": earlier["count"] + 1 + event.get("held_back", 0),
                                     "evidence": event.get("value"), "severity": severity,
-                                    "message": event.get("message", "")}
+                                    "message": event.get("message", ""),
+                                    "suggested_set": dict(event.get("suggested_set") or {})}
     return sorted(latest.values(), key=_rank)
 
 
@@ -61,7 +62,7 @@ def reward_drops(log_dir: Path) -> dict[str, Any] | None:
     drops = [d for d in read_jsonl(log_dir / DIAGNOSTICS_FILE) if d["kind"] == "reward_drop"]
     if not drops:
         return None
-    return {"rule": "reward_drop", "step": drops[-1]["env_steps"],
+    return {"rule": "reward_drop", "step": drops[-1]["env_steps"], "suggested_set": {},
             "first_step": drops[0]["env_steps"], "count": len(drops),
             "evidence": [d["env_steps"] for d in drops][-10:], "severity": "info",
             "message": drops[-1]["reason"]}

@@ -7,6 +7,8 @@ script against: never rename one.
 
 from __future__ import annotations
 
+from rltrain.utils.rules import all_specs
+
 # rule -> (hypothesis, suggested check)
 RULES: dict[str, tuple[str, str]] = {
     # health rules of the TrainingMonitor
@@ -163,6 +165,10 @@ RULES: dict[str, tuple[str, str]] = {
         "if units die, then a share of hidden units is zero for every input",
         "lower learning rates; check input scaling"),
 }
+
+# The rules declared in utils/rules/ (each with its own spec), after the ones above.
+RULES.update({name: (spec.hypothesis, spec.check) for name, spec in all_specs().items()
+              if name not in RULES})
 
 # events.jsonl's action -> the finding's severity ("stop": stopped without a checkpoint).
 SEVERITY = {"info": "info", "warn": "warning", "pause": "pause", "stop": "pause"}

@@ -1,0 +1,91 @@
+"""The rule catalogue (utils/rules/): one spec per rule, the config and the reference
+generated from it, and rules that are their own hooks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rltrain.utils.config import TrainConfig
+from rltrain.utils.config_loader import apply_overrides, config_from_dict
+from rltrain.utils.diagnostics.rules import RULES
+from rltrain.utils.evaluation import EvalResult
+from rltrain.utils.hooks import Evaluation
+from rltrain.utils.rules import RuleContext, all_specs, hook_classes, rule_hooks
+from rltrain.utils.rules.eval_collapse import EvalCollapse
+
+from conftest import tiny_config
+
+
+def test_every_declared_rule_has_config_and_a_hypothesis() -> None:
+    config = TrainConfig()
+    for name, spec in all_specs().items():
+        assert name in RULES and RULES[name] == (spec.hypothesis, spec.check)
+        if spec.section != "none":
+            rule = getattr(getattr(config, spec.section), name)
+            assert (rule.threshold, rule.action) == (spec.threshold, spec.action)
+
+
+def test_a_rule_option_is_a_config_key() -> None:
+    raw = apply_overrides({}, ("monitor.eval_collapse.evaluations=4",
+                               "monitor.eval_collapse.action=pause"))
+    config = config_from_dict(raw)
+    assert config.monitor.eval_collapse.evaluations == 4
+    assert config.monitor.eval_collapse.action == "pause"
+    with pytest.raises(Exception, match="evaluations"):
+        config_from_dict(apply_overrides({}, ("monitor.eval_collapse.evaluations=many",)))
+
+
+def test_rule_hooks_are_built_unless_off(tmp_path: Path) -> None:
+    assert EvalCollapse in hook_classes()
+    on = rule_hooks(RuleContext(tiny_config(tmp_path), 3, 1))
+    assert [type(h) for h in on] == hook_classes()
+    off = tiny_config(tmp_path, monitor={"eval_collapse": {"action": "off"}})
+    assert EvalCollapse not in [type(h) for h in rule_hooks(RuleContext(off, 3, 1))]
+
+
+def _result(mean: float) -> EvalResult:
+    return EvalResult([mean], [200], [mean], np.zeros((1, 3)), np.zeros((1, 3)), [True])
+
+
+def _evaluations(hook: EvalCollapse, means: list[float]) -> list:
+    found = []
+    best = -1e9
+    for i, mean in enumerate(means):
+        best = max(best, mean)
+        step = (i + 1) * 100
+        hook.on_checkpoint("periodic", Path(f"ck/checkpoint_step_{step}.pt"), step)
+        found += hook.on_eval(Evaluation(step, _result(mean), best, 0))
+    return found
+
+
+def test_eval_collapse_fires_on_a_fall_and_names_the_checkpoint_before_it(
+        tmp_path: Path) -> None:
+    hook = EvalCollapse(RuleContext(tiny_config(tmp_path, actor_lr=1e-3), 3, 1))
+    found = _evaluations(hook, [-1500, -800, -200, -180, -1400, -1450])
+    assert len(found) == 1
+    finding = found[0]
+    assert finding.rule == "eval_collapse" and finding.env_steps == 600
+    assert "checkpoint_step_400.pt" in finding.message  # the best was at step 400
+    assert finding.suggested_set["actor_lr"] == pytest.approx(3e-4)
+    assert finding.suggested_set["actor_lr"] < 1e-3
+
+
+def test_eval_collapse_silent_on_noise_and_steady_learning(tmp_path: Path) -> None:
+    hook = EvalCollapse(RuleContext(tiny_config(tmp_path), 3, 1))
+    assert _evaluations(hook, [-1500, -900, -400, -250, -300, -220, -260, -200]) == []
+    # One bad evaluation is not a collapse (evaluations: 2 in a row by default).
+    assert _evaluations(hook, [-1400, -190]) == []
+
+
+def test_eval_collapse_state_round_trips(tmp_path: Path) -> None:
+    context = RuleContext(tiny_config(tmp_path), 3, 1)
+    hook = EvalCollapse(context)
+    _evaluations(hook, [-1500, -200, -1400])
+    again = EvalCollapse(context)
+    again.load_state_dict(hook.state_dict())
+    assert again.state_dict() == hook.state_dict()
+    # The second evaluation below the line fires in both.
+    assert again.on_eval(Evaluation(400, _result(-1450), -200, 2))
