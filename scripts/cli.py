@@ -100,6 +100,7 @@ def cli() -> None:
     \b
     Quick start:
       rltrain train --config pendulum_ddpg.yaml
+      rltrain train --algo td3 --env LunarLanderContinuous-v3   (tuned values per env)
       tensorboard --logdir logs
       rltrain runs                  (the runs under logs/, newest first)
       rltrain status <run>          (from another terminal)

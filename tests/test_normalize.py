@@ -180,3 +180,22 @@ def test_forged_statistics_are_refused_in_one_line(tmp_path):
     result = CliRunner().invoke(cli, ["eval", "--checkpoint", str(forged)])
     assert result.exit_code == 2, result.output
     assert "'normalize'" in result.output and "Traceback" not in result.output
+
+
+def test_rltrain_eval_makes_its_env_with_the_runs_env_kwargs(tmp_path, monkeypatch):
+    import rltrain.scripts.eval_command as eval_module
+
+    full_run(tmp_path, env_kwargs={"g": 4.0}, max_timesteps=150)
+    made = []
+    real = eval_module.make_env
+
+    def spy(name, **kwargs):
+        env = real(name, **kwargs)
+        made.append(env.unwrapped.g)
+        return env
+
+    monkeypatch.setattr(eval_module, "make_env", spy)
+    path = tmp_path / "checkpoints" / "full" / "checkpoint_step_150.pt"
+    result = CliRunner().invoke(cli, ["eval", "--checkpoint", str(path), "--episodes", "1"])
+    assert result.exit_code == 0, result.output
+    assert made == [4.0]
