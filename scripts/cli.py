@@ -138,7 +138,8 @@ def train(config_name: str | None, overrides: tuple[str, ...], run_name: str | N
 
     Writes TensorBoard events and JSON Lines logs to <log_dir>/<run>/ and checkpoints to
     <checkpoint_dir>/<run>/. Exits 0 when max_timesteps is reached, 3 when paused.
-    `rltrain config show --config FILE [--set ...]` prints every key it would train with.
+    `rltrain config show` with the same --config, --algo, --env, --set prints every key
+    it would train with.
     """
     from rltrain.scripts.resume import prepare_train
     from rltrain.scripts.wait import supervise
