@@ -179,7 +179,8 @@ def test_forged_statistics_are_refused_in_one_line(tmp_path):
     torch.save(payload, forged)
     result = CliRunner().invoke(cli, ["eval", "--checkpoint", str(forged)])
     assert result.exit_code == 2, result.output
-    assert "'normalize'" in result.output and "Traceback" not in result.output
+    assert "'normalize.observations.mean'" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
 
 def test_rltrain_eval_makes_its_env_with_the_runs_env_kwargs(tmp_path, monkeypatch):
