@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
-
 from rltrain.utils.findings import Finding
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the config (which imports the rules) needs no numpy
+    import numpy as np
+
     from rltrain.utils.evaluation import EvalResult
 
 
