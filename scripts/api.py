@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from rltrain.networks.actor import Actor
     from rltrain.scripts.outcome import RunOutcome
     from rltrain.utils.config import TrainConfig
+    from rltrain.utils.normalize import Normalizer
     from rltrain.utils.runs import RunPaths
 
 
@@ -155,9 +156,11 @@ def override_strings(overrides: Mapping[str, Any], prefix: str = "") -> tuple[st
 class Policy:
     """A trained actor, on the CPU, as `rltrain eval` runs it (no exploration noise)."""
 
-    def __init__(self, actor: Actor, obs_dim: int, env_name: str, checkpoint: Path) -> None:
+    def __init__(self, actor: Actor, obs_dim: int, env_name: str, checkpoint: Path,
+                 normalizer: Normalizer | None = None) -> None:
         self.actor, self.obs_dim = actor, obs_dim
         self.env_name, self.checkpoint = env_name, checkpoint
+        self.normalizer = normalizer  # the run's frozen statistics (normalize.observations)
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
                 deterministic: bool = True) -> tuple[np.ndarray, None]:
@@ -172,6 +175,8 @@ class Policy:
         if obs.ndim not in (1, 2) or obs.shape[-1] != self.obs_dim:
             raise UserError(f"observation of shape {obs.shape}: this policy ({self.env_name}) "
                             f"takes [{self.obs_dim}] or a batch [n, {self.obs_dim}]")
+        if self.normalizer is not None:
+            obs = self.normalizer.observation(obs)
         with torch.inference_mode():
             actions = self.actor(torch.as_tensor(obs).reshape(-1, self.obs_dim)).numpy()
         return (actions[0] if obs.ndim == 1 else actions), None
@@ -183,11 +188,13 @@ def load_policy(checkpoint: str | Path) -> Policy:
     `CheckpointError` for a missing, corrupt or unsafe checkpoint."""
     from rltrain.scripts.agent_setup import checkpoint_actor, checkpoint_config
     from rltrain.utils.checkpoint import load_checkpoint
+    from rltrain.utils.normalize import normalizer_from_checkpoint
 
     payload = load_checkpoint(checkpoint)
     config = checkpoint_config(payload, checkpoint)
     return Policy(checkpoint_actor(payload, config, checkpoint),
-                  int(payload["spaces"]["obs_dim"]), config.env_name, Path(checkpoint))
+                  int(payload["spaces"]["obs_dim"]), config.env_name, Path(checkpoint),
+                  normalizer_from_checkpoint(payload, config.normalize, config.gamma))
 
 
 def diagnose(run: str | Path | Run, log_dir: str | Path = "logs") -> list[dict[str, Any]]:

@@ -11,35 +11,43 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
-import torch
 
 from rltrain import __version__
-from rltrain.networks.actor import Actor
-from rltrain.scripts.agent_setup import checkpoint_actor, checkpoint_config
-from rltrain.scripts.config_commands import config_group, everyday_options, flag_overrides
-from rltrain.scripts.outcome import RunOutcome, resume_hint
-from rltrain.scripts.resume import FIXED_ON_RESUME, prepare_resume, prepare_train
+from rltrain.scripts.config_commands import (
+    config_group,
+    everyday_options,
+    flag_overrides,
+    resolved_config,
+)
+from rltrain.scripts.eval_command import eval_command, load_actor  # noqa: F401 (API)
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.runs_command import runs
-from rltrain.scripts.wait import supervise
 from rltrain.scripts.wait_commands import continue_command, stop
-from rltrain.utils.checkpoint import check_spaces, load_checkpoint, to_json
-from rltrain.utils.config_loader import config_from_dict, load_config, shipped_config_names
-from rltrain.utils.diagnostics import snapshots
-from rltrain.utils.envs import make_env, space_record
+from rltrain.utils.config_loader import shipped_config_names
+from rltrain.utils.config_schema import FIXED_ON_RESUME
 from rltrain.utils.errors import (
     EnvFailure,
     OutputError,
     UserError,
     describe_os_error,
 )
-from rltrain.utils.evaluation import evaluate
-from rltrain.utils.progress import say
 from rltrain.utils.runs import relative_to_cwd
-from rltrain.utils.sweep_summary import print_summary
+
+# torch, Gymnasium and what uses them are imported inside the commands that need them:
+# `rltrain --help`, `status`, `runs`, `pause` start in a fraction of a second.
+if TYPE_CHECKING:
+    from rltrain.scripts.outcome import RunOutcome
+
+
+def say(text: str) -> None:
+    """utils/progress.py's `say` (imported when a run starts)."""
+    from rltrain.utils.progress import say as progress_say
+
+    progress_say(text)
+
 
 EXIT_PAUSED = 3
 EXIT_CANNOT_WRITE = 4
@@ -92,6 +100,7 @@ def cli() -> None:
     \b
     Quick start:
       rltrain train --config pendulum_ddpg.yaml
+      rltrain train --algo td3 --env LunarLanderContinuous-v3   (tuned values per env)
       tensorboard --logdir logs
       rltrain runs                  (the runs under logs/, newest first)
       rltrain status <run>          (from another terminal)
@@ -113,22 +122,29 @@ WAIT_HELP = ("After a pause, wait in this process for `rltrain continue RUN [--s
 
 
 @cli.command()
-@click.option("--config", "config_name", required=True, metavar="FILE", help=CONFIG_HELP)
+@click.option("--config", "config_name", default=None, metavar="FILE",
+              help=CONFIG_HELP + " A file keyed by env id (as RL Zoo's hyperparams/*.yml) "
+              "gives --env's section. Default: the shipped <algo>.yaml's section for --env, "
+              "or rltrain's defaults.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--run-name", default=None, metavar="NAME",
               help="Run folder name under log_dir and checkpoint_dir "
                    "(default: <env>_<algo>_s<seed>_<time>).")
 @click.option("--wait", is_flag=True, help=WAIT_HELP)
 @everyday_options
-def train(config_name: str, overrides: tuple[str, ...], run_name: str | None,
+def train(config_name: str | None, overrides: tuple[str, ...], run_name: str | None,
           wait: bool, **flags: str | None) -> None:
-    """Train a new agent from a YAML config.
+    """Train a new agent: from a YAML config, or the tuned values for --algo and --env.
 
     Writes TensorBoard events and JSON Lines logs to <log_dir>/<run>/ and checkpoints to
     <checkpoint_dir>/<run>/. Exits 0 when max_timesteps is reached, 3 when paused.
-    `rltrain config show --config FILE [--set ...]` prints every key it would train with.
+    `rltrain config show` with the same --config, --algo, --env, --set prints every key
+    it would train with.
     """
-    config = load_config(config_name, flag_overrides(overrides, **flags), run_name)
+    from rltrain.scripts.resume import prepare_train
+    from rltrain.scripts.wait import supervise
+
+    config = resolved_config(config_name, flag_overrides(overrides, **flags), run_name)
     trainer, paths = prepare_train(config)
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")
@@ -153,6 +169,8 @@ def _outcome_decided() -> None:
 
 
 def _say_paused(outcome: RunOutcome) -> None:
+    from rltrain.scripts.outcome import resume_hint
+
     say(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
     say(f"resume with: rltrain resume --checkpoint {_shown(outcome.checkpoint)}")
     hint = resume_hint(outcome)
@@ -186,76 +204,14 @@ def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | Non
     with no gap and no duplicate points) unless --run-name forks it. On CPU the result
     is bit-identical to a run that never stopped. Exits 0, or 3 when paused again.
     """
+    from rltrain.scripts.resume import prepare_resume
+    from rltrain.scripts.wait import supervise
+
     trainer, paths, info = prepare_resume(checkpoint_path, overrides, run_name)
     say(f"run {paths.name}: resuming at step {info.env_steps} of "
                f"{trainer.config.max_timesteps}, device {trainer.device}")
     _report(supervise(trainer, paths, info, wait, _say_paused))
 
-
-@cli.command("eval")
-@click.option("--checkpoint", "checkpoint_path", required=True, metavar="FILE",
-              help="A checkpoint written by rltrain (best_model.pt, checkpoint_step_*.pt, ...).")
-@click.option("--episodes", type=click.IntRange(min=1), default=None,
-              help="Episodes to run (default: the run's n_eval_episodes).")
-@click.option("--seed", type=click.IntRange(min=0), default=None,
-              help="Seed of the evaluation episodes (default: the run's seed).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@click.option("--record-video", "video_dir", default=None, metavar="DIR",
-              help="Also record the first evaluation episode as an MP4 in DIR "
-                   '(needs pip install "rltrain[video]").')
-def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
-                 as_json: bool, video_dir: str | None) -> None:
-    """Evaluate a saved policy deterministically (no noise, no training)."""
-    if video_dir is not None and not snapshots.video_available():
-        raise UserError(snapshots.INSTALL_HINT)
-    payload = load_checkpoint(checkpoint_path)
-    config = checkpoint_config(payload, checkpoint_path)
-    env = make_env(config.env_name)
-    actor = load_actor(payload, env, checkpoint_path)
-    episodes = episodes or config.n_eval_episodes
-    seed = config.seed if seed is None else seed
-    with torch.inference_mode():
-        def policy(obs: np.ndarray) -> np.ndarray:
-            return actor(torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0))[0].numpy()
-
-        result = evaluate(policy, env, episodes, seed, config.gamma,
-                          env_name=config.env_name)
-        video = None
-        if video_dir is not None:
-            video = snapshots.record_episode(policy, config.env_name, seed, _video_path(
-                Path(video_dir), payload.get("run_name"), Path(checkpoint_path).stem, seed))
-    env.close()
-    if as_json:
-        click.echo(to_json({"checkpoint": checkpoint_path, "env_name": config.env_name,
-                               "total_steps": int(payload["total_steps"]),
-                               "episodes": episodes, "seed": seed, "mean_return": result.mean,
-                               "std_return": result.std, "returns": result.returns,
-                               "lengths": result.lengths,
-                               "video": None if video is None else str(video)}))
-    else:
-        click.echo(f"{config.env_name}, checkpoint at step {int(payload['total_steps'])}: "
-                   f"mean return {result.mean:.2f} +/- {result.std:.2f} over {episodes} "
-                   f"episodes (seed {seed})")
-        if video is not None:
-            click.echo(f"video: {video}")
-
-
-def _video_path(folder: Path, run: str | None, stem: str, seed: int) -> Path:
-    """`<run>_<checkpoint>_seed<S>.mp4` in `folder`, never one that is already there
-    (every run has a best_model.pt)."""
-    base = f"{run}_{stem}_seed{seed}" if run else f"{stem}_seed{seed}"
-    path, n = folder / f"{base}.mp4", 1
-    while path.exists():
-        n += 1
-        path = folder / f"{base}-{n}.mp4"
-    return path
-
-
-def load_actor(payload: dict, env, path: str) -> Actor:
-    """The checkpoint's actor on the CPU, after checking it fits the env's spaces."""
-    config = config_from_dict(payload["config"])
-    check_spaces(payload, space_record(config.env_name, env), path)
-    return checkpoint_actor(payload, config, path)
 
 
 @cli.command()
@@ -293,6 +249,7 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
     learning_curves.png to <log_dir>/<name>/. Needs pip install "rltrain[sweep]".
     """
     from rltrain.scripts import sweep as sweeps
+    from rltrain.utils.sweep_summary import print_summary
 
     before = signal.getsignal(signal.SIGINT)  # the sweep ends with Ctrl-C ignored
     try:
@@ -317,6 +274,7 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
         sys.exit(1)
 
 
+cli.add_command(eval_command)
 cli.add_command(pause)
 cli.add_command(continue_command)
 cli.add_command(stop)

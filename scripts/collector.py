@@ -27,6 +27,7 @@ import torch
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.envs import env_code, make_training_envs
 from rltrain.utils.exploration import Exploration
+from rltrain.utils.normalize import Normalizer
 from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
 
 
@@ -52,6 +53,7 @@ class Transition:
     next_obs: np.ndarray
     terminated: bool
     truncated: bool
+    stored_reward: float  # what learning gets: `reward`, scaled with normalize.rewards
 
 
 class Collector:
@@ -60,7 +62,11 @@ class Collector:
     def __init__(self, config: TrainConfig, exploration: Exploration) -> None:
         self.config, self.exploration = config, exploration
         self.num_envs = config.num_envs
-        self.envs = make_training_envs(config.env_name, config.num_envs, config.vector_mode)
+        self.envs = make_training_envs(config.env_name, config.num_envs, config.vector_mode,
+                                       config.env_kwargs)
+        # Transitions hand out observations as the agent sees them (utils/normalize.py);
+        # the episodes keep the env's own, which a resume's replay reproduces.
+        self.normalizer = Normalizer(config.normalize, config.gamma, config.num_envs)
         self.episodes: list[Episode] = []
         self.pending: deque[Transition] = deque()
         # The actions of a vector step the envs failed in (they raised): a checkpoint
@@ -99,22 +105,25 @@ class Collector:
         return self.pending.popleft()
 
     def _step_all(self, env_steps: int, policy: Callable[[np.ndarray], np.ndarray]) -> None:
+        seen = self.normalizer.observation(np.stack([e.obs for e in self.episodes]))
         actions = self.unstepped
         if actions is None:
-            obs = np.stack([e.obs for e in self.episodes])
             if env_steps < self.config.learning_starts:
                 actions = self.exploration.random_actions()
             else:
-                actions = self.exploration.noisy(policy(obs), env_steps)
+                actions = self.exploration.noisy(policy(seen), env_steps)
         self.unstepped = actions  # until the envs have taken the step
         with env_code(self.config.env_name, "step"):
             next_obs, rewards, terminated, truncated, _ = self.envs.step(actions)
         self.unstepped = None
+        self.normalizer.update_observations(next_obs)
+        seen_next = self.normalizer.observation(next_obs)
+        stored = self.normalizer.rewards(rewards, np.logical_or(terminated, truncated))
         for env, episode in enumerate(self.episodes):
             episode.actions.append(actions[env])
-            self.pending.append(Transition(env, episode.obs, actions[env], float(rewards[env]),
-                                           next_obs[env], bool(terminated[env]),
-                                           bool(truncated[env])))
+            self.pending.append(Transition(env, seen[env], actions[env], float(rewards[env]),
+                                           seen_next[env], bool(terminated[env]),
+                                           bool(truncated[env]), float(stored[env])))
             episode.obs = next_obs[env]
 
     # ----------------------------------------------------------------- state
@@ -131,7 +140,8 @@ class Collector:
             "pending": [{"env": t.env, "obs": torch.as_tensor(np.array(t.obs)),
                          "action": torch.as_tensor(np.array(t.action)), "reward": t.reward,
                          "next_obs": torch.as_tensor(np.array(t.next_obs)),
-                         "terminated": t.terminated, "truncated": t.truncated}
+                         "terminated": t.terminated, "truncated": t.truncated,
+                         "stored_reward": t.stored_reward}
                         for t in self.pending],
             "unstepped": None if self.unstepped is None else torch.from_numpy(
                 np.array(self.unstepped, dtype=np.float32)),
@@ -142,7 +152,8 @@ class Collector:
         saved = state["episodes"]
         self.pending = deque(Transition(
             int(t["env"]), t["obs"].numpy(), t["action"].numpy(), float(t["reward"]),
-            t["next_obs"].numpy(), bool(t["terminated"]), bool(t["truncated"]))
+            t["next_obs"].numpy(), bool(t["terminated"]), bool(t["truncated"]),
+            float(t.get("stored_reward", t["reward"])))  # absent: written before normalize
             for t in state["pending"])
         unstepped = state.get("unstepped")  # absent from checkpoints written before it
         self.unstepped = None if unstepped is None else unstepped.numpy()

@@ -15,8 +15,10 @@ import click
 import yaml
 
 from rltrain.utils.config import TrainConfig, config_to_dict
-from rltrain.utils.config_loader import apply_overrides, config_from_dict, load_config
+from rltrain.utils.config_loader import apply_overrides, config_from_dict, resolve_config_path
 from rltrain.utils.errors import ConfigError
+from rltrain.utils.safe_yaml import read_yaml_mapping
+from rltrain.utils.zoo_configs import train_mapping
 
 # flag name -> (config key, metavar)
 FLAGS: dict[str, tuple[str, str]] = {
@@ -54,11 +56,27 @@ def flag_overrides(overrides: tuple[str, ...], **flags: str | None) -> tuple[str
     return (*overrides, *extra)
 
 
-def resolved_config(config_name: str | None, overrides: tuple[str, ...]) -> TrainConfig:
-    """A config file plus overrides; without a file, rltrain's defaults plus overrides."""
-    if config_name is not None:
-        return load_config(config_name, overrides)
-    return config_from_dict(apply_overrides({}, overrides))
+def resolved_config(config_name: str | None, overrides: tuple[str, ...],
+                    run_name: str | None = None, say_default: bool = True) -> TrainConfig:
+    """The config `rltrain train` trains with: a config file (flat, or per env as RL
+    Zoo's), or without one the shipped per-env file of the algo for the env (rltrain's
+    defaults where it has none, or without --env), then the overrides. Which defaults
+    were taken is said in one line on stderr."""
+    raw = None if config_name is None else read_yaml_mapping(resolve_config_path(config_name))
+    raw = train_mapping(raw, config_name, _given(overrides, "env_name"),
+                        _given(overrides, "algo"), lambda line: click.echo(line, err=True),
+                        say_default)
+    raw = apply_overrides(raw, overrides)
+    if run_name is not None:
+        raw["run_name"] = run_name
+    return config_from_dict(raw)
+
+
+def _given(overrides: tuple[str, ...], key: str) -> str | None:
+    """The last value an override (a flag's or a --set) gives `key`, as text."""
+    values = [text.strip().strip("'\"") for item in overrides
+              for name, _, text in [item.partition("=")] if name.strip() == key]
+    return values[-1] if values else None
 
 
 @click.group("config")
@@ -79,5 +97,5 @@ def show(config_name: str | None, overrides: tuple[str, ...], **flags: str | Non
     This is the config `rltrain train` with the same --config, --set and flags would
     train with (the `td3` section is shown only with algo td3).
     """
-    config = resolved_config(config_name, flag_overrides(overrides, **flags))
+    config = resolved_config(config_name, flag_overrides(overrides, **flags), say_default=False)
     click.echo(yaml.safe_dump(config_to_dict(config), sort_keys=False), nl=False)

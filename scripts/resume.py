@@ -19,6 +19,7 @@ from rltrain.scripts.trainer import Trainer
 from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.config import TrainConfig, config_to_dict
 from rltrain.utils.config_loader import apply_overrides, config_from_dict
+from rltrain.utils.config_schema import FIXED_ON_RESUME
 from rltrain.utils.device import resolve_device
 from rltrain.utils.errors import CheckpointError, ConfigError, UserError
 from rltrain.utils.notify_target import mask_text
@@ -35,8 +36,6 @@ from rltrain.utils.runs import (
 
 # The checkpoint's arrays, networks and episodes are sized by these (dotted: nested
 # sections).
-FIXED_ON_RESUME = ("env_name", "seed", "algo", "hidden_sizes", "networks", "replay_buffer_size",
-                   "num_envs", "diagnostics.max_samples")
 
 
 def _value(config: TrainConfig, key: str) -> Any:

@@ -14,9 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from rltrain.utils.checkpoint import atomic_write, to_json
 from rltrain.utils.errors import UserError
@@ -129,6 +126,10 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
     if report["state"] == "stopped":
         state += ": the process ended without a clean stop (killed?); resume from the " \
                  "latest checkpoint"
+    from rich.console import Console  # rich is imported when a table is printed
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(show_header=False, box=None)
     rows = [("run", f"{report['run']}  ({report['log_dir']})"), ("state", state),
             ("env steps", f"{report['env_steps']} / {report['max_timesteps']}"),

@@ -88,7 +88,8 @@ class RunState:
         self.config, self.device = config, device
         tune_process(config.torch_threads)
         seed_global_generators(config.seed)
-        self.eval_env = make_env(config.env_name)  # first: a bad env fails here, in-process
+        # First: a bad env fails here, in-process.
+        self.eval_env = make_env(config.env_name, env_kwargs=config.env_kwargs)
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         check_network_memory(self.obs_dim, self.action_dim,
                              network_spec(config, "actor").hidden_sizes,
@@ -100,6 +101,7 @@ class RunState:
                                    device, seed=derive_seed(config.seed, REPLAY))
         self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION))
         self.collector = Collector(config, self.exploration)
+        self.eval_env = self.collector.normalizer.frozen_env(self.eval_env)  # normalize.*
         self.counters = Counters()
         self.redo_due = False  # what is due after the last env step, not yet done
         self.in_env_step = False  # a failure now leaves the step's bookkeeping half done
@@ -128,7 +130,8 @@ class RunState:
         self.counters.env_steps += 1
         stored = is_finite(t.next_obs, t.action, t.reward)
         if stored:
-            self.buffer.add(t.obs, t.action, t.reward, t.next_obs, t.terminated, t.truncated)
+            self.buffer.add(t.obs, t.action, t.stored_reward, t.next_obs, t.terminated,
+                            t.truncated)
         return Step(self.counters.env_steps, t.env, t.obs, t.action, t.reward, t.next_obs,
                     t.terminated, t.truncated, stored)
 
@@ -191,6 +194,7 @@ class RunState:
             "spaces": space_record(self.config.env_name, self.eval_env),
             "rltrain_version": __version__,
             "environment": environment_record(self.device),  # resume compares it
+            "normalize": self.collector.normalizer.state_dict(),  # eval uses it frozen
         }
         if kind in RESUMABLE_KINDS:
             payload["buffer"] = self.buffer.state_dict()
@@ -239,6 +243,7 @@ class RunState:
         self.counters = Counters(**state["counters"])
         self.redo_due = bool(state.get("redo_due", False))
         self.exploration.load_state_dict(state["exploration"])
+        self.collector.normalizer.load_state_dict(payload.get("normalize"))
         self.restored = {"monitor": state["monitor"], "diagnostics": state["diagnostics"],
                          "metrics": {"losses": state["losses"],
                                      "recent_episodes": state.get("recent_episodes", ())},

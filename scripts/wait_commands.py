@@ -14,11 +14,8 @@ from typing import Any
 
 import click
 
-from rltrain.scripts.resume import checked_resume_config
 from rltrain.scripts.run_commands import LOG_DIR_HELP
-from rltrain.scripts.wait import write_instruction
 from rltrain.utils.checkpoint import load_checkpoint
-from rltrain.utils.device import resolve_device
 from rltrain.utils.errors import UserError
 from rltrain.utils.run_status import effective_state, process_alive, read_status
 from rltrain.utils.runs import INSTRUCTION_FILE, STATUS_FILE, checkpoint_step, find_run_log_dir
@@ -75,6 +72,10 @@ def continue_command(run: str, overrides: tuple[str, ...], log_dir: str,
     process from its paused checkpoint, exactly as `rltrain resume --checkpoint ...
     --set ...` would.
     """
+    from rltrain.scripts.resume import checked_resume_config  # torch: only when it is used
+    from rltrain.scripts.wait import write_instruction
+    from rltrain.utils.device import resolve_device
+
     folder, waiting = waiting_run(run, log_dir)
     checkpoint = waiting["checkpoint"]
     config = checked_resume_config(load_checkpoint(checkpoint), overrides, checkpoint)
@@ -99,6 +100,8 @@ def stop(run: str, log_dir: str, timeout: float) -> None:
     RUN is a run name under --log-dir, or a run folder. The paused checkpoint stays as it
     is, for `rltrain resume` later.
     """
+    from rltrain.scripts.wait import write_instruction
+
     folder, waiting = waiting_run(run, log_dir)
     request_id = write_instruction(folder / INSTRUCTION_FILE, "stop")
     _taken(folder, waiting["since"], request_id, timeout)

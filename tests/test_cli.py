@@ -80,11 +80,14 @@ def test_metrics_and_tensorboard_tags(tmp_path):
     tags = set(events.Tags()["scalars"])
     sb3_names = {"rollout/ep_rew_mean", "rollout/ep_len_mean", "eval/mean_reward",
                  "eval/mean_ep_length", "train/actor_loss", "train/critic_loss", "time/fps"}
-    extras = {"rollout/episode_return", "rollout/episode_length", "eval/std_reward",
+    extras = {"charts/episodic_return", "rollout/episode_length", "eval/std_reward",
               "train/q_mean", "train/critic_grad_norm", "train/actor_grad_norm",
               "train/exploration_noise", "train/n_updates", "time/diagnostics_share"}
     assert sb3_names | extras <= tags, sorted(sb3_names | extras - tags)
-    assert not {t for t in tags if t.startswith(("charts/", "losses/"))}
+    assert not {t for t in tags if t.startswith("losses/")}
+    # TensorBoard sorts groups and tags by name: its first card is a return.
+    assert sorted(tags)[0] == "charts/episodic_return"
+    assert {t for t in tags if t.startswith("charts/")} == {"charts/episodic_return"}
     assert "config/text_summary" in events.Tags()["tensors"]
     # Per evaluation: the mean of its episodes' returns and lengths, as in metrics.jsonl.
     evals = [line for line in lines if line["kind"] == "eval"]
@@ -195,11 +198,11 @@ def test_eval_refuses_a_checkpoint_for_another_env(tmp_path, monkeypatch):
     config = write_config(tmp_path, max_timesteps=150)
     assert run_cli("train", "--config", str(config), "--run-name", "r").exit_code == 0
     checkpoint = tmp_path / "checkpoints" / "r" / "best_model.pt"
-    import rltrain.scripts.cli as cli_module
+    import rltrain.scripts.eval_command as eval_module
 
-    real_make_env = cli_module.make_env
-    monkeypatch.setattr(cli_module, "make_env",
-                        lambda name: real_make_env("MountainCarContinuous-v0"))
+    real_make_env = eval_module.make_env
+    monkeypatch.setattr(eval_module, "make_env",
+                        lambda name, **kwargs: real_make_env("MountainCarContinuous-v0"))
     result = CliRunner().invoke(cli, ["eval", "--checkpoint", str(checkpoint)])
     assert result.exit_code == 2 and "does not fit env" in result.output
 

@@ -95,7 +95,7 @@ def test_config_show_prints_every_key_of_the_default_config():
     while stack:  # every leaf key of the printed YAML, dotted
         prefix, node = stack.pop()
         for name, value in node.items():
-            if isinstance(value, dict):
+            if isinstance(value, dict) and prefix + name not in leaves:  # not env_kwargs
                 stack.append((f"{prefix}{name}.", value))
             else:
                 flat.add(prefix + name)

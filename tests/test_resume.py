@@ -137,7 +137,7 @@ def test_pause_and_resume_in_the_same_folders_matches_an_uninterrupted_run(tmp_p
     assert metrics(log_dir / "metrics.jsonl") == metrics(
         tmp_path / "logs" / "full" / "metrics.jsonl")
     # TensorBoard: the same points as the uninterrupted run, no gap, no duplicates.
-    for tag in ("rollout/episode_return", "eval/mean_reward", "train/critic_loss"):
+    for tag in ("charts/episodic_return", "eval/mean_reward", "train/critic_loss"):
         split, full = EventAccumulator(str(log_dir)), EventAccumulator(
             str(tmp_path / "logs" / "full"))
         split.Reload()
@@ -360,7 +360,7 @@ def test_resume_refuses_bad_files_with_exit_2_and_touches_nothing(tmp_path, monk
 
     real = trainer_module.make_env
     monkeypatch.setattr(trainer_module, "make_env",
-                        lambda name: real("MountainCarContinuous-v0"))
+                        lambda name, **kwargs: real("MountainCarContinuous-v0"))
     result = runner.invoke(cli, ["resume", "--checkpoint", str(folder / "checkpoint_step_200.pt")])
     assert result.exit_code == 2 and "does not fit env" in result.output
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

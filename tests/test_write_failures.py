@@ -6,10 +6,10 @@ from __future__ import annotations
 import errno
 import json
 
+import torch
 import yaml
 from click.testing import CliRunner
 
-import rltrain.utils.checkpoint as checkpoint_module
 from rltrain.scripts.cli import cli
 from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.run_logger import RunLogger
@@ -40,7 +40,7 @@ def test_an_output_folder_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp
 
 def test_a_full_disk_at_a_checkpoint_stops_with_exit_4_naming_the_newest(tmp_path,
                                                                           monkeypatch):
-    real_save = checkpoint_module.torch.save
+    real_save = torch.save
 
     def save(obj, f):  # as torch reports it: a RuntimeError raised during the OSError
         if "_200" in f.name or "paused" in f.name:
@@ -50,7 +50,7 @@ def test_a_full_disk_at_a_checkpoint_stops_with_exit_4_naming_the_newest(tmp_pat
                 raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos")  # noqa: B904 (implicit chaining, as torch does)
         real_save(obj, f)
 
-    monkeypatch.setattr(checkpoint_module.torch, "save", save)
+    monkeypatch.setattr(torch, "save", save)  # what utils/checkpoint.py calls
     result = train(tmp_path)
     newest = tmp_path / "checkpoints" / "r" / "checkpoint_step_100.pt"
     assert result.exit_code == 4, result.output

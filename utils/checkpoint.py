@@ -16,9 +16,6 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-
-from rltrain.utils.checkpoint_fields import check_fields
 from rltrain.utils.errors import CheckpointError, OutputError, os_error_in
 
 FORMAT = "rltrain-checkpoint"
@@ -93,11 +90,15 @@ def save_tensors(path: Path, data: Any) -> None:
     """`torch.save` atomically, every tensor moved to the CPU first: a file written by a
     CUDA run then loads with a plain `torch.load(path, weights_only=True)` on a machine
     without CUDA too (torch tags each tensor with its device and would restore it there)."""
+    import torch  # here, not at the top: `rltrain --help` and `status` need no torch
+
     on_cpu = _on_cpu(data)
     atomic_write(path, lambda f: torch.save(on_cpu, f))
 
 
 def _on_cpu(value: Any) -> Any:
+    import torch
+
     if isinstance(value, torch.Tensor):
         return value.cpu()
     if isinstance(value, dict):
@@ -110,6 +111,10 @@ def _on_cpu(value: Any) -> Any:
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint safely onto the CPU, every field checked (utils/checkpoint_fields.py),
     or raise one clear `CheckpointError`."""
+    import torch
+
+    from rltrain.utils.checkpoint_fields import check_fields
+
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint '{path}' not found")

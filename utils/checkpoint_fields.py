@@ -38,6 +38,8 @@ def check_fields(data: dict[str, Any], path: object) -> None:
         raise fields.bad("run_name", data["run_name"], "a plain folder name")
     obs_dim, action_dim = _check_spaces(fields, data.get("spaces"))
     _check_networks(fields, data)
+    if data.get("normalize") is not None:  # absent from checkpoints written before it
+        _check_normalize(fields, data["normalize"], obs_dim)
     if data["kind"] != "best":
         _check_buffer(fields, data.get("buffer"), steps, 2 * obs_dim + action_dim + 2)
         _check_trainer(fields, data.get("trainer"), steps)
@@ -128,6 +130,28 @@ def _check_trainer(fields: _Fields, trainer: Any, steps: int) -> None:
         raise fields.bad("trainer.counters.last_return", last, "a number or null")
     fields.integer("trainer.counters.last_non_finite_rewards",
                    counters.get("last_non_finite_rewards", 0), 0, steps)
+
+
+def _check_normalize(fields: _Fields, state: Any, obs_dim: int) -> None:
+    """utils/normalize.py's running statistics: of the env's observation size (or not
+    started: one number), finite, variances >= 0."""
+    fields.of_type("normalize", state, dict, "a mapping")
+    for name, size in (("observations", obs_dim), ("returns_rms", None)):
+        stats = fields.of_type(f"normalize.{name}", state.get(name), dict, "a mapping")
+        fields.integer(f"normalize.{name}.count", stats.get("count"), 0, MAX_STEPS)
+        for key in ("mean", "var"):
+            value = stats.get(key)
+            numbers = value if isinstance(value, list) else [value]
+            if (not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and math.isfinite(v) and (key == "mean" or v >= 0) for v in numbers)
+                    or (isinstance(value, list) and len(value) != size)):
+                raise fields.bad(f"normalize.{name}.{key}", value,
+                                 "a finite number" + (f" or {size} of them" if size else "")
+                                 + (" >= 0" if key == "var" else ""))
+    returns = state.get("returns")
+    if not isinstance(returns, list) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in returns):
+        raise fields.bad("normalize.returns", returns, "a list of numbers")
 
 
 def _plain_name(name: str) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rltrain.utils import rules
+from rltrain.utils.config_env import NormalizeConfig
 from rltrain.utils.config_schema import (
     AT_LEAST_ONE,
     NON_NEGATIVE,
@@ -23,6 +24,8 @@ from rltrain.utils.config_schema import (
     Range,
     opt,
 )
+
+__all__ = ["Range", "opt", "TrainConfig", "NormalizeConfig"]
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,9 @@ class TrainConfig:
 
     # --- The common DDPG keys ---
     env_name: str = opt("Pendulum-v1", "Gymnasium id, or 'some.module:EnvName-v0' for your own env")
+    env_kwargs: dict[str, Any] = opt(
+        {}, "keyword arguments of gymnasium.make for every env of the run (training, "
+        "evaluation, rltrain eval), e.g. {g: 9.81} for Pendulum-v1; plain YAML values only")
     seed: int = opt(0, "seeds networks, replay sampling, noise and every episode's reset",
                     NON_NEGATIVE)
     device: Literal["auto", "cpu", "cuda"] = opt("auto", "auto picks CUDA when it is available")
@@ -213,6 +219,9 @@ class TrainConfig:
         NON_NEGATIVE)
     noise_decay_steps: int | None = opt(
         None, "env steps over which the noise decays (default: max_timesteps)", AT_LEAST_ONE)
+    normalize: NormalizeConfig = opt(
+        NormalizeConfig(), "running normalisation of observations and rewards (as "
+        "Stable-Baselines3's VecNormalize), its statistics kept in checkpoints")
     log_freq: int = opt(1000, "write losses and throughput to TensorBoard every this many steps",
                         AT_LEAST_ONE)
     keep_checkpoints: int = opt(3, "newest periodic checkpoints kept (best and paused are kept)",

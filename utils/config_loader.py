@@ -22,6 +22,7 @@ import yaml
 
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.config_aliases import alias_hint
+from rltrain.utils.config_env import check_env_kwargs
 from rltrain.utils.config_schema import Range, rules_of
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.notify_target import check_notify
@@ -129,6 +130,8 @@ def _build(default: Any, raw: Any, prefix: str) -> Any:
         key, current = prefix + name, getattr(default, name)
         if dataclasses.is_dataclass(current):
             values[name] = _build(current, value, prefix=key + ".")
+        elif typing.get_origin(hints[name]) is dict:  # env_kwargs: plain data for the env
+            values[name] = check_env_kwargs(key, value)
         else:
             values[name] = _convert(key, value, hints[name], fields[name].metadata.get("range"))
     return dataclasses.replace(default, **values)

@@ -63,3 +63,9 @@ def rules_of(section: Any) -> dict[str, RuleConfig]:
     """The rules of a config section (`monitor` or `diagnostics`), by name."""
     return {f.name: rule for f in dataclasses.fields(section)
             if isinstance(rule := getattr(section, f.name), RuleConfig)}
+
+
+# The keys `rltrain resume --set` cannot change: the networks, the replay buffer and the
+# episodes a checkpoint holds depend on them.
+FIXED_ON_RESUME = ("env_name", "env_kwargs", "seed", "algo", "hidden_sizes", "networks",
+                   "replay_buffer_size", "num_envs", "normalize", "diagnostics.max_samples")

@@ -27,11 +27,13 @@ from gymnasium.wrappers import FlattenObservation
 from rltrain.utils.errors import EnvError, EnvFailure, first_line
 
 
-def make_env(env_name: str, render_mode: str | None = None) -> gym.Env:
-    """`gymnasium.make(env_name)` with user-facing errors and space checks. An exception
+def make_env(env_name: str, render_mode: str | None = None,
+             env_kwargs: dict[str, Any] | None = None) -> gym.Env:
+    """`gymnasium.make(env_name, **env_kwargs)` with user-facing errors and space checks
+    (a keyword the env does not take is one line naming it). An exception
     of the env's own constructor is an `EnvFailure`, its traceback written to a file in
     the system's temporary folder (no run folder exists yet) that the message names."""
-    kwargs = {"render_mode": render_mode} if render_mode else {}
+    kwargs = {**(env_kwargs or {}), **({"render_mode": render_mode} if render_mode else {})}
     try:
         env = gym.make(env_name, **kwargs)
     except gym.error.UnregisteredEnv:
@@ -42,6 +44,10 @@ def make_env(env_name: str, render_mode: str | None = None) -> gym.Env:
         raise EnvError(f"env '{env_name}': cannot import its module ({exc})") from None
     except gym.error.Error as exc:  # a deprecated version, a bad render mode, ...
         raise EnvError(f"env '{env_name}': {first_line(exc)}") from None
+    except TypeError as exc:
+        if env_kwargs and "keyword argument" in str(exc):  # env_kwargs it does not take
+            raise EnvError(f"env '{env_name}' refused env_kwargs: {first_line(exc)}") from None
+        raise _constructor_failed(env_failure(env_name, "its constructor", exc)) from None
     except Exception as exc:
         raise _constructor_failed(env_failure(env_name, "its constructor", exc)) from None
     try:
@@ -165,18 +171,19 @@ class Replayable(gym.Wrapper):
         return obs
 
 
-def _sub_env(env_name: str, index: int) -> gym.Env:
-    return Replayable(make_env(env_name), index, env_name)
+def _sub_env(env_name: str, index: int, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
+    return Replayable(make_env(env_name, env_kwargs=env_kwargs), index, env_name)
 
 
-def _worker_sub_env(env_name: str, index: int) -> gym.Env:
+def _worker_sub_env(env_name: str, index: int,
+                    env_kwargs: dict[str, Any] | None = None) -> gym.Env:
     """In an async worker process: Ctrl-C belongs to the trainer, which pauses the run
     and closes the workers; a worker that died of the same SIGINT would lose the step.
     An env whose constructor raises there is a `_FailedEnv`: Gymnasium's worker would die
     of the exception, and the trainer read a closed pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return _sub_env(env_name, index)
+        return _sub_env(env_name, index, env_kwargs)
     except EnvFailure as exc:
         return Replayable(_FailedEnv(exc), index, env_name)
 
@@ -222,7 +229,8 @@ def _quiet_worker_errors() -> None:
         warnings.filterwarnings("ignore", message=rf".*ERROR: {message}")
 
 
-def make_training_envs(env_name: str, num_envs: int, mode: str) -> gym.vector.VectorEnv:
+def make_training_envs(env_name: str, num_envs: int, mode: str,
+                       env_kwargs: dict[str, Any] | None = None) -> gym.vector.VectorEnv:
     """`num_envs` copies of the env behind Gymnasium's vector API, without autoreset (the
     trainer resets each finished episode itself, with that episode's seed). `sync` steps
     them in turn in this process; `async` in one process each, which pays when a step
@@ -231,8 +239,8 @@ def make_training_envs(env_name: str, num_envs: int, mode: str) -> gym.vector.Ve
         _quiet_worker_errors()
         # spawn: a forked copy of a process that already runs torch's threads can hang.
         return gym.vector.AsyncVectorEnv(
-            [functools.partial(_worker_sub_env, env_name, i) for i in range(num_envs)],
+            [functools.partial(_worker_sub_env, env_name, i, env_kwargs) for i in range(num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.DISABLED, context="spawn")
     return gym.vector.SyncVectorEnv(
-        [functools.partial(_sub_env, env_name, i) for i in range(num_envs)],
+        [functools.partial(_sub_env, env_name, i, env_kwargs) for i in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.DISABLED)

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: the config (which imports the rules) needs no numpy
+    import numpy as np
 
-if TYPE_CHECKING:
     from rltrain.utils.evaluation import EvalResult
     from rltrain.utils.monitor import Finding
 

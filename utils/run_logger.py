@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import yaml
-from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.summary import hparams
 
 from rltrain.utils.checkpoint import to_json
 from rltrain.utils.config import TrainConfig, config_to_dict
@@ -37,6 +35,8 @@ class RunLogger:
         self.on_event: Callable[[int, dict[str, Any]], None] | None = None  # after each line
         # purge_step drops events a crashed/paused process wrote after the checkpoint.
         purge = resume_step + 1 if resume_step is not None else None
+        from torch.utils.tensorboard import SummaryWriter  # slow to import: only to write
+
         self.writer = SummaryWriter(log_dir=str(paths.log_dir), purge_step=purge,
                                     flush_secs=30)
         self._metrics = open(paths.metrics_file, "a", encoding="utf-8", buffering=1)
@@ -55,6 +55,8 @@ class RunLogger:
         self.writer.add_text("config", text, 0)
         flat = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
                 for k, v in _flatten(plain).items()}
+        from torch.utils.tensorboard.summary import hparams
+
         for summary in hparams(flat, {"eval/mean_reward": float("nan")}):
             self.writer.file_writer.add_summary(summary)
 

@@ -3,7 +3,9 @@ throughput every `log_freq` env steps, to TensorBoard and metrics.jsonl.
 
 Tags use Stable-Baselines3's names where SB3 logs the same quantity
 (`rollout/ep_rew_mean`, `rollout/ep_len_mean`, `train/actor_loss`, `train/critic_loss`,
-`train/n_updates`, `time/fps`); rltrain's extras sit in the same groups. As in SB3,
+`train/n_updates`, `time/fps`); rltrain's extras sit in the same groups, but for each
+training episode's return: CleanRL's `charts/episodic_return`, whose group sorts first
+in TensorBoard, so that the first card a run shows is a return. As in SB3,
 `rollout/ep_rew_mean` and `rollout/ep_len_mean` are means over the last 100 episodes,
 written at each log line once an episode has ended.
 
@@ -67,7 +69,7 @@ class RunMetrics(Hook):
     def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
         steps = episode.env_steps
         self.episodes.append((episode.episode_return, episode.length))
-        self.logger.scalars(steps, {"rollout/episode_return": episode.episode_return,
+        self.logger.scalars(steps, {"charts/episodic_return": episode.episode_return,
                                     "rollout/episode_length": episode.length})
         left_out = {"non_finite_rewards": episode.non_finite_rewards} \
             if episode.non_finite_rewards else {}

@@ -37,14 +37,14 @@ def video_available() -> bool:
 
 
 def record_episode(policy: Callable[[np.ndarray], np.ndarray], env_name: str, seed: int,
-                   path: Path) -> Path:
+                   path: Path, env_kwargs: dict | None = None) -> Path:
     """Run one deterministic episode from the fixed reset seed and save it as `path`."""
     if not video_available():
         raise VideoError(INSTALL_HINT)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     scratch = Path(tempfile.mkdtemp(prefix="rltrain-video-"))
     try:
-        recorded = _record(policy, env_name, seed, scratch / "video")
+        recorded = _record(policy, env_name, seed, scratch / "video", env_kwargs or {})
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(recorded), path)
         return path
@@ -53,7 +53,7 @@ def record_episode(policy: Callable[[np.ndarray], np.ndarray], env_name: str, se
 
 
 def _record(policy: Callable[[np.ndarray], np.ndarray], env_name: str, seed: int,
-            folder: Path) -> Path:
+            folder: Path, env_kwargs: dict) -> Path:
     """The episode's MP4 in `folder` (a new one). Any exception from making, rendering
     or stepping the env here is a `VideoError`: the env's own steps have already run in
     training or evaluation without rendering, so the renderer is what failed."""
@@ -62,7 +62,8 @@ def _record(policy: Callable[[np.ndarray], np.ndarray], env_name: str, seed: int
     try:
         with warnings.catch_warnings():  # Gymnasium's warnings about render modes: said below
             warnings.simplefilter("ignore")
-            env = RecordVideo(gym.make(env_name, render_mode="rgb_array"), str(folder),
+            env = RecordVideo(gym.make(env_name, render_mode="rgb_array", **env_kwargs),
+                              str(folder),
                               name_prefix="episode", episode_trigger=lambda _: True)
         try:
             obs, _ = env.reset(seed=derive_seed(seed, EVAL_EPISODES, 0))
@@ -92,6 +93,7 @@ class BehaviourVideos:
     def __init__(self, config: TrainConfig, folder: Path, say: Callable[[str], None],
                  logger: RunLogger) -> None:
         self.env_name, self.seed, self.folder = config.env_name, config.seed, folder
+        self.env_kwargs = config.env_kwargs
         self.say, self.logger = say, logger
         self.off = False
 
@@ -101,7 +103,7 @@ class BehaviourVideos:
             return
         path = self.folder / f"{label}_{env_steps}.mp4"
         try:
-            record_episode(policy, self.env_name, self.seed, path)
+            record_episode(policy, self.env_name, self.seed, path, self.env_kwargs)
         except VideoError as exc:
             self.off = True
             self.say(f"note: behaviour videos are off for this run: {exc}")

@@ -1,0 +1,200 @@
+"""Hyperparameters per env id: the shipped configs/<algo>.yaml and RL Zoo-format files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from rltrain.scripts.cli import cli
+from rltrain.utils.config import TrainConfig
+from rltrain.utils.config_loader import config_from_dict
+from rltrain.utils.errors import ConfigError
+from rltrain.utils.safe_yaml import read_yaml_mapping
+from rltrain.utils.zoo_configs import (
+    is_per_env,
+    per_env_section,
+    shipped_per_env_file,
+    translate,
+    utd_ratio,
+)
+
+from conftest import tiny_dict
+
+ENVS = ("Pendulum-v1", "MountainCarContinuous-v0", "LunarLanderContinuous-v3",
+        "BipedalWalker-v3", "Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5")
+
+ZOO_TD3 = """\
+LunarLanderContinuous-v3:
+  n_timesteps: !!float 3e5
+  policy: 'MlpPolicy'
+  gamma: 0.98
+  buffer_size: 200000
+  learning_starts: 10000
+  noise_type: 'normal'
+  noise_std: 0.1
+  gradient_steps: 1
+  train_freq: 1
+  learning_rate: !!float 1e-3
+  policy_kwargs: "dict(net_arch=[400, 300])"
+"""
+
+
+def shown(*args: str) -> tuple[dict, str]:
+    result = CliRunner().invoke(cli, ["config", "show", *args])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    return yaml.safe_load(out), result.stderr
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3"])
+@pytest.mark.parametrize("env", ENVS)
+def test_every_shipped_entry_is_a_valid_config(algo, env):
+    raw = read_yaml_mapping(shipped_per_env_file(algo))
+    assert is_per_env(raw)
+    config = config_from_dict(per_env_section(raw, env, f"{algo}.yaml"))
+    assert (config.env_name, config.algo) == (env, algo)
+    assert config.actor_lr == config.critic_lr == 1e-3  # RL Zoo's learning_rate
+    assert config.hidden_sizes == (400, 300)
+
+
+def test_algo_and_env_take_the_shipped_entry():
+    config, note = shown("--algo", "td3", "--env", "LunarLanderContinuous-v3")
+    assert config["algo"] == "td3" and config["env_name"] == "LunarLanderContinuous-v3"
+    assert (config["max_timesteps"], config["gamma"], config["replay_buffer_size"],
+            config["learning_starts"]) == (300_000, 0.98, 200_000, 10_000)
+    assert note == ""
+
+
+def test_mountain_car_takes_ou_noise():
+    config, _ = shown("--algo", "ddpg", "--env", "MountainCarContinuous-v0")
+    assert (config["noise_type"], config["exploration_noise"]) == ("ou", 0.5)
+
+
+def test_flags_override_the_entry():
+    config, _ = shown("--algo", "td3", "--env", "Pendulum-v1", "--steps", "12345",
+                      "--set", "gamma=0.9")
+    assert (config["max_timesteps"], config["gamma"]) == (12345, 0.9)
+
+
+def test_env_without_entry_takes_the_defaults_and_says_so():
+    config, note = shown("--algo", "td3", "--env", "InvertedPendulum-v5")
+    expected = {**_defaults(), "env_name": "InvertedPendulum-v5", "algo": "td3"}
+    expected["td3"] = config["td3"]
+    assert config == expected
+    assert len(note.strip().splitlines()) == 1 and "InvertedPendulum-v5" in note
+
+
+def test_no_config_and_no_env_shows_the_default_config():
+    config, note = shown()
+    assert config == _defaults()
+    assert note == ""  # config show says nothing of it; train does (below)
+
+
+def _defaults() -> dict:
+    from rltrain.utils.config import config_to_dict
+
+    return config_to_dict(TrainConfig())
+
+
+def test_rl_zoo_file_is_translated(tmp_path):
+    path = tmp_path / "td3.yml"
+    path.write_text(ZOO_TD3)
+    config, _ = shown("--config", str(path))
+    assert config["algo"] == "td3"  # RL Zoo names the algo by the file
+    assert (config["env_name"], config["max_timesteps"], config["replay_buffer_size"],
+            config["actor_lr"], config["critic_lr"], config["noise_type"],
+            config["exploration_noise"], config["hidden_sizes"], config["utd_ratio"]) == \
+        ("LunarLanderContinuous-v3", 300_000, 200_000, 1e-3, 1e-3, "gaussian", 0.1,
+         [400, 300], 1)
+
+
+def test_per_env_file_picks_the_section_for_env(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({"Pendulum-v1": {"gamma": 0.9},
+                                    "MountainCarContinuous-v0": {"gamma": 0.8}}))
+    config, _ = shown("--config", str(path), "--env", "MountainCarContinuous-v0")
+    assert (config["env_name"], config["gamma"], config["algo"]) == \
+        ("MountainCarContinuous-v0", 0.8, "ddpg")
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"n_envs": 4}, "RL Zoo's 'n_envs' is not supported"),
+    ({"learning_rate": "lin_7e-4"}, "learning-rate schedules are not supported"),
+    ({"policy": "CnnPolicy"}, "MlpPolicy only"),
+    ({"policy_kwargs": "dict(net_arch=__import__('os').getcwd())"}, "policy_kwargs must be"),
+    ({"policy_kwargs": "dict(n_critics=1)"}, "policy_kwargs n_critics=1 is not supported"),
+    ({"train_freq": [1, "episode"], "gradient_steps": 10}, "no rltrain equivalent"),
+    ({"noise_type": "pink"}, "noise_type 'pink' is not supported"),
+])
+def test_unsupported_zoo_keys_are_refused(section, message):
+    with pytest.raises(ConfigError, match=message):
+        translate(section, "here")
+
+
+def test_refusal_on_the_command_line_is_one_line(tmp_path):
+    path = tmp_path / "zoo.yml"
+    path.write_text("Pendulum-v1:\n  n_envs: 4\n")
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(path)])
+    assert result.exit_code == 2
+    assert "n_envs" in result.output and "supported:" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_python_tags_are_refused_by_the_safe_loader(tmp_path):
+    path = tmp_path / "zoo.yml"
+    path.write_text("Pendulum-v1:\n  callback: !!python/name:os.system\n")
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("freq, steps, ratio", [
+    (None, None, 1), (1, 1, 1), (2, 4, 2), ([1, "step"], 3, 3), ([1, "episode"], -1, 1)])
+def test_utd_ratio_from_train_freq_and_gradient_steps(freq, steps, ratio):
+    assert utd_ratio(freq, steps, "here") == ratio
+
+
+def test_net_arch_per_network_and_activation():
+    raw = translate({"policy_kwargs": "dict(net_arch=dict(pi=[64, 64], qf=[400, 300]), "
+                                      "activation_fn=nn.Tanh)"}, "here")
+    config = config_from_dict(raw)
+    assert config.networks.actor.hidden_sizes == (64, 64)
+    assert config.networks.critic.hidden_sizes == (400, 300)
+    assert config.networks.actor.activation == config.networks.critic.activation == "tanh"
+
+
+def test_flat_config_files_work_unchanged(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(tiny_dict(tmp_path)))
+    config, note = shown("--config", str(path))
+    assert config["max_timesteps"] == 300 and note == ""
+    shipped, _ = shown("--config", "pendulum_td3.yaml")
+    assert shipped["algo"] == "td3" and shipped["seed"] == 42
+
+
+def test_train_without_config_trains_the_env_entry(tmp_path):
+    """`rltrain train --algo td3 --env Pendulum-v1` trains with that entry (shortened)."""
+    result = CliRunner().invoke(cli, [
+        "train", "--algo", "td3", "--env", "Pendulum-v1", "--run-name", "zoo", "--steps",
+        "120", "--set", "learning_starts=50", "--set", "hidden_sizes=[16,16]",
+        "--set", f"log_dir={tmp_path / 'logs'}", "--set",
+        f"checkpoint_dir={tmp_path / 'ck'}", "--set", "eval_freq=120",
+        "--set", "n_eval_episodes=1", "--set", "batch_size=16"])
+    assert result.exit_code == 0, result.output
+    saved = yaml.safe_load(Path(tmp_path / "logs" / "zoo" / "config.yaml").read_text())
+    assert (saved["algo"], saved["gamma"], saved["replay_buffer_size"]) == ("td3", 0.98, 200_000)
+
+
+def test_train_without_config_or_env_says_it_trains_the_default_config(tmp_path):
+    result = CliRunner().invoke(cli, [
+        "train", "--run-name", "plain", "--steps", "60", "--set", "learning_starts=20",
+        "--set", "hidden_sizes=[16,16]", "--set", f"log_dir={tmp_path / 'logs'}",
+        "--set", f"checkpoint_dir={tmp_path / 'ck'}", "--set", "batch_size=16",
+        "--set", "n_eval_episodes=1", "--set", "eval_freq=60"])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if "default config" in line]
+    assert len(notes) == 1 and "Pendulum-v1" in notes[0]
+    saved = yaml.safe_load(Path(tmp_path / "logs" / "plain" / "config.yaml").read_text())
+    assert saved["env_name"] == "Pendulum-v1" and saved["gamma"] == TrainConfig().gamma
