@@ -28,7 +28,13 @@ except ImportError:
     raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
                       'pip install "rltrain[sb3]"') from None
 
-from rltrain.integrations.sb3_view import SB3Replay, noise_scale, sb3_config, sb3_view
+from rltrain.integrations.sb3_view import (
+    PolicyTap,
+    SB3Replay,
+    noise_scale,
+    sb3_config,
+    sb3_view,
+)
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import grad_norms
 from rltrain.integrations.watcher import box_dims
@@ -65,6 +71,7 @@ class RltrainCallback(BaseCallback):
                         "checkpoint_dir": checkpoint_dir}
         self.user_config, self.eval_env = dict(config or {}), eval_env
         self.session: Session | None = None
+        self.tap: PolicyTap | None = None
         self.paused_files: tuple[Path, Path] | None = None  # model, replay buffer
         self._updates_seen = 0
 
@@ -84,17 +91,20 @@ class RltrainCallback(BaseCallback):
                                model._n_updates)
         self._updates_seen = model._n_updates
         self.view = view
+        self.tap = PolicyTap(model, self.scale) if hasattr(model.actor, "mu") else None
 
     # ------------------------------------------------------------- each step
     def _on_step(self) -> bool:
         s = self.session
         assert s is not None
+        policy = self.tap.pop() if self.tap is not None else None  # before any evaluation
         self._tell_updates()
         s.step_end()
         obs, loc = self.model._last_obs, self.locals  # _last_obs: before this step
         new_obs, rewards, dones, infos = loc["new_obs"], loc["rewards"], loc["dones"], loc["infos"]
         actions = loc["actions"]  # in env units (buffer_actions are SB3's [-1, 1])
-        s.sample(obs)
+        if policy is not None or self.tap is None:
+            s.sample(obs, policy)
         for env in range(len(dones)):
             done, info = bool(dones[env]), infos[env]
             truncated = done and bool(info.get("TimeLimit.truncated", False))
@@ -122,6 +132,8 @@ class RltrainCallback(BaseCallback):
 
     def _on_training_end(self) -> None:
         s = self.session
+        if self.tap is not None:
+            self.tap.close()
         if s is not None and not s.closed:
             self._tell_updates()
             s.step_end()

@@ -72,6 +72,34 @@ class SB3Replay:
             for c in columns))
 
 
+class PolicyTap:
+    """The deterministic action SB3's own acting pass computed (a forward hook on the
+    actor's `mu`, kept when grad is off and the batch is one row per env), so that the
+    state-action map costs no forward pass of its own. TD3's `mu` ends in tanh; SAC's
+    is the mean before the squash, its deterministic action tanh(mu)."""
+
+    def __init__(self, model: Any, scale: Scale) -> None:
+        self.n_envs, self.scale = model.n_envs, scale
+        self.squash = "deterministic" in inspect.signature(model.actor.forward).parameters
+        self.latest: torch.Tensor | None = None
+        self._handle = model.actor.mu.register_forward_hook(self._keep)
+
+    def _keep(self, module: Any, inputs: tuple, output: torch.Tensor) -> None:
+        if not torch.is_grad_enabled() and output.shape[0] == self.n_envs:
+            self.latest = output
+
+    def pop(self) -> torch.Tensor | None:
+        """The action of the latest acting pass in env units (None: there was none, a
+        random warm-up step), forgotten once read."""
+        out, self.latest = self.latest, None
+        if out is None:
+            return None
+        return self.scale.to_env(torch.tanh(out) if self.squash else out)
+
+    def close(self) -> None:
+        self._handle.remove()
+
+
 def sb3_view(model: Any) -> tuple[AgentView, Scale]:
     """What the hooks may see of `model`, and its action scaling."""
     space, device = model.action_space, model.device

@@ -104,11 +104,16 @@ class Session:
         self.paths = create_run(config)
         self.lock = RunLock(self.paths)
         try:
-            self.logger = RunLogger(self.paths)
-            self.logger.write_run_files(config)
-        except BaseException:
+            self._open(buffer, obs_dim, save, eval_env, noise, env_steps, updates)
+        except BaseException:  # the run's folders stay free for another try
             self.lock.release()
             raise
+
+    def _open(self, buffer: Any, obs_dim: int, save: Saver, eval_env: gym.Env | None,
+              noise: float, env_steps: int, updates: int) -> None:
+        config, view = self.config, self.view
+        self.logger = RunLogger(self.paths)
+        self.logger.write_run_files(config)
         self.found: list[Finding] = []
         self.hooks = HookList([], report=self._report)
         self.eval_env = eval_env
@@ -146,15 +151,21 @@ class Session:
         return self.monitor.pause
 
     # ---------------------------------------------------- what the loop tells
-    def sample(self, obs: np.ndarray) -> None:
+    def sample(self, obs: np.ndarray, actions: torch.Tensor | None = None) -> None:
         """Let the state-action map sample the policy's deterministic action at a vector
-        step's states ([num_envs, obs_dim]): one forward pass in inference mode, the calls
-        the map's actor hook keeps (the library's own calls are not in inference mode)."""
-        if isinstance(self.diagnostics, NoDiagnostics) or not self.diagnostics.map.collecting:
+        step's states ([num_envs, obs_dim]): `actions` where the library computed them,
+        else one forward pass in inference mode, the calls the map's actor hook keeps
+        (the library's own calls are not in inference mode). Not during the warm-up,
+        whose actions are random, as in rltrain's own loop."""
+        if (isinstance(self.diagnostics, NoDiagnostics) or not self.diagnostics.map.collecting
+                or self.env_steps < self.config.learning_starts):
             return
         x = torch.as_tensor(obs, dtype=torch.float32, device=self.view.device)
         with torch.inference_mode():
-            self.view.actor(x.reshape(self.config.num_envs, -1))
+            if actions is None:
+                self.view.actor(x.reshape(self.config.num_envs, -1))
+            else:
+                self.diagnostics.map.hook(self.view.actor, (x,), actions)
 
     def step(self, env: int, obs: np.ndarray, action: np.ndarray, reward: float,
              next_obs: np.ndarray, terminated: bool, truncated: bool) -> None:

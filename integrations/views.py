@@ -55,7 +55,8 @@ class Critics(nn.Module):
 
 def grad_norms(actor: nn.Module, critic: nn.Module) -> dict[str, float]:
     """The global gradient norms the modules' `.grad` hold (as the last update left
-    them), in one host transfer: critic_grad_norm and actor_grad_norm where present."""
+    them): critic_grad_norm and actor_grad_norm where present, in one host transfer
+    (this runs after every update)."""
     names, norms = [], []
     for name, net in (("critic_grad_norm", critic), ("actor_grad_norm", actor)):
         grads = [p.grad for p in net.parameters() if p.grad is not None]

@@ -11,6 +11,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 import yaml
 from click.testing import CliRunner
 from stable_baselines3 import DQN, SAC, TD3
@@ -19,6 +20,7 @@ from stable_baselines3.common.env_util import make_vec_env
 
 import rltrain
 from rltrain.integrations.sb3 import RltrainCallback
+from rltrain.integrations.sb3_view import PolicyTap, SB3Replay, sb3_view
 from rltrain.scripts.cli import cli
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.run_logger import read_jsonl
@@ -125,18 +127,32 @@ def test_a_nan_reward_pauses_before_sb3_stores_it_and_the_run_continues(tmp_path
 def test_sac_runs_through_the_callback_on_its_deterministic_action(tmp_path):
     model = SAC("MlpPolicy", "fake_envs:FakePoint-v0", policy_kwargs=dict(TINY_NET), batch_size=32,
                 learning_starts=100, seed=0, device="cpu")
-    model.learn(300, callback=RltrainCallback("sac", config={
-        "diagnostics": {"grad_freq": 50, "heatmap_freq": 300, "max_samples": 1000}}))
+    model.learn(400, callback=RltrainCallback("sac", config={
+        "diagnostics": {"grad_freq": 50, "heatmap_freq": 400}}))
     log_dir = tmp_path / "logs" / "sac"
     flow1 = read_jsonl(log_dir / "flow1.jsonl")
     gradients = [d for d in flow1 if d["kind"] == "gradients"]
-    assert [d["env_steps"] for d in gradients] == [150, 200, 250, 300]  # every 50 updates
+    assert [d["env_steps"] for d in gradients] == list(range(150, 401, 50))  # every 50 updates
     assert set(gradients[0]["actor"]) == {n for n, _ in model.actor.named_parameters()}
-    assert [d["env_steps"] for d in flow1 if d["kind"] == "heatmap"] == [300]
+    # The map samples the policy after the warm-up: 300 states, most of them kept
+    heatmaps = [d for d in flow1 if d["kind"] == "heatmap"]
+    assert [d["env_steps"] for d in heatmaps] == [400]
+    clusters = json.loads(Path(heatmaps[0]["png"].replace("heatmap_", "clusters_").replace(
+        ".png", ".json")).read_text())["clusters"]
+    assert 200 < sum(c["samples"] for c in clusters.values()) <= 300
     episodes = [m for m in read_jsonl(log_dir / "metrics.jsonl") if m["kind"] == "episode"]
-    assert len(episodes) == 15 and all(e["length"] == 20 for e in episodes)  # 20-step episodes
+    assert len(episodes) == 20 and all(e["length"] == 20 for e in episodes)  # 20-step episodes
     status = json.loads((log_dir / "status.json").read_text())
-    assert status["integration"].endswith("SAC") and status["updates"] == 200
+    assert status["integration"].endswith("SAC") and status["updates"] == 300
+    view, scale = sb3_view(model)  # in the env's units ([0, 4] here), as SB3's predict gives
+    obs = np.array([[0.5, 0.1], [-0.3, 0.9]], np.float32)
+    with torch.no_grad():
+        ours = view.actor(torch.as_tensor(obs)).numpy()
+    np.testing.assert_allclose(ours, model.predict(obs, deterministic=True)[0], atol=1e-5)
+    tap = PolicyTap(model, scale)  # what the map samples while SAC acts stochastically
+    model.predict(obs[:1], deterministic=False)
+    np.testing.assert_allclose(tap.pop().numpy(), ours[:1], atol=1e-5)
+    assert tap.pop() is None
 
 
 def test_two_vector_envs_count_each_envs_step_and_episode(tmp_path):
@@ -153,6 +169,13 @@ def test_two_vector_envs_count_each_envs_step_and_episode(tmp_path):
     status = json.loads((log_dir / "status.json").read_text())
     assert (status["env_steps"], status["episodes"]) == (300, 14)
     assert yaml.safe_load((log_dir / "config.yaml").read_text())["num_envs"] == 2
+    _, scale = sb3_view(model)
+    replay, b = SB3Replay(model.replay_buffer, scale, model.device), model.replay_buffer
+    newest = replay.newest(3)  # rows step by step, env by env, as rltrain adds them
+    assert len(replay) == 300 and b.pos == 150
+    np.testing.assert_array_equal(newest.obs.numpy(), b.observations[148:150].reshape(4, 2)[1:])
+    np.testing.assert_allclose(newest.actions.numpy(),
+                               2.0 * (b.actions[148:150].reshape(4, 1)[1:] + 1.0), atol=1e-6)
 
 
 def test_an_algorithm_without_actor_and_critic_is_refused_in_one_line():

@@ -64,6 +64,30 @@ class Actor(nn.Module):
         return torch.tanh(self.net(obs)) * self.scale + self.bias
 
 
+def update(args: argparse.Namespace, nets: tuple[nn.Module, ...],
+           optimizers: tuple[torch.optim.Optimizer, ...],
+           batch: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """One DDPG update; returns the critic loss, the actor loss and the mean Q."""
+    actor, qf, actor_target, qf_target = nets
+    actor_opt, q_opt = optimizers
+    o, o2, a, r, d = batch
+    with torch.no_grad():  # Compute the one-step TD target
+        target = r + args.gamma * (1.0 - d) * qf_target(o2, actor_target(o2))
+    q = qf(o, a)
+    q_loss = F.mse_loss(q, target)
+    q_opt.zero_grad()
+    q_loss.backward()
+    q_opt.step()
+    actor_loss = -qf(o, actor(o)).mean()
+    actor_opt.zero_grad()
+    actor_loss.backward()
+    actor_opt.step()
+    for net, target_net in ((actor, actor_target), (qf, qf_target)):
+        for p, tp in zip(net.parameters(), target_net.parameters(), strict=True):
+            tp.data.lerp_(p.data, args.tau)  # Polyak averaging
+    return q_loss, actor_loss, q.mean()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     torch.manual_seed(args.seed)
@@ -72,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     space, obs_dim = env.action_space, env.observation_space.shape[0]
     actor, qf = Actor(obs_dim, space, args.hidden), QNetwork(obs_dim, space.shape[0], args.hidden)
     actor_target, qf_target = copy.deepcopy(actor), copy.deepcopy(qf)
+    nets = (actor, qf, actor_target, qf_target)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.lr)
     q_opt = torch.optim.Adam(qf.parameters(), lr=args.lr)
     n = args.total_timesteps
@@ -100,22 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         obs = env.reset()[0] if terminated or truncated else next_obs
         if step >= args.learning_starts:
             idx = rng.integers(0, step + 1, args.batch_size)
-            o, o2, a, r, d = (torch.as_tensor(v[idx]) for v in data.values())
-            with torch.no_grad():  # Compute the one-step TD target
-                target = r + args.gamma * (1.0 - d) * qf_target(o2, actor_target(o2))
-            q = qf(o, a)
-            q_loss = F.mse_loss(q, target)
-            q_opt.zero_grad()
-            q_loss.backward()
-            q_opt.step()
-            actor_loss = -qf(o, actor(o)).mean()
-            actor_opt.zero_grad()
-            actor_loss.backward()
-            actor_opt.step()
-            for net, target_net in ((actor, actor_target), (qf, qf_target)):
-                for p, tp in zip(net.parameters(), target_net.parameters(), strict=True):
-                    tp.data.lerp_(p.data, args.tau)  # Polyak averaging
-            watcher.after_update(critic_loss=q_loss, actor_loss=actor_loss, q_mean=q.mean())
+            batch = [torch.as_tensor(v[idx]) for v in data.values()]
+            q_loss, actor_loss, q_mean = update(args, nets, (actor_opt, q_opt), batch)
+            watcher.after_update(critic_loss=q_loss, actor_loss=actor_loss, q_mean=q_mean)
         if (step + 1) % args.eval_every == 0:
             watcher.evaluate(eval_env)
         if watcher.should_pause:  # a rule, or `rltrain pause RUN`, asks the loop to stop
