@@ -27,6 +27,7 @@ from rltrain.utils.agent_view import AgentView
 from rltrain.utils.config import TrainConfig
 from rltrain.utils.config_loader import config_from_dict
 from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
+from rltrain.utils.errors import UserError
 from rltrain.utils.evaluation import EvalResult, evaluate
 from rltrain.utils.findings import Finding
 from rltrain.utils.health import HealthRules, is_finite
@@ -101,7 +102,10 @@ class Session:
                  save: Saver, integration: str, eval_env: gym.Env | None = None,
                  noise: float = 0.0, env_steps: int = 0, updates: int = 0) -> None:
         self.config, self.view, self.integration = config, view, integration
-        self.paths = create_run(config)
+        try:
+            self.paths = create_run(config)
+        except UserError as exc:  # its hint is rltrain's own resume, not the library's
+            raise UserError(f"{str(exc).split(';')[0]}; choose another run_name") from None
         self.lock = RunLock(self.paths)
         try:
             self._open(buffer, obs_dim, save, eval_env, noise, env_steps, updates)

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import rltrain
 from rltrain.integrations import Watcher
 from rltrain.scripts.cli import cli
-from rltrain.utils.errors import ConfigError
+from rltrain.utils.errors import ConfigError, UserError
 from rltrain.utils.run_logger import read_jsonl
 
 EXAMPLE = Path(__file__).parents[1] / "docs" / "examples" / "cleanrl_ddpg.py"
@@ -93,3 +93,12 @@ def test_a_discrete_action_space_is_refused_in_one_line():
         Watcher(torch.nn.Linear(2, 3), torch.nn.Linear(2, 1), gym.spaces.Box(-1, 1, (2,)),
                 gym.spaces.Discrete(3), run_name="d")
     assert not Path("logs/d").exists()
+
+
+def test_a_run_name_taken_is_refused_with_the_integrations_hint():
+    env = gym.make("Pendulum-v1")
+    actor, critic = torch.nn.Linear(3, 1), torch.nn.Bilinear(3, 1, 1)
+    Watcher(actor, critic, env.observation_space, env.action_space, run_name="x").close()
+    with pytest.raises(UserError, match=r"^run 'x' already exists \(logs/x\); choose another "
+                                        r"run_name$"):
+        Watcher(actor, critic, env.observation_space, env.action_space, run_name="x")
