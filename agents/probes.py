@@ -38,7 +38,7 @@ def _total(layers: dict[str, float | None]) -> float:
     return float(sum((v or 0.0) ** 2 for v in layers.values()) ** 0.5)
 
 
-def _layer_norms(net: nn.Module, loss: torch.Tensor) -> tuple[dict[str, float | None], float]:
+def loss_layer_norms(net: nn.Module, loss: torch.Tensor) -> tuple[dict[str, float | None], float]:
     """Gradient norm of `loss` for every parameter of `net` (None where it has none), and
     the loss's value."""
     named = [(name, p) for name, p in net.named_parameters() if p.requires_grad]
@@ -52,7 +52,7 @@ def _layer_norms(net: nn.Module, loss: torch.Tensor) -> tuple[dict[str, float | 
 def gradient_probe(agent: DDPGAgent, batch: Batch) -> Probe:
     """Critic and actor losses on `batch` and the per-layer gradients they produce."""
     critic_loss, q = agent.critic_loss(batch, smooth=False)
-    critic_layers, critic_value = _layer_norms(agent.critic, critic_loss)
-    actor_layers, actor_value = _layer_norms(agent.actor, agent.actor_loss(batch.obs))
+    critic_layers, critic_value = loss_layer_norms(agent.critic, critic_loss)
+    actor_layers, actor_value = loss_layer_norms(agent.actor, agent.actor_loss(batch.obs))
     q_mean = float(q[0].mean().detach())
     return Probe(critic_value, actor_value, q_mean, critic_layers, actor_layers)

@@ -1,0 +1,99 @@
+"""What rltrain's SB3 callback costs: SB3's TD3 on Pendulum-v1 with and without it.
+
+    python benchmarks/callback_overhead.py                  # 3 rounds, 5000 learning steps
+    python benchmarks/callback_overhead.py --rounds 5 --steps 5000
+
+SB3's TD3 set up like rltrain's DDPG (common.py: 256x256 networks, batch 256, one update
+per env step, 1000 random warm-up steps). Each round trains a fresh, identically seeded
+model twice in this process, once with `RltrainCallback` (flow-1 diagnostics on, the
+default) and once without, the order flipped every round, and measures env steps per
+second over the learning phase (after the warm-up). Prints each round, the median
+with/without ratio, and the callback's own share of the learning phase (the time spent
+in its `_on_step`, measured inside the run, which the machine's drift moves less).
+The issue's target: the callback costs at most 5%. Needs the `[bench]` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import sb3_td3  # noqa: E402
+
+WARMUP = 1000
+
+
+def timers(warmup: int, watched: bool, folder: str) -> tuple[list, dict[str, float]]:
+    """The callbacks of one run and the times they fill in: `start`/`end` of the
+    learning phase, `inside` (seconds in RltrainCallback._on_step during it)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from rltrain.integrations.sb3 import RltrainCallback
+
+    times = {"start": 0.0, "end": 0.0, "inside": 0.0}
+
+    class Phase(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps == warmup:
+                times["start"] = time.perf_counter()
+            return True
+
+        def _on_training_end(self) -> None:
+            times["end"] = time.perf_counter()
+
+    class Timed(RltrainCallback):
+        def _on_step(self) -> bool:
+            start = time.perf_counter()
+            go_on = super()._on_step()
+            if self.num_timesteps > warmup:
+                times["inside"] += time.perf_counter() - start
+            return go_on
+
+    callbacks: list = [Phase()]
+    if watched:
+        callbacks.insert(0, Timed(log_dir=f"{folder}/logs", checkpoint_dir=f"{folder}/ckpt"))
+    return callbacks, times
+
+
+def one_run(steps: int, seed: int, watched: bool) -> dict[str, float]:
+    from rltrain.utils.config_loader import load_config
+
+    config = load_config("pendulum_ddpg.yaml", [f"learning_starts={WARMUP}"])
+    model = sb3_td3(config, seed)
+    with tempfile.TemporaryDirectory() as folder:
+        callbacks, times = timers(WARMUP, watched, folder)
+        model.learn(WARMUP + steps, callback=callbacks)
+    elapsed = times["end"] - times["start"]
+    return {"steps_per_s": steps / elapsed, "inside_share": times["inside"] / elapsed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5000, help="learning steps per run")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)  # both sides alike; the machine is shared
+    ratios, shares = [], []
+    print("round  without (steps/s)  with (steps/s)  with/without  callback share")
+    for r in range(args.rounds):
+        order = (False, True) if r % 2 == 0 else (True, False)
+        result = {watched: one_run(args.steps, args.seed, watched) for watched in order}
+        off, on = result[False]["steps_per_s"], result[True]["steps_per_s"]
+        ratios.append(on / off)
+        shares.append(result[True]["inside_share"])
+        print(f"{r + 1:>5}  {off:>17.1f}  {on:>14.1f}  {on / off:>12.3f}  {shares[-1]:>13.1%}")
+    print(f"median with/without: {statistics.median(ratios):.3f} "
+          f"(cost {1 - statistics.median(ratios):.1%}); median callback share of the "
+          f"learning phase: {statistics.median(shares):.1%}; target: cost at most 5%")
+
+
+if __name__ == "__main__":
+    main()

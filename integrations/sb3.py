@@ -1,0 +1,173 @@
+"""RltrainCallback: rltrain's health rules and flow-1 diagnostics on a Stable-Baselines3
+run (TD3, DDPG, SAC; Box action spaces; one or more envs).
+
+    model.learn(50_000, callback=RltrainCallback(run_name="x", log_dir="logs"))
+
+It writes rltrain's run folder (`rltrain status`, `diagnose` and `pause` work on it).
+SB3 calls `_on_step` after each vector env step, before it stores the transition, and
+trains between two calls: so each call first tells the hooks of the updates made since
+the last one (losses from SB3's logger, gradients from the modules' `.grad`), then of
+the new step. A pause (a rule, or `rltrain pause RUN`) saves the model and its replay
+buffer with SB3's own `save` and `save_replay_buffer`, records why, prints how to go
+on, and stops `learn()` (`_on_step` returns False); the step it stopped at is then not
+in the saved buffer, as with any callback that stops SB3.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import gymnasium as gym
+
+try:
+    import stable_baselines3
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+except ImportError:
+    raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
+                      'pip install "rltrain[sb3]"') from None
+
+from rltrain.integrations.sb3_view import (
+    PolicyTap,
+    SB3Replay,
+    noise_scale,
+    sb3_config,
+    sb3_view,
+)
+from rltrain.integrations.session import Session, session_config
+from rltrain.integrations.views import grad_norms
+from rltrain.integrations.watcher import box_dims
+from rltrain.utils.errors import ConfigError
+from rltrain.utils.progress import say
+from rltrain.utils.runs import RunPaths
+
+LOSSES = {"train/critic_loss": "critic_loss", "train/actor_loss": "actor_loss"}
+
+
+def check_model(model: Any) -> None:
+    """TD3, DDPG or SAC-like: off-policy, a replay buffer, an actor and a critic, Box
+    actions. Anything else is a ConfigError naming what is missing."""
+    name = type(model).__name__
+    if not isinstance(model, OffPolicyAlgorithm) or not hasattr(model, "critic") \
+            or not hasattr(model, "actor"):
+        raise ConfigError(f"RltrainCallback watches SB3's actor-critic off-policy "
+                          f"algorithms (TD3, DDPG, SAC), not {name}")
+    box_dims(model.observation_space, model.action_space)
+
+
+class RltrainCallback(BaseCallback):
+    """Watches `learn()` and writes `<log_dir>/<run_name>/`; `config`: rltrain config
+    keys for the rules (`monitor`, `diagnostics`, `eval_freq`, `n_eval_episodes`, ...);
+    `eval_env`: a Gymnasium env for rltrain's evaluations every eval_freq env steps
+    (early stopping, the Q check; none without it)."""
+
+    def __init__(self, run_name: str | None = None, log_dir: str = "logs",
+                 checkpoint_dir: str = "checkpoints",
+                 config: Mapping[str, Any] | None = None, eval_env: gym.Env | None = None,
+                 verbose: int = 0) -> None:
+        super().__init__(verbose)
+        self.folders = {"run_name": run_name, "log_dir": log_dir,
+                        "checkpoint_dir": checkpoint_dir}
+        self.user_config, self.eval_env = dict(config or {}), eval_env
+        self.session: Session | None = None
+        self.tap: PolicyTap | None = None
+        self.paused_files: tuple[Path, Path] | None = None  # model, replay buffer
+        self._updates_seen = 0
+
+    def _init_callback(self) -> None:
+        check_model(self.model)
+
+    def _on_training_start(self) -> None:
+        model = self.model
+        view, self.scale = sb3_view(model)
+        config = session_config(self.user_config, {
+            **sb3_config(model, int(self.locals["total_timesteps"])), **self.folders})
+        integration = f"stable-baselines3 {stable_baselines3.__version__} {type(model).__name__}"
+        self.session = Session(config, view, SB3Replay(model.replay_buffer, self.scale,
+                                                       model.device),
+                               int(model.observation_space.shape[0]), self._save, integration,
+                               self.eval_env, noise_scale(model), model.num_timesteps,
+                               model._n_updates)
+        self._updates_seen = model._n_updates
+        self.view = view
+        self.tap = PolicyTap(model, self.scale) if hasattr(model.actor, "mu") else None
+
+    # ------------------------------------------------------------- each step
+    def _on_step(self) -> bool:
+        s = self.session
+        assert s is not None
+        policy = self.tap.pop() if self.tap is not None else None  # before any evaluation
+        self._tell_updates()
+        s.step_end()
+        obs, loc = self.model._last_obs, self.locals  # _last_obs: before this step
+        new_obs, rewards, dones, infos = loc["new_obs"], loc["rewards"], loc["dones"], loc["infos"]
+        actions = loc["actions"]  # in env units (buffer_actions are SB3's [-1, 1])
+        if policy is not None or self.tap is None:
+            s.sample(obs, policy)
+        for env in range(len(dones)):
+            done, info = bool(dones[env]), infos[env]
+            truncated = done and bool(info.get("TimeLimit.truncated", False))
+            final = info.get("terminal_observation") if done else None
+            s.step(env, obs[env], actions[env], float(rewards[env]),
+                   new_obs[env] if final is None else final, done and not truncated, truncated)
+        if s.pause is None:
+            return True
+        self._pause()
+        return False
+
+    def _tell_updates(self) -> None:
+        """The updates SB3 made since the last call: one record each, with the losses SB3
+        logged for them (its means over the call's gradient steps) and the gradient
+        norms `.grad` holds now."""
+        done = self.model._n_updates - self._updates_seen
+        if done <= 0:
+            return
+        self._updates_seen = self.model._n_updates
+        logged = self.model.logger.name_to_value
+        metrics = {name: float(logged[key]) for key, name in LOSSES.items() if key in logged}
+        metrics.update(grad_norms(self.view.actor, self.view.critic))
+        for _ in range(done):
+            self.session.update(metrics)
+
+    def _on_training_end(self) -> None:
+        s = self.session
+        if self.tap is not None:
+            self.tap.close()
+        if s is not None and not s.closed:
+            self._tell_updates()
+            s.step_end()
+            s.close("finished")
+
+    # ---------------------------------------------------------------- pause
+    def _save(self, paths: RunPaths, kind: str, env_steps: int) -> Path:
+        if kind == "best":
+            path = paths.checkpoint_dir / "best_model.zip"
+            self.model.save(path)
+            return path
+        path = paths.checkpoint_dir / f"paused_at_step_{env_steps}.zip"
+        buffer = path.with_name(f"paused_at_step_{env_steps}_replay_buffer.pkl")
+        self.model.save(path)
+        self.model.save_replay_buffer(buffer)
+        self.paused_files = (path, buffer)
+        return path
+
+    def _pause(self) -> None:
+        s = self.session
+        assert s is not None and s.pause is not None
+        finding = s.pause
+        s.pause_run()
+        s.close("paused")
+        model_file, buffer_file = self.paused_files
+        left = max(s.config.max_timesteps - s.env_steps, 0)
+        algo = type(self.model).__name__
+        say(f"paused at step {s.env_steps} [{finding.rule}]: {finding.message}\n"
+            f"  model: {model_file}\n  replay buffer: {buffer_file}\n"
+            f"  once the cause is fixed, continue with:\n"
+            f"    model = {algo}.load(\"{model_file}\", env=env)\n"
+            f"    model.load_replay_buffer(\"{buffer_file}\")\n"
+            f"    model.learn({left}, reset_num_timesteps=False, "
+            f"callback=RltrainCallback(run_name=\"{s.paths.name}-2\"))")
+
+
+__all__ = ["RltrainCallback", "check_model"]

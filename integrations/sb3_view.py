@@ -1,0 +1,163 @@
+"""A Stable-Baselines3 off-policy model (TD3, DDPG, SAC) as rltrain's hooks see it.
+
+SB3 keeps actions scaled to [-1, 1] inside the model and its replay buffer; the hooks
+work in the env's units. `sb3_view` wraps the actor (SAC: its deterministic action) and
+the critic (every Q head) in `Mirror`s that convert, `SB3Replay` reads SB3's replay
+buffer in place, and `sb3_config` states the model's settings in rltrain's config keys.
+This module reads the model's attributes only and imports nothing of SB3.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from rltrain.integrations.views import Mirror, ddpg_probe
+from rltrain.utils.agent_view import AgentView
+from rltrain.utils.replay_buffer import Batch
+
+
+class Scale:
+    """Actions between SB3's [-1, 1] and the env's [low, high]."""
+
+    def __init__(self, low: np.ndarray, high: np.ndarray, device: torch.device) -> None:
+        self.low, self.high = np.asarray(low, np.float32), np.asarray(high, np.float32)
+        self.low_t = torch.as_tensor(self.low, device=device)
+        self.half_t = torch.as_tensor((self.high - self.low) / 2, device=device)
+
+    def to_env(self, scaled: torch.Tensor) -> torch.Tensor:
+        return self.low_t + (scaled + 1.0) * self.half_t
+
+    def to_sb3(self, action: torch.Tensor) -> torch.Tensor:
+        return (action - self.low_t) / self.half_t - 1.0
+
+    def to_env_np(self, scaled: np.ndarray) -> np.ndarray:
+        return self.low + (scaled + 1.0) * (self.high - self.low) / 2
+
+
+class SB3Replay:
+    """SB3's ReplayBuffer read in place, with what the diagnostics use of rltrain's
+    (`len`, `capacity`, `newest`). Reading in place costs nothing per env step; a copy
+    filled as transitions arrive would cost a row write per step and the memory twice.
+    Rows are ordered as rltrain's vector envs add them: step by step, env by env."""
+
+    def __init__(self, buffer: Any, scale: Scale, device: torch.device) -> None:
+        self.buffer, self.scale, self.device = buffer, scale, device
+        self.capacity = buffer.buffer_size * buffer.n_envs
+
+    def __len__(self) -> int:
+        b = self.buffer
+        return (b.buffer_size if b.full else b.pos) * b.n_envs
+
+    def newest(self, n: int) -> Batch:
+        """The `n` most recently added transitions, actions in env units."""
+        b = self.buffer
+        assert len(self) > 0
+        n = min(n, len(self))
+        k = math.ceil(n / b.n_envs)  # buffer positions holding them
+        pos = (b.pos - k + np.arange(k)) % b.buffer_size
+        if b.optimize_memory_usage:
+            next_obs = b.observations[(pos + 1) % b.buffer_size]
+        else:
+            next_obs = b.next_observations[pos]
+        terminated = b.dones[pos] * (1.0 - b.timeouts[pos])
+        columns = (b.observations[pos], self.scale.to_env_np(b.actions[pos]), b.rewards[pos],
+                   next_obs, terminated)
+        return Batch(*(torch.as_tensor(
+            np.asarray(c, np.float32).reshape(k * b.n_envs, -1)[-n:], device=self.device)
+            for c in columns))
+
+
+class PolicyTap:
+    """The deterministic action SB3's own acting pass computed (a forward hook on the
+    actor's `mu`, kept when grad is off and the batch is one row per env), so that the
+    state-action map costs no forward pass of its own. TD3's `mu` ends in tanh; SAC's
+    is the mean before the squash, its deterministic action tanh(mu)."""
+
+    def __init__(self, model: Any, scale: Scale) -> None:
+        self.n_envs, self.scale = model.n_envs, scale
+        self.squash = "deterministic" in inspect.signature(model.actor.forward).parameters
+        self.latest: torch.Tensor | None = None
+        self._handle = model.actor.mu.register_forward_hook(self._keep)
+
+    def _keep(self, module: Any, inputs: tuple, output: torch.Tensor) -> None:
+        if not torch.is_grad_enabled() and output.shape[0] == self.n_envs:
+            self.latest = output
+
+    def pop(self) -> torch.Tensor | None:
+        """The action of the latest acting pass in env units (None: there was none, a
+        random warm-up step), forgotten once read."""
+        out, self.latest = self.latest, None
+        if out is None:
+            return None
+        return self.scale.to_env(torch.tanh(out) if self.squash else out)
+
+    def close(self) -> None:
+        self._handle.remove()
+
+
+def sb3_view(model: Any) -> tuple[AgentView, Scale]:
+    """What the hooks may see of `model`, and its action scaling."""
+    space, device = model.action_space, model.device
+    scale = Scale(space.low, space.high, device)
+    actor, critic = model.actor, model.critic
+    if "deterministic" in inspect.signature(actor.forward).parameters:  # SAC's actor
+        policy = Mirror(actor, lambda obs: scale.to_env(actor(obs, deterministic=True)))
+    else:
+        policy = Mirror(actor, lambda obs: scale.to_env(actor(obs)))
+    critics = Mirror(critic, lambda obs, a: torch.cat(critic(obs, scale.to_sb3(a)), dim=1))
+
+    def q_value(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return critic.q1_forward(obs, scale.to_sb3(action))
+
+    nets = {name: getattr(model, name) for name in
+            ("actor", "critic", "actor_target", "critic_target") if hasattr(model, name)}
+    view = AgentView(
+        actor=policy, critic=critics, q_value=q_value,
+        act=lambda obs: model.predict(obs, deterministic=True)[0],
+        probe=ddpg_probe(policy, critics, q_value, model.gamma),
+        updates=lambda: model._n_updates, networks=lambda: nets,
+        action_low=scale.low, action_high=scale.high, device=device)
+    return view, scale
+
+
+def env_id(model: Any) -> str:
+    """The Gymnasium id of the model's first training env, where it has one."""
+    try:
+        spec = model.get_env().get_attr("spec")[0]
+    except (AttributeError, IndexError):
+        spec = None
+    return spec.id if spec is not None else "unknown"
+
+
+def sb3_config(model: Any, total_timesteps: int) -> dict[str, Any]:
+    """The model's settings as rltrain config keys (what the checks compare against)."""
+    name = type(model).__name__
+    derived: dict[str, Any] = {
+        "env_name": env_id(model), "seed": model.seed or 0,
+        "device": model.device.type if model.device.type in ("cpu", "cuda") else "auto",
+        # rltrain refuses a run whose warm-up is all of it; SB3 only never updates
+        "max_timesteps": max(total_timesteps, model.learning_starts + 1),
+        "batch_size": model.batch_size, "learning_starts": model.learning_starts,
+        "replay_buffer_size": model.replay_buffer.buffer_size * model.n_envs,
+        "gamma": model.gamma, "tau": model.tau, "num_envs": model.n_envs,
+        "utd_ratio": max(model.gradient_steps, 1),
+        # SAC has no td3 section; rltrain's ddpg is the nearest (it only names the run)
+        "algo": "td3" if name == "TD3" else "ddpg",
+    }
+    if name == "TD3":
+        derived["td3"] = {"policy_delay": model.policy_delay,
+                          "target_policy_noise": model.target_policy_noise,
+                          "target_noise_clip": model.target_noise_clip}
+    return derived
+
+
+def noise_scale(model: Any) -> float:
+    """The exploration noise's std relative to the action half-range (SB3's noise is in
+    its [-1, 1] units already); NaN where the noise is not a Gaussian's (SAC's own)."""
+    sigma = getattr(model.action_noise, "_sigma", None)
+    return float(np.mean(sigma)) if sigma is not None else math.nan

@@ -1,0 +1,284 @@
+"""Session: one watched run of another library's training loop, shared by the SB3
+callback and the plain-loop Watcher.
+
+It owns what rltrain's own trainer owns around its loop, built from the same parts: the
+run folder and its lock (`utils/runs.py`), the logs (`RunLogger`), the hooks (health
+rules, flow-1 diagnostics, metrics, all through `utils/hooks.py`'s records), the
+`TrainingMonitor` that records their findings and owns the one pause path (a rule, or
+`rltrain pause` through the request file), and status.json. What differs per
+integration comes in as data: an `AgentView` of the networks, a replay buffer (or a view
+of one), and `save`, which writes a checkpoint the library itself can load.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rltrain.utils.agent_view import AgentView
+from rltrain.utils.config import TrainConfig
+from rltrain.utils.config_loader import config_from_dict
+from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
+from rltrain.utils.errors import UserError
+from rltrain.utils.evaluation import EvalResult, evaluate
+from rltrain.utils.health import HealthRules, is_finite
+from rltrain.utils.hooks import EpisodeEnd, Step, Update
+from rltrain.utils.monitor import Finding, TrainingMonitor
+from rltrain.utils.progress import say
+from rltrain.utils.rules import RuleContext, rule_hooks
+from rltrain.utils.run_logger import RunLogger
+from rltrain.utils.run_metrics import RunMetrics
+from rltrain.utils.run_status import write_status
+from rltrain.utils.runs import RunLock, RunPaths, create_run
+from rltrain.utils.seeding import DIAGNOSTICS, derive_seed
+
+STATUS_EVERY_SECONDS = 5.0
+# (run paths, "best" or "paused", env steps) -> the checkpoint written
+Saver = Callable[[RunPaths, str, int], Path]
+
+
+def session_config(user: Mapping[str, Any] | None, derived: Mapping[str, Any]) -> TrainConfig:
+    """The run's validated config: the user's rltrain keys (rule thresholds and actions,
+    eval_freq, ...), then what the integration knows from the library (gamma, batch
+    size, ...), which wins: it describes the training that actually runs."""
+    return config_from_dict({**dict(user or {}), **dict(derived)})
+
+
+@dataclass
+class _Episode:
+    index: int
+    episode_return: float = 0.0
+    length: int = 0
+    non_finite_rewards: int = 0
+
+
+class _Noise:
+    """What the metrics hook logs as train/exploration_noise: the library's own scale."""
+
+    def __init__(self, sigma: float) -> None:
+        self._sigma = sigma
+
+    def sigma(self, env_steps: int) -> float:
+        return self._sigma
+
+
+class _Evaluations:
+    """What the monitor evaluates with; the library's checkpoints are `_Monitor`'s."""
+
+    def __init__(self, evaluate: Callable[[], EvalResult]) -> None:
+        self.evaluate = evaluate
+
+    def state_dict(self, kind: str) -> dict[str, Any]:
+        raise AssertionError("the library's own save writes the checkpoints")
+
+
+class _Monitor(TrainingMonitor):
+    """The TrainingMonitor with the library's checkpoints (`save`) in place of rltrain's,
+    and its due work judged over a span of env steps (a vector step adds several)."""
+
+    def __init__(self, config: TrainConfig, paths: RunPaths, logger: RunLogger,
+                 evaluate: Callable[[], EvalResult], save: Saver) -> None:
+        super().__init__(config, paths, logger, _Evaluations(evaluate), say)
+        self._save = save
+
+    def checkpoint(self, kind: str, env_steps: int) -> Path:
+        path = self._save(self.paths, kind, env_steps)
+        if kind != "best":
+            self.latest_checkpoint = str(path)
+        self.hooks.on_checkpoint(kind, path, env_steps)
+        return path
+
+    def due(self, before: int, now: int, can_evaluate: bool) -> None:
+        """An evaluation when a multiple of eval_freq lies in (before, now]; a request
+        from `rltrain pause`. No periodic checkpoints: the library has its own."""
+        if can_evaluate and now // self.config.eval_freq > before // self.config.eval_freq:
+            self.evaluate(now)
+        if os.path.exists(self._request_file):
+            self._outside_request(now)
+
+
+class Session:
+    """The run folder, hooks, monitor and status of one watched training run."""
+
+    def __init__(self, config: TrainConfig, view: AgentView, buffer: Any, obs_dim: int,
+                 save: Saver, integration: str, eval_env: gym.Env | None = None,
+                 noise: float = 0.0, env_steps: int = 0, updates: int = 0) -> None:
+        self.config, self.view, self.integration = config, view, integration
+        try:
+            self.paths = create_run(config)
+        except UserError as exc:  # its hint is rltrain's own resume, not the library's
+            raise UserError(f"{str(exc).split(';')[0]}; choose another run_name") from None
+        self.lock = RunLock(self.paths)
+        try:
+            self._open(buffer, obs_dim, save, eval_env, noise, env_steps, updates)
+        except BaseException:  # the run's folders stay free for another try
+            self.lock.release()
+            raise
+
+    def _open(self, buffer: Any, obs_dim: int, save: Saver, eval_env: gym.Env | None,
+              noise: float, env_steps: int, updates: int) -> None:
+        config, view = self.config, self.view
+        self.logger = RunLogger(self.paths)
+        self.logger.write_run_files(config)
+        self.found: list[Finding] = []
+        self.eval_env = eval_env
+        self._given: EvalResult | None = None  # an evaluation the loop ran itself
+        self.monitor = _Monitor(config, self.paths, self.logger, self._evaluation, save)
+        self.hooks = self.monitor.hooks
+        self.hooks.report = self._report  # kept for `take`, then recorded
+        self.env_steps = self._ended = env_steps
+        self.updates = updates
+        self.diagnostics = (Flow1Diagnostics(config, obs_dim, view, buffer, self.paths,
+                                             self.logger, say,
+                                             derive_seed(config.seed, DIAGNOSTICS))
+                            if config.diagnostics.enabled else NoDiagnostics())
+        metrics = RunMetrics(self.logger, config.log_freq, _Noise(noise), self.diagnostics,
+                             env_steps, updates)
+        rules = rule_hooks(RuleContext(config, obs_dim, len(view.action_low), view))
+        self.hooks.hooks = [metrics, HealthRules(config, obs_dim, view.device),
+                            self.diagnostics, *rules]
+        self.episodes = [_Episode(i) for i in range(config.num_envs)]
+        self.episode_count, self.last_return, self.last_non_finite = 0, None, 0
+        self.closed, self._status_mark = False, 0.0
+        self.write_status("running")
+
+    # ------------------------------------------------------------ findings
+    def _report(self, found: list[Finding]) -> None:
+        self.found.extend(found)
+        self.monitor.handle(found)
+
+    def take(self) -> list[Finding]:
+        """The findings made since the last call."""
+        found, self.found = self.found, []
+        return found
+
+    @property
+    def pause(self) -> Finding | None:
+        """The finding the run pauses for (a rule's, or `rltrain pause`'s), if any."""
+        return self.monitor.pause
+
+    # ---------------------------------------------------- what the loop tells
+    def sample(self, obs: np.ndarray, actions: torch.Tensor | None = None) -> None:
+        """Let the state-action map sample the policy's deterministic action at a vector
+        step's states ([num_envs, obs_dim]): `actions` where the library computed them,
+        else one forward pass in inference mode, the calls the map's actor hook keeps
+        (the library's own calls are not in inference mode). Not during the warm-up,
+        whose actions are random, as in rltrain's own loop."""
+        if (isinstance(self.diagnostics, NoDiagnostics) or not self.diagnostics.map.collecting
+                or self.env_steps < self.config.learning_starts):
+            return
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.view.device)
+        with torch.inference_mode():
+            if actions is None:
+                self.view.actor(x.reshape(self.config.num_envs, -1))
+            else:
+                self.diagnostics.map.hook(self.view.actor, (x,), actions)
+
+    def step(self, env: int, obs: np.ndarray, action: np.ndarray, reward: float,
+             next_obs: np.ndarray, terminated: bool, truncated: bool) -> None:
+        """One env step of training env `env`; `next_obs` is the true final observation
+        when the episode ended."""
+        self.env_steps += 1
+        finite = is_finite(next_obs, action, reward)  # what rltrain would store
+        self.hooks.on_step(Step(self.env_steps, env, obs, action, reward, next_obs,
+                                terminated, truncated, finite))
+        episode = self.episodes[env]
+        if math.isfinite(reward):
+            episode.episode_return += reward
+        else:
+            episode.non_finite_rewards += 1
+        episode.length += 1
+        if terminated or truncated:
+            self._end_episode(env, terminated)
+
+    def _end_episode(self, env: int, terminated: bool) -> None:
+        e = self.episodes[env]
+        self.episode_count += 1
+        self.last_return, self.last_non_finite = e.episode_return, e.non_finite_rewards
+        self.hooks.on_episode_end(EpisodeEnd(self.env_steps, env, e.index, e.episode_return,
+                                             e.length, terminated, e.non_finite_rewards))
+        # num_envs episodes are always in progress: the next index is the one after them.
+        self.episodes[env] = _Episode(self.episode_count + self.config.num_envs - 1)
+
+    def update(self, metrics: dict[str, float]) -> None:
+        self.updates += 1
+        self.hooks.on_update(Update(self.env_steps, self.updates, metrics))
+
+    def step_end(self) -> None:
+        """After the updates of the latest env steps: what is due by step count."""
+        before, now = self._ended, self.env_steps
+        for steps in range(before + 1, now + 1):
+            self.hooks.on_step_end(steps)
+        self._ended = now
+        self.monitor.due(before, now, self.eval_env is not None)
+        if now // 100 > before // 100 and \
+                time.monotonic() - self._status_mark > STATUS_EVERY_SECONDS:
+            self.write_status("running")
+
+    # ------------------------------------------------------------ evaluation
+    def evaluate_on(self, env: gym.Env, episodes: int | None = None) -> EvalResult:
+        """rltrain's deterministic evaluation of `view.act` on `env` (no map samples)."""
+        c = self.config
+        with self.diagnostics.paused_collection():
+            return evaluate(self.view.act, env, episodes or c.n_eval_episodes, c.seed,
+                            c.gamma)
+
+    def evaluated(self, result: EvalResult) -> None:
+        """An evaluation the loop ran: recorded and judged as the monitor's own."""
+        self._given = result
+        self.monitor.evaluate(self.env_steps)
+        self.write_status("running")
+
+    def _evaluation(self) -> EvalResult:
+        if self._given is not None:
+            result, self._given = self._given, None
+            return result
+        assert self.eval_env is not None
+        return self.evaluate_on(self.eval_env)
+
+    # ------------------------------------------------------------- endings
+    def pause_run(self) -> Path:
+        """Write the paused checkpoint and record why; the loop then stops."""
+        finding, steps = self.monitor.pause, self.env_steps
+        assert finding is not None
+        path = self.monitor.checkpoint("paused", steps)
+        self.hooks.on_pause(steps)
+        self.logger.event(steps, rule=finding.rule, value=finding.value,
+                          threshold=finding.threshold, action="paused",
+                          message=f"paused; checkpoint {path}")
+        self.write_status("paused", pause_reason=f"[{finding.rule}] {finding.message}")
+        return path
+
+    def close(self, state: str) -> None:
+        """End the run as `state` (finished, paused, crashed); release its folders."""
+        if self.closed:
+            return
+        self.closed = True
+        if state != "paused":
+            self.write_status(state)
+        try:
+            self.hooks.close()
+            self.logger.close()
+        finally:
+            self.lock.release()
+
+    def write_status(self, state: str, pause_reason: str | None = None) -> None:
+        self._status_mark = time.monotonic()
+        m = self.monitor
+        write_status(self.paths.status_file, {
+            "run": self.paths.name, "state": state, "env_steps": self.env_steps,
+            "max_timesteps": self.config.max_timesteps, "episodes": self.episode_count,
+            "updates": self.updates, "latest_episode_return": self.last_return,
+            "latest_episode_non_finite_rewards": self.last_non_finite,
+            "latest_eval": m.latest_eval, "best_eval": m.best_eval,
+            "best_eval_step": m.best_eval_step, "evals_since_best": m.evals_since_best,
+            "evaluations": m.evaluations, "pause_reason": pause_reason,
+            "latest_checkpoint": m.latest_checkpoint, "integration": self.integration})

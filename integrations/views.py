@@ -1,0 +1,94 @@
+"""Networks rltrain did not build, in the terms of its hooks' `AgentView`.
+
+`Mirror` shows another library's module with a forward of rltrain's convention (the
+actor maps observations to env-unit actions; the critic maps (observation, env-unit
+action) to every Q head, [B, n_q]) while sharing its submodules and parameters under
+their own names, so gradient tags and dead-ReLU layers read as in that library.
+`ddpg_probe` measures losses and per-layer gradients with no agent object: a DDPG-style
+critic loss (one-step target from the online networks) and actor loss (-Q1 of the
+policy's action), taken with `torch.autograd.grad` so that nothing is changed, as
+`agents/probes.py` does for rltrain's own agent.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rltrain.agents.probes import Probe, loss_layer_norms
+from rltrain.utils.replay_buffer import Batch
+
+QFunction = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (obs, action) -> [B, 1]
+
+
+class Mirror(nn.Module):
+    """`inner`'s submodules and direct parameters, registered under their own names, with
+    `forward` in place of `inner`'s (`inner` itself is not a submodule: no name prefix)."""
+
+    def __init__(self, inner: nn.Module, forward: Callable[..., torch.Tensor]) -> None:
+        super().__init__()
+        for name, child in inner.named_children():
+            self.add_module(name, child)
+        for name, parameter in inner.named_parameters(recurse=False):
+            self.register_parameter(name, parameter)
+        self._forward = forward  # a plain attribute (not a Module)
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self._forward(*inputs)
+
+
+class Critics(nn.Module):
+    """Several Q-networks (CleanRL's TD3 has qf1 and qf2) as one critic: every head."""
+
+    def __init__(self, networks: list[nn.Module]) -> None:
+        super().__init__()
+        for i, net in enumerate(networks):
+            self.add_module(f"qf{i + 1}", net)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return torch.cat([net(obs, action) for net in self.children()], dim=-1)
+
+
+def grad_norms(actor: nn.Module, critic: nn.Module) -> dict[str, float]:
+    """The global gradient norms the modules' `.grad` hold (as the last update left
+    them): critic_grad_norm and actor_grad_norm where present, in one host transfer
+    (this runs after every update)."""
+    names, norms = [], []
+    for name, net in (("critic_grad_norm", critic), ("actor_grad_norm", actor)):
+        grads = [p.grad for p in net.parameters() if p.grad is not None]
+        if grads:
+            names.append(name)
+            norms.append(torch.nn.utils.get_total_norm(grads))
+    return dict(zip(names, torch.stack(norms).tolist(), strict=True)) if norms else {}
+
+
+def ddpg_probe(actor: nn.Module, critic: nn.Module, q_value: QFunction,
+               gamma: float) -> Callable[[Batch], Probe]:
+    """A probe on `batch` for networks of rltrain's convention (see `Mirror`)."""
+    def probe(batch: Batch) -> Probe:
+        with torch.no_grad():
+            next_q = q_value(batch.next_obs, actor(batch.next_obs))  # [B, 1]
+            target = batch.rewards + gamma * (1.0 - batch.terminated) * next_q
+        q = critic(batch.obs, batch.actions)  # [B, n_q]
+        critic_layers, critic_loss = loss_layer_norms(critic, F.mse_loss(
+            q, target.expand_as(q)))
+        actor_loss = -q_value(batch.obs, actor(batch.obs)).mean()
+        actor_layers, actor_value = loss_layer_norms(actor, actor_loss)
+        return Probe(critic_loss, actor_value, float(q.detach().mean()), critic_layers,
+                     actor_layers)
+    return probe
+
+
+def deterministic_act(actor: nn.Module, device: torch.device) -> Callable[[np.ndarray],
+                                                                          np.ndarray]:
+    """obs -> the actor's action as NumPy, for one observation or a batch."""
+    def act(obs: np.ndarray) -> np.ndarray:
+        x = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=device)
+        with torch.no_grad():
+            return actor(x.reshape(1, -1) if x.ndim == 1 else x).cpu().numpy().reshape(
+                *np.shape(obs)[:-1], -1)
+    return act
