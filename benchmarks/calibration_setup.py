@@ -67,25 +67,29 @@ def worker(name: str, steps: int, seed: int, root: str) -> dict:
     trainer, paths = prepare_train(config_from_dict(apply_overrides(raw, tuple(sets))), False)
     trainer.run(paths)
     fired: dict[str, dict] = {}
-    for event in read_jsonl(paths.log_dir / "events.jsonl"):
+    events = read_jsonl(paths.log_dir / "events.jsonl")
+    warned = sorted({e["rule"] for e in events if e.get("action") in ("warn", "pause")})
+    for event in events:
         if event.get("rule") in SETUP_RULES and event["rule"] not in fired:
             fired[event["rule"]] = {"step": event["env_steps"], "value": event["value"],
                                     "suggested_set": event.get("suggested_set", {})}
     states = {h.spec.name: h.state_dict() for h in trainer.rule_hooks}
     return {"scenario": name, "seed": seed, "steps": steps, "expected": expected,
-            "fired": fired, "best_eval": trainer.monitor.best_eval,
+            "fired": fired, "warnings": warned, "best_eval": trainer.monitor.best_eval,
             "states": {k: v for k, v in states.items() if k != "eval_collapse"}}
 
 
 def table(rows: list[dict]) -> str:
     lines = ["| scenario | steps | seed | expected | set-up rules fired (first step: "
-             "suggested change) | best eval |", "|---|---|---|---|---|---|"]
+             "suggested change) | all rules that warned | best eval |",
+             "|---|---|---|---|---|---|---|"]
     for row in rows:
         fired = "; ".join(f"{rule} ({f['step']}: {json.dumps(f['suggested_set'])})"
                           for rule, f in row["fired"].items()) or "none"
         best = row["best_eval"]
         lines.append(f"| {row['scenario']} | {row['steps']} | {row['seed']} | "
                      f"{row['expected'] or 'none (healthy)'} | {fired} | "
+                     f"{', '.join(row.get('warnings', [])) or 'none'} | "
                      f"{'n/a' if best is None else f'{best:.1f}'} |")
     return "\n".join(lines)
 

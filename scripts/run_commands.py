@@ -210,12 +210,19 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
 @click.argument("run")
 @click.option("--log-dir", default="logs", show_default=True, help=LOG_DIR_HELP)
 @click.option("--json", "as_json", is_flag=True,
-              help='Print {"run": ..., "findings": [{"rule", "step", "evidence", '
+              help='Print {"run": ..., "findings": [{"rule", "step", "evidence", "suggested_set", '
                    '"severity", "message"}]} instead of the table.')
 @click.option("--fail-on", type=click.Choice(["pause", "warning", "info"]), default=None,
               help=f"Exit with code {EXIT_FINDINGS} when a finding is this severe or more "
                    "(pause > warning > info), after the report: for scripts and CI.")
-def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None) -> None:
+@click.option("--verify", is_flag=True,
+              help="Try the top findings' proposed changes: fork the run (with and without "
+                   "the change) from a checkpoint before the finding and compare them.")
+@click.option("--steps", default=5000, show_default=True, help="Env steps per --verify branch.")
+@click.option("--seeds", default=1, show_default=True,
+              help="Re-seeded pairs per finding (only 1: a fork keeps its seed).")
+def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify: bool,
+             steps: int, seeds: int) -> None:
     """Explain a run (live or not): the diagnostics' findings, hypotheses, checks, report.html.
 
     RUN is a run name under --log-dir, or a run folder. Writes <run folder>/report.html:
@@ -225,6 +232,13 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None) -> None
     from rltrain.utils.diagnostics import report as reports
 
     folder = find_run_log_dir(run, log_dir)
+    if verify:
+        from rltrain.scripts.verify import summary_lines
+        from rltrain.scripts.verify import verify as verify_run
+
+        lines = summary_lines(verify_run(folder, steps, seeds))
+        if not as_json:
+            click.echo("\n".join(lines))
     result = reports.diagnose(folder)
     page = reports.write_html(folder, result)
     if as_json:

@@ -30,6 +30,7 @@ from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
 from rltrain.utils.findings import Finding, make_rule
 from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
 from rltrain.utils.replay_buffer import ReplayBuffer
+from rltrain.utils.rules._remedies import remedy
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
 
@@ -118,7 +119,8 @@ class Flow1Diagnostics(Hook):
     # ---------------------------------------------------------------- findings
     def _finding(self, rule: str, env_steps: int, value: Any, message: str,
                  observation: bool = False) -> None:
-        self.pending += self.rules[rule].fire(env_steps, value, message, observation)
+        self.pending += self.rules[rule].fire(env_steps, value, message, observation,
+                                              suggested_set=remedy(rule, self.config))
 
     # ------------------------------------------------------------ loop hooks
     @timed

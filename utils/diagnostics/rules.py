@@ -79,8 +79,9 @@ RULES: dict[str, tuple[str, str]] = {
         "if the policy has not learned a region, then its actions there are near uniform",
         "check exploration noise and whether the region is reachable"),
     "fixated_cluster": (
-        "if the reward has a loophole, then one action is chosen in a region while the "
-        "return there drops",
+        "if the policy settled on one action in a region (often right: a bang-bang "
+        "controller does this), then that action is chosen there almost always; it is a "
+        "problem only where the return there drops while it does",
         "look at the cluster's typical states and the chosen action; recompute the reward "
         "for the right action by hand"),
     "vanishing_gradient": (
