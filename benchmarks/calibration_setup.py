@@ -100,6 +100,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="benchmarks/results/calibration_setup.jsonl")
+    parser.add_argument("--root", default=None,
+                        help="keep the runs here (for `rltrain diagnose --verify`)")
     parser.add_argument("--worker", nargs=3, metavar=("NAME", "STEPS", "ROOT"))
     args = parser.parse_args()
     if args.worker:
@@ -107,7 +109,8 @@ def main() -> None:
         print(json.dumps(worker(name, int(steps), args.seed, root), default=float))
         return
     rows = []
-    with tempfile.TemporaryDirectory() as root:
+    with tempfile.TemporaryDirectory() as temporary:
+        root = args.root or temporary
         for name in args.only:
             proc = subprocess.run([sys.executable, __file__, "--seed", str(args.seed),
                                    "--worker", name, str(args.steps), root],
