@@ -52,7 +52,7 @@ SCENARIOS: dict[str, tuple[str, list[str], str | None]] = {
 }
 
 
-def worker(name: str, steps: int, seed: int, root: str) -> dict:
+def worker(name: str, steps: int, seed: int, root: str, extra: list[str]) -> dict:
     """One scenario in this process: train, then read its findings and rule states."""
     from rltrain.scripts.resume import prepare_train
     from rltrain.utils.config_loader import apply_overrides, config_from_dict, resolve_config_path
@@ -61,7 +61,7 @@ def worker(name: str, steps: int, seed: int, root: str) -> dict:
 
     config_file, overrides, expected = SCENARIOS[name]
     raw = read_yaml_mapping(resolve_config_path(config_file))
-    sets = [*SMALL, *overrides, f"max_timesteps={steps}", f"seed={seed}",
+    sets = [*SMALL, *overrides, *extra, f"max_timesteps={steps}", f"seed={seed}",
             f"run_name={name}-s{seed}", f"log_dir={root}/logs",
             f"checkpoint_dir={root}/checkpoints"]
     trainer, paths = prepare_train(config_from_dict(apply_overrides(raw, tuple(sets))), False)
@@ -100,19 +100,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="benchmarks/results/calibration_setup.jsonl")
+    parser.add_argument("--set", dest="extra", action="append", default=[],
+                        help="one more config change for every scenario (KEY=VALUE)")
     parser.add_argument("--root", default=None,
                         help="keep the runs here (for `rltrain diagnose --verify`)")
     parser.add_argument("--worker", nargs=3, metavar=("NAME", "STEPS", "ROOT"))
     args = parser.parse_args()
     if args.worker:
         name, steps, root = args.worker
-        print(json.dumps(worker(name, int(steps), args.seed, root), default=float))
+        print(json.dumps(worker(name, int(steps), args.seed, root, args.extra), default=float))
         return
     rows = []
     with tempfile.TemporaryDirectory() as temporary:
         root = args.root or temporary
         for name in args.only:
-            proc = subprocess.run([sys.executable, __file__, "--seed", str(args.seed),
+            extra = [f"--set={item}" for item in args.extra]
+            proc = subprocess.run([sys.executable, __file__, "--seed", str(args.seed), *extra,
                                    "--worker", name, str(args.steps), root],
                                   capture_output=True, text=True)
             if proc.returncode != 0:

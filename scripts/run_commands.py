@@ -221,8 +221,10 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
 @click.option("--steps", default=5000, show_default=True, help="Env steps per --verify branch.")
 @click.option("--seeds", default=1, show_default=True,
               help="Re-seeded pairs per finding (only 1: a fork keeps its seed).")
+@click.option("--top", default=3, show_default=True,
+              help="--verify tries this many findings (most severe, then earliest).")
 def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify: bool,
-             steps: int, seeds: int) -> None:
+             steps: int, seeds: int, top: int) -> None:
     """Explain a run (live or not): the diagnostics' findings, hypotheses, checks, report.html.
 
     RUN is a run name under --log-dir, or a run folder. Writes <run folder>/report.html:
@@ -236,7 +238,7 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify:
         from rltrain.scripts.verify import summary_lines
         from rltrain.scripts.verify import verify as verify_run
 
-        lines = summary_lines(verify_run(folder, steps, seeds))
+        lines = summary_lines(verify_run(folder, steps, seeds, top))
         if not as_json:
             click.echo("\n".join(lines))
     result = reports.diagnose(folder)

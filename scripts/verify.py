@@ -79,12 +79,15 @@ def _free_name(log_parent: Path, stem: str) -> str:
     return f"{stem}-{n}"
 
 
-def _launch(checkpoint: Path, name: str, changes: dict[str, Any], until: int,
-            threads: int, eval_every: int) -> subprocess.Popen:
+def _launch(folder: Path, checkpoint: Path, name: str, changes: dict[str, Any],
+            until: int, threads: int, eval_every: int) -> subprocess.Popen:
+    """A fork beside the run (its log and checkpoint folders' parents)."""
     from rltrain.scripts.api import override_strings
 
     sets = override_strings({**changes, "max_timesteps": until, "torch_threads": threads,
-                             "safe_mode": False, "eval_freq": eval_every})
+                             "safe_mode": False, "eval_freq": eval_every,
+                             "log_dir": str(folder.parent),
+                             "checkpoint_dir": str(checkpoint.parent.parent)})
     command = [sys.executable, "-c", "from rltrain.scripts import main; main()", "resume",
                "--checkpoint", str(checkpoint), "--run-name", name]
     for item in sets:
@@ -108,7 +111,7 @@ def _run_pair(folder: Path, finding: dict[str, Any], steps: int) -> dict[str, An
     stem = f"{folder.name}-verify-{finding['rule']}"
     names = {"fix": _free_name(folder.parent, f"{stem}-fix"),
              "control": _free_name(folder.parent, f"{stem}-control")}
-    procs = {kind: _launch(checkpoint, name, finding["suggested_set"] if kind == "fix"
+    procs = {kind: _launch(folder, checkpoint, name, finding["suggested_set"] if kind == "fix"
                            else {}, step + steps, threads, eval_every)
              for kind, name in names.items()}
     branches: dict[str, Any] = {}

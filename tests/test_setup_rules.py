@@ -163,17 +163,25 @@ def _constant_actor(view: Any) -> None:
             p.zero_()
 
 
-@pytest.mark.parametrize("means, constant, fires", [
-    ([-0.4, -0.4, -0.41, -0.4, -0.4], True, True),      # stands still: flat, one action
-    ([-40.0, -45.0, -38.0, -50.0, -42.0], True, True),  # no better than random
-    ([-30.0, -10.0, 20.0, 60.0, 90.0], True, False),    # learning
-    ([-0.4, -0.4, -0.41, -0.4, -0.4], False, False),    # flat, but varied actions
+FLAT = [-0.4, -0.4, -0.41, -0.4, -0.4]
+
+
+@pytest.mark.parametrize("means, constant, moves, fires", [
+    (FLAT, True, True, True),                                  # stands still: one action
+    ([-40.0, -45.0, -38.0, -50.0, -42.0], True, True, True),   # no better than random
+    ([-30.0, -10.0, 20.0, 60.0, 90.0], True, True, False),     # learning
+    (FLAT, False, True, False),                                # flat, but varied actions
+    (FLAT, "small", False, False),                             # a dead actor: not exploration
 ])
-def test_no_learning_names_exploration(tmp_path: Path, means: list[float], constant: bool,
-                                       fires: bool) -> None:
+def test_no_learning_names_exploration(tmp_path: Path, means: list[float], constant: Any,
+                                       moves: bool, fires: bool) -> None:
     ctx = context(tmp_path, learning_starts=2000, max_timesteps=10_000)
-    if constant:
+    if constant is True:
         _constant_actor(ctx.view)
+    elif constant == "small":  # nearly constant actions from weights that never change
+        with torch.no_grad():
+            for p in ctx.view.actor.parameters():
+                p.mul_(1e-3)
     else:
         nudge(ctx.view.actor, 30.0)
     hook = NoLearning(ctx)
@@ -182,6 +190,8 @@ def test_no_learning_names_exploration(tmp_path: Path, means: list[float], const
         hook.on_episode_end(EpisodeEnd((i + 1) * 600, 0, i, ret, 600, False, 0))
     found = []
     for i, mean in enumerate(means):
+        if moves:
+            nudge(ctx.view.actor, 1e-4, seed=i)
         found += hook.on_eval(Evaluation(3000 + i * 1000, _result(mean), max(means), 0))
     assert bool(found) is fires
     if fires:

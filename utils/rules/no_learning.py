@@ -10,7 +10,9 @@ less than the threshold (std over the states, share of the action half-range): t
 policy settled on one action without ever finding what pays. The usual cause is
 exploration that never reached the reward (a sparse reward behind a costly action, as
 MountainCarContinuous's hill): more noise, temporally correlated noise, a longer
-random warm-up.
+random warm-up. An actor whose weights did not move at all since the last evaluation
+gets no gradient: that is no exploration problem (learning_rate, actor_stalled and
+broken_gradient name it), so the rule leaves it alone.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from rltrain.utils.findings import Finding
 from rltrain.utils.hooks import EpisodeEnd, Evaluation, Step
 from rltrain.utils.rules import Option, RuleHook, RuleSpec
 from rltrain.utils.rules._probe import ProbeStates
+from rltrain.utils.rules._weights import flat, relative_change
 
 NOISE_AFTER = 0.5  # the exploration noise proposed (at least), relative to the half-range
 
@@ -50,6 +53,7 @@ class NoLearning(RuleHook):
         self.probe = ProbeStates()
         self.random_returns: list[float] = []
         self.means: list[float] = []
+        self.actor: Any = None  # the actor's weights at the last evaluation
 
     def on_step(self, step: Step) -> list[Finding]:
         self.probe.offer(step.env_steps, step.obs)
@@ -64,7 +68,12 @@ class NoLearning(RuleHook):
         n = self.settings.evaluations
         self.means = [*self.means, evaluation.result.mean][-n:]
         view = self.context.view
-        if len(self.means) < n or view is None or not self.probe.ready:
+        if view is None:
+            return []
+        actor, before = flat(view.actor), self.actor
+        self.actor = actor
+        dead = before is not None and relative_change(before, actor) == 0
+        if len(self.means) < n or not self.probe.ready or dead:
             return []
         spread = self.probe.spread(view)
         if spread >= self.rule.threshold:
