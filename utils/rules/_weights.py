@@ -3,8 +3,8 @@
 Update-to-weight ratio: ||w_after - w_before|| / ||w_before|| over one update, for one
 network's parameters as a whole. With Adam every parameter moves by about the learning
 rate per update whatever its gradient's scale, so the ratio follows the learning rate:
-about 1e-3 per update is the rule of thumb for a network that learns, orders of magnitude
-above it rewrites the weights each update, orders below leaves them where they started.
+healthy Pendulum runs (lr 3e-4) measure 1e-4..5e-4 per update; orders of magnitude above
+that rewrite the weights each update, orders below leave them where they started.
 The snapshots are flat copies taken on the device (no host transfer until a ratio is
 read, every N updates).
 """

@@ -41,7 +41,7 @@ SPECS = (RuleSpec(
                "large share of its weights and its loss jumps about or grows; if far too "
                "low, its weights barely move and its loss stays where it started",
     check="move actor_lr / critic_lr into the usual 1e-4..1e-3 (the finding proposes the "
-          "values); the update-to-weight ratio should then be around 1e-3",
+          "values); healthy runs measure an update-to-weight ratio of about 1e-4..5e-4",
     options=(Option("low", 3e-5, "a median update-to-weight ratio below this: too low a "
                     "learning rate"),
              Option("every_updates", 500, "updates between two measurements"),
@@ -120,9 +120,9 @@ class LearningRate(RuleHook):
         trend = (f"its loss went {losses[0]:.3g} -> {losses[-1]:.3g}" if losses else "")
         moved = ("its weights stopped moving (dead or saturated after too large steps)"
                  if median == 0 else f"each update changes {median:.2g} of its weights' norm")
-        return (f"{net}: {moved} (median of "
-                f"{len(self.ratios[net])} measurements; about 1e-3 is usual), so {net}_lr "
-                f"{lr:g} is too {way}: {where}; {trend}")
+        return (f"{net}: {moved} (median of {len(self.ratios[net])} measurements; healthy "
+                f"runs measure about 1e-4..5e-4), so {net}_lr {lr:g} is too {way}: {where}; "
+                f"{trend}")
 
     def state_dict(self) -> dict[str, Any]:
         return {"ratios": self.ratios, "losses": self.losses}
