@@ -315,12 +315,13 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert set(report) == {"run", "findings", "diagnostics_enabled"} and report["run"] == "r"
+    assert set(report) == {"run", "findings", "diagnostics_enabled", "verifications"}
+    assert report["run"] == "r"
     assert report["diagnostics_enabled"] is True
     assert report["findings"]
     for finding in report["findings"]:
         assert set(finding) == {"rule", "step", "first_step", "count", "evidence",
-                                "severity", "message"}
+                                "severity", "message", "suggested_set"}
         assert finding["rule"] in RULE_NAMES
         assert finding["severity"] in {"info", "warning", "pause"}
         assert isinstance(finding["step"], int) and finding["message"]
