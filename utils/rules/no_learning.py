@@ -85,7 +85,11 @@ class NoLearning(RuleHook):
 
     def _why(self) -> str | None:
         means, margin = np.asarray(self.means), self.settings.margin
-        scale = max(float(np.abs(means).mean()), 1e-9)
+        # Flat against the returns' own magnitude or the random policy's, whichever is
+        # larger: a policy that stands still earns about 0, random actions do not.
+        scale = max(float(np.abs(means).mean()),
+                    abs(float(np.mean(self.random_returns))) if self.random_returns else 0.0,
+                    1e-9)
         if self.random_returns:
             random = float(np.mean(self.random_returns))
             if means.max() <= random + margin * max(abs(random), 1e-9):
