@@ -223,8 +223,10 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
               help="Re-seeded pairs per finding (only 1: a fork keeps its seed).")
 @click.option("--top", default=3, show_default=True,
               help="--verify tries this many findings (most severe, then earliest).")
+@click.option("--fork-step", type=int, default=None,
+              help="--verify forks at or before this step (default: the finding's first).")
 def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify: bool,
-             steps: int, seeds: int, top: int) -> None:
+             steps: int, seeds: int, top: int, fork_step: int | None) -> None:
     """Explain a run (live or not): the diagnostics' findings, hypotheses, checks, report.html.
 
     RUN is a run name under --log-dir, or a run folder. Writes <run folder>/report.html:
@@ -238,7 +240,7 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify:
         from rltrain.scripts.verify import summary_lines
         from rltrain.scripts.verify import verify as verify_run
 
-        lines = summary_lines(verify_run(folder, steps, seeds, top))
+        lines = summary_lines(verify_run(folder, steps, seeds, top, fork_step))
         if not as_json:
             click.echo("\n".join(lines))
     result = reports.diagnose(folder)

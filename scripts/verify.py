@@ -102,8 +102,10 @@ def _branch_returns(log_dir: Path, after: int) -> list[float]:
             if m["kind"] == "eval" and m["env_steps"] > after for r in m["returns"]]
 
 
-def _run_pair(folder: Path, finding: dict[str, Any], steps: int) -> dict[str, Any]:
-    point = fork_point(_checkpoint_dir(folder), finding["first_step"])
+def _run_pair(folder: Path, finding: dict[str, Any], steps: int,
+              before: int | None = None) -> dict[str, Any]:
+    first = finding["first_step"] if before is None else min(before, finding["first_step"])
+    point = fork_point(_checkpoint_dir(folder), first)
     assert point is not None  # checked by verify()
     step, checkpoint = point
     threads = max(1, (os.cpu_count() or 2) // 2)
@@ -140,9 +142,11 @@ def _judged(finding: dict[str, Any], step: int, checkpoint: Path, steps: int,
     return result
 
 
-def verify(folder: Path, steps: int = DEFAULT_STEPS, seeds: int = 1,
-           top: int = TOP) -> list[dict[str, Any]]:
-    """Try the top findings' proposed changes; writes and returns the verdicts."""
+def verify(folder: Path, steps: int = DEFAULT_STEPS, seeds: int = 1, top: int = TOP,
+           before: int | None = None) -> list[dict[str, Any]]:
+    """Try the top findings' proposed changes; writes and returns the verdicts. `before`:
+    fork at or before this step (a fault of the set-up is there from the start, well
+    before a rule can see it)."""
     from rltrain.utils.diagnostics.report import findings
 
     if seeds != 1:
@@ -156,7 +160,7 @@ def verify(folder: Path, steps: int = DEFAULT_STEPS, seeds: int = 1,
     if fork_point(_checkpoint_dir(folder), 0) is None:
         raise UserError(f"run '{folder.name}' has no checkpoint to fork from "
                         f"({_checkpoint_dir(folder)}): --verify needs one")
-    results = [_run_pair(folder, f, steps) for f in candidates]
+    results = [_run_pair(folder, f, steps, before) for f in candidates]
     atomic_write(folder / VERIFY_FILE, lambda f: f.write(to_json(results).encode()),
                  durable=False)
     return results
