@@ -211,12 +211,23 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
 @click.argument("run")
 @click.option("--log-dir", default="logs", show_default=True, help=LOG_DIR_HELP)
 @click.option("--json", "as_json", is_flag=True,
-              help='Print {"run": ..., "findings": [{"rule", "step", "evidence", '
+              help='Print {"run": ..., "findings": [{"rule", "step", "evidence", "suggested_set", '
                    '"severity", "message"}]} instead of the table.')
 @click.option("--fail-on", type=click.Choice(["pause", "warning", "info"]), default=None,
               help=f"Exit with code {EXIT_FINDINGS} when a finding is this severe or more "
                    "(pause > warning > info), after the report: for scripts and CI.")
-def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None) -> None:
+@click.option("--verify", is_flag=True,
+              help="Try the top findings' proposed changes: fork the run (with and without "
+                   "the change) from a checkpoint before the finding and compare them.")
+@click.option("--steps", default=5000, show_default=True, help="Env steps per --verify branch.")
+@click.option("--seeds", default=1, show_default=True,
+              help="Re-seeded pairs per finding (only 1: a fork keeps its seed).")
+@click.option("--top", default=3, show_default=True,
+              help="--verify tries this many findings (most severe, then earliest).")
+@click.option("--fork-step", type=int, default=None,
+              help="--verify forks at or before this step (default: the finding's first).")
+def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify: bool,
+             steps: int, seeds: int, top: int, fork_step: int | None) -> None:
     """Explain a run (live or not): the diagnostics' findings, hypotheses, checks, report.html.
 
     RUN is a run name under --log-dir, or a run folder. Writes <run folder>/report.html:
@@ -226,6 +237,13 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None) -> None
     from rltrain.utils.diagnostics import report as reports
 
     folder = find_run_log_dir(run, log_dir)
+    if verify:
+        from rltrain.scripts.verify import summary_lines
+        from rltrain.scripts.verify import verify as verify_run
+
+        lines = summary_lines(verify_run(folder, steps, seeds, top, fork_step))
+        if not as_json:
+            click.echo("\n".join(lines))
     result = reports.diagnose(folder)
     page = reports.write_html(folder, result)
     if as_json:

@@ -29,7 +29,9 @@ RULE_NAMES = {
     "vanishing_gradient", "exploding_gradient", "value_policy_imbalance", "broken_gradient",
     "action_saturation", "q_overestimation", "dead_relu", "env_error", "write_failure",
     "constant_reward", "reward_drop", "observation_scale", "frozen_observation",
-    "time_limit_terminal", "short_horizon", "small_replay", "ignored_action", "eval_collapse"}
+    "time_limit_terminal", "short_horizon", "small_replay", "ignored_action",
+    "eval_collapse", "learning_rate", "target_update", "long_horizon", "actor_stalled",
+    "no_learning", "q_divergence"}
 INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
                "short_horizon", "small_replay", "ignored_action"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
@@ -314,7 +316,8 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert set(report) == {"run", "findings", "diagnostics_enabled"} and report["run"] == "r"
+    assert set(report) == {"run", "findings", "diagnostics_enabled", "verifications"}
+    assert report["run"] == "r"
     assert report["diagnostics_enabled"] is True
     assert report["findings"]
     for finding in report["findings"]:

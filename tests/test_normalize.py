@@ -120,7 +120,7 @@ def test_pause_then_resume_in_place_equals_the_uninterrupted_run(tmp_path):
     assert outcome.status == "paused"
     result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(outcome.checkpoint)])
     assert result.exit_code == 0, result.output
-    assert full.counters.env_steps == 300
+    assert full.state.counters.env_steps == 300
     assert_same_state(load_checkpoint(tmp_path / "a" / "checkpoints" / "full" /
                                       "checkpoint_step_300.pt"),
                       load_checkpoint(tmp_path / "b" / "checkpoints" / "full" /

@@ -20,6 +20,7 @@ from rltrain.utils.config import TrainConfig
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
 from rltrain.utils.monitor import Finding, make_rule
+from rltrain.utils.rules._remedies import remedy
 
 MIB = 1024 * 1024
 
@@ -42,6 +43,7 @@ class HealthRules(Hook):
         if gpu_mib is None and device.type == "cuda":
             gpu_mib = 0.9 * torch.cuda.get_device_properties(device).total_memory / MIB
         self.device = device
+        self.config = config
         self.gpu_mib = gpu_mib
         self.learning_starts = config.learning_starts
         self.low, self.high = _bounds(m.state_bounds.low, m.state_bounds.high, obs_dim)
@@ -91,7 +93,8 @@ class HealthRules(Hook):
     # ------------------------------------------------------------- the checks
     def fire(self, name: str, env_steps: int, value: Any, message: str,
              on_weights: bool = False) -> list[Finding]:
-        return self.rules[name].fire(env_steps, value, message, on_weights=on_weights)
+        return self.rules[name].fire(env_steps, value, message, on_weights=on_weights,
+                                     suggested_set=remedy(name, self.config))
 
     def check_transition(self, env_steps: int, obs: np.ndarray, action: np.ndarray,
                          reward: float) -> tuple[list[Finding], bool]:

@@ -31,6 +31,7 @@ from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
 from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
 from rltrain.utils.monitor import Finding, make_rule
 from rltrain.utils.replay_buffer import ReplayBuffer
+from rltrain.utils.rules._remedies import remedy
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
 
@@ -82,7 +83,7 @@ class Flow1Diagnostics(Hook):
                  say: Callable[[str], None], seed: int) -> None:
         self.config, self.settings = config, config.diagnostics
         self.agent, self.buffer, self.paths, self.logger = agent, buffer, paths, logger
-        self.say = say
+        self.say, self.env_steps = say, 0
         self.pending: list[Finding] = []  # made during the hook method being called
         self.rules = {name: make_rule(name, rule.threshold, rule.action, config.safe_mode)
                       for name, rule in rules_of(self.settings).items()}
@@ -114,13 +115,17 @@ class Flow1Diagnostics(Hook):
         self._hook = self.agent.actor.register_forward_hook(self._sample)
 
     def close(self) -> None:
-        """Stop sampling the actor's forward passes."""
+        """Stop sampling the actor's forward passes; a run too short for a scheduled
+        heatmap gets one at its end."""
         self._hook.remove()
+        if not (self.paths.log_dir / "heatmaps").exists() and self.map.ready():
+            self._heatmap(self.env_steps)
 
     # ---------------------------------------------------------------- findings
     def _finding(self, rule: str, env_steps: int, value: Any, message: str,
                  observation: bool = False) -> None:
-        self.pending += self.rules[rule].fire(env_steps, value, message, observation)
+        self.pending += self.rules[rule].fire(env_steps, value, message, observation,
+                                              suggested_set=remedy(rule, self.config))
 
     # ------------------------------------------------------------ loop hooks
     @timed
@@ -188,7 +193,7 @@ class Flow1Diagnostics(Hook):
 
     @hook_method
     def on_step_end(self, env_steps: int) -> None:
-        s = self.settings
+        s, self.env_steps = self.settings, env_steps
         if env_steps % s.heatmap_freq == 0 and self.map.ready():
             with self.paused_collection():
                 self._heatmap(env_steps)

@@ -17,6 +17,7 @@ import numpy as np
 from rltrain.utils.diagnostics.state_action import ClusterView
 
 MARKS = {"fixated_cluster": "F", "chaotic_cluster": "C", "blind_cluster": "B"}
+LABEL_DIMS = 6  # observation dimensions written in a row's label
 MAX_DIMS = 4
 
 
@@ -44,7 +45,8 @@ def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
                            rotation=90, fontsize=6)
         ax.set_yticks(range(len(view.counts)))
         ax.set_yticklabels([_label(view, c, d) for c in range(len(view.counts))], fontsize=6)
-        ax.set_xlabel(f"action[{d}] bin")
+        ax.set_xlabel(f"action[{d}] value (bin centre)")
+        ax.set_ylabel("state cluster: mean observation per dimension, samples", fontsize=7)
         ax.set_title(f"P(action bin | state cluster), step {view.env_steps}", fontsize=8)
         fig.colorbar(image, ax=ax, fraction=0.05)
     fig.tight_layout()
@@ -58,8 +60,15 @@ def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
 
 
 def _label(view: ClusterView, cluster: int, dim: int) -> str:
+    """The cluster by its centroid in the observation's own terms: "obs=(0.98, -0.1, 2.3)
+    n=40", the first `LABEL_DIMS` dimensions (then "...")."""
     marks = "".join(m for rule, m in MARKS.items() if (cluster, dim) in view.verdicts[rule])
-    return f"{cluster} (n={view.counts[cluster]}) {marks}".strip()
+    if view.centroids is None:
+        return f"{cluster} (n={view.counts[cluster]}) {marks}".strip()
+    centre = view.centroids[cluster]
+    values = ", ".join(f"{v:.2g}" for v in centre[:LABEL_DIMS])
+    more = ", ..." if len(centre) > LABEL_DIMS else ""
+    return f"obs=({values}{more}) n={view.counts[cluster]} {marks}".strip()
 
 
 def line_chart(series: dict[str, Sequence[tuple[int, float]]], title: str, ylabel: str,

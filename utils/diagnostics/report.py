@@ -22,6 +22,7 @@ from rltrain.utils.run_logger import eval_curve, read_jsonl
 from rltrain.utils.runs import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE, METRICS_FILE
 
 ORDER = {"pause": 0, "warning": 1, "info": 2}
+VERIFY_FILE = "verify.json"  # the verdicts of `diagnose --verify` (scripts/verify.py)
 WIDE_TABLE = 120  # terminal columns from which the findings are printed as a table
 
 
@@ -76,7 +77,21 @@ def diagnose(log_dir: Path) -> dict[str, Any]:
     if drops is not None:
         found = sorted([*found, drops], key=_rank)
     return {"run": log_dir.name, "findings": found,
-            "diagnostics_enabled": _diagnostics_enabled(log_dir)}
+            "diagnostics_enabled": _diagnostics_enabled(log_dir),
+            "verifications": verifications(log_dir)}
+
+
+def verifications(log_dir: Path) -> list[dict[str, Any]]:
+    """The verdicts of the newest `diagnose --verify` of this run (none: [])."""
+    try:
+        return list(json.loads((log_dir / VERIFY_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+def problems(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The findings that are warnings or pauses (info notes are not problems)."""
+    return [f for f in report["findings"] if f["severity"] != "info"]
 
 
 def _diagnostics_enabled(log_dir: Path) -> bool:
@@ -96,9 +111,11 @@ def print_table(report: dict[str, Any]) -> None:
     if not report["diagnostics_enabled"]:
         console.print(Text(f"run {report['run']}: the diagnostics were off in this run "
                            "(diagnostics.enabled: false); only the health rules were checked"))
-    if not report["findings"]:
-        console.print(Text(f"run {report['run']}: no findings"))
-        return
+    if not problems(report):
+        console.print(Text(f"run {report['run']}: no problems found"))
+        if not report["findings"]:
+            return
+        console.print(Text("notes (info, not problems):"))
     if console.width < WIDE_TABLE:  # five columns would wrap a word per line
         _print_blocks(console, report)
         return
@@ -145,7 +162,8 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
     heatmaps = sorted((log_dir / "heatmaps").glob("heatmap_step_*.png"),
                       key=lambda p: int(p.stem.rsplit("_", 1)[-1]))[-2:]
     parts = [f"<h1>rltrain diagnosis: {html.escape(report['run'])}</h1>",
-             "<h2>Findings</h2>", _findings_html(report["findings"]), "<h2>Charts</h2>"]
+             "<h2>Findings</h2>", _findings_html(report), *_verify_html(report),
+             "<h2>Charts</h2>"]
     parts += [f'<img alt="{html.escape(t)}" src="data:image/png;base64,{img}">'
               for t, img in charts if img]
     parts.append("<h2>Latest state-action heatmaps</h2>")
@@ -153,6 +171,7 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
               f'{base64.b64encode(p.read_bytes()).decode()}">' for p in heatmaps]
     if not heatmaps:
         parts.append("<p>none yet</p>")
+    parts += _video_html(log_dir)
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>rltrain diagnosis"
             "</title><style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px;"
@@ -163,9 +182,13 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
     return path
 
 
-def _findings_html(found: list[dict[str, Any]]) -> str:
+def _findings_html(report: dict[str, Any]) -> str:
+    found = report["findings"]
+    lead = "" if problems(report) else "<p><b>No problems found.</b></p>"
     if not found:
-        return "<p>No findings.</p>"
+        return lead
+    if lead:
+        lead += "<p>Notes (info, not problems):</p>"
     rows = ["<tr><th>severity</th><th>rule</th><th>steps</th><th>evidence</th>"
             "<th>finding</th><th>hypothesis</th><th>check</th></tr>"]
     for f in found:
@@ -173,7 +196,39 @@ def _findings_html(found: list[dict[str, Any]]) -> str:
         cells = [f["severity"], f["rule"], _steps(f), _short(f["evidence"]), f["message"],
                  hypothesis, check]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
-    return "<table>" + "".join(rows) + "</table>"
+    return lead + "<table>" + "".join(rows) + "</table>"
+
+
+def _verify_html(report: dict[str, Any]) -> list[str]:
+    """The verdicts of `diagnose --verify`: each finding's fix against its control."""
+    if not report.get("verifications"):
+        return []
+    rows = ["<tr><th>rule</th><th>change</th><th>fork step</th><th>steps</th>"
+            "<th>fix (run, mean)</th><th>control (run, mean)</th><th>difference [95%]</th>"
+            "<th>verdict</th></tr>"]
+    for r in report["verifications"]:
+        fix, base = r["branches"]["fix"], r["branches"]["control"]
+        diff = ("n/a" if r["difference"] is None else
+                f"{r['difference']:+.1f} [{r['interval'][0]:+.1f}, {r['interval'][1]:+.1f}]")
+        cells = [r["rule"], json.dumps(r["suggested_set"]), str(r["fork_step"]),
+                 str(r["steps"]), f"{fix['run']}: {_mean(fix)}", f"{base['run']}: "
+                 f"{_mean(base)}", diff, r["verdict"]]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    return ["<h2>Verified fixes</h2>", "<table>" + "".join(rows) + "</table>"]
+
+
+def _mean(branch: dict[str, Any]) -> str:
+    return "n/a" if branch["mean"] is None else f"{branch['mean']:.1f}"
+
+
+def _video_html(log_dir: Path) -> list[str]:
+    """The newest behaviour video (diagnostics.snapshot_freq), inlined."""
+    videos = sorted((log_dir / "videos").glob("*.mp4"), key=lambda p: p.stat().st_mtime)
+    if not videos:
+        return []
+    data = base64.b64encode(videos[-1].read_bytes()).decode()
+    return ["<h2>Latest behaviour video</h2>", f"<p>{html.escape(videos[-1].name)}</p>",
+            f'<video controls src="data:video/mp4;base64,{data}"></video>']
 
 
 def _learning_curve(metrics: list[dict]) -> tuple[str, str | None]:

@@ -41,6 +41,7 @@ class ClusterView:
     outcome: np.ndarray  # [clusters] mean return-to-go (nan: too few samples)
     dropped: list[int]  # clusters whose outcome dropped since the previous heatmap
     typical: dict[int, list[list[float]]]  # flagged cluster -> states near its centre
+    centroids: np.ndarray | None = None  # [clusters, obs_dim] mean state, in the env's units
 
     def summary(self) -> dict[str, Any]:
         """The heatmap's clusters as JSON (`heatmaps/clusters_step_<N>.json`)."""
@@ -185,7 +186,10 @@ class StateActionMap:
         dropped = self._dropped(outcome)
         flagged = {c for found in verdicts.values() for c, _ in found}
         typical = self._typical(states, labels, flagged)
-        return ClusterView(env_steps, probs, counts, verdicts, outcome, dropped, typical)
+        centroids = np.stack([states[labels == c].mean(axis=0) if counts[c]
+                              else np.full(states.shape[1], np.nan) for c in range(k)])
+        return ClusterView(env_steps, probs, counts, verdicts, outcome, dropped, typical,
+                           centroids)
 
     def _verdicts(self, probs: np.ndarray, counts: np.ndarray) -> dict[str, list]:
         s = self.settings

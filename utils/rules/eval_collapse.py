@@ -3,7 +3,9 @@
 The collapse after solving a task that TD3 users report: a policy that reached a good
 return loses most of what it had learnt, for several evaluations in a row. The fall is
 measured against the gain since the first evaluation (the warm-up's near-random policy),
-so that it means the same for returns of any sign and scale. The finding names the
+so that it means the same for returns of any sign and scale; a gain below `min_gain` of
+the first evaluation's magnitude is noise around a policy that never learnt (too low a
+learning rate shows so), not a policy to lose. The finding names the
 newest checkpoint written before the fall, to resume from with smaller learning rates.
 """
 
@@ -35,7 +37,9 @@ SPECS = (RuleSpec(
          "the smaller learning rates it proposes",
     group="Health rules",
     options=(Option("evaluations", 2, "evaluations in a row below the collapse line before "
-                    "the rule fires"),),
+                    "the rule fires"),
+             Option("min_gain", 0.2, "the gain since the first evaluation must be at least "
+                    "this share of its magnitude: a policy that learnt something")),
 ),)
 
 
@@ -63,7 +67,7 @@ class EvalCollapse(RuleHook):
             self.best, self.best_step, self.below = mean, steps, 0
             return []
         gain = self.best - self.first
-        if gain <= 0:
+        if gain <= 0 or gain < self.settings.min_gain * abs(self.first):
             return []
         share = (self.best - mean) / gain
         self.below = self.below + 1 if share > self.rule.threshold else 0

@@ -33,8 +33,9 @@ SPECS = (
         fires_when='one action bin has at least this probability',
         threshold=0.95,
         action='warn',
-        hypothesis='if the reward has a loophole, then one action is chosen in a region while '
-                   'the return there drops',
+        hypothesis='if the policy settled on one action in a region (often right: a '
+                   'bang-bang controller does this), then that action is chosen there almost '
+                   'always; it is a problem only where the return there drops while it does',
         check="look at the cluster's typical states and the chosen action; recompute the reward "
               'for the right action by hand'),
 )

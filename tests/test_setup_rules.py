@@ -1,0 +1,222 @@
+"""The training set-up rules (utils/rules/): each fires on a tiny planted case, fed the
+hook records directly, with a suggested_set that moves the right key the right way, and
+stays silent on a healthy one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from rltrain.scripts.agent_setup import agent_view, build_agent
+from rltrain.utils.evaluation import EvalResult
+from rltrain.utils.hooks import EpisodeEnd, Evaluation, Step, Update
+from rltrain.utils.rules import RuleContext
+from rltrain.utils.rules.actor_stalled import ActorStalled
+from rltrain.utils.rules.learning_rate import LearningRate
+from rltrain.utils.rules.long_horizon import LongHorizon
+from rltrain.utils.rules.no_learning import NoLearning
+from rltrain.utils.rules.q_divergence import QDivergence
+from rltrain.utils.rules.target_update import TargetUpdate
+
+from conftest import tiny_config
+
+LOW, HIGH = np.array([-2.0], np.float32), np.array([2.0], np.float32)
+EVERY = {"every_updates": 1, "measurements": 3}
+
+
+def context(tmp_path: Path, **overrides: Any) -> RuleContext:
+    config = tiny_config(tmp_path, **overrides)
+    agent, _ = build_agent(config, 3, LOW, HIGH, torch.device("cpu"))
+    return RuleContext(config, 3, 1, agent_view(agent, LOW, HIGH))
+
+
+def nudge(module: torch.nn.Module, share: float, seed: int = 0) -> None:
+    """Move every parameter by about `share` of its norm, in a random direction."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            p.add_(noise * share * p.norm() / noise.norm())
+
+
+def updates(hook: Any, n: int, share: float, nets: tuple[str, ...] = ("actor", "critic"),
+            q: float = -100.0, after: Any = None) -> list:
+    view, found = hook.context.view, []
+    for k in range(1, n + 1):
+        for net in nets:
+            nudge(getattr(view, net), share, seed=k)
+        if after is not None:
+            after(view)
+        metrics = {"critic_loss": 1.0, "q_mean": q, "actor_loss": 1.0}
+        found += hook.on_update(Update(k * 10, k, metrics))
+    return found
+
+
+def test_learning_rate_too_high_names_both_networks_two_orders_above(tmp_path: Path) -> None:
+    ctx = context(tmp_path, actor_lr=0.1, critic_lr=0.1, diagnostics={"learning_rate": EVERY})
+    found = updates(LearningRate(ctx), 8, share=0.2)
+    assert found, "a 20% weight change per update must fire"
+    finding = found[-1]
+    assert finding.rule == "learning_rate"
+    assert finding.suggested_set == {"actor_lr": 1e-3, "critic_lr": 1e-3}
+    assert finding.message.count("2.0 orders of magnitude above") == 2
+
+
+def test_learning_rate_too_low_proposes_the_usual_range(tmp_path: Path) -> None:
+    ctx = context(tmp_path, actor_lr=1e-6, critic_lr=1e-6, diagnostics={"learning_rate": EVERY})
+    found = updates(LearningRate(ctx), 8, share=1e-6)
+    assert found and found[-1].suggested_set == {"actor_lr": 1e-4, "critic_lr": 1e-4}
+    assert "too low" in found[-1].message
+
+
+def test_learning_rate_silent_on_a_usual_step(tmp_path: Path) -> None:
+    ctx = context(tmp_path, diagnostics={"learning_rate": EVERY})
+    assert updates(LearningRate(ctx), 8, share=1e-3) == []
+
+
+def _lerp(tau: float) -> Any:
+    def soft_update(view: Any) -> None:
+        target = view.networks()["critic_target"]
+        with torch.no_grad():
+            for p, t in zip(view.critic.parameters(), target.parameters(), strict=True):
+                t.lerp_(p, tau)
+    return soft_update
+
+
+@pytest.mark.parametrize("tau, fires", [(1.0, "chases"), (0.0, "frozen"), (0.02, None)])
+def test_target_update_names_a_chasing_or_frozen_target(tmp_path: Path, tau: float,
+                                                        fires: str | None) -> None:
+    ctx = context(tmp_path, tau=max(tau, 1e-6),
+                  diagnostics={"target_update": {**EVERY, "frozen": 0.5}})
+    # A steady drift: the same direction every update, 1% of the norm each.
+    view = ctx.view
+    drift = [torch.randn_like(p) for p in view.critic.parameters()]
+    hook, found = TargetUpdate(ctx), []
+    for k in range(1, 61):
+        with torch.no_grad():
+            for p, d in zip(view.critic.parameters(), drift, strict=True):
+                p.add_(d * 0.01 * p.norm() / d.norm())
+        _lerp(tau)(view)
+        found += hook.on_update(Update(k, k, {"q_mean": -1.0, "actor_loss": 1.0}))
+    if fires is None:
+        assert found == []
+        return
+    assert found and fires in found[-1].message
+    assert found[-1].suggested_set == {"tau": 0.005}
+
+
+def _episodes(hook: Any, n: int, length: int, episode_return: float) -> None:
+    for i in range(n):
+        hook.on_episode_end(EpisodeEnd((i + 1) * length, 0, i, episode_return, length,
+                                       False, 0))
+
+
+def test_long_horizon_fires_when_q_outgrows_the_returns(tmp_path: Path) -> None:
+    ctx = context(tmp_path, gamma=0.9999, diagnostics={"long_horizon": {"every_updates": 1}})
+    hook = LongHorizon(ctx)
+    _episodes(hook, 5, 200, -1000.0)
+    found = hook.on_update(Update(2000, 1, {"q_mean": -5000.0}))
+    assert found and found[0].suggested_set == {"gamma": 0.99}
+    assert found[0].suggested_set["gamma"] < 0.9999
+
+
+def test_long_horizon_silent_with_the_usual_gamma(tmp_path: Path) -> None:
+    hook = LongHorizon(context(tmp_path, diagnostics={"long_horizon": {"every_updates": 1}}))
+    _episodes(hook, 5, 200, -1000.0)
+    assert hook.on_update(Update(2000, 1, {"q_mean": -5000.0})) == []
+
+
+def _steps(hook: Any, n: int, reward: float = -1.0) -> None:
+    rng = np.random.default_rng(0)
+    for i in range(1, n + 1):
+        obs = rng.normal(size=3).astype(np.float32)
+        hook.on_step(Step(i, 0, obs, np.zeros(1), reward * (i % 17) / 16, obs, False,
+                          False, True))
+
+
+@pytest.mark.parametrize("actor_moves", [False, True])
+def test_actor_stalled_fires_when_only_the_critic_moves(tmp_path: Path,
+                                                        actor_moves: bool) -> None:
+    ctx = context(tmp_path, actor_lr=1e-8,
+                  diagnostics={"actor_stalled": {**EVERY, "measurements": 2}})
+    hook = ActorStalled(ctx)
+    _steps(hook, 2000)
+    nets = ("actor", "critic") if actor_moves else ("critic",)
+    found = updates(hook, 6, share=1e-2, nets=nets)
+    if actor_moves:
+        assert found == []
+    else:
+        assert found and found[-1].suggested_set == {"actor_lr": 1e-4}
+
+
+def _result(mean: float) -> EvalResult:
+    return EvalResult([mean], [999], [mean], np.zeros((1, 3)), np.zeros((1, 3)), [True])
+
+
+def _constant_actor(view: Any) -> None:
+    with torch.no_grad():
+        for p in view.actor.parameters():
+            p.zero_()
+
+
+FLAT = [-0.4, -0.4, -0.41, -0.4, -0.4]
+
+
+@pytest.mark.parametrize("means, constant, moves, fires", [
+    (FLAT, True, True, True),                                  # stands still: one action
+    ([-40.0, -45.0, -38.0, -50.0, -42.0], True, True, True),   # no better than random
+    ([-30.0, -10.0, 20.0, 60.0, 90.0], True, True, False),     # learning
+    (FLAT, False, True, False),                                # flat, but varied actions
+    (FLAT, "small", False, False),                             # a dead actor: not exploration
+])
+def test_no_learning_names_exploration(tmp_path: Path, means: list[float], constant: Any,
+                                       moves: bool, fires: bool) -> None:
+    ctx = context(tmp_path, learning_starts=2000, max_timesteps=10_000)
+    if constant is True:
+        _constant_actor(ctx.view)
+    elif constant == "small":  # nearly constant actions from weights that never change
+        with torch.no_grad():
+            for p in ctx.view.actor.parameters():
+                p.mul_(1e-3)
+    else:
+        nudge(ctx.view.actor, 30.0)
+    hook = NoLearning(ctx)
+    _steps(hook, 2000)
+    for i, ret in enumerate((-35.0, -30.0, -41.0)):
+        hook.on_episode_end(EpisodeEnd((i + 1) * 600, 0, i, ret, 600, False, 0))
+    found = []
+    for i, mean in enumerate(means):
+        if moves:
+            nudge(ctx.view.actor, 1e-4, seed=i)
+        found += hook.on_eval(Evaluation(3000 + i * 1000, _result(mean), max(means), 0))
+    assert bool(found) is fires
+    if fires:
+        assert found[0].suggested_set == {"exploration_noise": 0.5, "noise_type": "ou"}
+
+
+@pytest.mark.parametrize("qs, fires", [([100, 150, 220, 300, 420], True),
+                                       ([-300, -310, -320, -330, -340], False)])
+def test_q_divergence_against_the_reachable_returns(tmp_path: Path, qs: list[float],
+                                                    fires: bool) -> None:
+    hook = QDivergence(context(tmp_path, critic_lr=3e-3,
+                               diagnostics={"q_divergence": {"every_updates": 1}}))
+    _steps(hook, 500, reward=-16.0)  # rewards -16..0: Q in -1600..0
+    found = []
+    for k, q in enumerate(qs, start=1):
+        found += hook.on_update(Update(k, k, {"q_mean": float(q)}))
+    assert bool(found) is fires
+    if fires:
+        assert found[0].suggested_set == {"critic_lr": 3e-4}
+
+
+def test_rule_state_round_trips(tmp_path: Path) -> None:
+    ctx = context(tmp_path, diagnostics={"learning_rate": EVERY})
+    hook = LearningRate(ctx)
+    updates(hook, 4, share=1e-3)
+    again = LearningRate(ctx)
+    again.load_state_dict(hook.state_dict())
+    assert again.state_dict() == hook.state_dict()
