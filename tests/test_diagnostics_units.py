@@ -245,7 +245,7 @@ def test_drop_detection_is_sign_aware():
 def test_a_timed_call_inside_another_is_counted_once():
     import time
 
-    from rltrain.utils.diagnostics.flow1 import timed
+    from rltrain.utils.diagnostics.timing import timed
 
     class Diagnostics:
         seconds, timing = 0.0, False

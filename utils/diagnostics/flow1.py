@@ -11,8 +11,6 @@ statistics go to TensorBoard under `flow1/` and `gradients/` and to
 
 from __future__ import annotations
 
-import functools
-import time
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -28,48 +26,13 @@ from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.inputs import InputChecks
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
+from rltrain.utils.diagnostics.timing import hook_method, load_libraries, timed
 from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
 from rltrain.utils.monitor import Finding, make_rule
 from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.rules._remedies import remedy
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
-
-
-def load_libraries() -> None:
-    """Import SciPy's k-means and matplotlib when training starts ,
-    not at the first heatmap, where it would stall training mid-run."""
-    import matplotlib.backends.backend_agg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
-    import scipy.cluster.vq  # noqa: F401
-
-
-def timed(method: Callable) -> Callable:
-    """Add the wall time of a call to `self.seconds`: what the diagnostics cost the run
-    (the trainer logs its share, `time/diagnostics_share`). A timed call made
-    inside another (the actor hook during an evaluation check) is counted once."""
-    @functools.wraps(method)
-    def wrapper(self: Flow1Diagnostics, *args: Any, **kwargs: Any) -> Any:
-        if self.timing:
-            return method(self, *args, **kwargs)
-        self.timing, start = True, time.perf_counter()
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self.timing = False
-            self.seconds += time.perf_counter() - start
-    return wrapper
-
-
-def hook_method(method: Callable) -> Callable:
-    """A timed hook method that returns the findings made during the call."""
-    @timed
-    @functools.wraps(method)
-    def wrapper(self: Flow1Diagnostics, *args: Any) -> list[Finding]:
-        method(self, *args)
-        found, self.pending = self.pending, []
-        return found
-    return wrapper
 
 
 class Flow1Diagnostics(Hook):
