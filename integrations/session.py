@@ -247,13 +247,7 @@ class Session:
     # ------------------------------------------------------------- endings
     def pause_run(self) -> Path:
         """Write the paused checkpoint and record why; the loop then stops."""
-        finding, steps = self.monitor.pause, self.env_steps
-        assert finding is not None
-        path = self.monitor.checkpoint("paused", steps)
-        self.hooks.on_pause(steps)
-        self.logger.event(steps, rule=finding.rule, value=finding.value,
-                          threshold=finding.threshold, action="paused",
-                          message=f"paused; checkpoint {path}")
+        finding, path = self.monitor.take_pause(self.env_steps)
         self.write_status("paused", pause_reason=f"[{finding.rule}] {finding.message}")
         return path
 

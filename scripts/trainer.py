@@ -232,13 +232,8 @@ class Trainer:
         return RunOutcome("finished", steps, path)
 
     def _pause(self) -> RunOutcome:
-        finding, steps = self.monitor.pause, self.state.counters.env_steps
-        assert finding is not None
-        path = self.monitor.checkpoint("paused", steps)
-        self.hooks.on_pause(steps)
-        self.logger.event(steps, rule=finding.rule, value=finding.value,
-                          threshold=finding.threshold, action="paused",
-                          message=f"paused; checkpoint {path}")
+        steps = self.state.counters.env_steps
+        finding, path = self.monitor.take_pause(steps)
         self.write_status("paused", pause_reason=f"[{finding.rule}] {finding.message}")
         return RunOutcome("paused", steps, path, finding.message, finding.rule,
                           finding.on_weights)

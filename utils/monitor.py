@@ -250,6 +250,18 @@ class TrainingMonitor:
         self.hooks.on_eval(Evaluation(env_steps, result, self.best_eval, self.evals_since_best))
         return result
 
+    def take_pause(self, env_steps: int) -> tuple[Finding, Path]:
+        """The run pauses after `env_steps`: the paused checkpoint, the hooks told, the
+        event written. Returns the finding paused for and the checkpoint."""
+        finding = self.pause
+        assert finding is not None
+        path = self.checkpoint("paused", env_steps)
+        self.hooks.on_pause(env_steps)
+        self.logger.event(env_steps, rule=finding.rule, value=finding.value,
+                          threshold=finding.threshold, action="paused",
+                          message=f"paused; checkpoint {path}")
+        return finding, path
+
     def checkpoint(self, kind: str, env_steps: int) -> Path:
         """Write a `periodic`, `best`, `paused` checkpoint; prune old periodic ones."""
         path = {"periodic": self.paths.periodic_checkpoint(env_steps),
