@@ -36,7 +36,7 @@ from rltrain.integrations.sb3_view import (
     sb3_view,
 )
 from rltrain.integrations.session import Session, session_config
-from rltrain.integrations.views import grad_norms
+from rltrain.integrations.views import GradNorms
 from rltrain.integrations.watcher import box_dims
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.progress import say
@@ -91,6 +91,7 @@ class RltrainCallback(BaseCallback):
                                model._n_updates)
         self._updates_seen = model._n_updates
         self.view = view
+        self.grad_norms = GradNorms(view.actor, view.critic)
         self.tap = PolicyTap(model, self.scale) if hasattr(model.actor, "mu") else None
 
     # ------------------------------------------------------------- each step
@@ -126,7 +127,7 @@ class RltrainCallback(BaseCallback):
         self._updates_seen = self.model._n_updates
         logged = self.model.logger.name_to_value
         metrics = {name: float(logged[key]) for key, name in LOSSES.items() if key in logged}
-        metrics.update(grad_norms(self.view.actor, self.view.critic))
+        metrics.update(self.grad_norms())
         for _ in range(done):
             self.session.update(metrics)
 

@@ -53,17 +53,25 @@ class Critics(nn.Module):
         return torch.cat([net(obs, action) for net in self.children()], dim=-1)
 
 
-def grad_norms(actor: nn.Module, critic: nn.Module) -> dict[str, float]:
+class GradNorms:
     """The global gradient norms the modules' `.grad` hold (as the last update left
-    them): critic_grad_norm and actor_grad_norm where present, in one host transfer
-    (this runs after every update)."""
-    names, norms = [], []
-    for name, net in (("critic_grad_norm", critic), ("actor_grad_norm", actor)):
-        grads = [p.grad for p in net.parameters() if p.grad is not None]
-        if grads:
-            names.append(name)
-            norms.append(torch.nn.utils.get_total_norm(grads))
-    return dict(zip(names, torch.stack(norms).tolist(), strict=True)) if norms else {}
+    them): critic_grad_norm and actor_grad_norm where present, in one host transfer.
+    This runs after every update, so the parameter lists are gathered once; the norm of
+    the per-tensor norms is what `torch.nn.utils.get_total_norm` gives, without its
+    per-call checks."""
+
+    def __init__(self, actor: nn.Module, critic: nn.Module) -> None:
+        self.nets = (("critic_grad_norm", list(critic.parameters())),
+                     ("actor_grad_norm", list(actor.parameters())))
+
+    def __call__(self) -> dict[str, float]:
+        names, norms = [], []
+        for name, params in self.nets:
+            grads = [torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]
+            if grads:
+                names.append(name)
+                norms.append(torch.linalg.vector_norm(torch.stack(grads)))
+        return dict(zip(names, torch.stack(norms).tolist(), strict=True)) if norms else {}
 
 
 def ddpg_probe(actor: nn.Module, critic: nn.Module, q_value: QFunction,

@@ -22,7 +22,7 @@ from gymnasium import spaces
 from torch import nn
 
 from rltrain.integrations.session import Session, session_config
-from rltrain.integrations.views import Critics, ddpg_probe, deterministic_act, grad_norms
+from rltrain.integrations.views import Critics, GradNorms, ddpg_probe, deterministic_act
 from rltrain.utils.agent_view import AgentView
 from rltrain.utils.checkpoint import save_tensors
 from rltrain.utils.errors import ConfigError
@@ -63,6 +63,7 @@ class Watcher:
         obs_dim, action_dim = box_dims(observation_space, action_space)
         self.actor = actor
         self.critic = critic if isinstance(critic, nn.Module) else Critics(list(critic))
+        self.grad_norms = GradNorms(actor, self.critic)
         first = critic if isinstance(critic, nn.Module) else critic[0]
         self.config = session_config({"env_name": "unknown", **dict(config or {})}, {
             "run_name": run_name, "log_dir": log_dir, "checkpoint_dir": checkpoint_dir})
@@ -115,7 +116,7 @@ class Watcher:
                  **metrics}
         values = {k: float(v.detach()) if isinstance(v, torch.Tensor) else float(v)
                   for k, v in given.items() if v is not None}
-        self.session.update({**values, **grad_norms(self.actor, self.critic)})
+        self.session.update({**values, **self.grad_norms()})
         return self.session.take()
 
     def after_eval(self, returns: Sequence[float],

@@ -82,11 +82,25 @@ class HookList:
     """Calls every hook in turn and hands what they find to `report` (the monitor)."""
 
     def __init__(self, hooks: list[Hook], report: Callable[[list[Finding]], None]) -> None:
-        self.hooks, self.report = hooks, report
+        self.report = report
+        self.hooks = hooks
+
+    @property
+    def hooks(self) -> list[Hook]:
+        return self._hooks
+
+    @hooks.setter
+    def hooks(self, hooks: list[Hook]) -> None:
+        self._hooks = list(hooks)
+        self._methods: dict[str, list[Callable[..., list[Finding]]]] = {}
 
     def _each(self, method: str, *args: Any) -> None:
-        for hook in self.hooks:
-            found = getattr(hook, method)(*args)
+        # Hooks that keep `Hook`'s no-op for a method are left out: this runs per env step.
+        if method not in self._methods:
+            self._methods[method] = [getattr(h, method) for h in self._hooks
+                                     if getattr(type(h), method) is not getattr(Hook, method)]
+        for call in self._methods[method]:
+            found = call(*args)
             if found:
                 self.report(found)
 
