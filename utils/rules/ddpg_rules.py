@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rltrain.utils.rules import RuleSpec
+from rltrain.utils.rules._remedies import lower
 
 SPECS = (
     RuleSpec(
@@ -32,7 +33,8 @@ SPECS = (
                    'does the same while its Q falls toward that return',
         check='if eval/mean_reward is not improving, the policy is the problem (see the other '
               'findings); if Q keeps rising above the return, use algo: td3, lower critic_lr or '
-              'gamma'),
+              'gamma',
+        remedy=lambda c: {"critic_lr": lower(c.critic_lr, 0.3)}),
     RuleSpec(
         name='dead_relu',
         section='diagnostics',
@@ -42,5 +44,7 @@ SPECS = (
         threshold=0.99,
         action='warn',
         hypothesis='if units die, then a share of hidden units is zero for every input',
-        check='lower learning rates; check input scaling'),
+        check='lower learning rates; check input scaling',
+        remedy=lambda c: {"actor_lr": lower(c.actor_lr, 0.3),
+                          "critic_lr": lower(c.critic_lr, 0.3)}),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rltrain.utils.rules import RuleSpec
+from rltrain.utils.rules._remedies import clip_norm
 
 SPECS = (
     RuleSpec(
@@ -26,7 +27,8 @@ SPECS = (
         action='warn',
         hypothesis="if a layer's gradient explodes, then its norm jumps far above its own "
                    'history',
-        check='clip gradients, lower the learning rate, check reward scale'),
+        check='clip gradients, lower the learning rate, check reward scale',
+        remedy=lambda c: {"grad_clip_norm": clip_norm(c)}),
     RuleSpec(
         name='value_policy_imbalance',
         section='diagnostics',

@@ -66,7 +66,8 @@ SPECS = (
                    'rewards (1/(1-gamma) steps) and never learns what pays off later in the '
                    'episode',
         check='raise gamma (0.99 looks about 100 steps ahead); below 1, so that Q stays bounded',
-        hint='--set gamma=0.99 (or what the task needs)'),
+        hint='--set gamma=0.99 (or what the task needs)',
+        remedy=lambda c: {"gamma": 0.99}),
     RuleSpec(
         name='small_replay',
         section='diagnostics',
