@@ -14,8 +14,8 @@ rule's check, which decides and words the findings (message, `suggested_set`):
   module here and its test;
 - the health rules (`health_rules/`, one module per rule): `RuleHook`s too, built and
   called in order by their family hook (utils/health.py);
-- the flow-1 rules (`*_rules.py`): only their specs; the diagnostics' hooks
-  (utils/diagnostics/) check them and find their spec here by name.
+- the flow-1 rules (`*_rules.py`): a `RuleCheck` per rule, which the diagnostics'
+  hooks (utils/diagnostics/) hand the statistics they collect.
 
 Nothing here imports torch or Gymnasium: the config schema is built from these specs
 when utils/config.py is imported.

@@ -1,5 +1,5 @@
 """What the older rules' remedies (`RuleSpec.remedy`, a finding's `suggested_set`) are
-made of, and the lookup by rule name for the hooks that fire rules they do not hold.
+made of, and the list of the rules that have one.
 
 Only keys that `rltrain resume --set` accepts (none of the keys fixed on resume:
 env_name, seed, algo, network and buffer sizes). Rules whose cause lies in the env or
@@ -29,9 +29,3 @@ def remedies() -> dict[str, Any]:
     from rltrain.utils.rules import all_specs
 
     return {name: spec.remedy for name, spec in all_specs().items() if spec.remedy}
-
-
-def remedy(rule: str, config: Any) -> dict[str, Any]:
-    """The proposed change for `rule` under `config` ({} where none is)."""
-    make = remedies().get(rule)
-    return {} if make is None else make(config)
