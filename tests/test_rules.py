@@ -50,6 +50,18 @@ def test_every_configurable_rule_has_one_check_beside_its_spec() -> None:
         assert spec in sys.modules[checks[name][0].__module__].SPECS, name
 
 
+def test_the_health_rules_are_built_by_their_family_hook_only(tmp_path: Path) -> None:
+    import torch
+
+    from rltrain.utils.health import HealthRules
+    from rltrain.utils.rules.health_rules import CHECKS, SPECS
+
+    health = HealthRules(tiny_config(tmp_path), obs_dim=3, device=torch.device("cpu"))
+    assert [rule.spec for rule in health.rules] == [cls.spec for cls in CHECKS]
+    assert sorted(s.name for s in SPECS) == sorted(cls.spec.name for cls in CHECKS)
+    assert not set(CHECKS) & set(hook_classes())  # never a second time as a rule hook
+
+
 def test_a_rule_option_is_a_config_key() -> None:
     raw = apply_overrides({}, ("monitor.eval_collapse.evaluations=4",
                                "monitor.eval_collapse.action=pause"))
