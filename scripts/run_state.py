@@ -262,9 +262,7 @@ class RunState:
         found = rules.check_patience(steps, evals_since_best)
         if self.counters.last_return is not None:
             found += rules.check_episode(steps, self.counters.last_return)
-        if not self.agent.parameters_finite():
-            found += rules.fire("non_finite", steps, "parameters",
-                                "the network parameters contain NaN/inf", on_weights=True)
+        found += rules.check_parameters(steps, self.agent.parameters_finite())
         if len(self.buffer):
             batch = self.buffer.newest(self.config.batch_size)
             found += rules.check_update(

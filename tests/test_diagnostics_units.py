@@ -419,22 +419,18 @@ def test_action_dimensions_that_act_only_together_count_for_both():
 def test_each_action_dimension_is_judged_and_one_unused_is_an_info_note():
     from rltrain.utils.config_loader import config_from_dict
     from rltrain.utils.diagnostics.action_effect import action_effect
-    from rltrain.utils.diagnostics.inputs import InputChecks
+    from rltrain.utils.rules import RuleContext
+    from rltrain.utils.rules.input_rules import IgnoredAction
 
     found = action_effect(_transitions(lambda a: a[0], actions=3))
     assert found["per_dimension"][0] > 4 and max(found["per_dimension"][1:]) < 1.5
-    reported = []
-    checks = InputChecks(config_from_dict({}), None, None,
-                         lambda *args, **kwargs: reported.append((args, kwargs)))
-    checks.effect = found
-    checks._check_action_effect(1000)
-    [(args, kwargs)] = reported
-    assert args[0] == "ignored_action" and args[2] == [1, 2] and kwargs == {"observation": True}
-    checks.effect = action_effect(_transitions(lambda a: 0.0, actions=3))
-    reported.clear()
-    checks._check_action_effect(1000)
-    [(args, kwargs)] = reported
-    assert args[2] < 1.5 and not kwargs and "does the env apply the action?" in args[3]
+    rule = IgnoredAction(RuleContext(config_from_dict({}), 1, 3))
+    [finding] = rule.check(1000, found)
+    assert finding.rule == "ignored_action" and finding.value == [1, 2] \
+        and finding.action == "info"  # an observation
+    [finding] = rule.check(1000, action_effect(_transitions(lambda a: 0.0, actions=3)))
+    assert finding.value < 1.5 and finding.action != "info" \
+        and "does the env apply the action?" in finding.message
 
 
 def test_the_action_effect_follows_each_env_in_a_vector_and_stops_at_episode_ends():
@@ -455,3 +451,20 @@ def test_the_action_effect_follows_each_env_in_a_vector_and_stops_at_episode_end
     assert action_effect(shifted, stride=1)["action_effect"] < 1.5  # the wrong env's rows
     cut = Batch(obs + torch.arange(2000.0)[:, None], *shifted[1:])  # every row a new episode
     assert action_effect(cut, stride=2)["lag"] == 0
+
+
+def test_the_reward_scale_rule_judges_the_largest_and_the_typical_reward():
+    from rltrain.utils.rules import RuleContext
+    from rltrain.utils.rules.reward_rules import RewardScale
+
+    rule = RewardScale(RuleContext(config_from_dict({}), 3, 1))  # threshold 3: 1e-3 .. 1e3
+    assert rule.check(9, {"max_abs": 16.0, "median_abs": 5.0}, 10) == []
+    [tiny] = rule.check(9, {"max_abs": 2e-4, "median_abs": 1e-4}, 10)
+    assert tiny.rule == "reward_scale" and tiny.value == 2e-4 and tiny.message == (
+        "the largest |reward| so far is 0.0002: rewards this small give the critic almost "
+        "nothing to fit") and tiny.suggested_set == {}
+    [large] = rule.check(9, {"max_abs": 5e4, "median_abs": 2e3}, 10)
+    assert large.value == 2e3 and "the typical |reward| is 2e+03" in large.message
+    off = RewardScale(RuleContext(config_from_dict(
+        {"diagnostics": {"reward_scale": {"action": "off"}}}), 3, 1))
+    assert off.check(9, {"max_abs": 2e-4, "median_abs": 1e-4}, 10) == []

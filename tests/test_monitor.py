@@ -125,6 +125,27 @@ def test_a_probe_of_restored_weights_says_so_and_skipped_no_step(tmp_path):
         is False
 
 
+def test_an_update_with_a_nan_is_non_finite_s_alone(tmp_path):
+    """Each health rule checks an update on its own; the explosion rules leave an update
+    with a NaN/inf metric to non_finite, also when non_finite is off."""
+    cpu = torch.device("cpu")
+    nan = {"critic_loss": float("nan"), "q_mean": 1e9, "critic_grad_norm": 1e9}
+    rules = HealthRules(tiny_config(tmp_path), obs_dim=3, device=cpu)
+    assert [f.rule for f in rules.check_update(7, nan)] == ["non_finite"]
+    off = HealthRules(tiny_config(tmp_path, monitor={"non_finite": {"action": "off"}}),
+                      obs_dim=3, device=cpu)
+    assert off.check_update(7, nan) == []
+    big = {"critic_loss": 2e6, "q_mean": -2e6, "critic_grad_norm": 2e6,
+           "actor_grad_norm": 2e6}
+    found = rules.check_update(7, big)
+    assert [(f.rule, f.message) for f in found] == [
+        ("critic_loss_explosion", "critic loss 2e+06 is above 1e+06"),
+        ("q_explosion", "mean Q -2e+06 is below -1e+06"),
+        ("grad_explosion", "critic gradient norm 2e+06 is above 1e+06"),
+        ("grad_explosion", "actor gradient norm 2e+06 is above 1e+06")]
+    assert found[1].suggested_set == {"critic_lr": 3e-5} and found[1].on_weights
+
+
 def test_rules_not_judged_on_the_weights_keep_their_own_hint(tmp_path):
     result, _ = train(tmp_path, **PLANTED["non_finite"])
     assert result.exit_code == 3 and "fix the env" in result.output, result.output

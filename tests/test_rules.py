@@ -3,6 +3,7 @@ generated from it, and rules that are their own hooks."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from rltrain.utils.config_loader import apply_overrides, config_from_dict
 from rltrain.utils.diagnostics.rules import RULES
 from rltrain.utils.evaluation import EvalResult
 from rltrain.utils.hooks import Evaluation
-from rltrain.utils.rules import RuleContext, all_specs, hook_classes, rule_hooks
+from rltrain.utils.rules import RuleCheck, RuleContext, all_specs, hook_classes, rule_hooks
 from rltrain.utils.rules.eval_collapse import EvalCollapse
 
 from conftest import tiny_config
@@ -27,6 +28,38 @@ def test_every_declared_rule_has_config_and_a_hypothesis() -> None:
             rule = getattr(getattr(config, spec.section), name)
             assert rule.action == spec.action
             assert getattr(rule, "threshold", None) == spec.threshold
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
+
+
+def test_every_configurable_rule_has_one_check_beside_its_spec() -> None:
+    """One home per rule: each rule set in `monitor` or `diagnostics` is checked by one
+    class, in the module that declares its spec (a family module, or the rule's own)."""
+    specs = all_specs()
+    checks: dict[str, list[type]] = {}
+    for cls in _subclasses(RuleCheck):
+        if "spec" in vars(cls):
+            checks.setdefault(cls.spec.name, []).append(cls)
+    for name, spec in specs.items():
+        if spec.section == "none":  # recorded by the trainer or the hook, never judged
+            assert name not in checks
+            continue
+        assert len(checks.get(name, ())) == 1, (name, checks.get(name))
+        assert spec in sys.modules[checks[name][0].__module__].SPECS, name
+
+
+def test_the_health_rules_are_built_by_their_family_hook_only(tmp_path: Path) -> None:
+    import torch
+
+    from rltrain.utils.health import HealthRules
+    from rltrain.utils.rules.health_rules import CHECKS, SPECS
+
+    health = HealthRules(tiny_config(tmp_path), obs_dim=3, device=torch.device("cpu"))
+    assert [rule.spec for rule in health.rules] == [cls.spec for cls in CHECKS]
+    assert sorted(s.name for s in SPECS) == sorted(cls.spec.name for cls in CHECKS)
+    assert not set(CHECKS) & set(hook_classes())  # never a second time as a rule hook
 
 
 def test_a_rule_option_is_a_config_key() -> None:

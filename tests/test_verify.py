@@ -15,10 +15,12 @@ from rltrain.scripts.resume import FIXED_ON_RESUME, resume_config
 from rltrain.scripts.verify import difference, fork_point, verdict
 from rltrain.utils.config import TrainConfig, config_to_dict
 from rltrain.utils.config_loader import apply_overrides, config_from_dict
-from rltrain.utils.rules._remedies import REMEDIES
+from rltrain.utils.rules._remedies import remedies
 from rltrain.utils.run_logger import read_jsonl
 
 from conftest import tiny_dict
+
+REMEDIES = remedies()  # every rule whose spec proposes a config change
 
 # A tiny run with both learning rates at 0.1, measured every 20 updates.
 FAULT = {"actor_lr": 0.1, "critic_lr": 0.1, "safe_mode": False, "max_timesteps": 400,
@@ -35,6 +37,12 @@ def check_suggestion(config: TrainConfig, suggested: dict) -> TrainConfig:
     resumed = resume_config({"config": config_to_dict(config)}, sets, "ck.pt")
     assert resumed == changed
     return changed
+
+
+def test_the_older_rules_with_a_config_remedy_declare_it_in_their_spec() -> None:
+    assert sorted(REMEDIES) == ["critic_loss_explosion", "dead_relu", "exploding_gradient",
+                                "grad_explosion", "q_explosion", "q_overestimation",
+                                "short_horizon"]
 
 
 @pytest.mark.parametrize("rule", sorted(REMEDIES))

@@ -20,7 +20,6 @@ import numpy as np
 from rltrain.utils.agent_view import AgentView
 from rltrain.utils.checkpoint import write_json
 from rltrain.utils.config import TrainConfig
-from rltrain.utils.config_schema import rules_of
 from rltrain.utils.diagnostics import ddpg_checks, plots, snapshots
 from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.inputs import InputChecks
@@ -28,9 +27,9 @@ from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
 from rltrain.utils.diagnostics.timing import hook_method, load_libraries, timed
 from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
-from rltrain.utils.monitor import Finding, make_rule
+from rltrain.utils.monitor import Finding
 from rltrain.utils.replay_buffer import ReplayBuffer
-from rltrain.utils.rules._remedies import remedy
+from rltrain.utils.rules import RuleContext, ddpg_rules, reward_rules, state_action_rules
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
 
@@ -48,17 +47,18 @@ class Flow1Diagnostics(Hook):
         self.agent, self.buffer, self.paths, self.logger = agent, buffer, paths, logger
         self.say, self.env_steps = say, 0
         self.pending: list[Finding] = []  # made during the hook method being called
-        self.rules = {name: make_rule(name, rule.threshold, rule.action, config.safe_mode)
-                      for name, rule in rules_of(self.settings).items()}
         low, high = agent.action_low, agent.action_high
         self.low, self.high = low, high
+        context = RuleContext(config, obs_dim, len(low), agent)
+        self.reward_rules = [cls(context) for cls in reward_rules.CHECKS]
+        self.cluster_rules = {cls.spec.name: cls(context) for cls in state_action_rules.CHECKS}
+        self.ddpg = {cls.spec.name: cls(context) for cls in ddpg_rules.CHECKS}
         self.reward = RewardAnalyzer(self.settings.window_size, config.num_envs)
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
                                   config.num_envs)
         self.collecting_before_eval = self.map.collecting  # see on_eval_start
-        self.gradients = GradientWatch(agent, buffer, self.settings, config.batch_size,
-                                       logger, paths, self._finding)
-        self.inputs = InputChecks(config, buffer, logger, self._finding)
+        self.gradients = GradientWatch(context, buffer, logger, paths, self._report)
+        self.inputs = InputChecks(context, buffer, logger, self._report)
         self.episode_drop = DropDetector(self.settings.trace_drop)
         self.eval_drop = DropDetector(self.settings.trace_drop)
         self.recent_returns: deque[float] = deque(maxlen=5)
@@ -85,10 +85,8 @@ class Flow1Diagnostics(Hook):
             self._heatmap(self.env_steps)
 
     # ---------------------------------------------------------------- findings
-    def _finding(self, rule: str, env_steps: int, value: Any, message: str,
-                 observation: bool = False) -> None:
-        self.pending += self.rules[rule].fire(env_steps, value, message, observation,
-                                              suggested_set=remedy(rule, self.config))
+    def _report(self, found: list[Finding]) -> None:
+        self.pending += found
 
     # ------------------------------------------------------------ loop hooks
     @timed
@@ -111,38 +109,14 @@ class Flow1Diagnostics(Hook):
         if stats is not None:
             self.logger.scalars(env_steps, {f"flow1/reward_{k}": v for k, v in stats.items()})
             self.logger.diagnostic("reward", env_steps, **stats)
-            self._reward_findings(env_steps, stats)
+            for rule in self.reward_rules:
+                self.pending += rule.check(env_steps, stats, len(self.reward.episodes))
         self.recent_returns.append(episode.episode_return)
         if len(self.recent_returns) == self.recent_returns.maxlen:
             baseline = self.episode_drop.update(float(np.mean(self.recent_returns)))
             if baseline is not None:
                 self._trace(env_steps, f"episode returns fell below their baseline "
                                        f"{baseline:.1f}")
-
-    def _reward_findings(self, env_steps: int, stats: dict[str, float]) -> None:
-        s = self.settings
-        if stats["penalty_share"] > s.reward_spikes.threshold:
-            self._finding("reward_spikes", env_steps, round(stats["penalty_share"], 4),
-                          f"rare penalties beyond 6 sigma carry {stats['penalty_share']:.0%} "
-                          f"of the below-mean reward mass (kurtosis {stats['kurtosis']:.0f})")
-        if stats["bonus_share"] > s.sparse_reward.threshold:
-            self._finding("sparse_reward", env_steps, round(stats["bonus_share"], 4),
-                          f"rare bonuses beyond 6 sigma carry {stats['bonus_share']:.0%} of "
-                          "the above-mean reward mass", observation=True)
-        if stats["cv"] <= s.constant_reward.threshold:
-            self._finding("constant_reward", env_steps, stats["cv"],
-                          f"the rewards of the last {len(self.reward.episodes)} episodes do "
-                          f"not vary (mean {stats['mean']:.4g}, std {stats['std']:.3g}): they "
-                          "say nothing about the actions, so there is nothing to learn")
-        limit = 10.0 ** s.reward_scale.threshold
-        if stats["max_abs"] < 1 / limit:
-            self._finding("reward_scale", env_steps, stats["max_abs"],
-                          f"the largest |reward| so far is {stats['max_abs']:.3g}: rewards "
-                          "this small give the critic almost nothing to fit")
-        elif stats["median_abs"] > limit:
-            self._finding("reward_scale", env_steps, stats["median_abs"],
-                          f"the typical |reward| is {stats['median_abs']:.3g}: targets this "
-                          "large make the critic's loss explode")
 
     @hook_method
     def on_update(self, update: Update) -> None:
@@ -189,15 +163,8 @@ class Flow1Diagnostics(Hook):
         self.logger.scalars(env_steps, {f"flow1/{k}": v for k, v in q.items()})
         self.logger.scalars(env_steps, {f"flow1/dead_relu/{k}": v for k, v in dead.items()})
         self.logger.diagnostic("ddpg", env_steps, **q, dead_relu=dead)
-        warm = self.agent.updates() >= self.settings.q_warmup_updates
-        if warm and q["q_overestimation"] > self.settings.q_overestimation.threshold:
-            self._finding("q_overestimation", env_steps, round(q["q_overestimation"], 4),
-                          f"Q at the start states is {q['q_estimate']:.1f} but the episodes "
-                          f"obtained {q['q_obtained']:.1f} (discounted)")
-        worst = max(dead.items(), key=lambda kv: kv[1], default=None)
-        if worst and worst[1] > self.settings.dead_relu.threshold:
-            self._finding("dead_relu", env_steps, round(worst[1], 4),
-                          f"{worst[1]:.1%} of layer {worst[0]}'s units are never active")
+        self.pending += (self.ddpg["q_overestimation"].check(env_steps, q, self.agent.updates())
+                         + self.ddpg["dead_relu"].check(env_steps, dead))
         baseline = self.eval_drop.update(result.mean)
         if baseline is not None:
             self._trace(env_steps, f"eval return {result.mean:.1f} fell below its baseline "
@@ -232,27 +199,12 @@ class Flow1Diagnostics(Hook):
                                png=str(folder / f"heatmap_step_{env_steps}.png"),
                                verdicts={k: len(v) for k, v in view.verdicts.items()})
         self._cluster_findings(env_steps, view)
-        if saturation is not None and saturation > self.settings.action_saturation.threshold:
-            self._finding("action_saturation", env_steps, round(saturation, 4),
-                          f"{saturation:.1%} of the policy's actions are within 1% of the "
-                          "action bounds (tanh saturated)")
+        self.pending += self.ddpg["action_saturation"].check(env_steps, saturation)
 
     def _cluster_findings(self, env_steps: int, view: ClusterView) -> None:
         for rule, found in view.verdicts.items():
-            if not found:
-                continue
-            bad = sorted({c for c, _ in found} & set(view.dropped))
-            clusters = sorted({c for c, _ in found})
-            if bad:
-                self._finding(rule, env_steps, bad,
-                              f"clusters {bad} are {rule.split('_')[0]} and their "
-                              f"return-to-go dropped by more than "
-                              f"{self.settings.trace_drop:.0%} since the last heatmap")
-            else:
-                self._finding(rule, env_steps, clusters,
-                              f"{len(clusters)} of {len(view.counts)} clusters "
-                              f"{rule.split('_')[0]} (an observation; no outcome dropped)",
-                              observation=True)
+            self.pending += self.cluster_rules[rule].check(env_steps, found, view.dropped,
+                                                           len(view.counts))
 
     # ------------------------------------------------------------- snapshots
     def snapshot(self, env_steps: int, label: str) -> None:

@@ -27,13 +27,13 @@ import math
 from collections import deque
 from typing import Any, Callable
 
-import numpy as np
 import torch
 from torch import nn
 
-from rltrain.utils.agent_view import AgentView
 from rltrain.utils.checkpoint import save_tensors, write_json
+from rltrain.utils.monitor import Finding
 from rltrain.utils.replay_buffer import ReplayBuffer
+from rltrain.utils.rules import RuleContext, gradient_rules
 from rltrain.utils.run_logger import RunLogger
 from rltrain.utils.runs import RunPaths
 
@@ -73,17 +73,8 @@ class GradientVerdicts:
                 reward_scale: float = 1.0) -> str:
         """`strongest`: the largest weight-matrix gradient norm of the same network;
         `reward_scale`: the largest |reward| so far (1 before any reward)."""
-        s = self.settings
-        if norm is None or norm == 0.0:
-            return "broken"
-        if (name.endswith("weight") and strongest > 0
-                and norm / strongest < s.vanishing_gradient.threshold):
-            return "vanishing"
-        past = self.history.get(name)
-        if (past and len(past) >= 5 and norm > s.exploding_gradient_min_norm
-                and norm / reward_scale > s.exploding_gradient.threshold * np.median(past)):
-            return "exploding"
-        return "ok"
+        return gradient_rules.verdict(self.settings, name, norm, strongest,
+                                      self.history.get(name), reward_scale)
 
     def review(self, network: str, layers: dict[str, float | None],
                reward_scale: float = 1.0) -> dict[str, str]:
@@ -141,12 +132,15 @@ class DropDetector:
 class GradientWatch:
     """Records per-layer gradient norms after updates and traces them after reward drops."""
 
-    def __init__(self, agent: AgentView, buffer: ReplayBuffer, settings: Any, batch_size: int,
-                 logger: RunLogger, paths: RunPaths, finding: Callable[..., None]) -> None:
-        self.agent, self.buffer, self.settings = agent, buffer, settings
-        self.batch_size = batch_size
-        self.logger, self.paths, self.finding = logger, paths, finding
-        self.verdicts = GradientVerdicts(settings)
+    def __init__(self, context: RuleContext, buffer: ReplayBuffer, logger: RunLogger,
+                 paths: RunPaths, report: Callable[[list[Finding]], None]) -> None:
+        config = context.config
+        self.agent, self.buffer, self.settings = context.view, buffer, config.diagnostics
+        self.batch_size = config.batch_size
+        self.logger, self.paths, self.report = logger, paths, report
+        self.verdicts = GradientVerdicts(self.settings)
+        self.layer_rules = [cls(context) for cls in gradient_rules.LAYER_RULES]
+        self.imbalance = gradient_rules.ValuePolicyImbalance(context)
         self.last_trace: int | None = None
 
     def record(self, env_steps: int, actor_pre_clip: float | None,
@@ -180,17 +174,11 @@ class GradientWatch:
         return math.inf if critic_rel > 0 else 0.0
 
     def _findings(self, env_steps: int, verdicts: dict, norms: dict, balance: float) -> None:
-        for verdict, rule in (("broken", "broken_gradient"), ("vanishing", "vanishing_gradient"),
-                              ("exploding", "exploding_gradient")):
+        for rule in self.layer_rules:
             layers = {f"{net}.{name}": norms[net][name] for net, found in verdicts.items()
-                      for name, v in found.items() if v == verdict}
-            if layers:
-                self.finding(rule, env_steps, layers,
-                             f"{verdict} gradient in {', '.join(layers)}")
-        if balance > self.settings.value_policy_imbalance.threshold:
-            self.finding("value_policy_imbalance", env_steps, round(balance, 3),
-                         f"the critic's relative gradient is {balance:.1f}x the actor's"
-                         if math.isfinite(balance) else "the actor gets no gradient at all")
+                      for name, v in found.items() if v == rule.verdict}
+            self.report(rule.check(env_steps, layers))
+        self.report(self.imbalance.check(env_steps, balance))
 
     def trace(self, env_steps: int, reason: str, cooldown: int, max_abs_reward: float) -> None:
         """Snapshot the newest batch and parameters; write per-layer norms and verdicts."""
@@ -215,12 +203,10 @@ class GradientWatch:
                     **{k: net.state_dict() for k, net in self.agent.networks().items()}}
         save_tensors(folder / f"critical_snapshot_step_{env_steps}.pt", snapshot)
         self.logger.diagnostic("trace", env_steps, reason=reason, file=str(trace_file))
-        for verdict, rule in (("broken", "broken_gradient"), ("vanishing", "vanishing_gradient")):
+        for rule in (r for r in self.layer_rules if r.in_trace):
             found = [f"{n}.{k}" for n, per in layers.items() for k, v in per.items()
-                     if v["verdict"] == verdict]
-            if found:
-                self.finding(rule, env_steps, found, f"gradient trace after a reward drop "
-                                                     f"({reason}): {', '.join(found)}")
+                     if v["verdict"] == rule.verdict]
+            self.report(rule.check_trace(env_steps, found, reason))
 
     def state_dict(self) -> dict[str, Any]:
         return {"history": self.verdicts.state_dict(), "last_trace": self.last_trace}

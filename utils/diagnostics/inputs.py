@@ -2,30 +2,9 @@
 
 A review that planted common faults in Pendulum found runs that learn nothing while
 the reward, gradient and action rules stay quiet, because the fault is in what goes
-into learning, not in how the networks respond to it. These rules look there:
-
-- `observation_scale`: an observation dimension orders of magnitude from unit scale:
-  its RMS over the newest transitions, over sqrt(obs_dim), above 10^threshold. That is
-  what the dimension adds to a first-layer unit at the default initialisation (weights
-  of scale 1/sqrt(fan_in)), so many large dimensions among many (Humanoid's contact
-  forces, RMS up to about 570 among 348: 31) count less than one among three (Pendulum's
-  velocity x1000: 3685). Such a dimension drives the first layers alone, and the
-  critic's targets with it; unnormalised velocities or positions in millimetres.
-- `frozen_observation`: no env step changed any observation dimension over the newest
-  `threshold` transitions: a `step` that returns a stale observation. Some dimensions
-  unchanged are only noted (info): standard envs have them by design (Reacher's and
-  Pusher's goals within an episode, Ant's and Humanoid's contact forces of bodies not
-  touching anything), though a stuck sensor looks the same.
-- `time_limit_terminal`: `threshold` episodes in a row ended `terminated` at one and
-  the same length. A time limit reported as the task's end (instead of `truncated`) tells
-  the critic that those states are worth nothing more: code that stores
-  `done = terminated or truncated` does this.
-- `short_horizon`: the discount's horizon 1/(1-gamma) below `threshold` of the mean
-  episode length: rewards more than a few steps ahead barely count.
-- `small_replay`: a replay buffer of fewer than `threshold` batches: every batch is a
-  large sample of the same few, newest, correlated transitions.
-- `ignored_action`: the warm-up's random actions changed neither the observations nor
-  the reward by more than chance would (`action_effect.py`): the env does not apply them.
+into learning, not in how the networks respond to it. Six rules look there
+(utils/rules/input_rules.py says what each one judges, and why); this module measures
+what they judge and hands it to them.
 
 The observation checks read the replay buffer's newest rows at the first update and
 every `grad_freq` updates after it (one reduction over at most `max(frozen rows, 1000)`
@@ -42,9 +21,10 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from rltrain.utils.config import TrainConfig
-from rltrain.utils.diagnostics.action_effect import MAX_LAG, ROWS, action_effect
+from rltrain.utils.diagnostics.action_effect import ROWS, action_effect
+from rltrain.utils.monitor import Finding
 from rltrain.utils.replay_buffer import Batch, ReplayBuffer
+from rltrain.utils.rules import RuleContext, input_rules
 from rltrain.utils.run_logger import RunLogger
 
 MIN_EPISODES = 5  # episodes before the horizon is compared with their mean length
@@ -105,36 +85,27 @@ class EpisodeEnds:
         self.streak, self.streak_length = state["streak"], state["streak_length"]
 
 
-Report = Callable[..., None]  # (rule, env_steps, value, message, observation=False)
-
-
 class InputChecks:
-    """The six rules above; `finding(rule, env_steps, value, message[, observation])`
-    reports one (`observation`: info only)."""
+    """The statistics of the six rules above, handed to their checks
+    (utils/rules/input_rules.py); `report` takes the findings they return."""
 
-    def __init__(self, config: TrainConfig, buffer: ReplayBuffer, logger: RunLogger,
-                 finding: Report) -> None:
-        self.config, self.settings = config, config.diagnostics
-        self.buffer, self.logger, self.finding = buffer, logger, finding
+    def __init__(self, context: RuleContext, buffer: ReplayBuffer, logger: RunLogger,
+                 report: Callable[[list[Finding]], None]) -> None:
+        self.config = context.config
+        self.settings = self.config.diagnostics
+        self.buffer, self.logger, self.report = buffer, logger, report
+        self.rules = {cls.spec.name: cls(context) for cls in input_rules.CHECKS}
         self.episodes = EpisodeEnds(self.settings.window_size)
         self.started = False  # this process has updated: checked again after a resume
         self.effect: dict[str, Any] | None = None  # the action's, measured at update 1
 
     def on_episode_end(self, env_steps: int, length: int, terminated: bool) -> None:
-        s = self.settings
-        self.episodes.add(length, terminated)
-        if self.episodes.streak >= s.time_limit_terminal.threshold:
-            self.finding("time_limit_terminal", env_steps, self.episodes.streak,
-                         f"the last {self.episodes.streak} episodes all ended `terminated` "
-                         f"at exactly {self.episodes.streak_length} steps: if that is a time "
-                         "limit, the critic learns that nothing follows those states")
-        share = self.episodes.horizon_share(self.config.gamma)
-        if share is not None and share < s.short_horizon.threshold:
-            horizon = 1.0 / (1.0 - self.config.gamma)
-            self.finding("short_horizon", env_steps, round(share, 4),
-                         f"gamma {self.config.gamma:g} looks about {horizon:.3g} steps ahead, "
-                         f"{share:.1%} of the mean episode length "
-                         f"{np.mean(self.episodes.lengths):.0f}")
+        episodes = self.episodes
+        episodes.add(length, terminated)
+        self.report(self.rules["time_limit_terminal"].check(env_steps, episodes.streak,
+                                                            episodes.streak_length)
+                    + self.rules["short_horizon"].check(
+                        env_steps, episodes.horizon_share(self.config.gamma), episodes.lengths))
 
     def after_update(self, env_steps: int, updates: int) -> None:
         """The replay size and the action's effect at the first update of this process
@@ -143,20 +114,12 @@ class InputChecks:
         update and every grad_freq updates after it."""
         if not self.started:
             self.started = True
-            self._check_replay(env_steps)
+            self.report(self.rules["small_replay"].check(env_steps))
             if updates == 1:
                 self._measure_action_effect(env_steps)
-            self._check_action_effect(env_steps)
+            self.report(self.rules["ignored_action"].check(env_steps, self.effect))
         if (updates - 1) % self.settings.grad_freq == 0:
             self._check_observations(env_steps)
-
-    def _check_replay(self, env_steps: int) -> None:
-        batches = self.config.replay_buffer_size / self.config.batch_size
-        if batches < self.settings.small_replay.threshold:
-            self.finding("small_replay", env_steps, round(batches, 2),
-                         f"the replay buffer's capacity is {self.config.replay_buffer_size} "
-                         f"transitions, {batches:.3g} batches of {self.config.batch_size}: "
-                         "the batches keep drawing on the same few, newest transitions")
 
     def _warmup(self, env_steps: int) -> Batch | None:
         """At the first update: the newest ROWS transitions of the warm-up's random
@@ -176,29 +139,8 @@ class InputChecks:
             "action_effect": None, "rows": min(len(self.buffer), self.config.learning_starts),
             "why": f"fewer than {ROWS} warm-up transitions (learning_starts)"}))
 
-    def _check_action_effect(self, env_steps: int) -> None:
-        effect, threshold = self.effect, self.settings.ignored_action.threshold
-        if effect is None or not effect["observations_moved"]:  # frozen_observation's case
-            return
-        idle = [d for d, e in enumerate(effect["per_dimension"]) if e < threshold]
-        echoed = (f"; observation(s) {effect['echoes']} repeat the action and do not count"
-                  if effect["echoes"] else "")
-        if len(idle) == len(effect["per_dimension"]):
-            self.finding("ignored_action", env_steps, effect["action_effect"],
-                         f"the warm-up's {effect['rows']} random actions changed neither the "
-                         f"observations nor the reward more than chance would, within "
-                         f"{MAX_LAG} steps (strongest link {effect['action_effect']:.2f} of "
-                         f"chance's){echoed}: does the env apply the action?")
-        elif idle:  # an action input unused by design looks the same
-            self.finding("ignored_action", env_steps, idle,
-                         f"action dimension(s) {idle} of {len(effect['per_dimension'])} "
-                         "changed neither the observations nor the reward more than chance "
-                         f"would in the warm-up{echoed}", observation=True)
-
     def _check_observations(self, env_steps: int) -> None:
-        # A buffer smaller than the threshold is judged once it is full.
-        frozen_rows = max(1, min(int(self.settings.frozen_observation.threshold),
-                                 self.buffer.capacity))
+        frozen_rows = self.rules["frozen_observation"].rows(self.buffer.capacity)
         rows = min(len(self.buffer), max(frozen_rows, SCALE_ROWS))
         batch = self.buffer.newest(rows)
         stats = observation_stats(batch.obs, batch.next_obs, frozen_rows)
@@ -206,25 +148,9 @@ class InputChecks:
         self.logger.diagnostic("inputs", env_steps, observation_rms=rms,
                                observation_scale=stats["scale"],
                                frozen=frozen if rows >= frozen_rows else None, rows=rows)
-        worst = int(np.argmax(rms))
-        if stats["scale"] > 10.0 ** self.settings.observation_scale.threshold:
-            self.finding("observation_scale", env_steps, round(stats["scale"], 4),
-                         f"observation dimension {worst} has RMS {rms[worst]:.3g} over the "
-                         f"newest {min(rows, SCALE_ROWS)} transitions ({stats['scale']:.3g} "
-                         f"over sqrt({len(rms)}) dimensions): it drives the first layers and "
-                         "the critic's targets alone")
-        if len(frozen) == len(rms):
-            self.finding("frozen_observation", env_steps, frozen,
-                         f"no env step changed any of the {len(rms)} observation dimensions "
-                         f"over the newest {frozen_rows} transitions: the agent cannot see "
-                         "its state move")
-        elif frozen:  # goals, contact forces of bodies not touching: often by design
-            named = f"{frozen[:10]}" + (f" and {len(frozen) - 10} more" if len(frozen) > 10
-                                        else "")
-            self.finding("frozen_observation", env_steps, frozen,
-                         f"observation dimension(s) {named} of {len(rms)}: no env step "
-                         f"changed them over the newest {frozen_rows} transitions",
-                         observation=True)
+        self.report(self.rules["observation_scale"].check(env_steps, stats, rows, SCALE_ROWS)
+                    + self.rules["frozen_observation"].check(env_steps, frozen, len(rms),
+                                                             frozen_rows))
 
     def state_dict(self) -> dict[str, Any]:
         return {"episodes": self.episodes.state_dict(), "action_effect": self.effect}

@@ -1,22 +1,16 @@
-"""Reward-signal analysis over a window of recent episodes .
+"""Reward-signal statistics over a window of recent episodes.
 
 The textbook statistics are kept and logged (coefficient of variation, now on |mean|,
 since its formula breaks for negative rewards; the share of |z| > 3 steps; the trend
-of the episode return), but the findings use statistics that separate healthy from
-broken signals (see the calibration in the docs' page on diagnosing a run):
+of the episode return), but the reward rules (utils/rules/reward_rules.py, which says
+how each one uses them) judge statistics that separate healthy from broken signals:
 
 - `penalty_share`: the share of the below-mean deviation mass carried by steps more
-  than 6 standard deviations below the mean. Light-tailed signals have none; a rare
-  large penalty (a "x1000 collision penalty") carries most of it. A plain
-  |z| > 3 share cannot see this: for a two-level reward it is at most 10%.
-- `bonus_share`: the same for steps above the mean: rare large bonuses (sparse reward).
-- `cv`: std / |mean| over the window; `constant_reward` fires when it is (about) zero:
-  rewards that never vary carry no signal about the actions.
-- `max_abs`, `median_abs`: the scale of the rewards. `reward_scale` fires when even the
-  largest reward seen so far is orders of magnitude below 1 (rewards scaled by 1e-5
-  make the critic's targets vanish), or the typical (median) one far above it. The
-  largest ever seen, not a window statistic: a policy that learned to avoid action
-  costs (MountainCarContinuous standing still) makes recent rewards legitimately tiny.
+  than 6 standard deviations below the mean.
+- `bonus_share`: the same for steps above the mean.
+- `cv`: std / |mean| over the window.
+- `max_abs`, `median_abs`: the scale of the rewards; `max_abs` is the largest ever
+  seen, not a window statistic.
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rltrain.utils.rules import state_action_rules
+
 MIN_CLUSTER_SAMPLES = 20
 MIN_SAMPLES = 200
 KMEANS_ITERATIONS = 20
@@ -192,7 +194,6 @@ class StateActionMap:
                            centroids)
 
     def _verdicts(self, probs: np.ndarray, counts: np.ndarray) -> dict[str, list]:
-        s = self.settings
         top = probs.max(axis=2)  # [clusters, action_dim]
         with np.errstate(divide="ignore", invalid="ignore"):
             entropy = -np.nansum(np.where(probs > 0, probs * np.log(probs), 0.0), axis=2)
@@ -201,12 +202,9 @@ class StateActionMap:
         verdicts: dict[str, list] = {"fixated_cluster": [], "chaotic_cluster": [],
                                      "blind_cluster": []}
         for c, d in zip(*np.nonzero(enough[:, None] & np.ones_like(top, bool)), strict=True):
-            if top[c, d] >= s.fixated_cluster.threshold:
-                verdicts["fixated_cluster"].append((int(c), int(d)))
-            elif entropy[c, d] >= s.chaotic_cluster.threshold:
-                verdicts["chaotic_cluster"].append((int(c), int(d)))
-            elif top[c, d] < s.blind_cluster.threshold:
-                verdicts["blind_cluster"].append((int(c), int(d)))
+            rule = state_action_rules.verdict(self.settings, top[c, d], entropy[c, d])
+            if rule is not None:
+                verdicts[rule].append((int(c), int(d)))
         return verdicts
 
     def _dropped(self, outcome: np.ndarray) -> list[int]:

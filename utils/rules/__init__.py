@@ -7,12 +7,15 @@ hints printed when it pauses a run. The config schema (utils/config.py), `rltrai
 diagnose`, the resume hints and the rule reference in the docs are all generated from
 the specs.
 
-The specs live in this package, one module per rule or per family of rules. A module
-that also holds the rule's check defines a `RuleHook` subclass beside its spec: the
-trainer (and any integration) builds one of each from `rule_hooks()`, so a new rule is
-one new module here and its test. The older families (the health rules, the flow-1
-diagnostics) keep their checks in their hooks (utils/health.py, utils/diagnostics/) and
-find their spec here by name.
+The specs live in this package, one module per rule or per family of rules, beside the
+rule's check, which decides and words the findings (message, `suggested_set`):
+- a `RuleHook` subclass, a rule that is its own hook. The trainer (and any integration)
+  builds one of each module's `RuleHook`s from `rule_hooks()`, so a new rule is one new
+  module here and its test;
+- the health rules (`health_rules/`, one module per rule): `RuleHook`s too, built and
+  called in order by their family hook (utils/health.py);
+- the flow-1 rules (`*_rules.py`): a `RuleCheck` per rule, which the diagnostics'
+  hooks (utils/diagnostics/) hand the statistics they collect.
 
 Nothing here imports torch or Gymnasium: the config schema is built from these specs
 when utils/config.py is imported.
@@ -25,13 +28,13 @@ import importlib
 import pkgutil
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from rltrain.utils.hooks import Hook
 
 if TYPE_CHECKING:
     from rltrain.utils.agent_view import AgentView
-    from rltrain.utils.monitor import Rule
+    from rltrain.utils.monitor import Finding, Rule
 
 Section = Literal["monitor", "diagnostics", "none"]
 
@@ -65,6 +68,9 @@ class RuleSpec:
     group: str = "Training set-up"  # its section in the rule reference
     options: tuple[Option, ...] = ()
     config_class: type | None = None  # a custom config section instead of the generated one
+    # The config change proposed as the fix, from the run's config: the findings'
+    # `suggested_set` (None where no config change is the remedy).
+    remedy: Callable[[Any], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,11 +83,14 @@ class RuleContext:
     action_dim: int
     view: AgentView | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    device: Any = None  # the torch.device the agent trains on (None: the CPU)
 
 
-class RuleHook(Hook):
-    """A rule that is its own hook: `spec` says what it is, the hook methods check it and
-    return `self.rule.fire(...)`. `self.rule` has the configured threshold and action;
+class RuleCheck:
+    """One rule's decision and words: `spec` says what it is; whoever has the rule's data
+    (its own hook, or a family hook that collects the statistics of several rules, as
+    the flow-1 diagnostics do) hands it over, and the rule returns `self.fire(...)`
+    findings. `self.rule` has the configured threshold and action (from `configured()`);
     `self.settings` the rule's whole config section (its options too)."""
 
     spec: RuleSpec
@@ -93,8 +102,30 @@ class RuleHook(Hook):
 
         self.context = context
         self.settings = getattr(getattr(context.config, self.spec.section), self.spec.name)
-        self.rule: Rule = make_rule(self.spec.name, self.settings.threshold,
-                                    self.settings.action, context.config.safe_mode)
+        threshold, action = self.configured()
+        self.rule: Rule = make_rule(self.spec.name, threshold, action,
+                                    context.config.safe_mode)
+
+    def configured(self) -> tuple[Any, str]:
+        """The rule's threshold and action: its config section's, unless it says where
+        else they come from (`RuleSpec.fixed_threshold`)."""
+        return self.settings.threshold, self.settings.action
+
+    def fire(self, env_steps: int, value: Any, message: str,
+             **how: Any) -> list[Finding]:
+        """This rule's finding (none when it is off), with the spec's remedy as its
+        `suggested_set` unless `how` gives one; `how`: the rest of `Rule.fire`'s keys."""
+        if "suggested_set" not in how and self.spec.remedy is not None:
+            how["suggested_set"] = self.spec.remedy(self.context.config)
+        return self.rule.fire(env_steps, value, message, **how)
+
+
+class RuleHook(RuleCheck, Hook):
+    """A rule that is its own hook: its hook methods check it and return `self.fire(...)`
+    findings (see `RuleCheck`)."""
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
         self.name = f"rule:{self.spec.name}"
 
 
@@ -120,7 +151,7 @@ def spec(name: str) -> RuleSpec:
 
 
 def hook_classes() -> list[type[RuleHook]]:
-    """The rules that are their own hooks."""
+    """The rules that are their own hooks (a subpackage's are its family hook's)."""
     return [value for module in _modules() for value in vars(module).values()
             if isinstance(value, type) and issubclass(value, RuleHook)
             and value is not RuleHook and value.__module__ == module.__name__]

@@ -1,5 +1,5 @@
-"""The config change proposed by the older rules (health rules, flow-1 diagnostics)
-whose remedy is a config change: rule name -> `suggested_set` for a config.
+"""What the older rules' remedies (`RuleSpec.remedy`, a finding's `suggested_set`) are
+made of, and the list of the rules that have one.
 
 Only keys that `rltrain resume --set` accepts (none of the keys fixed on resume:
 env_name, seed, algo, network and buffer sizes). Rules whose cause lies in the env or
@@ -8,34 +8,24 @@ the reward (spikes, scale, a stale observation) propose none.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 LR_FLOOR = 1e-5
 
 
-def _lower(value: float, factor: float) -> float:
+def lower(value: float, factor: float) -> float:
+    """A learning rate `factor` times `value`, not below LR_FLOOR, to 3 digits."""
     return float(f"{max(value * factor, LR_FLOOR):.3g}")
 
 
-def _clip(config: Any) -> float:
+def clip_norm(config: Any) -> float:
+    """A gradient clip norm: 1, or half of today's where that is already 1 or less."""
     clip = config.grad_clip_norm
     return 1.0 if clip is None or clip > 1.0 else float(f"{clip / 2:.3g}")
 
 
-REMEDIES: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "critic_loss_explosion": lambda c: {"critic_lr": _lower(c.critic_lr, 0.1),
-                                        "grad_clip_norm": _clip(c)},
-    "q_explosion": lambda c: {"critic_lr": _lower(c.critic_lr, 0.1)},
-    "grad_explosion": lambda c: {"grad_clip_norm": _clip(c)},
-    "exploding_gradient": lambda c: {"grad_clip_norm": _clip(c)},
-    "q_overestimation": lambda c: {"critic_lr": _lower(c.critic_lr, 0.3)},
-    "dead_relu": lambda c: {"actor_lr": _lower(c.actor_lr, 0.3),
-                            "critic_lr": _lower(c.critic_lr, 0.3)},
-    "short_horizon": lambda c: {"gamma": 0.99},
-}
+def remedies() -> dict[str, Any]:
+    """Every rule whose spec proposes a config change: name -> its remedy."""
+    from rltrain.utils.rules import all_specs
 
-
-def remedy(rule: str, config: Any) -> dict[str, Any]:
-    """The proposed change for `rule` under `config` ({} where none is)."""
-    make = REMEDIES.get(rule)
-    return {} if make is None else make(config)
+    return {name: spec.remedy for name, spec in all_specs().items() if spec.remedy}

@@ -1,8 +1,19 @@
-"""The DDPG checks' rules; checks in utils/diagnostics/ddpg_checks.py and flow1.py."""
+"""The DDPG checks' rules: saturated actions, Q over-estimation, dead ReLUs.
+
+Their statistics are measured by utils/diagnostics/ddpg_checks.py (Q, dead units) and
+the state-action map (saturation); the flow-1 hook hands them to the checks here, after
+each evaluation and each heatmap.
+"""
 
 from __future__ import annotations
 
-from rltrain.utils.rules import RuleSpec
+from typing import TYPE_CHECKING
+
+from rltrain.utils.rules import RuleCheck, RuleSpec
+from rltrain.utils.rules._remedies import lower
+
+if TYPE_CHECKING:
+    from rltrain.utils.monitor import Finding
 
 SPECS = (
     RuleSpec(
@@ -32,7 +43,8 @@ SPECS = (
                    'does the same while its Q falls toward that return',
         check='if eval/mean_reward is not improving, the policy is the problem (see the other '
               'findings); if Q keeps rising above the return, use algo: td3, lower critic_lr or '
-              'gamma'),
+              'gamma',
+        remedy=lambda c: {"critic_lr": lower(c.critic_lr, 0.3)}),
     RuleSpec(
         name='dead_relu',
         section='diagnostics',
@@ -42,5 +54,48 @@ SPECS = (
         threshold=0.99,
         action='warn',
         hypothesis='if units die, then a share of hidden units is zero for every input',
-        check='lower learning rates; check input scaling'),
+        check='lower learning rates; check input scaling',
+        remedy=lambda c: {"actor_lr": lower(c.actor_lr, 0.3),
+                          "critic_lr": lower(c.critic_lr, 0.3)}),
 )
+
+
+class ActionSaturation(RuleCheck):
+    spec = SPECS[0]
+
+    def check(self, env_steps: int, saturation: float | None) -> list[Finding]:
+        """`saturation`: the share of sampled actions near the bounds (None: no samples)."""
+        if saturation is None or not saturation > self.rule.threshold:
+            return []
+        return self.fire(env_steps, round(saturation, 4),
+                         f"{saturation:.1%} of the policy's actions are within 1% of the "
+                         "action bounds (tanh saturated)")
+
+
+class QOverestimation(RuleCheck):
+    spec = SPECS[1]
+
+    def check(self, env_steps: int, q: dict[str, float], updates: int) -> list[Finding]:
+        """`q`: ddpg_checks.q_overestimation's; judged once the critic has had
+        diagnostics.q_warmup_updates updates."""
+        warm = updates >= self.context.config.diagnostics.q_warmup_updates
+        if not (warm and q["q_overestimation"] > self.rule.threshold):
+            return []
+        return self.fire(env_steps, round(q["q_overestimation"], 4),
+                         f"Q at the start states is {q['q_estimate']:.1f} but the episodes "
+                         f"obtained {q['q_obtained']:.1f} (discounted)")
+
+
+class DeadRelu(RuleCheck):
+    spec = SPECS[2]
+
+    def check(self, env_steps: int, dead: dict[str, float]) -> list[Finding]:
+        """`dead`: the share of never-active units per hidden ReLU layer."""
+        worst = max(dead.items(), key=lambda kv: kv[1], default=None)
+        if not (worst and worst[1] > self.rule.threshold):
+            return []
+        return self.fire(env_steps, round(worst[1], 4),
+                         f"{worst[1]:.1%} of layer {worst[0]}'s units are never active")
+
+
+CHECKS = (ActionSaturation, QOverestimation, DeadRelu)

@@ -1,8 +1,24 @@
-"""The gradient flow's rules; checks in utils/diagnostics/gradients.py."""
+"""The gradient flow's rules: broken, vanishing and exploding layers, and the critic's
+updates dwarfing the actor's.
+
+utils/diagnostics/gradients.py reads the per-layer gradient norms (every `grad_freq`
+updates, and in a trace after a reward drop) and asks the layer rules here for each
+layer's verdict (`verdict`); the findings and their words are these rules'.
+"""
 
 from __future__ import annotations
 
-from rltrain.utils.rules import RuleSpec
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rltrain.utils.rules import RuleCheck, RuleSpec
+from rltrain.utils.rules._remedies import clip_norm
+
+if TYPE_CHECKING:
+    from rltrain.utils.monitor import Finding
 
 SPECS = (
     RuleSpec(
@@ -26,7 +42,8 @@ SPECS = (
         action='warn',
         hypothesis="if a layer's gradient explodes, then its norm jumps far above its own "
                    'history',
-        check='clip gradients, lower the learning rate, check reward scale'),
+        check='clip gradients, lower the learning rate, check reward scale',
+        remedy=lambda c: {"grad_clip_norm": clip_norm(c)}),
     RuleSpec(
         name='value_policy_imbalance',
         section='diagnostics',
@@ -53,3 +70,73 @@ SPECS = (
               'check requires_grad, detach() calls and in-place ops',
         fixed_threshold='nothing: any layer without gradient fires it'),
 )
+
+
+def verdict(settings: Any, name: str, norm: float | None, strongest: float,
+            past: Sequence[float] | None, reward_scale: float) -> str:
+    """One layer's verdict: broken, vanishing, exploding or ok. `settings`: the
+    diagnostics config; `strongest`: the largest weight-matrix gradient norm of the same
+    network; `past`: the layer's recent norms over the reward scale; `reward_scale`: the
+    largest |reward| so far (1 before any reward)."""
+    if norm is None or norm == 0.0:
+        return "broken"
+    if (name.endswith("weight") and strongest > 0
+            and norm / strongest < settings.vanishing_gradient.threshold):
+        return "vanishing"
+    if (past and len(past) >= 5 and norm > settings.exploding_gradient_min_norm
+            and norm / reward_scale > settings.exploding_gradient.threshold * np.median(past)):
+        return "exploding"
+    return "ok"
+
+
+class LayerRule(RuleCheck):
+    """The layers whose verdict is this rule's `verdict`."""
+
+    verdict = ""
+    in_trace = True  # also reported from a trace after a reward drop
+
+    def check(self, env_steps: int, layers: dict[str, float | None]) -> list[Finding]:
+        """`layers`: "network.layer" -> its norm, for the layers with this verdict."""
+        if not layers:
+            return []
+        return self.fire(env_steps, layers, f"{self.verdict} gradient in {', '.join(layers)}")
+
+    def check_trace(self, env_steps: int, layers: list[str], reason: str) -> list[Finding]:
+        """The layers with this verdict in a trace after a reward drop (`reason`)."""
+        if not layers:
+            return []
+        return self.fire(env_steps, layers, f"gradient trace after a reward drop "
+                                            f"({reason}): {', '.join(layers)}")
+
+
+class VanishingGradient(LayerRule):
+    spec = SPECS[0]
+    verdict = "vanishing"
+
+
+class ExplodingGradient(LayerRule):
+    spec = SPECS[1]
+    verdict = "exploding"
+    in_trace = False
+
+
+class ValuePolicyImbalance(RuleCheck):
+    spec = SPECS[2]
+
+    def check(self, env_steps: int, balance: float) -> list[Finding]:
+        """`balance`: the critic's relative gradient over the actor's (inf: the actor has
+        none)."""
+        if not balance > self.rule.threshold:
+            return []
+        return self.fire(env_steps, round(balance, 3),
+                         f"the critic's relative gradient is {balance:.1f}x the actor's"
+                         if math.isfinite(balance) else "the actor gets no gradient at all")
+
+
+class BrokenGradient(LayerRule):
+    spec = SPECS[3]
+    verdict = "broken"
+
+
+# The layer rules in the order their findings are reported.
+LAYER_RULES = (BrokenGradient, VanishingGradient, ExplodingGradient)

@@ -1,9 +1,44 @@
-"""What the env and config give the agent to learn from; checks in
-utils/diagnostics/inputs.py and action_effect.py."""
+"""What the env and the config give the agent to learn from.
+
+- `observation_scale`: an observation dimension orders of magnitude from unit scale:
+  its RMS over the newest transitions, over sqrt(obs_dim), above 10^threshold. That is
+  what the dimension adds to a first-layer unit at the default initialisation (weights
+  of scale 1/sqrt(fan_in)), so many large dimensions among many (Humanoid's contact
+  forces, RMS up to about 570 among 348: 31) count less than one among three (Pendulum's
+  velocity x1000: 3685). Such a dimension drives the first layers alone, and the
+  critic's targets with it; unnormalised velocities or positions in millimetres.
+- `frozen_observation`: no env step changed any observation dimension over the newest
+  `threshold` transitions: a `step` that returns a stale observation. Some dimensions
+  unchanged are only noted (info): standard envs have them by design (Reacher's and
+  Pusher's goals within an episode, Ant's and Humanoid's contact forces of bodies not
+  touching anything), though a stuck sensor looks the same.
+- `time_limit_terminal`: `threshold` episodes in a row ended `terminated` at one and
+  the same length. A time limit reported as the task's end (instead of `truncated`) tells
+  the critic that those states are worth nothing more: code that stores
+  `done = terminated or truncated` does this.
+- `short_horizon`: the discount's horizon 1/(1-gamma) below `threshold` of the mean
+  episode length: rewards more than a few steps ahead barely count.
+- `small_replay`: a replay buffer of fewer than `threshold` batches: every batch is a
+  large sample of the same few, newest, correlated transitions.
+- `ignored_action`: the warm-up's random actions changed neither the observations nor
+  the reward by more than chance would (`action_effect.py`): the env does not apply them.
+
+The statistics are utils/diagnostics/inputs.py's (the replay buffer's newest rows, the
+episode ends) and action_effect.py's (the warm-up's random actions); the flow-1 hook
+hands them to the checks here.
+"""
 
 from __future__ import annotations
 
-from rltrain.utils.rules import RuleSpec
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rltrain.utils.rules import RuleCheck, RuleSpec
+
+if TYPE_CHECKING:
+    from rltrain.utils.monitor import Finding
 
 SPECS = (
     RuleSpec(
@@ -66,7 +101,8 @@ SPECS = (
                    'rewards (1/(1-gamma) steps) and never learns what pays off later in the '
                    'episode',
         check='raise gamma (0.99 looks about 100 steps ahead); below 1, so that Q stays bounded',
-        hint='--set gamma=0.99 (or what the task needs)'),
+        hint='--set gamma=0.99 (or what the task needs)',
+        remedy=lambda c: {"gamma": 0.99}),
     RuleSpec(
         name='small_replay',
         section='diagnostics',
@@ -100,3 +136,124 @@ SPECS = (
         hint='make the env apply the action and train a new run (the replay buffer holds what '
              'the broken env gave), or --set diagnostics.ignored_action.action=warn'),
 )
+
+
+class ObservationScale(RuleCheck):
+    spec = SPECS[0]
+
+    def check(self, env_steps: int, stats: dict[str, Any], rows: int,
+              scale_rows: int) -> list[Finding]:
+        """`stats`: inputs.observation_stats of the newest `rows` transitions, their RMS
+        over the newest `scale_rows`."""
+        rms = stats["rms"]
+        if not stats["scale"] > 10.0 ** self.rule.threshold:
+            return []
+        worst = int(np.argmax(rms))
+        return self.fire(env_steps, round(stats["scale"], 4),
+                         f"observation dimension {worst} has RMS {rms[worst]:.3g} over the "
+                         f"newest {min(rows, scale_rows)} transitions ({stats['scale']:.3g} "
+                         f"over sqrt({len(rms)}) dimensions): it drives the first layers and "
+                         "the critic's targets alone")
+
+
+class FrozenObservation(RuleCheck):
+    spec = SPECS[1]
+
+    def rows(self, capacity: int) -> int:
+        """The newest transitions judged: `threshold` of them, or the whole buffer where
+        it holds fewer (judged once it is full)."""
+        return max(1, min(int(self.rule.threshold), capacity))
+
+    def check(self, env_steps: int, frozen: list[int], dims: int,
+              rows: int) -> list[Finding]:
+        """`frozen`: the dimensions (of `dims`) no step changed over the newest `rows`."""
+        if len(frozen) == dims:
+            return self.fire(env_steps, frozen,
+                             f"no env step changed any of the {dims} observation dimensions "
+                             f"over the newest {rows} transitions: the agent cannot see "
+                             "its state move")
+        if not frozen:
+            return []
+        # Goals, contact forces of bodies not touching anything: often by design.
+        named = f"{frozen[:10]}" + (f" and {len(frozen) - 10} more" if len(frozen) > 10
+                                    else "")
+        return self.fire(env_steps, frozen,
+                         f"observation dimension(s) {named} of {dims}: no env step "
+                         f"changed them over the newest {rows} transitions",
+                         observation=True)
+
+
+class TimeLimitTerminal(RuleCheck):
+    spec = SPECS[2]
+
+    def check(self, env_steps: int, streak: int, length: int) -> list[Finding]:
+        """`streak` episodes in a row ended `terminated` at `length` steps."""
+        if not streak >= self.rule.threshold:
+            return []
+        return self.fire(env_steps, streak,
+                         f"the last {streak} episodes all ended `terminated` at exactly "
+                         f"{length} steps: if that is a time limit, the critic learns that "
+                         "nothing follows those states")
+
+
+class ShortHorizon(RuleCheck):
+    spec = SPECS[3]
+
+    def check(self, env_steps: int, share: float | None,
+              lengths: Sequence[int]) -> list[Finding]:
+        """`share`: 1/(1-gamma) over the mean of the last episodes' `lengths` (None: not
+        judged yet)."""
+        if share is None or not share < self.rule.threshold:
+            return []
+        gamma = self.context.config.gamma
+        return self.fire(env_steps, round(share, 4),
+                         f"gamma {gamma:g} looks about {1.0 / (1.0 - gamma):.3g} steps ahead, "
+                         f"{share:.1%} of the mean episode length {np.mean(lengths):.0f}")
+
+
+class SmallReplay(RuleCheck):
+    spec = SPECS[4]
+
+    def check(self, env_steps: int) -> list[Finding]:
+        config = self.context.config
+        batches = config.replay_buffer_size / config.batch_size
+        if not batches < self.rule.threshold:
+            return []
+        return self.fire(env_steps, round(batches, 2),
+                         f"the replay buffer's capacity is {config.replay_buffer_size} "
+                         f"transitions, {batches:.3g} batches of {config.batch_size}: "
+                         "the batches keep drawing on the same few, newest transitions")
+
+
+class IgnoredAction(RuleCheck):
+    spec = SPECS[5]
+
+    def check(self, env_steps: int, effect: dict[str, Any] | None) -> list[Finding]:
+        """`effect`: action_effect.action_effect of the warm-up (None: not measured)."""
+        if effect is None or not effect["observations_moved"]:  # frozen_observation's case
+            return []
+        idle = [d for d, e in enumerate(effect["per_dimension"]) if e < self.rule.threshold]
+        echoed = (f"; observation(s) {effect['echoes']} repeat the action and do not count"
+                  if effect["echoes"] else "")
+        if len(idle) == len(effect["per_dimension"]):
+            # Here, not at the top: the measurement needs torch, the config schema not.
+            from rltrain.utils.diagnostics.action_effect import MAX_LAG
+
+            return self.fire(env_steps, effect["action_effect"],
+                             f"the warm-up's {effect['rows']} random actions changed neither "
+                             f"the observations nor the reward more than chance would, "
+                             f"within {MAX_LAG} steps (strongest link "
+                             f"{effect['action_effect']:.2f} of chance's){echoed}: does the "
+                             "env apply the action?")
+        if not idle:
+            return []
+        # An action input unused by design looks the same.
+        return self.fire(env_steps, idle,
+                         f"action dimension(s) {idle} of {len(effect['per_dimension'])} "
+                         "changed neither the observations nor the reward more than chance "
+                         f"would in the warm-up{echoed}", observation=True)
+
+
+# The checks the flow-1 hook calls, by name.
+CHECKS = (ObservationScale, FrozenObservation, TimeLimitTerminal, ShortHorizon,
+          SmallReplay, IgnoredAction)

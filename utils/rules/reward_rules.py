@@ -1,8 +1,36 @@
-"""The reward signal's rules; checks in utils/diagnostics/reward_signal.py and flow1.py."""
+"""The reward signal's rules: spikes, sparse bonuses, scale, constant rewards, drops.
+
+They judge statistics that separate healthy from broken signals (see the calibration in
+the docs' page on diagnosing a run):
+
+- `reward_spikes`: `penalty_share`, the share of the below-mean deviation mass carried
+  by steps more than 6 standard deviations below the mean. Light-tailed signals have
+  none; a rare large penalty (a "x1000 collision penalty") carries most of it. A plain
+  |z| > 3 share cannot see this: for a two-level reward it is at most 10%.
+- `sparse_reward`: `bonus_share`, the same for steps above the mean: rare large bonuses.
+- `constant_reward`: fires when `cv`, std / |mean| over the window, is (about) zero:
+  rewards that never vary carry no signal about the actions.
+- `reward_scale`: fires when even the largest reward seen so far (`max_abs`) is orders
+  of magnitude below 1 (rewards scaled by 1e-5 make the critic's targets vanish), or the
+  typical one (`median_abs`) far above it. The largest ever seen, not a window
+  statistic: a policy that learned to avoid action costs (MountainCarContinuous
+  standing still) makes recent rewards legitimately tiny.
+
+The statistics over the window of recent episodes are utils/diagnostics/reward_signal.py's
+(`RewardAnalyzer`); the flow-1 hook hands them, once per episode, to each rule's check
+here, in `CHECKS` order. `reward_drop` is recorded by the hook itself, as a note.
+"""
 
 from __future__ import annotations
 
-from rltrain.utils.rules import RuleSpec
+from typing import TYPE_CHECKING
+
+from rltrain.utils.rules import RuleCheck, RuleSpec
+
+if TYPE_CHECKING:
+    from rltrain.utils.monitor import Finding
+
+Stats = dict[str, float]  # reward_signal.reward_stats, with the run's max_abs
 
 SPECS = (
     RuleSpec(
@@ -61,3 +89,57 @@ SPECS = (
               'gradient verdict, the losses and mean Q on the newest batch) and the findings '
               'around it'),
 )
+
+
+class RewardSpikes(RuleCheck):
+    spec = SPECS[0]
+
+    def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
+        if not stats["penalty_share"] > self.rule.threshold:
+            return []
+        return self.fire(env_steps, round(stats["penalty_share"], 4),
+                         f"rare penalties beyond 6 sigma carry {stats['penalty_share']:.0%} "
+                         f"of the below-mean reward mass (kurtosis {stats['kurtosis']:.0f})")
+
+
+class SparseReward(RuleCheck):
+    spec = SPECS[1]
+
+    def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
+        if not stats["bonus_share"] > self.rule.threshold:
+            return []
+        return self.fire(env_steps, round(stats["bonus_share"], 4),
+                         f"rare bonuses beyond 6 sigma carry {stats['bonus_share']:.0%} of "
+                         "the above-mean reward mass", observation=True)
+
+
+class ConstantReward(RuleCheck):
+    spec = SPECS[3]
+
+    def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
+        if not stats["cv"] <= self.rule.threshold:
+            return []
+        return self.fire(env_steps, stats["cv"],
+                         f"the rewards of the last {episodes} episodes do not vary (mean "
+                         f"{stats['mean']:.4g}, std {stats['std']:.3g}): they say nothing "
+                         "about the actions, so there is nothing to learn")
+
+
+class RewardScale(RuleCheck):
+    spec = SPECS[2]
+
+    def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
+        limit = 10.0 ** self.rule.threshold
+        if stats["max_abs"] < 1 / limit:
+            return self.fire(env_steps, stats["max_abs"],
+                             f"the largest |reward| so far is {stats['max_abs']:.3g}: rewards "
+                             "this small give the critic almost nothing to fit")
+        if stats["median_abs"] > limit:
+            return self.fire(env_steps, stats["median_abs"],
+                             f"the typical |reward| is {stats['median_abs']:.3g}: targets "
+                             "this large make the critic's loss explode")
+        return []
+
+
+# The order their findings are reported in, after each episode.
+CHECKS = (RewardSpikes, SparseReward, ConstantReward, RewardScale)
