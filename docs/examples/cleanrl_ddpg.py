@@ -56,7 +56,7 @@ def update(args: argparse.Namespace, nets: tuple, opts: tuple, batch: tuple) -> 
     q_opt.step()
     actor_loss = -qf(o, actor(o)).mean()  # Update the actor through the updated critic
     actor_opt.zero_grad()
-    actor_loss.backward()
+    actor_loss.backward(inputs=list(actor.parameters()))  # the critic's .grad: its own loss's
     actor_opt.step()
     for net, target_net in ((actor, actor_target), (qf, qf_target)):  # Polyak averaging
         for p, tp in zip(net.parameters(), target_net.parameters(), strict=True):
