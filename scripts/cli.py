@@ -20,6 +20,7 @@ from rltrain.scripts.config_commands import (
     config_group,
     everyday_options,
     flag_overrides,
+    given_value,
     resolved_config,
 )
 from rltrain.scripts.eval_command import eval_command, load_actor  # noqa: F401 (API)
@@ -215,7 +216,10 @@ def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | Non
 
 
 @cli.command()
-@click.option("--config", "config_name", default=None, metavar="FILE", help=CONFIG_HELP)
+@click.option("--config", "config_name", default=None, metavar="FILE",
+              help=CONFIG_HELP + " A file keyed by env id (as RL Zoo's hyperparams/*.yml) "
+              "gives each trial its env's section. Default: the shipped <algo>.yaml's "
+              "section for --env. One of --config and --env is needed.")
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True,
               help="Seeds per grid point: the config's seed, seed+1, ...")
 @click.option("--grid", multiple=True, metavar="KEY=V1,V2",
@@ -237,10 +241,11 @@ def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | Non
               help="Continue an interrupted sweep; finished trials are not rerun.")
 @click.option("--log-dir", default="logs", show_default=True,
               help="Where the sweep to --resume lives.")
+@everyday_options
 def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
           overrides: tuple[str, ...], max_concurrent: int | None, cpus_per_trial: float,
           gpus_per_trial: float, max_failures: int, address: str | None, name: str | None,
-          resume_name: str | None, log_dir: str) -> None:
+          resume_name: str | None, log_dir: str, **flags: str | None) -> None:
     """Run one trial per (grid point, seed) on Ray Tune, then summarise them.
 
     Each trial is an ordinary rltrain run under <log_dir>/<name>/ with its own
@@ -256,8 +261,9 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
         if resume_name is not None:
             folder = sweeps.resume_sweep(resume_name, log_dir, address)
         else:
-            if config_name is None:
-                raise click.UsageError("--config is required (or --resume NAME)")
+            overrides = flag_overrides(overrides, **flags)
+            if config_name is None and given_value(overrides, "env_name") is None:
+                raise click.UsageError("--config or --env is required (or --resume NAME)")
             name = name or time.strftime("sweep_%Y%m%d-%H%M%S")
             folder = sweeps.launch(config_name, overrides, grid, seeds, name, max_concurrent,
                                    address, {"cpu": cpus_per_trial, "gpu": gpus_per_trial},

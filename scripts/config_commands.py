@@ -56,23 +56,27 @@ def flag_overrides(overrides: tuple[str, ...], **flags: str | None) -> tuple[str
     return (*overrides, *extra)
 
 
+def to_stderr(line: str) -> None:
+    click.echo(line, err=True)
+
+
 def resolved_config(config_name: str | None, overrides: tuple[str, ...],
-                    run_name: str | None = None, say_default: bool = True) -> TrainConfig:
-    """The config `rltrain train` trains with: a config file (flat, or per env as RL
-    Zoo's), or without one the shipped per-env file of the algo for the env (rltrain's
-    defaults where it has none, or without --env), then the overrides. Which defaults
-    were taken is said in one line on stderr."""
+                    run_name: str | None = None, say_default: bool = True,
+                    note: Callable[[str], None] = to_stderr) -> TrainConfig:
+    """The config `rltrain train` trains with (and `rltrain sweep` each trial): a config
+    file (flat, or per env as RL Zoo's), or without one the shipped per-env file of the
+    algo for the env (rltrain's defaults where it has none, or without --env), then the
+    overrides. Which defaults were taken is said in one line to `note`."""
     raw = None if config_name is None else read_yaml_mapping(resolve_config_path(config_name))
-    raw = train_mapping(raw, config_name, _given(overrides, "env_name"),
-                        _given(overrides, "algo"), lambda line: click.echo(line, err=True),
-                        say_default)
+    raw = train_mapping(raw, config_name, given_value(overrides, "env_name"),
+                        given_value(overrides, "algo"), note, say_default)
     raw = apply_overrides(raw, overrides)
     if run_name is not None:
         raw["run_name"] = run_name
     return config_from_dict(raw)
 
 
-def _given(overrides: tuple[str, ...], key: str) -> str | None:
+def given_value(overrides: tuple[str, ...], key: str) -> str | None:
     """The last value an override (a flag's or a --set) gives `key`, as text."""
     values = [text.strip().strip("'\"") for item in overrides
               for name, _, text in [item.partition("=")] if name.strip() == key]

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rltrain.scripts.sweep_plan import plan_trials
-from rltrain.utils.config_loader import load_config
+from rltrain.scripts.config_commands import to_stderr
+from rltrain.scripts.sweep_plan import plan_trials, say_once, trial_config
 from rltrain.utils.errors import UserError
 from rltrain.utils.hooks import Hook
 from rltrain.utils.sweep_summary import ERROR_FILE, INTERRUPTED_NOTE
@@ -43,7 +43,7 @@ def run_trial(tune_config: dict[str, Any]) -> None:
     try:
         _run_trial(params, tune)
     except UserError as error:  # bad input fails the same way every time: not retried
-        config = load_config(params["config"], tuple(params["overrides"]))
+        config = trial_config(params["config"], params["overrides"])
         folder = Path(config.log_dir) / params["run_name"]
         folder.mkdir(parents=True, exist_ok=True)
         with (folder / ERROR_FILE).open("a") as file:  # one line per attempt
@@ -56,7 +56,7 @@ def _run_trial(params: dict[str, Any], tune: Any) -> None:
     from rltrain.utils.run_status import read_status
     from rltrain.utils.runs import paths_for, set_aside_attempt
 
-    config = load_config(params["config"], tuple(params["overrides"]))
+    config = trial_config(params["config"], params["overrides"])
     own = paths_for(config, params["run_name"])
     status = read_status(own.status_file) or {}
     if status.get("state") == "finished":  # stopped after its end, before telling Tune
@@ -168,13 +168,15 @@ def plan_file(sweep_dir: Path) -> Path:
     return sweep_dir / "sweep.yaml"
 
 
-def launch(config_name: str, overrides: tuple[str, ...], grid: tuple[str, ...], seeds: int,
-           name: str, max_concurrent: int | None, address: str | None,
+def launch(config_name: str | None, overrides: tuple[str, ...], grid: tuple[str, ...],
+           seeds: int, name: str, max_concurrent: int | None, address: str | None,
            per_trial: dict[str, float], max_failures: int) -> Path:
-    """Validate every trial, write the plan, and run it on Tune. `per_trial`: the CPUs
-    and GPUs Ray reserves for each trial."""
+    """Validate every trial, write the plan, and run it on Tune. `overrides` hold --env
+    and --algo as `rltrain train`'s do; `per_trial`: the CPUs and GPUs Ray reserves for
+    each trial."""
     require_ray()
-    base = load_config(config_name, overrides)
+    note = say_once(to_stderr)  # which defaults were taken, as `rltrain train` says it
+    base = trial_config(config_name, overrides, note)
     check_gpus(base.device, per_trial["gpu"], address)
     sweep_dir = Path(base.log_dir).resolve() / name
     if sweep_dir.exists():
@@ -183,10 +185,11 @@ def launch(config_name: str, overrides: tuple[str, ...], grid: tuple[str, ...], 
     folders = (f"log_dir={sweep_dir}",
                f"checkpoint_dir={Path(base.checkpoint_dir).resolve() / name}")
     overrides = (*overrides, *folders)
-    trials = plan_trials(load_config(config_name, overrides), overrides, grid, seeds, name)
+    trials = plan_trials(config_name, overrides, grid, seeds, name, note)
     sweep_dir.mkdir(parents=True)
-    plan = {"config": str(Path(config_name).resolve()) if Path(config_name).is_file()
-            else config_name, "cpus_per_trial": per_trial["cpu"],
+    is_file = config_name is not None and Path(config_name).is_file()
+    plan = {"config": str(Path(config_name).resolve()) if is_file else config_name,
+            "cpus_per_trial": per_trial["cpu"],
             "gpus_per_trial": per_trial["gpu"], "max_failures": max_failures,
             "max_concurrent": max_concurrent,
             "trials": [{"run_name": t.run_name, "point": t.point,

@@ -1,18 +1,22 @@
 """The plan of an `rltrain sweep`: its grid and seeds as trials, each a validated config.
 
 `--grid key=v1,v2` items take the full product, times `--seeds` seeds (the config's
-seed, seed+1, ...); each (grid point, seed) is one trial with its own run name. Every
-trial's config is built here, before anything runs, so that a typo or an out-of-range
-value fails up front. Running the plan on Ray Tune is scripts/sweep.py.
+seed, seed+1, ...); each (grid point, seed) is one trial with its own run name. A
+trial's config is chosen as `rltrain train` chooses one (`trial_config`): a flat file, a
+per-env file's section for the trial's env, or the shipped tuned values for its algo and
+env. Every trial's config is built here, before anything runs, so that a typo or an
+out-of-range value fails up front. Running the plan on Ray Tune is scripts/sweep.py.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
+from rltrain.scripts.config_commands import resolved_config
 from rltrain.utils.config import TrainConfig, config_to_dict
-from rltrain.utils.config_loader import apply_overrides, config_from_dict
+from rltrain.utils.config_loader import apply_overrides
 from rltrain.utils.errors import ConfigError, UserError
 
 
@@ -82,31 +86,52 @@ def _split_values(text: str) -> list[str]:
     return [*values, text[start:].strip()]
 
 
-def plan_trials(base: TrainConfig, overrides: tuple[str, ...], grid_items: tuple[str, ...],
-                seeds: int, sweep: str) -> list[Trial]:
-    """Every (grid point, seed) as a validated config; any bad value fails here, up front.
-    `base` is the config with `overrides` applied."""
+def trial_config(config_name: str | None, overrides: Sequence[str],
+                 note: Callable[[str], None] | None = None) -> TrainConfig:
+    """A trial's config, built as `rltrain train` builds one from `--config` and the
+    overrides (which hold --env and --algo as env_name=, algo=). `note` is told which
+    defaults were taken; a trial running on Tune says nothing (the sweep said it)."""
+    return resolved_config(config_name, tuple(overrides), note=note or (lambda line: None))
+
+
+def say_once(say: Callable[[str], None]) -> Callable[[str], None]:
+    """`say`, for each line only the first time: a note on every trial is said once."""
+    said: set[str] = set()
+
+    def once(line: str) -> None:
+        if line not in said:
+            said.add(line)
+            say(line)
+    return once
+
+
+def plan_trials(config_name: str | None, overrides: tuple[str, ...],
+                grid_items: tuple[str, ...], seeds: int, sweep: str,
+                note: Callable[[str], None] | None = None) -> list[Trial]:
+    """Every (grid point, seed) as a validated config, built as the trial will build it
+    (`trial_config`); any bad value fails here, up front."""
     if seeds < 1:
         raise UserError("--seeds must be at least 1")
     if any(item.partition("=")[0].strip() == "run_name" for item in overrides):
         raise ConfigError(f"--set run_name: {SET_BY_SWEEP['run_name']} (<sweep>_s<seed>)")
     grid = parse_grid(grid_items)
+    base = trial_config(config_name, overrides, note)
     raw = config_to_dict(base)
-    trials = []
+    trials: list[Trial] = []
     for values in itertools.product(*(choices for _, choices in grid)):
         point_items = tuple(f"{k}={v}" for (k, _), v in zip(grid, values, strict=True))
         point = ",".join(point_items) or "base"
-        point_raw = apply_overrides(raw, point_items, option="--grid")
+        apply_overrides(raw, point_items, option="--grid")  # a value that is not YAML
         for index in range(seeds):
             seed = base.seed + index
             name = _slug(f"{sweep}_{point}_s{seed}" if grid else f"{sweep}_s{seed}")
-            items = (f"seed={seed}", f"run_name={name}")
-            config_from_dict(apply_overrides(point_raw, items))  # validates point and name
+            items = (*overrides, *point_items, f"seed={seed}", f"run_name={name}")
+            trial_config(config_name, items, note)  # validates the point and the name
             same = next((t for t in trials if t.run_name == name), None)
             if same is not None:
                 raise ConfigError(f"--grid points '{same.point}' and '{point}' make the same "
                                   f"trial '{name}' (a value given twice?)")
-            trials.append(Trial(name, point, (*overrides, *point_items, *items)))
+            trials.append(Trial(name, point, items))
     return trials
 
 

@@ -216,7 +216,8 @@ class Trainer:
     def _diagnostics(self, paths: RunPaths) -> Flow1Diagnostics | NoDiagnostics:
         return NoDiagnostics() if not self.config.diagnostics.enabled else Flow1Diagnostics(
             self.config, self.state.obs_dim, self.state.view, self.state.buffer, paths,
-            self.logger, self.progress.message, derive_seed(self.config.seed, DIAGNOSTICS))
+            self.logger, self.progress.message, derive_seed(self.config.seed, DIAGNOSTICS),
+            self.state.collector.normalizer.observation)  # the videos' view, as evaluation's
 
     def write_status(self, state: str, pause_reason: str | None = None) -> None:
         if hasattr(self, "status"):  # not before the run has its folders and monitor

@@ -146,6 +146,42 @@ def test_eval_and_load_policy_use_the_checkpoints_frozen_statistics(tmp_path):
     assert f"mean return {expected.mean:.2f}" in result.output
 
 
+def test_behaviour_videos_act_on_the_observations_normalised_and_frozen(tmp_path,
+                                                                        monkeypatch):
+    """A video taken in training acts as evaluation does: on the env's observations
+    normalised with the run's current statistics, which its episode does not change."""
+    import gymnasium as gym
+
+    from rltrain.utils.diagnostics import snapshots
+
+    config = tiny_config(tmp_path, max_timesteps=150, run_name="video",
+                         normalize={"observations": True}, diagnostics={"snapshot_freq": 150})
+    trainer = Trainer(config, DEVICE, interactive=False)
+    normalizer, actor = trainer.state.collector.normalizer, trainer.state.agent.actor
+    recorded, counts = [], []
+
+    def record_episode(policy, env_name, seed, path, env_kwargs=None):  # no encoding
+        env, count = gym.make(env_name), normalizer.obs_rms.count
+        obs, _ = env.reset(seed=seed)
+        for _ in range(20):
+            action = policy(obs)
+            with torch.no_grad():
+                seen, raw = (torch.as_tensor(o, dtype=torch.float32, device=DEVICE)[None]
+                             for o in (normalizer.observation(obs), obs))
+                recorded.append((action, actor(seen)[0].cpu().numpy(),
+                                 actor(raw)[0].cpu().numpy()))
+            obs = env.step(action)[0]
+        counts.append((count, normalizer.obs_rms.count))
+        return path
+
+    monkeypatch.setattr(snapshots, "record_episode", record_episode)
+    assert trainer.run(create_run(config)).status == "finished"
+    actions, on_normalised, on_raw = (np.array(a) for a in zip(*recorded, strict=True))
+    assert len(actions) == 20 and counts == [(150, 150)]  # frozen: the episode added none
+    np.testing.assert_allclose(actions, on_normalised, rtol=1e-5, atol=1e-6)
+    assert np.abs(on_normalised - on_raw).max() > 1e-2  # the statistics change the actions
+
+
 def test_env_kwargs_reach_every_env(tmp_path):
     config = tiny_config(tmp_path, env_kwargs={"g": 3.5}, num_envs=2)
     trainer = Trainer(config, DEVICE, interactive=False)

@@ -322,8 +322,8 @@ def test_a_grid_over_lists_plans_one_trial_per_list(tmp_path):
     from rltrain.scripts.sweep_plan import plan_trials
     from rltrain.utils.config_loader import load_config
 
-    base = load_config(str(config_file(tmp_path)))
-    trials = plan_trials(base, (), ("hidden_sizes=[8, 8],[16,16]", "tau=0.01,0.02"), 1, "g")
+    path = str(config_file(tmp_path))
+    trials = plan_trials(path, (), ("hidden_sizes=[8, 8],[16,16]", "tau=0.01,0.02"), 1, "g")
     assert [t.run_name for t in trials] == [
         "g_hidden_sizes-8_8_tau-0.01_s3", "g_hidden_sizes-8_8_tau-0.02_s3",
         "g_hidden_sizes-16_16_tau-0.01_s3", "g_hidden_sizes-16_16_tau-0.02_s3"]
@@ -350,15 +350,14 @@ def test_grid_values_split_at_the_commas_between_values(text, values):
 
 def test_grid_points_that_make_the_same_trial_are_refused(tmp_path):
     from rltrain.scripts.sweep_plan import plan_trials
-    from rltrain.utils.config_loader import load_config
     from rltrain.utils.errors import ConfigError
 
-    base = load_config(str(config_file(tmp_path)))
+    path = str(config_file(tmp_path))
     for grid in ("tau=0.01,0.01", "hidden_sizes=[8,8],[8, 8]"):
         with pytest.raises(ConfigError, match="make the same trial"):
-            plan_trials(base, (), (grid,), 1, "g")
+            plan_trials(path, (), (grid,), 1, "g")
     with pytest.raises(ConfigError, match="unbalanced"):
-        plan_trials(base, (), ("tau=0.1],0.2",), 1, "g")
+        plan_trials(path, (), ("tau=0.1],0.2",), 1, "g")
 
 
 class FakeTune:

@@ -42,7 +42,10 @@ class Flow1Diagnostics(Hook):
 
     def __init__(self, config: TrainConfig, obs_dim: int, agent: AgentView,
                  buffer: ReplayBuffer, paths: RunPaths, logger: RunLogger,
-                 say: Callable[[str], None], seed: int) -> None:
+                 say: Callable[[str], None], seed: int,
+                 observation: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        """`observation`: what the agent sees of an env's observation (with
+        normalize.observations, the run's current statistics, frozen); the videos use it."""
         self.config, self.settings = config, config.diagnostics
         self.agent, self.buffer, self.paths, self.logger = agent, buffer, paths, logger
         self.say, self.env_steps = say, 0
@@ -67,6 +70,7 @@ class Flow1Diagnostics(Hook):
         self._hook = None
         self.attach()
         self.videos = snapshots.BehaviourVideos(config, paths.log_dir / "videos", say, logger)
+        self.observation = observation or (lambda obs: obs)
         load_libraries()
 
     def attach(self) -> None:
@@ -209,7 +213,8 @@ class Flow1Diagnostics(Hook):
     # ------------------------------------------------------------- snapshots
     def snapshot(self, env_steps: int, label: str) -> None:
         with self.paused_collection():
-            self.videos.record(self.agent.act, env_steps, label)
+            self.videos.record(lambda obs: self.agent.act(self.observation(obs)), env_steps,
+                               label)
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
