@@ -143,7 +143,7 @@ class Session:
         metrics = RunMetrics(self.logger, config.log_freq, _Noise(noise), self.diagnostics,
                              env_steps, updates)
         rules = rule_hooks(RuleContext(config, obs_dim, len(view.action_low), view))
-        self.hooks.hooks = [metrics, HealthRules(config, obs_dim, view.device),
+        self.hooks.hooks = [metrics, *HealthRules(config, obs_dim, view.device).hooks,
                             self.diagnostics, *rules]
         self.episodes = [_Episode(i) for i in range(config.num_envs)]
         self.episode_count, self.last_return, self.last_non_finite = 0, None, 0

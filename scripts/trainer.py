@@ -140,8 +140,8 @@ class Trainer:
         state.watch("metrics", self.metrics, spread=True)
         state.watch("rule_hooks", rules)
         progress = ProgressHook(self.progress, state.counters.last_return, self.monitor.best_eval)
-        self.hooks.hooks = [self.metrics, self.rules, self.diagnostics, *rules.hooks, progress,
-                            *self.extra_hooks]
+        self.hooks.hooks = [self.metrics, *self.rules.hooks, self.diagnostics, *rules.hooks,
+                            progress, *self.extra_hooks]
         self.status = StatusFile(paths.status_file, {"run": paths.name,
                                  "max_timesteps": config.max_timesteps}, [state, self.monitor],
                                  (config.checkpoint_freq, config.eval_freq))

@@ -1,9 +1,10 @@
-"""The health rules as one hook of the TrainingMonitor: `HealthRules`.
+"""The health rules of the TrainingMonitor as one list: `HealthRules`.
 
 Each health rule (early stopping, bad returns, NaN/inf, explosions, memory, bounds) is
-a module of utils/rules/health_rules/ with its spec, its check and its words; this hook
-is their list. It calls them in the order their findings are reported
-(`health_rules.CHECKS`), and gives a resumed run their checks of the restored state.
+a module of utils/rules/health_rules/ with its spec, its check and its words, and a
+hook of its own. This list builds them in the order their findings are reported
+(`health_rules.CHECKS`); the loop adds `hooks` to its hook list. It also gives a
+resumed run their checks of the restored state.
 What happens to a finding (event line, console, pause) is the monitor's job. The
 per-step checks are plain Python/NumPy on values the loop already has on the host, so
 they cost a few microseconds.
@@ -15,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
 from rltrain.utils.rules import RuleContext, RuleHook
 from rltrain.utils.rules.health_rules import CHECKS
 from rltrain.utils.rules.health_rules.non_finite import is_finite
@@ -29,45 +29,16 @@ if TYPE_CHECKING:
 __all__ = ["HealthRules", "is_finite"]
 
 
-class HealthRules(Hook):
-    """The health rules, each one a rule of the same shape, as one hook."""
-
-    name = "health"
+class HealthRules:
+    """The health rules, each one a hook of the same shape (`hooks`: those not off, in
+    the order their findings are reported), and their checks of a restored state."""
 
     def __init__(self, config: TrainConfig, obs_dim: int, device: torch.device) -> None:
         # The health rules do not look at the action space.
         context = RuleContext(config, obs_dim, action_dim=0, device=device)
         self.rules: list[RuleHook] = [cls(context) for cls in CHECKS]
         self.by_name: dict[str, Any] = {rule.spec.name: rule for rule in self.rules}
-        # Per hook method, the rules that check something there and are not off: the
-        # per-step call stays two checks at most.
-        self.calls = {method: [getattr(rule, method) for rule in self.rules
-                               if rule.rule.action != "off"
-                               and getattr(type(rule), method) is not getattr(Hook, method)]
-                      for method in ("on_step", "on_update", "on_episode_end", "on_step_end",
-                                     "on_eval")}
-
-    def _each(self, method: str, *args: Any) -> list[Finding]:
-        found: list[Finding] = []
-        for check in self.calls[method]:
-            found += check(*args)
-        return found
-
-    # ------------------------------------------------------------- the hook
-    def on_step(self, step: Step) -> list[Finding]:
-        return self._each("on_step", step)
-
-    def on_update(self, update: Update) -> list[Finding]:
-        return self._each("on_update", update)
-
-    def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
-        return self._each("on_episode_end", episode)
-
-    def on_step_end(self, env_steps: int) -> list[Finding]:
-        return self._each("on_step_end", env_steps)
-
-    def on_eval(self, evaluation: Evaluation) -> list[Finding]:
-        return self._each("on_eval", evaluation)
+        self.hooks: list[RuleHook] = [rule for rule in self.rules if rule.rule.action != "off"]
 
     # ------------------------------------------- the restored state, on resume
     def check_transition(self, env_steps: int, obs: np.ndarray, action: np.ndarray,

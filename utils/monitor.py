@@ -33,16 +33,19 @@ class Rule:
     name: str
     threshold: Any
     action: str  # "warn", "pause" or "off", after safe_mode is applied
+    remedy: dict[str, Any] | None = None  # the suggested_set of a finding that gives none
 
     def fire(self, env_steps: int, value: Any, message: str, observation: bool = False,
              on_weights: bool = False,
              suggested_set: dict[str, Any] | None = None) -> list["Finding"]:
         """The finding of this rule (none when it is off); `observation`: info only;
         `on_weights`: judged on the agent's weights (see `Finding`); `suggested_set`: the
-        config change proposed as the fix (see `Finding`)."""
+        config change proposed as the fix (see `Finding`; None: the rule's `remedy`)."""
         if self.action == "off":
             return []
         action = "info" if observation else self.action
+        if suggested_set is None:
+            suggested_set = self.remedy
         return [Finding(env_steps, self.name, value, self.threshold, action, message,
                         on_weights, dict(suggested_set or {}))]
 
@@ -72,10 +75,11 @@ class Finding:
         return event
 
 
-def make_rule(name: str, threshold: Any, action: str, safe_mode: bool) -> Rule:
+def make_rule(name: str, threshold: Any, action: str, safe_mode: bool,
+              remedy: dict[str, Any] | None = None) -> Rule:
     if action == "pause" and not safe_mode:
         action = "warn"
-    return Rule(name, threshold, action)
+    return Rule(name, threshold, action, remedy)
 
 
 class HookList:

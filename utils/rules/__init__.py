@@ -34,7 +34,7 @@ from rltrain.utils.hooks import Hook
 
 if TYPE_CHECKING:
     from rltrain.utils.agent_view import AgentView
-    from rltrain.utils.monitor import Finding, Rule
+    from rltrain.utils.monitor import Rule
 
 Section = Literal["monitor", "diagnostics", "none"]
 
@@ -103,21 +103,17 @@ class RuleCheck:
         self.context = context
         self.settings = getattr(getattr(context.config, self.spec.section), self.spec.name)
         threshold, action = self.configured()
+        remedy = None if self.spec.remedy is None else self.spec.remedy(context.config)
         self.rule: Rule = make_rule(self.spec.name, threshold, action,
-                                    context.config.safe_mode)
+                                    context.config.safe_mode, remedy)
+        # `self.fire(...)`: the rule's finding, with the spec's remedy as its
+        # suggested_set unless the call gives one (`Rule.fire`).
+        self.fire = self.rule.fire
 
     def configured(self) -> tuple[Any, str]:
         """The rule's threshold and action: its config section's, unless it says where
         else they come from (`RuleSpec.fixed_threshold`)."""
         return self.settings.threshold, self.settings.action
-
-    def fire(self, env_steps: int, value: Any, message: str,
-             **how: Any) -> list[Finding]:
-        """This rule's finding (none when it is off), with the spec's remedy as its
-        `suggested_set` unless `how` gives one; `how`: the rest of `Rule.fire`'s keys."""
-        if "suggested_set" not in how and self.spec.remedy is not None:
-            how["suggested_set"] = self.spec.remedy(self.context.config)
-        return self.rule.fire(env_steps, value, message, **how)
 
 
 class RuleHook(RuleCheck, Hook):
