@@ -22,8 +22,6 @@ from rltrain.utils.run_logger import read_jsonl
 from conftest import TESTS_DIR, tiny_dict
 
 ray = pytest.importorskip("ray", reason="the [sweep] extra (Ray Tune) is part of [dev]")
-# One worker runs this module (pytest-xdist's loadgroup): one local Ray, not one per worker.
-pytestmark = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(scope="module")

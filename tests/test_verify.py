@@ -21,9 +21,6 @@ from rltrain.utils.run_logger import read_jsonl
 
 from conftest import tiny_dict
 
-# One worker runs this module (pytest-xdist's loadgroup): `hot` is trained once.
-pytestmark = pytest.mark.xdist_group("verify")
-
 # A tiny run with both learning rates at 0.1, measured every 20 updates.
 FAULT = {"actor_lr": 0.1, "critic_lr": 0.1, "safe_mode": False, "max_timesteps": 400,
          "diagnostics": {"learning_rate": {"every_updates": 20, "measurements": 2}}}
