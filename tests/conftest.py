@@ -52,6 +52,9 @@ TINY: dict[str, Any] = {
     "checkpoint_freq": 100,
     "log_freq": 50,
     "min_reward_threshold": None,
+    # One thread: nets this small gain nothing from more, and the suite runs two workers
+    # (pytest-xdist) on two cores, each of whose runs would otherwise take both.
+    "torch_threads": 1,
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -96,14 +98,33 @@ def test_a_training_run_keeps_the_statistics_of_its_observations(tmp_path):
     assert np.abs(stored).max() <= 10.0 and abs(stored.mean()) < 1.5
 
 
-@pytest.mark.parametrize("num_envs", [1, 2])
-def test_a_normalised_run_resumed_is_bit_exact(tmp_path, num_envs):
-    full_run(tmp_path, normalize=BOTH, num_envs=num_envs)
+@pytest.fixture(scope="module")
+def normalised(tmp_path_factory) -> Path:
+    """Run 'full' with both statistics, its checkpoints every 50 steps, shared: tests read
+    its files and add forks beside it, never change it."""
+    root = tmp_path_factory.mktemp("normalised")
+    full_run(root, normalize=BOTH)
+    return root
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory) -> Path:
+    """The checkpoint folder of run 'full' with observation statistics only, shared."""
+    root = tmp_path_factory.mktemp("observed")
+    full_run(root, normalize={"observations": True})
+    return root / "checkpoints" / "full"
+
+
+def test_a_normalised_run_resumed_is_bit_exact(normalised):
+    assert_fork_matches_the_full_run(normalised, 150)
+
+
+def test_a_normalised_run_of_two_envs_resumed_is_bit_exact(tmp_path):
+    full_run(tmp_path, normalize=BOTH, num_envs=2)
     assert_fork_matches_the_full_run(tmp_path, 150)
 
 
-def test_pause_then_resume_in_place_equals_the_uninterrupted_run(tmp_path):
-    full = full_run(tmp_path / "a", normalize=BOTH)
+def test_pause_then_resume_in_place_equals_the_uninterrupted_run(tmp_path, normalised):
     config = tiny_config(tmp_path / "b", run_name="full", keep_checkpoints=100,
                          checkpoint_freq=50, normalize=BOTH)
     trainer = Trainer(config, DEVICE, interactive=False)
@@ -120,16 +141,15 @@ def test_pause_then_resume_in_place_equals_the_uninterrupted_run(tmp_path):
     assert outcome.status == "paused"
     result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(outcome.checkpoint)])
     assert result.exit_code == 0, result.output
-    assert full.state.counters.env_steps == 300
-    assert_same_state(load_checkpoint(tmp_path / "a" / "checkpoints" / "full" /
-                                      "checkpoint_step_300.pt"),
-                      load_checkpoint(tmp_path / "b" / "checkpoints" / "full" /
-                                      "checkpoint_step_300.pt"))
+    uninterrupted = load_checkpoint(normalised / "checkpoints" / "full" /
+                                    "checkpoint_step_300.pt")
+    assert uninterrupted["total_steps"] == 300
+    assert_same_state(uninterrupted, load_checkpoint(tmp_path / "b" / "checkpoints" / "full" /
+                                                     "checkpoint_step_300.pt"))
 
 
-def test_eval_and_load_policy_use_the_checkpoints_frozen_statistics(tmp_path):
-    full_run(tmp_path, normalize={"observations": True})
-    path = tmp_path / "checkpoints" / "full" / "checkpoint_step_300.pt"
+def test_eval_and_load_policy_use_the_checkpoints_frozen_statistics(observed):
+    path = observed / "checkpoint_step_300.pt"
     payload = load_checkpoint(path)
     stats = payload["normalize"]["observations"]
     mean, std = np.asarray(stats["mean"]), np.sqrt(np.asarray(stats["var"]) + 1e-8)
@@ -205,10 +225,8 @@ def test_env_kwargs_must_be_plain_data(tmp_path, value, message):
         tiny_config(tmp_path, env_kwargs=value)
 
 
-def test_forged_statistics_are_refused_in_one_line(tmp_path):
-    full_run(tmp_path, normalize={"observations": True}, max_timesteps=150)
-    path = tmp_path / "checkpoints" / "full" / "checkpoint_step_150.pt"
-    payload = load_checkpoint(path)
+def test_forged_statistics_are_refused_in_one_line(tmp_path, observed):
+    payload = load_checkpoint(observed / "checkpoint_step_150.pt")
     payload["normalize"]["observations"]["mean"] = [0.0] * 5  # Pendulum's obs_dim is 3
     payload["normalize"]["observations"]["var"] = [1.0] * 5
     forged = tmp_path / "forged.pt"

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner, Result
 
+from rltrain.scripts.cli import cli as rltrain_cli
 from rltrain.utils.checkpoint import load_checkpoint
 
 from conftest import TESTS_DIR, tiny_dict
@@ -53,6 +55,13 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+def resume(checkpoint: Path, max_timesteps: int) -> Result:
+    """`rltrain resume` of a paused checkpoint, in this process: what is tested in a real
+    process is the run the signal reached, not the resume after it."""
+    return CliRunner().invoke(rltrain_cli, ["resume", "--checkpoint", str(checkpoint),
+                                            "--set", f"max_timesteps={max_timesteps}"])
+
+
 @pytest.mark.parametrize("sig, rule", [(signal.SIGINT, "interrupt"),
                                        (signal.SIGTERM, "terminate")])
 def test_a_signal_pauses_with_a_checkpoint_that_resumes(tmp_path, sig, rule):
@@ -65,10 +74,9 @@ def test_a_signal_pauses_with_a_checkpoint_that_resumes(tmp_path, sig, rule):
     paused = sorted((tmp_path / "checkpoints" / "live").glob("paused_at_step_*.pt"))
     assert len(paused) == 1
     step = load_checkpoint(paused[0])["total_steps"]
-    resumed = cli("resume", "--checkpoint", str(paused[0]), "--set",
-                  f"max_timesteps={step + 60}", cwd=tmp_path)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"finished at step {step + 60}" in resumed.stdout, resumed.stdout
+    resumed = resume(paused[0], step + 60)
+    assert resumed.exit_code == 0, resumed.output
+    assert f"finished at step {step + 60}" in resumed.output, resumed.output
 
 
 def test_ctrl_c_in_a_terminal_pauses_a_run_with_async_env_workers(tmp_path):
@@ -81,9 +89,8 @@ def test_ctrl_c_in_a_terminal_pauses_a_run_with_async_env_workers(tmp_path):
     assert proc.returncode == 3 and "[interrupt]" in out, out + err
     paused = sorted((tmp_path / "checkpoints" / "live").glob("paused_at_step_*.pt"))
     step = load_checkpoint(paused[0])["total_steps"]
-    resumed = cli("resume", "--checkpoint", str(paused[0]), "--set",
-                  f"max_timesteps={step + 61}", cwd=tmp_path)
-    assert f"finished at step {step + 61}" in resumed.stdout, resumed.stdout + resumed.stderr
+    resumed = resume(paused[0], step + 61)
+    assert f"finished at step {step + 61}" in resumed.output, resumed.output
 
 
 def test_a_second_ctrl_c_aborts_at_once_and_keeps_earlier_checkpoints(tmp_path):
@@ -173,9 +180,6 @@ def test_the_cli_ignores_ctrl_c_once_the_command_has_ended(monkeypatch):
 
 
 def test_a_ctrl_c_while_the_run_starts_pauses_it_before_its_first_step(tmp_path, monkeypatch):
-    from click.testing import CliRunner
-
-    from rltrain.scripts.cli import cli as rltrain_cli
     from rltrain.scripts.trainer import Trainer
 
     original = Trainer._diagnostics
@@ -237,9 +241,6 @@ def test_pause_and_status_against_a_live_run(tmp_path):
 def train_in_process(tmp_path: Path, monkeypatch, step_hook) -> None:
     """A tiny run through the CLI in this process, with `Trainer._step` replaced by
     `step_hook(the original _step)`; it must finish at step 300."""
-    from click.testing import CliRunner
-
-    from rltrain.scripts.cli import cli as rltrain_cli
     from rltrain.scripts.trainer import Trainer
 
     monkeypatch.setattr(Trainer, "_step", step_hook(Trainer._step))

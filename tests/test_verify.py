@@ -4,6 +4,7 @@ tiny real run is found with its suggested_set; `diagnose --verify` forks and jud
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -60,25 +61,44 @@ def train(tmp_path: Path, name: str, **overrides) -> Path:
     return tmp_path / "logs" / name
 
 
-def test_a_tiny_run_with_planted_learning_rates_names_them(tmp_path: Path) -> None:
-    folder = train(tmp_path, "hot", **FAULT)
-    events = [e for e in read_jsonl(folder / "events.jsonl") if e.get("rule") == "learning_rate"]
+@pytest.fixture(scope="module")
+def hot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The planted-fault run, trained once for the module. Tests only add to its folders
+    (reports, forks); one that removes files works on its own copy (`own_copy`)."""
+    return train(tmp_path_factory.mktemp("verify"), "hot", **FAULT)
+
+
+def own_copy(folder: Path, tmp_path: Path) -> Path:
+    """The run's log and checkpoint folders copied under tmp_path, its config.yaml
+    pointing at the copies: a run of its own, as if trained there."""
+    logs, checkpoints = tmp_path / "logs", tmp_path / "checkpoints"
+    shutil.copytree(folder, logs / folder.name)
+    shutil.copytree(folder.parent.parent / "checkpoints" / folder.name,
+                    checkpoints / folder.name)
+    config_file = logs / folder.name / "config.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    config.update(log_dir=str(logs), checkpoint_dir=str(checkpoints))
+    config_file.write_text(yaml.safe_dump(config))
+    return logs / folder.name
+
+
+def test_a_tiny_run_with_planted_learning_rates_names_them(hot: Path, tmp_path: Path) -> None:
+    events = [e for e in read_jsonl(hot / "events.jsonl") if e.get("rule") == "learning_rate"]
     assert events, "the learning_rate rule did not fire"
     suggested = events[0]["suggested_set"]
     assert set(suggested) <= {"actor_lr", "critic_lr"} and suggested
     assert all(v <= 1e-3 for v in suggested.values())
     changed = check_suggestion(config_from_dict(tiny_dict(tmp_path, **FAULT)), suggested)
     assert changed.actor_lr <= 1e-3 or "actor_lr" not in suggested
-    report = CliRunner().invoke(cli, ["diagnose", str(folder), "--json"])
+    report = CliRunner().invoke(cli, ["diagnose", str(hot), "--json"])
     assert report.exit_code == 0
     found = json.loads(report.output)["findings"]
     assert all("suggested_set" in f for f in found)
     assert any(f["rule"] == "learning_rate" and f["suggested_set"] for f in found)
 
 
-def test_verify_forks_both_branches_and_gives_a_verdict(tmp_path: Path) -> None:
-    folder = train(tmp_path, "hot", **FAULT)
-    result = CliRunner().invoke(cli, ["diagnose", str(folder), "--verify", "--steps", "200",
+def test_verify_forks_both_branches_and_gives_a_verdict(hot: Path) -> None:
+    result = CliRunner().invoke(cli, ["diagnose", str(hot), "--verify", "--steps", "200",
                                       "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
@@ -86,30 +106,30 @@ def test_verify_forks_both_branches_and_gives_a_verdict(tmp_path: Path) -> None:
     assert len(checked) == 1
     v = checked[0]
     assert v["verdict"] in ("confirmed", "not confirmed", "inconclusive")
-    assert v["fork_step"] <= v["first_step"] or v["fork_step"] == 400
+    assert v["fork_step"] <= v["first_step"] or v["fork_step"] == FAULT["max_timesteps"]
     for kind in ("fix", "control"):
         branch = v["branches"][kind]
         assert branch["exit_code"] == 0 and branch["returns"], branch
-        status = json.loads((tmp_path / "logs" / branch["run"] / "status.json").read_text())
+        status = json.loads((hot.parent / branch["run"] / "status.json").read_text())
         assert status["env_steps"] == v["fork_step"] + 200
     fix_config = yaml.safe_load(
-        (tmp_path / "logs" / v["branches"]["fix"]["run"] / "config.yaml").read_text())
+        (hot.parent / v["branches"]["fix"]["run"] / "config.yaml").read_text())
     assert fix_config["actor_lr"] == v["suggested_set"].get("actor_lr", 0.1)
-    assert "Verified fixes" in (folder / "report.html").read_text()
+    assert "Verified fixes" in (hot / "report.html").read_text()
 
 
-def test_verify_without_a_checkpoint_says_so(tmp_path: Path) -> None:
-    folder = train(tmp_path, "hot", **FAULT)
+def test_verify_without_a_checkpoint_says_so(hot: Path, tmp_path: Path) -> None:
+    folder = own_copy(hot, tmp_path)
     for checkpoint in (tmp_path / "checkpoints" / "hot").glob("*.pt"):
         checkpoint.unlink()
     result = CliRunner().invoke(cli, ["diagnose", str(folder), "--verify"])
     assert result.exit_code != 0
     assert "no checkpoint" in result.output and len(result.output.strip().splitlines()) == 1
+    assert list((hot.parent.parent / "checkpoints" / "hot").glob("*.pt"))  # the original's
 
 
-def test_verify_refuses_reseeded_pairs(tmp_path: Path) -> None:
-    folder = train(tmp_path, "hot", **FAULT)
-    result = CliRunner().invoke(cli, ["diagnose", str(folder), "--verify", "--seeds", "2"])
+def test_verify_refuses_reseeded_pairs(hot: Path) -> None:
+    result = CliRunner().invoke(cli, ["diagnose", str(hot), "--verify", "--seeds", "2"])
     assert result.exit_code != 0 and "seed" in result.output
 
 
