@@ -1,0 +1,86 @@
+"""The learning table: rltrain's shipped per-env configs trained for a step budget.
+
+    python benchmarks/learning_table.py                      # the table of docs/learning.md
+    python benchmarks/learning_table.py --only Pendulum-v1:td3 --seeds 2
+
+Each row is `rltrain train --algo A --env ID --seed S --steps N` (the tuned entry of
+configs/<algo>.yaml, with the step budget given here in place of RL Zoo's, one torch
+thread), run as the CLI runs it. Per row it prints the final and the best evaluation
+return of each seed, and the warnings the run gave (a shipped config on a healthy run
+gives none; a run that has not learnt yet may rightly get `no_learning`). The rows go to
+benchmarks/results/learning_table.jsonl, one line per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# env id, algo, step budget: what 2 shared cores allow (RL Zoo trains 20k, 300k, 300k).
+ROWS = (
+    ("Pendulum-v1", "ddpg", 20_000),
+    ("Pendulum-v1", "td3", 20_000),
+    ("MountainCarContinuous-v0", "td3", 30_000),
+    ("LunarLanderContinuous-v3", "td3", 100_000),
+)
+RESULTS = Path(__file__).resolve().parent / "results" / "learning_table.jsonl"
+
+
+def train(env: str, algo: str, steps: int, seed: int, root: Path) -> dict:
+    """One run through the CLI; its evaluations and warnings from the run folder."""
+    name = f"{env}_{algo}_s{seed}"
+    rltrain = Path(sys.executable).parent / "rltrain"
+    subprocess.run([str(rltrain), "train", "--algo", algo, "--env", env, "--seed", str(seed),
+                    "--steps", str(steps), "--run-name", name, "--set", "torch_threads=1",
+                    "--set", f"log_dir={root}/logs", "--set", f"checkpoint_dir={root}/ckpt"],
+                   check=True, stdout=subprocess.DEVNULL)
+    folder = root / "logs" / name
+    metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    evals = [(m["env_steps"], float(m["mean_return"])) for m in metrics if m["kind"] == "eval"]
+    warned = [e for e in events if e.get("action") in ("warn", "pause")]
+    warnings = sorted({e["rule"] for e in warned})
+    return {"env": env, "algo": algo, "steps": steps, "seed": seed, "evals": evals,
+            "final": evals[-1][1], "best": max(v for _, v in evals), "warnings": warnings,
+            "warning_lines": [{k: e.get(k) for k in ("env_steps", "rule", "value", "threshold",
+                                                     "message")} for e in warned]}
+
+
+def row_line(runs: list[dict]) -> str:
+    first = runs[0]
+    finals = [r["final"] for r in runs]
+    bests = [r["best"] for r in runs]
+    spread = f" ± {statistics.stdev(finals):.1f}" if len(finals) > 1 else ""
+    warned = sorted({w for r in runs for w in r["warnings"]}) or ["none"]
+    return (f"| {first['env']} | {first['algo']} | {first['steps']:,} | {len(runs)} | "
+            f"{statistics.mean(finals):.1f}{spread} | {statistics.mean(bests):.1f} | "
+            f"{', '.join(f'{v:.1f}' for v in finals)} | {', '.join(warned)} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--only", action="append", default=[],
+                        help="ENV:ALGO rows to run (repeatable; default: all)")
+    args = parser.parse_args()
+    rows = [r for r in ROWS if not args.only or f"{r[0]}:{r[1]}" in args.only]
+    table = ["| env | algo | env steps | seeds | final eval (mean ± sd) | best eval (mean) "
+             "| final per seed | warnings |", "|---|---|---|---|---|---|---|---|"]
+    RESULTS.parent.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for env, algo, steps in rows:
+            runs = [train(env, algo, steps, seed, Path(tmp)) for seed in range(args.seeds)]
+            with open(RESULTS, "a", encoding="utf-8") as f:
+                f.writelines(json.dumps(r) + "\n" for r in runs)
+            table.append(row_line(runs))
+            print(table[-1], flush=True)
+    print("\n".join(table))
+
+
+if __name__ == "__main__":
+    main()
