@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: the config (which imports the rules) needs no numpy
     import numpy as np
@@ -112,3 +112,11 @@ class Hook:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from `state_dict()` of a checkpoint."""
+
+
+class RunSource(Protocol):
+    """What the monitor needs of a run: its checkpoint and an evaluation of its policy."""
+
+    def state_dict(self, kind: str) -> dict[str, Any]: ...
+
+    def evaluate(self) -> EvalResult: ...

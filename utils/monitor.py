@@ -4,10 +4,9 @@ Periodic evaluation with best-model saving, periodic checkpoints, and the findin
 the hooks (utils/hooks.py: the health rules, the diagnostics), which may ask for a
 pause. Every pause, whoever asks for it (a rule, Ctrl-C, SIGTERM, or `rltrain pause`
 from another terminal), becomes one `request_pause` call; the loop finishes the
-current env step, then writes `paused_at_step_<N>.pt` and stops.
-Warnings and pauses are appended to `events.jsonl`, shown on the console and written
-to TensorBoard as text. A rule that keeps warning is repeated at most every
-`monitor.warn_every` env steps, with a count of what was held back.
+current env step, then writes `paused_at_step_<N>.pt` and stops. Warnings and pauses
+go to `events.jsonl`, the console and TensorBoard; a rule that keeps warning is
+repeated at most every `monitor.warn_every` env steps, with a count of what was held.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
 from rltrain.utils.checkpoint import prune_periodic, save_checkpoint
 from rltrain.utils.hooks import Evaluation, Hook
@@ -23,7 +22,7 @@ from rltrain.utils.hooks import Evaluation, Hook
 if TYPE_CHECKING:
     from rltrain.utils.config import TrainConfig
     from rltrain.utils.evaluation import EvalResult
-    from rltrain.utils.hooks import EpisodeEnd, Step, Update
+    from rltrain.utils.hooks import EpisodeEnd, RunSource, Step, Update
     from rltrain.utils.run_logger import RunLogger
     from rltrain.utils.runs import RunPaths
 
@@ -86,22 +85,16 @@ class HookList:
     """Calls every hook in turn and hands what they find to `report` (the monitor)."""
 
     def __init__(self, hooks: list[Hook], report: Callable[[list[Finding]], None]) -> None:
-        self.report = report
-        self.hooks = hooks
-
-    @property
-    def hooks(self) -> list[Hook]:
-        return self._hooks
-
-    @hooks.setter
-    def hooks(self, hooks: list[Hook]) -> None:
-        self._hooks = list(hooks)
+        self.hooks, self.report = hooks, report
         self._methods: dict[str, list[Callable[..., list[Finding]]]] = {}
+        self._made_from: list[Hook] | None = None  # the list `_methods` was made from
 
     def _each(self, method: str, *args: Any) -> None:
         # Hooks that keep `Hook`'s no-op for a method are left out: this runs per env step.
+        if self._made_from is not self.hooks:
+            self._methods, self._made_from = {}, self.hooks
         if method not in self._methods:
-            self._methods[method] = [getattr(h, method) for h in self._hooks
+            self._methods[method] = [getattr(h, method) for h in self.hooks
                                      if getattr(type(h), method) is not getattr(Hook, method)]
         for call in self._methods[method]:
             found = call(*args)
@@ -143,14 +136,6 @@ class HookList:
         for hook in self.hooks:
             if hook.name in state:
                 hook.load_state_dict(state[hook.name])
-
-
-class RunSource(Protocol):
-    """What the monitor needs of a run: its checkpoint and an evaluation of its policy."""
-
-    def state_dict(self, kind: str) -> dict[str, Any]: ...
-
-    def evaluate(self) -> EvalResult: ...
 
 
 class TrainingMonitor:
