@@ -5,7 +5,7 @@ faults on Pendulum-v1, MountainCarContinuous-v0 and LunarLanderContinuous-v3.
     python benchmarks/calibration_setup.py --only lr-high-pendulum healthy-pendulum
     python benchmarks/calibration_setup.py --steps 10000     # shorter runs
 
-LunarLanderContinuous needs Box2D (`pip install "gymnasium[box2d]"`). Each run is short
+LunarLanderContinuous needs Box2D (`pip install "rltrain[box2d]"`). Each run is short
 ([64, 64] networks, one torch thread, safe_mode off so that it trains through every
 finding); the faults are planted through the config alone. Each scenario runs in a
 fresh process; its line says which set-up rules fired (first step, suggested change)

@@ -196,9 +196,12 @@ def _report(outcome: RunOutcome) -> None:
                    f"{', '.join(FIXED_ON_RESUME)} cannot change.")
 @click.option("--run-name", default=None, metavar="NAME",
               help="Fork into a new run NAME instead of continuing in the run's own folders.")
+@click.option("--fork-seed", type=click.IntRange(min=0), default=None, hidden=True,
+              help="Internal (diagnose --verify --seeds): the fork's random streams restart "
+                   "from this seed.")
 @click.option("--wait", is_flag=True, help=WAIT_HELP)
 def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | None,
-           wait: bool) -> None:
+           wait: bool, fork_seed: int | None) -> None:
     """Continue a run exactly where a checkpoint left it.
 
     The run continues in its own folders (TensorBoard resumes at the checkpoint's step,
@@ -208,7 +211,8 @@ def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | Non
     from rltrain.scripts.resume import prepare_resume
     from rltrain.scripts.wait import supervise
 
-    trainer, paths, info = prepare_resume(checkpoint_path, overrides, run_name)
+    trainer, paths, info = prepare_resume(checkpoint_path, overrides, run_name,
+                                         fork_seed=fork_seed)
     say(f"run {paths.name}: resuming at step {info.env_steps} of "
                f"{trainer.config.max_timesteps}, device {trainer.device}")
     _report(supervise(trainer, paths, info, wait, _say_paused))

@@ -13,6 +13,8 @@ step the envs raised in, to take it again); `restore` replays each env's
 actions to rebuild its state (in its own process when async). An env whose replay does
 not reproduce the saved observation (not deterministic under replay) restarts its
 episode, with a warning.
+A re-seeded fork (`reseed`) seeds the episodes it starts from its own seed instead; the
+checkpoint keeps that seed and the first episode it applies to.
 """
 
 from __future__ import annotations
@@ -72,12 +74,23 @@ class Collector:
         # The actions of a vector step the envs failed in (they raised): a checkpoint
         # keeps them, and the resumed run takes that step with the same actions.
         self.unstepped: np.ndarray | None = None
+        # A re-seeded fork: (seed, first episode index) whose episodes reset from this seed.
+        self.reseeded: tuple[int, int] | None = None
 
     def close(self) -> None:
         self.envs.close()
 
     def _seed(self, index: int) -> int:
-        return derive_seed(self.config.seed, TRAIN_EPISODES, index)
+        seed = self.config.seed
+        if self.reseeded is not None and index >= self.reseeded[1]:
+            seed = self.reseeded[0]
+        return derive_seed(seed, TRAIN_EPISODES, index)
+
+    def reseed(self, seed: int) -> None:
+        """Episodes not started yet reset from `seed` (a re-seeded fork); the ones in
+        progress go on as they are, like the weights."""
+        started = [e.index for e in self.episodes]
+        self.reseeded = (seed, max(started) + 1 if started else 0)
 
     def start(self, first_index: int) -> None:
         """Start an episode in every env: indices first_index, first_index + 1, ..."""
@@ -145,6 +158,7 @@ class Collector:
                         for t in self.pending],
             "unstepped": None if self.unstepped is None else torch.from_numpy(
                 np.array(self.unstepped, dtype=np.float32)),
+            "reseeded": None if self.reseeded is None else list(self.reseeded),
         }
 
     def restore(self, state: dict[str, Any]) -> list[str]:
@@ -157,6 +171,8 @@ class Collector:
             for t in state["pending"])
         unstepped = state.get("unstepped")  # absent from checkpoints written before it
         self.unstepped = None if unstepped is None else unstepped.numpy()
+        reseeded = state.get("reseeded")  # absent: never re-seeded
+        self.reseeded = None if reseeded is None else (int(reseeded[0]), int(reseeded[1]))
         if not saved:  # stopped before the envs' first reset: the run starts them
             self.episodes = []
             return []

@@ -6,6 +6,8 @@ folders, the restored trainer).
 checkpoint (env, seed, algorithm, network and buffer sizes) cannot change. Without
 `--run-name` the run continues in its own folders; with it, the run is forked into new
 ones and the original stays as it was.
+A re-seeded fork (`fork_seed`, for `rltrain diagnose --verify --seeds K`) starts from
+the same state with new random streams instead of the checkpoint's.
 """
 
 from __future__ import annotations
@@ -86,9 +88,13 @@ def checked_resume_config(payload: dict[str, Any], overrides: tuple[str, ...],
 
 def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | None,
                    interactive: bool | None = None, lock: RunLock | None = None,
-                   ) -> tuple[Trainer, RunPaths, ResumeInfo]:
+                   fork_seed: int | None = None) -> tuple[Trainer, RunPaths, ResumeInfo]:
     """Load, check and restore everything; only then touch any run folder. `lock`: the
-    run's lock, already held by this process (a run waiting after its pause)."""
+    run's lock, already held by this process (a run waiting after its pause).
+    `fork_seed`: a fork (`run_name`) whose random streams restart from this seed instead
+    of continuing (RunState.reseed; `diagnose --verify --seeds K` uses it)."""
+    if fork_seed is not None and run_name is None:
+        raise UserError("a re-seeded resume is a fork: give it a --run-name")
     payload = load_checkpoint(checkpoint)
     config = checked_resume_config(payload, overrides, checkpoint)
     steps = int(payload["total_steps"])
@@ -106,6 +112,8 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
     trainer = Trainer(config, device, interactive)
     try:
         warnings = trainer.state.load_state_dict(payload, checkpoint)
+        if fork_seed is not None:
+            trainer.state.reseed(fork_seed)
         paths = _claim_folders(trainer, payload, checkpoint, run_name, lock)
         moved = set_aside_later(paths, steps) if run_name is None else {}
     except BaseException:
@@ -114,7 +122,7 @@ def prepare_resume(checkpoint: str, overrides: tuple[str, ...], run_name: str | 
     if moved:
         warnings.append(_set_aside_note(moved, steps, trainer.state.restored.get("monitor")))
     info = ResumeInfo(steps, checkpoint, [mask_text(change) for change in overrides], warnings,
-                      original if run_name is not None else None)
+                      original if run_name is not None else None, fork_seed)
     return trainer, paths, info
 
 

@@ -221,13 +221,18 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
                    "the change) from a checkpoint before the finding and compare them.")
 @click.option("--steps", default=5000, show_default=True, help="Env steps per --verify branch.")
 @click.option("--seeds", default=1, show_default=True,
-              help="Re-seeded pairs per finding (only 1: a fork keeps its seed).")
+              help="--verify: branch pairs per finding; 1 is the exact fork, K > 1 re-seeds "
+                   "pair k with a seed from the run's seed and k.")
+@click.option("--last", type=int, default=None,
+              help="--verify compares the last N evaluations after the fork (default: the "
+                   "last third, at least 1).")
 @click.option("--top", default=3, show_default=True,
               help="--verify tries this many findings (most severe, then earliest).")
 @click.option("--fork-step", type=int, default=None,
               help="--verify forks at or before this step (default: the finding's first).")
 def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify: bool,
-             steps: int, seeds: int, top: int, fork_step: int | None) -> None:
+             steps: int, seeds: int, last: int | None, top: int, fork_step: int | None,
+             ) -> None:
     """Explain a run (live or not): the diagnostics' findings, hypotheses, checks, report.html.
 
     RUN is a run name under --log-dir, or a run folder. Writes <run folder>/report.html:
@@ -241,7 +246,7 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify:
         from rltrain.scripts.verify import summary_lines
         from rltrain.scripts.verify import verify as verify_run
 
-        lines = summary_lines(verify_run(folder, steps, seeds, top, fork_step))
+        lines = summary_lines(verify_run(folder, steps, seeds, top, fork_step, last))
         if not as_json:
             click.echo("\n".join(lines))
     result = reports.diagnose(folder)

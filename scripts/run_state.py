@@ -45,6 +45,7 @@ from rltrain.utils.replay_buffer import ReplayBuffer
 from rltrain.utils.run_environment import environment_record, environment_warning
 from rltrain.utils.runs import RunPaths
 from rltrain.utils.seeding import (
+    AGENT,
     EXPLORATION,
     NETWORK_INIT,
     REPLAY,
@@ -66,10 +67,12 @@ class ResumeInfo:
     changes: list[str]
     warnings: list[str]
     forked_from: str | None = None
+    reseeded: int | None = None  # a re-seeded fork's seed (RunState.reseed)
 
     def describe(self) -> str:
         changes = ", ".join(self.changes) or "no changes"
         origin = f" of run '{self.forked_from}'" if self.forked_from else ""
+        origin += f", re-seeded with {self.reseeded}" if self.reseeded is not None else ""
         return f"resumed from {self.checkpoint}{origin} ({changes})"
 
 
@@ -254,6 +257,17 @@ class RunState:
             f"({self.device.type}): replay sampling and target noise continue from new "
             "random streams, so the run goes on correctly but not bit-identically"]
         return warnings + self.collector.restore(state)
+
+    def reseed(self, seed: int) -> None:
+        """After a checkpoint is loaded: exploration noise, replay sampling, target noise,
+        the global generators and the episodes to come continue from `seed` instead (a
+        re-seeded fork). Evaluation keeps the run's seeds, so forks stay comparable."""
+        seed_global_generators(seed)
+        torch.manual_seed(derive_seed(seed, NETWORK_INIT))
+        self.agent.generator.manual_seed(derive_seed(seed, AGENT))
+        self.buffer.generator.manual_seed(derive_seed(seed, REPLAY))
+        self.exploration.reseed(derive_seed(seed, EXPLORATION))
+        self.collector.reseed(seed)
 
     def restored_findings(self, rules: HealthRules, evals_since_best: int) -> list[Finding]:
         """On resume, every health rule checked against the restored state, so that a rule

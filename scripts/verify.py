@@ -5,16 +5,23 @@ forked twice from the newest checkpoint at or before the step the finding was fi
 seen (else the newest): one branch with the change, one without. Both are ordinary
 forks (`rltrain resume --checkpoint C --run-name NEW --set ...`), so they show in
 `rltrain status` and TensorBoard; they run at once, sharing the cores (torch_threads),
-for the same env steps, evaluate at the same steps with the same evaluation seeds, and
-train through warnings (safe_mode off). The evaluation episodes after the fork are
-compared: the difference of the mean returns (fix - control) with a 95% bootstrap
-interval over the episodes, and a verdict: confirmed (the interval lies above 0),
-not confirmed (it lies below a gain of `MARGIN` of the control's magnitude) or
-inconclusive. The verdicts go to <run folder>/verify.json, which `diagnose --json` and
-report.html include.
+for the same env steps, evaluate at the same steps (EVALUATIONS times) with the same
+evaluation seeds, and train through warnings (safe_mode off).
 
-Re-seeded pairs (--seeds K > 1) would need forks with a new seed; a fork keeps the
-checkpoint's seed (its random streams are restored with it), so K > 1 is refused.
+The branches are compared where they end up: the last `last` evaluations both reached
+(default: the last third, at least one; scripts/verify_stats.py says why), by the
+difference of the mean returns (fix - control) with a 95% bootstrap interval over the
+episodes, and a verdict: confirmed (the interval lies above 0), not confirmed (it lies
+below a gain of `MARGIN` of the control's magnitude) or inconclusive.
+
+With `seeds` K = 1 the pair is an exact fork: both branches continue the checkpoint's
+random streams. With K > 1, pair k starts both its branches from the same checkpoint
+with the same new seed, derived from the run's seed and k: exploration noise, replay
+sampling, torch and the training episodes are re-seeded after the state is loaded
+(`rltrain resume --fork-seed`, internal). The pairs run one after another; the
+difference is the mean of the pairs' differences, its interval over pairs x episodes.
+The verdicts go to <run folder>/verify.json, which `diagnose --json` and report.html
+include.
 """
 
 from __future__ import annotations
@@ -27,15 +34,27 @@ from typing import Any
 
 import numpy as np
 
+from rltrain.scripts.verify_stats import (
+    MARGIN,
+    Evaluations,
+    common_steps,
+    compared_steps,
+    difference,
+    pooled_difference,
+    returns_at,
+    verdict,
+)
 from rltrain.utils.checkpoint import atomic_write, to_json
 from rltrain.utils.diagnostics.report import VERIFY_FILE
 from rltrain.utils.errors import UserError
 from rltrain.utils.run_logger import read_jsonl
 from rltrain.utils.runs import CONFIG_FILE, METRICS_FILE, STEP_CHECKPOINT
+from rltrain.utils.seeding import FORKS, derive_seed
 
-MARGIN = 0.05  # a gain below this share of the control's |mean return| is no gain
-BOOTSTRAP = 2000
+__all__ = ["MARGIN", "difference", "fork_point", "verdict", "verify", "summary_lines"]
+
 DEFAULT_STEPS = 5000
+EVALUATIONS = 6  # per branch after the fork: the last third is then two
 TOP = 3
 
 
@@ -47,29 +66,14 @@ def fork_point(checkpoint_dir: Path, first_step: int) -> tuple[int, Path] | None
     return (before or found or [None])[-1]
 
 
-def difference(fix: list[float], base: list[float], seed: int = 0) -> dict[str, float]:
-    """Mean(fix) - mean(base) and its 95% bootstrap interval over the episodes."""
-    rng = np.random.default_rng(seed)
-    a, b = np.asarray(fix, float), np.asarray(base, float)
-    draws = (rng.choice(a, (BOOTSTRAP, a.size)).mean(1)
-             - rng.choice(b, (BOOTSTRAP, b.size)).mean(1))
-    low, high = np.percentile(draws, [2.5, 97.5])
-    return {"difference": float(a.mean() - b.mean()), "low": float(low), "high": float(high)}
+def _run_config(folder: Path) -> Any:
+    from rltrain.utils.config_loader import config_from_dict, read_yaml_mapping
 
-
-def verdict(diff: dict[str, float], base_mean: float) -> str:
-    if diff["low"] > 0:
-        return "confirmed"
-    if diff["high"] < MARGIN * max(abs(base_mean), 1e-9):
-        return "not confirmed"
-    return "inconclusive"
+    return config_from_dict(read_yaml_mapping(folder / CONFIG_FILE))
 
 
 def _checkpoint_dir(folder: Path) -> Path:
-    from rltrain.utils.config_loader import config_from_dict, read_yaml_mapping
-
-    config = config_from_dict(read_yaml_mapping(folder / CONFIG_FILE))
-    return Path(config.checkpoint_dir) / folder.name
+    return Path(_run_config(folder).checkpoint_dir) / folder.name
 
 
 def _free_name(log_parent: Path, stem: str) -> str:
@@ -80,87 +84,116 @@ def _free_name(log_parent: Path, stem: str) -> str:
 
 
 def _launch(folder: Path, checkpoint: Path, name: str, changes: dict[str, Any],
-            until: int, threads: int, eval_every: int) -> subprocess.Popen:
-    """A fork beside the run (its log and checkpoint folders' parents)."""
+            until: int, eval_every: int, seed: int | None) -> subprocess.Popen:
+    """A fork beside the run (its log and checkpoint folders' parents); re-seeded with
+    `seed` unless it is None."""
     from rltrain.scripts.api import override_strings
 
+    threads = max(1, (os.cpu_count() or 2) // 2)  # two branches at once share the cores
     sets = override_strings({**changes, "max_timesteps": until, "torch_threads": threads,
                              "safe_mode": False, "eval_freq": eval_every,
                              "log_dir": str(folder.parent),
                              "checkpoint_dir": str(checkpoint.parent.parent)})
     command = [sys.executable, "-c", "from rltrain.scripts import main; main()", "resume",
                "--checkpoint", str(checkpoint), "--run-name", name]
+    command += ["--fork-seed", str(seed)] if seed is not None else []
     for item in sets:
         command += ["--set", item]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
 
 
-def _branch_returns(log_dir: Path, after: int) -> list[float]:
-    """Every evaluation episode's return after the fork step."""
-    return [float(r) for m in read_jsonl(log_dir / METRICS_FILE)
-            if m["kind"] == "eval" and m["env_steps"] > after for r in m["returns"]]
+def _evaluations(log_dir: Path, after: int) -> Evaluations:
+    """Every evaluation after the fork step: (env steps, episode returns)."""
+    return [(int(m["env_steps"]), [float(r) for r in m["returns"]])
+            for m in read_jsonl(log_dir / METRICS_FILE)
+            if m["kind"] == "eval" and m["env_steps"] > after]
 
 
-def _run_pair(folder: Path, finding: dict[str, Any], steps: int,
-              before: int | None = None) -> dict[str, Any]:
-    first = finding["first_step"] if before is None else min(before, finding["first_step"])
-    point = fork_point(_checkpoint_dir(folder), first)
-    assert point is not None  # checked by verify()
-    step, checkpoint = point
-    threads = max(1, (os.cpu_count() or 2) // 2)
-    eval_every = max(1, steps // 4)
-    stem = f"{folder.name}-verify-{finding['rule']}"
+def _run_pair(folder: Path, finding: dict[str, Any], fork: tuple[int, Path], steps: int,
+              seed: int | None, stem: str) -> dict[str, Any]:
+    """One fix branch and one control branch from the fork, trained at once."""
+    step, checkpoint = fork
     names = {"fix": _free_name(folder.parent, f"{stem}-fix"),
              "control": _free_name(folder.parent, f"{stem}-control")}
     procs = {kind: _launch(folder, checkpoint, name, finding["suggested_set"] if kind == "fix"
-                           else {}, step + steps, threads, eval_every)
+                           else {}, step + steps, max(1, steps // EVALUATIONS), seed)
              for kind, name in names.items()}
     branches: dict[str, Any] = {}
     for kind, proc in procs.items():
         _, err = proc.communicate()
-        returns = _branch_returns(folder.parent / names[kind], step)
+        evaluations = _evaluations(folder.parent / names[kind], step)
         branches[kind] = {"run": names[kind], "exit_code": proc.returncode,
-                          "returns": returns,
-                          "mean": float(np.mean(returns)) if returns else None,
+                          "evaluations": evaluations,
+                          "returns": [r for _, returns in evaluations for r in returns],
                           "error": err.strip().splitlines()[-1] if proc.returncode not in
                           (0, 3) and err.strip() else None}
-    return _judged(finding, step, checkpoint, steps, branches)
+    return {"seed": seed, "branches": branches, "difference": None}
 
 
-def _judged(finding: dict[str, Any], step: int, checkpoint: Path, steps: int,
-            branches: dict[str, Any]) -> dict[str, Any]:
+def _verify_finding(folder: Path, finding: dict[str, Any], steps: int, seeds: int,
+                    before: int | None, last: int | None) -> dict[str, Any]:
+    first = finding["first_step"] if before is None else min(before, finding["first_step"])
+    fork = fork_point(_checkpoint_dir(folder), first)
+    assert fork is not None  # checked by verify()
+    run_seed = _run_config(folder).seed
+    stem = f"{folder.name}-verify-{finding['rule']}"
+    pairs = [_run_pair(folder, finding, fork, steps, None, stem)] if seeds == 1 else [
+        _run_pair(folder, finding, fork, steps, derive_seed(run_seed, FORKS, k),
+                  f"{stem}-pair{k}") for k in range(seeds)]
     result = {"rule": finding["rule"], "first_step": finding["first_step"],
-              "suggested_set": finding["suggested_set"], "checkpoint": str(checkpoint),
-              "fork_step": step, "steps": steps, "branches": branches,
-              "difference": None, "interval": None, "verdict": "inconclusive"}
-    fix, base = branches["fix"]["returns"], branches["control"]["returns"]
-    if fix and base:
-        diff = difference(fix, base)
+              "suggested_set": finding["suggested_set"], "checkpoint": str(fork[1]),
+              "fork_step": fork[0], "steps": steps, "seeds": seeds}
+    return {**result, **_judged(pairs, last)}
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _judged(pairs: list[dict[str, Any]], last: int | None) -> dict[str, Any]:
+    """The compared evaluations, each pair's difference and the verdict over all pairs."""
+    branches = [p["branches"][kind]["evaluations"] for p in pairs for kind in ("fix",
+                                                                              "control")]
+    common = common_steps(branches)
+    steps = compared_steps(common, last)
+    compared = [{kind: returns_at(p["branches"][kind]["evaluations"], steps)
+                 for kind in ("fix", "control")} for p in pairs]
+    for pair, returns in zip(pairs, compared, strict=True):
+        for kind in ("fix", "control"):
+            branch = pair["branches"][kind]
+            branch["mean"], branch["path_mean"] = _mean(returns[kind]), _mean(branch["returns"])
+    result: dict[str, Any] = {"compared_steps": steps, "evaluations": len(common),
+                              "pairs": pairs, "branches": pairs[0]["branches"],
+                              "difference": None, "interval": None,
+                              "verdict": "inconclusive"}
+    if steps and all(r["fix"] and r["control"] for r in compared):
+        diff = pooled_difference([(r["fix"], r["control"]) for r in compared])
+        for pair, each in zip(pairs, diff["pairs"], strict=True):
+            pair["difference"] = each
+        base = float(np.mean([x for r in compared for x in r["control"]]))
         result.update(difference=diff["difference"], interval=[diff["low"], diff["high"]],
-                      verdict=verdict(diff, branches["control"]["mean"]))
+                      verdict=verdict(diff, base))
     return result
 
 
 def verify(folder: Path, steps: int = DEFAULT_STEPS, seeds: int = 1, top: int = TOP,
-           before: int | None = None) -> list[dict[str, Any]]:
+           before: int | None = None, last: int | None = None) -> list[dict[str, Any]]:
     """Try the top findings' proposed changes; writes and returns the verdicts. `before`:
     fork at or before this step (a fault of the set-up is there from the start, well
-    before a rule can see it)."""
+    before a rule can see it). `seeds`: re-seeded pairs per finding (1: the exact fork).
+    `last`: the evaluations compared (None: the last third)."""
     from rltrain.utils.diagnostics.report import findings
 
-    if seeds != 1:
-        raise UserError("--seeds K > 1 needs re-seeded forks, and a fork keeps its "
-                        "checkpoint's seed (the random streams are restored with the "
-                        "weights): use --seeds 1, or train K runs with other seeds and "
-                        "diagnose each")
-    if steps < 1:
-        raise UserError("--steps must be at least 1")
+    given = {"--steps": steps, "--seeds": seeds, "--last": 1 if last is None else last}
+    for name, value in given.items():
+        if value < 1:
+            raise UserError(f"{name} must be at least 1 (got {value})")
     candidates = [f for f in findings(folder) if f["suggested_set"]][:top]
     if fork_point(_checkpoint_dir(folder), 0) is None:
         raise UserError(f"run '{folder.name}' has no checkpoint to fork from "
                         f"({_checkpoint_dir(folder)}): --verify needs one")
-    results = [_run_pair(folder, f, steps, before) for f in candidates]
+    results = [_verify_finding(folder, f, steps, seeds, before, last) for f in candidates]
     atomic_write(folder / VERIFY_FILE, lambda f: f.write(to_json(results).encode()),
                  durable=False)
     return results
@@ -170,14 +203,26 @@ def summary_lines(results: list[dict[str, Any]]) -> list[str]:
     """One line per verified finding, for the terminal."""
     if not results:
         return ["verify: no finding proposes a config change; nothing to try"]
-    lines = []
-    for r in results:
-        fix, base = r["branches"]["fix"], r["branches"]["control"]
-        change = " ".join(f"{k}={v}" for k, v in r["suggested_set"].items())
-        numbers = ("no evaluations after the fork" if r["difference"] is None else
-                   f"fix {fix['mean']:.1f} vs control {base['mean']:.1f}, difference "
-                   f"{r['difference']:+.1f} [{r['interval'][0]:+.1f}, {r['interval'][1]:+.1f}]")
-        lines.append(f"verify {r['rule']} ({change}) from step {r['fork_step']} for "
-                     f"{r['steps']} steps: {numbers}: {r['verdict']} (runs {fix['run']}, "
-                     f"{base['run']})")
-    return lines
+    return [_summary(r) for r in results]
+
+
+def _summary(r: dict[str, Any]) -> str:
+    fix, base = r["branches"]["fix"], r["branches"]["control"]
+    change = " ".join(f"{k}={v}" for k, v in r["suggested_set"].items())
+    steps = r["compared_steps"]
+    where = (f"last {len(steps)} of {r['evaluations']} evaluations (step "
+             f"{', '.join(map(str, steps))})")
+    if r["difference"] is None:
+        numbers = "no evaluations after the fork to compare"
+    elif len(r["pairs"]) == 1:
+        numbers = (f"{where}: fix {fix['mean']:.1f} vs control {base['mean']:.1f}, "
+                   f"difference {r['difference']:+.1f}")
+    else:
+        each = ", ".join(f"{p['difference']:+.1f}" for p in r["pairs"])
+        numbers = (f"{where}: {len(r['pairs'])} re-seeded pairs, differences {each}; "
+                   f"mean {r['difference']:+.1f}")
+    if r["interval"] is not None:
+        numbers += f" [{r['interval'][0]:+.1f}, {r['interval'][1]:+.1f}]"
+    runs = ", ".join(p["branches"][k]["run"] for p in r["pairs"] for k in ("fix", "control"))
+    return (f"verify {r['rule']} ({change}) from step {r['fork_step']} for {r['steps']} "
+            f"steps, {numbers}: {r['verdict']} (runs {runs})")

@@ -50,3 +50,17 @@ def test_episode_seeds_are_distinct_and_reproducible():
     env.reset(seed=seeds[6])
     again, _ = env.reset(seed=seeds[5])
     assert np.array_equal(first, again)
+
+
+def test_a_box2d_env_without_box2d_names_the_extra(monkeypatch):
+    import gymnasium as gym
+
+    def missing(*args, **kwargs):
+        raise gym.error.DependencyNotInstalled('Box2D is not installed, you can install it '
+                                               'by run `pip install swig` followed by ...')
+
+    monkeypatch.setattr(gym, "make", missing)
+    with pytest.raises(EnvError) as caught:
+        make_env("LunarLanderContinuous-v3")
+    assert str(caught.value) == ("env 'LunarLanderContinuous-v3' needs Box2D: "
+                                 'pip install "rltrain[box2d]"')

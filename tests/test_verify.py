@@ -7,7 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 import yaml
 from click.testing import CliRunner
 
@@ -128,9 +130,11 @@ def test_verify_without_a_checkpoint_says_so(hot: Path, tmp_path: Path) -> None:
     assert list((hot.parent.parent / "checkpoints" / "hot").glob("*.pt"))  # the original's
 
 
-def test_verify_refuses_reseeded_pairs(hot: Path) -> None:
-    result = CliRunner().invoke(cli, ["diagnose", str(hot), "--verify", "--seeds", "2"])
-    assert result.exit_code != 0 and "seed" in result.output
+def test_verify_refuses_no_pairs(hot: Path) -> None:
+    for option in ("--seeds", "--last"):
+        result = CliRunner().invoke(cli, ["diagnose", str(hot), "--verify", option, "0"])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip() == f"Error: {option} must be at least 1 (got 0)"
 
 
 def test_fork_point_takes_the_newest_before_the_finding(tmp_path: Path) -> None:
@@ -149,3 +153,92 @@ def test_verdicts_follow_the_bootstrap_interval() -> None:
     assert verdict(worse, 10.9) == "not confirmed"
     noisy = difference([0.0, 20.0, -20.0, 5.0], [1.0, -15.0, 18.0, 2.0])
     assert verdict(noisy, 1.5) == "inconclusive"
+
+
+def test_the_verdict_judges_where_the_branches_end_up() -> None:
+    from rltrain.scripts.verify_stats import common_steps, compared_steps, returns_at
+
+    steps = [100 * s for s in range(1, 7)]
+    fix = [(s, [-10.0, -11.0, -9.0] if s < 500 else [85.0, 81.0, 89.0]) for s in steps]
+    control = [(s, [0.0, -0.1, 0.1]) for s in steps]
+    common = common_steps([fix, control[:5]])  # the control stopped after step 500
+    assert common == steps[:5]
+    assert compared_steps(steps, None) == [500, 600]  # the last third
+    assert compared_steps(steps[:4], None) == [400]  # at least one
+    assert compared_steps(steps, 3) == [400, 500, 600]
+    assert compared_steps(steps, 10) == steps and compared_steps([], None) == []
+    last = compared_steps(steps, None)
+    found = difference(returns_at(fix, last), returns_at(control, last))
+    assert found["difference"] == pytest.approx(85.0) and verdict(found, 0.0) == "confirmed"
+
+
+def test_reseeded_pairs_are_judged_over_pairs_and_episodes() -> None:
+    from rltrain.scripts.verify_stats import pooled_difference
+
+    one = pooled_difference([([10.0, 11.0, 12.0, 10.5], [0.0, 1.0, -1.0, 0.5])])
+    assert one == {**difference([10.0, 11.0, 12.0, 10.5], [0.0, 1.0, -1.0, 0.5]),
+                   "pairs": [pytest.approx(10.75)]}
+    # Each pair is clear on its own, but the two seeds disagree: the interval spans 0.
+    split = pooled_difference([([20.0, 20.1, 19.9], [0.0, 0.1, -0.1]),
+                               ([-18.0, -18.1, -17.9], [0.0, 0.1, -0.1])])
+    assert split["pairs"] == [pytest.approx(20.0), pytest.approx(-18.0)]
+    assert split["difference"] == pytest.approx(1.0)
+    assert split["low"] < 0 < split["high"] and verdict(split, 0.0) == "inconclusive"
+
+
+def fork_of(tmp_path: Path, checkpoint: Path, name: str, *extra: str) -> dict:
+    """`checkpoint` forked into run `name`; its checkpoint at step 300."""
+    from rltrain.utils.checkpoint import load_checkpoint
+
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint),
+                                      "--run-name", name, *extra])
+    assert result.exit_code == 0, result.output
+    return load_checkpoint(tmp_path / "checkpoints" / name / "checkpoint_step_300.pt")
+
+
+def test_a_reseeded_fork_is_repeatable_and_resumes_exactly(tmp_path: Path) -> None:
+    train(tmp_path, "base")  # Pendulum: episodes of 200 steps, checkpoints every 100
+    at_100 = tmp_path / "checkpoints" / "base" / "checkpoint_step_100.pt"
+    exact = fork_of(tmp_path, at_100, "exact")["buffer"]["data"]
+    seven = fork_of(tmp_path, at_100, "seven", "--fork-seed", "7")
+    again = fork_of(tmp_path, at_100, "again", "--fork-seed", "7")["buffer"]["data"]
+    eight = fork_of(tmp_path, at_100, "eight", "--fork-seed", "8")["buffer"]["data"]
+    data = seven["buffer"]["data"]
+    assert torch.equal(data, again)  # the same seed: the same branch
+    assert torch.equal(data[:100], exact[:100])  # the history before the fork
+    assert torch.equal(data[100, :3], exact[100, :3])  # the episode in progress goes on
+    assert not torch.equal(data[100:200], exact[100:200])  # new exploration noise
+    assert not torch.equal(data[200, :3], exact[200, :3])  # the next episode: a new reset
+    assert not torch.equal(data, eight)
+    resumed = fork_of(tmp_path, tmp_path / "checkpoints" / "seven" / "checkpoint_step_200.pt",
+                      "resumed")  # a re-seeded fork's checkpoint resumes it exactly
+    assert torch.equal(resumed["buffer"]["data"], data)
+    assert all(torch.equal(resumed["actor"][k], seven["actor"][k]) for k in seven["actor"])
+    refused = CliRunner().invoke(cli, ["resume", "--checkpoint", str(at_100), "--fork-seed", "7"])
+    assert refused.exit_code == 2 and "--run-name" in refused.output
+
+
+def test_verify_with_reseeded_pairs_reports_each_pair(hot: Path, tmp_path: Path) -> None:
+    from rltrain.scripts.verify import summary_lines
+    from rltrain.utils.checkpoint import load_checkpoint
+    from rltrain.utils.seeding import FORKS, derive_seed
+
+    result = CliRunner().invoke(cli, ["diagnose", str(hot), "--verify", "--steps", "100",
+                                      "--seeds", "2", "--top", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    [v] = json.loads(result.output)["verifications"]
+    seed = tiny_dict(tmp_path)["seed"]
+    assert [p["seed"] for p in v["pairs"]] == [derive_seed(seed, FORKS, k) for k in (0, 1)]
+    assert v["branches"] == v["pairs"][0]["branches"] and len(v["compared_steps"]) >= 1
+    streams = []  # the exploration noise's random state after the branch, per branch
+    for pair in v["pairs"]:
+        for branch in pair["branches"].values():
+            assert branch["exit_code"] == 0 and branch["mean"] is not None, branch
+            done = load_checkpoint(hot.parent.parent / "checkpoints" / branch["run"] /
+                                   f"checkpoint_step_{v['fork_step'] + 100}.pt")
+            streams.append(done["trainer"]["exploration"]["rng"])
+    assert streams[0] == streams[1] and streams[2] == streams[3]  # one seed per pair
+    assert streams[0] != streams[2]  # a seed of its own per pair
+    assert v["difference"] == pytest.approx(np.mean([p["difference"] for p in v["pairs"]]))
+    [line] = summary_lines([v])
+    assert "2 re-seeded pairs, differences" in line and v["verdict"] in line

@@ -39,7 +39,7 @@ def make_env(env_name: str, render_mode: str | None = None,
     except gym.error.UnregisteredEnv:
         raise EnvError(_unknown_env_message(env_name)) from None
     except gym.error.DependencyNotInstalled as exc:
-        raise EnvError(f"env '{env_name}' needs a package that is not installed: {exc}") from None
+        raise EnvError(_missing_package(env_name, exc)) from None
     except ImportError as exc:
         raise EnvError(f"env '{env_name}': cannot import its module ({exc})") from None
     except gym.error.Error as exc:  # a deprecated version, a bad render mode, ...
@@ -114,6 +114,12 @@ def check_action_space(env_name: str, space: gym.Space) -> None:
                        f"high={space.high}); DDPG needs continuous bounded actions")
     if not np.all(space.high > space.low):
         raise EnvError(f"env '{env_name}' has an action dimension with high <= low")
+
+
+def _missing_package(env_name: str, exc: Exception) -> str:
+    if "box2d" in str(exc).lower():  # Gymnasium's own hint names its extra, not ours
+        return f"env '{env_name}' needs Box2D: pip install \"rltrain[box2d]\""
+    return f"env '{env_name}' needs a package that is not installed: {exc}"
 
 
 def _flat_observations(env_name: str, env: gym.Env) -> gym.Env:

@@ -73,6 +73,11 @@ class Exploration:
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self.rng.bit_generator.state, "ou_state": self.ou_state.tolist()}
 
+    def reseed(self, seed: int) -> None:
+        """A new noise stream from `seed` (a re-seeded fork); the OU processes keep their
+        values, which are the episodes' state, not randomness to come."""
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state["rng"]
         # Checkpoints from before num_envs saved one env's state, shape [action_dim].

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
+# FORKS: the seeds of re-seeded forks (`rltrain diagnose --verify --seeds K`), by pair.
 (TRAIN_EPISODES, EVAL_EPISODES, REPLAY, EXPLORATION, AGENT, NETWORK_INIT, DIAGNOSTICS,
- GLOBAL_GENERATORS) = range(8)
+ GLOBAL_GENERATORS, FORKS) = range(9)
 
 
 def derive_seed(seed: int, stream: int, index: int = 0) -> int:

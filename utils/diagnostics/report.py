@@ -204,15 +204,19 @@ def _verify_html(report: dict[str, Any]) -> list[str]:
     if not report.get("verifications"):
         return []
     rows = ["<tr><th>rule</th><th>change</th><th>fork step</th><th>steps</th>"
-            "<th>fix (run, mean)</th><th>control (run, mean)</th><th>difference [95%]</th>"
-            "<th>verdict</th></tr>"]
+            "<th>compared evaluations (step)</th><th>pairs</th>"
+            "<th>fix (first pair's run, mean)</th><th>control (run, mean)</th>"
+            "<th>difference [95%]</th><th>verdict</th></tr>"]
     for r in report["verifications"]:
         fix, base = r["branches"]["fix"], r["branches"]["control"]
         diff = ("n/a" if r["difference"] is None else
                 f"{r['difference']:+.1f} [{r['interval'][0]:+.1f}, {r['interval'][1]:+.1f}]")
+        steps = r.get("compared_steps")  # absent: written when every evaluation counted
+        compared = "all after the fork" if steps is None else ", ".join(map(str, steps))
         cells = [r["rule"], json.dumps(r["suggested_set"]), str(r["fork_step"]),
-                 str(r["steps"]), f"{fix['run']}: {_mean(fix)}", f"{base['run']}: "
-                 f"{_mean(base)}", diff, r["verdict"]]
+                 str(r["steps"]), compared or "none", str(len(r.get("pairs", [r]))),
+                 f"{fix['run']}: {_mean(fix)}", f"{base['run']}: {_mean(base)}", diff,
+                 r["verdict"]]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return ["<h2>Verified fixes</h2>", "<table>" + "".join(rows) + "</table>"]
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rltrain.utils.config_schema import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.hooks import Step, Update
 from rltrain.utils.monitor import Finding
 from rltrain.utils.rules import Option, RuleHook, RuleSpec
@@ -35,9 +36,10 @@ SPECS = (RuleSpec(
     check="move actor_lr into the usual 1e-4..1e-3 (the finding proposes a value); if it is "
           "already there, read the broken_gradient and action_saturation findings",
     options=(Option("critic_floor", 1e-5, "the critic's change per update (share of its "
-                    "weight norm) above which it counts as learning"),
-             Option("every_updates", 500, "updates between two measurements"),
-             Option("measurements", 4, "measurements in a row before the rule fires")),
+                    "weight norm) above which it counts as learning", POSITIVE),
+             Option("every_updates", 500, "updates between two measurements", AT_LEAST_ONE),
+             Option("measurements", 4, "measurements in a row before the rule fires",
+                    AT_LEAST_ONE)),
 ),)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rltrain.utils.config_schema import AT_LEAST_ONE, NON_NEGATIVE
 from rltrain.utils.rules import Option, RuleHook, RuleSpec
 
 if TYPE_CHECKING:
@@ -37,9 +38,10 @@ SPECS = (RuleSpec(
          "the smaller learning rates it proposes",
     group="Health rules",
     options=(Option("evaluations", 2, "evaluations in a row below the collapse line before "
-                    "the rule fires"),
+                    "the rule fires", AT_LEAST_ONE),
              Option("min_gain", 0.2, "the gain since the first evaluation must be at least "
-                    "this share of its magnitude: a policy that learnt something")),
+                    "this share of its magnitude: a policy that learnt something",
+                    NON_NEGATIVE)),
 ),)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from rltrain.utils.config_schema import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.hooks import Update
 from rltrain.utils.monitor import Finding
 from rltrain.utils.rules import Option, RuleHook, RuleSpec
@@ -43,9 +44,10 @@ SPECS = (RuleSpec(
     check="move actor_lr / critic_lr into the usual 1e-4..1e-3 (the finding proposes the "
           "values); healthy runs measure an update-to-weight ratio of about 1e-4..5e-4",
     options=(Option("low", 3e-5, "a median update-to-weight ratio below this: too low a "
-                    "learning rate"),
-             Option("every_updates", 500, "updates between two measurements"),
-             Option("measurements", 5, "newest measurements whose median is judged")),
+                    "learning rate", POSITIVE),
+             Option("every_updates", 500, "updates between two measurements", AT_LEAST_ONE),
+             Option("measurements", 5, "newest measurements whose median is judged",
+                    AT_LEAST_ONE)),
 ),)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rltrain.utils.config_schema import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.hooks import EpisodeEnd, Update
 from rltrain.utils.monitor import Finding
 from rltrain.utils.rules import Option, RuleHook, RuleSpec
@@ -28,8 +29,9 @@ SPECS = (RuleSpec(
     check="lower gamma so that 1/(1-gamma) is about the episode length or less (0.99 looks "
           "about 100 steps ahead)",
     options=(Option("ratio", 10.0, "horizon over mean episode length from which gamma "
-                    "counts as too long"),
-             Option("every_updates", 500, "updates between two looks at mean Q")),
+                    "counts as too long", POSITIVE),
+             Option("every_updates", 500, "updates between two looks at mean Q",
+                    AT_LEAST_ONE)),
 ),)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from rltrain.utils.config_schema import NON_NEGATIVE, Range
 from rltrain.utils.hooks import EpisodeEnd, Evaluation, Step
 from rltrain.utils.monitor import Finding
 from rltrain.utils.rules import Option, RuleHook, RuleSpec
@@ -39,9 +40,11 @@ SPECS = (RuleSpec(
                "random actions earned, or flat",
     check="explore more: raise exploration_noise, use noise_type: ou (temporally "
           "correlated), or a longer random warm-up (learning_starts) in a new run",
-    options=(Option("evaluations", 5, "newest evaluations judged (none before this many)"),
+    # One evaluation has no spread, so it would always count as flat: two at least.
+    options=(Option("evaluations", 5, "newest evaluations judged (none before this many)",
+                    Range(2)),
              Option("margin", 0.05, "share of the returns' magnitude counted as no "
-                    "difference")),
+                    "difference", NON_NEGATIVE)),
 ),)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rltrain.utils.config_schema import AT_LEAST_ONE, Range
 from rltrain.utils.hooks import Step, Update
 from rltrain.utils.monitor import Finding
 from rltrain.utils.rules import Option, RuleHook, RuleSpec
@@ -30,8 +31,11 @@ SPECS = (RuleSpec(
                "return the agent can reach and keeps rising",
     check="lower critic_lr (the finding proposes a value) and clip gradients; a new run "
           "with algo: td3 (clipped double Q, delayed actor) corrects the overestimation",
-    options=(Option("every_updates", 250, "updates between two samples of mean Q"),
-             Option("measurements", 4, "newest samples that must each have grown")),
+    options=(Option("every_updates", 250, "updates between two samples of mean Q",
+                    AT_LEAST_ONE),
+             # Growth is judged from the first sample kept to the last: two at least.
+             Option("measurements", 4, "newest samples that must each have grown",
+                    Range(2))),
 ),)
 
 

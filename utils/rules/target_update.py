@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from rltrain.utils.config_schema import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.hooks import Update
 from rltrain.utils.monitor import Finding
 from rltrain.utils.rules import Option, RuleHook, RuleSpec
@@ -35,9 +36,10 @@ SPECS = (RuleSpec(
                "too low, the target stays near its start while the online critic moves away",
     check="set tau into the usual 0.001..0.05 (0.005 is common)",
     options=(Option("frozen", 0.5, "a target further than this share of the online "
-                    "critic's weight norm counts as frozen"),
-             Option("every_updates", 500, "updates between two measurements"),
-             Option("measurements", 5, "newest measurements whose median is judged")),
+                    "critic's weight norm counts as frozen", POSITIVE),
+             Option("every_updates", 500, "updates between two measurements", AT_LEAST_ONE),
+             Option("measurements", 5, "newest measurements whose median is judged",
+                    AT_LEAST_ONE)),
 ),)
 
 
