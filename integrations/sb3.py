@@ -98,14 +98,17 @@ class RltrainCallback(BaseCallback):
     def _on_step(self) -> bool:
         s = self.session
         assert s is not None
-        policy = self.tap.pop() if self.tap is not None else None  # before any evaluation
+        tap = self.tap
+        out = tap.pop() if tap is not None else None  # before any evaluation
         self._tell_updates()
         s.step_end()
         obs, loc = self.model._last_obs, self.locals  # _last_obs: before this step
         new_obs, rewards, dones, infos = loc["new_obs"], loc["rewards"], loc["dones"], loc["infos"]
         actions = loc["actions"]  # in env units (buffer_actions are SB3's [-1, 1])
-        if policy is not None or self.tap is None:
-            s.sample(obs, policy)
+        if tap is None:
+            s.sample(obs)
+        elif out is not None:
+            s.sample(obs, lambda: tap.env_action(out))
         for env in range(len(dones)):
             done, info = bool(dones[env]), infos[env]
             truncated = done and bool(info.get("TimeLimit.truncated", False))

@@ -89,12 +89,15 @@ class PolicyTap:
             self.latest = output
 
     def pop(self) -> torch.Tensor | None:
-        """The action of the latest acting pass in env units (None: there was none, a
-        random warm-up step), forgotten once read."""
+        """The actor's output in the latest acting pass (None: there was none, a random
+        warm-up step), forgotten once read; `env_action` turns it into the action."""
         out, self.latest = self.latest, None
-        if out is None:
-            return None
-        return self.scale.to_env(torch.tanh(out) if self.squash else out)
+        return out
+
+    def env_action(self, out: torch.Tensor) -> np.ndarray:
+        """An output `pop` gave as the deterministic action in env units."""
+        scaled = out.detach().cpu().numpy()
+        return self.scale.to_env_np(np.tanh(scaled) if self.squash else scaled)
 
     def close(self) -> None:
         self._handle.remove()

@@ -166,21 +166,28 @@ class Session:
         return self.monitor.pause
 
     # ---------------------------------------------------- what the loop tells
-    def sample(self, obs: np.ndarray, actions: torch.Tensor | None = None) -> None:
+    def sample(self, obs: np.ndarray,
+               actions: Callable[[], np.ndarray] | None = None) -> None:
         """Let the state-action map sample the policy's deterministic action at a vector
-        step's states ([num_envs, obs_dim]): `actions` where the library computed them,
-        else one forward pass in inference mode, the calls the map's actor hook keeps
-        (the library's own calls are not in inference mode). Not during the warm-up,
-        whose actions are random, as in rltrain's own loop."""
-        if (isinstance(self.diagnostics, NoDiagnostics) or not self.diagnostics.map.collecting
+        step's states ([num_envs, obs_dim]): `actions()` gives them where the library
+        computed them, else the actor is called. Both only when the map keeps a row of
+        this step (it keeps fewer as training goes on). Not during the warm-up, whose
+        actions are random, as in rltrain's own loop."""
+        d = self.diagnostics
+        if (isinstance(d, NoDiagnostics) or not d.map.collecting
                 or self.env_steps < self.config.learning_starts):
             return
-        x = torch.as_tensor(obs, dtype=torch.float32, device=self.view.device)
-        with torch.inference_mode():
-            if actions is None:
-                self.view.actor(x.reshape(self.config.num_envs, -1))
-            else:
-                self.diagnostics.map.hook(self.view.actor, (x,), actions)
+        kept = d.map.chosen(self.config.num_envs)
+        if not kept:
+            return
+        states = np.asarray(obs, np.float32).reshape(self.config.num_envs, -1)
+        if actions is None:
+            with torch.no_grad():  # not inference mode: the map's actor hook skips it
+                x = torch.as_tensor(states, device=self.view.device)
+                acted = self.view.actor(x).cpu().numpy()
+        else:
+            acted = actions()
+        d.map.keep_rows(kept, states, acted)
 
     def step(self, env: int, obs: np.ndarray, action: np.ndarray, reward: float,
              next_obs: np.ndarray, terminated: bool, truncated: bool) -> None:

@@ -97,12 +97,19 @@ class StateActionMap:
         if (not self.collecting or obs.shape[0] != len(self._episode_step)
                 or not torch.is_inference_mode_enabled()):
             return
-        rate = self.sample_rate()
-        kept = [env for env in range(obs.shape[0]) if self.rng.random() < rate]
+        kept = self.chosen(obs.shape[0])
         if kept:  # on CUDA, one transfer each for all the envs' rows
-            states, actions = obs.detach().cpu().numpy(), output.detach().cpu().numpy()
-            for env in kept:
-                self._keep(env, states[env], actions[env])
+            self.keep_rows(kept, obs.detach().cpu().numpy(), output.detach().cpu().numpy())
+
+    def chosen(self, num_envs: int) -> list[int]:
+        """The training envs whose row of one acting call is kept, at the current rate."""
+        rate = self.sample_rate()
+        return [env for env in range(num_envs) if self.rng.random() < rate]
+
+    def keep_rows(self, kept: list[int], states: np.ndarray, actions: np.ndarray) -> None:
+        """Keep rows `kept` of one acting call's states and actions ([num_envs, dim])."""
+        for env in kept:
+            self._keep(env, states[env], actions[env])
 
     def _keep(self, env: int, obs: np.ndarray, action: np.ndarray) -> None:
         row = self.ptr
