@@ -136,6 +136,11 @@ def diagnostics_ab_worker(steps: int) -> dict:
 
     trainer = SwappingTrainer(config, torch.device("cpu"), interactive=False)
     trainer.run(create_run(config))
+    return ab_summary(blocks)
+
+
+def ab_summary(blocks: list[tuple[bool, float, float]]) -> dict:
+    """Per on/off pair of blocks (on, seconds, diagnostics' own seconds): the medians."""
     pairs = [sorted(blocks[i:i + 2], reverse=True) for i in range(0, len(blocks) - 1, 2)]
     return {"pairs": len(pairs),
             "on_off": statistics.median(off[1] / on[1] for on, off in pairs),
@@ -216,23 +221,36 @@ def main() -> None:
                         help="where both train (cuda: the training rounds only)")
     args = parser.parse_args()
     script = Path(__file__).resolve()
-    device = f"device={args.device}"
+    rows = run_rounds(script, args.rounds, args.steps, args.device)
+    print_table(rows, args.rounds)
+    if args.device == "cuda":
+        return  # the rest measures the CPU: its matrix products, caches and threads
+    print_one_process(script, args.updates, args.ab_steps)
+
+
+def run_rounds(script: Path, rounds: int, steps: int, device_name: str) -> dict[str, list]:
+    """Every kind of run once per round, each in a fresh process; their results by kind."""
+    device = f"device={device_name}"
     kinds = {"rltrain": ["rltrain", device], "rltrain, diagnostics off":
              ["rltrain", device, "diagnostics.enabled=false"],
              "rltrain, autograd backend": ["rltrain", device, "update_backend=autograd"],
              "sb3": ["sb3", device]}
     rows: dict[str, list[dict]] = {kind: [] for kind in kinds}
-    for round_index in range(args.rounds):
+    for round_index in range(rounds):
         # Each round starts with the next kind, so that no kind always runs first or
         # always follows the same one.
         order = list(kinds.items())
         order = order[round_index % len(order):] + order[:round_index % len(order)]
         for kind, (worker, *extra) in order:
-            result = run_worker(script, [worker, str(args.steps), str(round_index), *extra])
+            result = run_worker(script, [worker, str(steps), str(round_index), *extra])
             rows[kind].append(result)
             print(f"round {round_index + 1}: {kind:25s} {result['steps_per_second']:7.1f} "
                   f"steps/s, peak RSS {result['peak_rss_mib']:.0f} MiB", flush=True)
+    return rows
 
+
+def print_table(rows: dict[str, list], rounds: int) -> None:
+    """The ratios to SB3 (medians over the rounds) and the diagnostics' cost."""
     def median(kind: str, key: str) -> float:
         return statistics.median(r[key] for r in rows[kind])
 
@@ -242,7 +260,7 @@ def main() -> None:
     print()
     print("| measure | rltrain | SB3 | ratio |")
     print("|---|---|---|---|")
-    print(f"| env steps/s, learning phase (median of {args.rounds}) | {ours:.1f} | "
+    print(f"| env steps/s, learning phase (median of {rounds}) | {ours:.1f} | "
           f"{theirs:.1f} | {ours / theirs:.2f}x |")
     autograd = median("rltrain, autograd backend", "steps_per_second")
     mem_autograd = median("rltrain, autograd backend", "peak_rss_mib")
@@ -265,10 +283,12 @@ def main() -> None:
           f"{median('rltrain', 'diagnostics_share'):.1%} of the learning phase (rounds: "
           f"{', '.join(f'{share:.1%}' for share in shares)}), so on/off = "
           f"{1 - median('rltrain', 'diagnostics_share'):.1%} from within the runs")
-    if args.device == "cuda":
-        return  # the rest measures the CPU: its matrix products, caches and threads
-    update = run_worker(script, ["update", str(args.updates), "0"])
-    ab = run_worker(script, ["diagnostics", str(args.ab_steps), "0"])
+
+
+def print_one_process(script: Path, updates: int, ab_steps: int) -> None:
+    """The diagnostics on/off in one process, and the update against the GEMM floor."""
+    update = run_worker(script, ["update", str(updates), "0"])
+    ab = run_worker(script, ["diagnostics", str(ab_steps), "0"])
     print(f"in one process, alternating {AB_BLOCK}-step blocks with and without them "
           f"({ab['pairs']} pairs, medians): on/off = {ab['on_off']:.1%}; their own calls "
           f"{ab['own_share']:.1%} of an on-block, the rest of the on-block "
