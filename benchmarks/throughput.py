@@ -4,20 +4,15 @@
     python benchmarks/throughput.py --rounds 5 --steps 5000
     python benchmarks/throughput.py --device cuda   # both on a GPU (training rounds only)
 
-Each round runs rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
-off, rltrain with `update_backend: autograd` (the reference update), and SB3 (TD3 set
-up like rltrain's DDPG, see common.py) one after the other (each
-round starting with the next of them), each in a fresh process, on the same settings,
-and measures env steps per second over the learning phase (after the random warm-up)
-and the process's peak memory. It also measures rltrain's update-only rate (updates on
-a filled buffer, no env) against the matrix-multiply floor: the same GEMM shapes as one
-update, timed alone, in blocks that alternate with blocks of updates (one ratio per
-pair), and against the same products run in sequence. With the diagnostics on, each
-run also reports the share of its learning phase spent in the diagnostics' own calls;
-a last run compares the diagnostics on and off in one process, in alternating blocks.
-Prints medians and ratios; needs the `[bench]` extra (stable-baselines3). With
-`--device cuda`, rltrain and SB3 both train on the GPU and only the training rounds run:
-the update-only rate against the floor and the one-process comparison are CPU measures.
+Each round runs, each in a fresh process on the same settings and each round starting
+with the next: rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
+off, rltrain with `update_backend: autograd`, and SB3 (TD3 set up like rltrain's DDPG,
+see common.py). It measures env steps per second over the learning phase (after the
+random warm-up), the process's peak memory, and with the diagnostics on the share of
+the learning phase spent in their own calls. Then, on the CPU only: the diagnostics on
+and off in one process (alternating blocks), and the update-only rate against the GEMM
+floor (the same matrix shapes timed alone, in alternating blocks) and against the same
+products in sequence. Prints medians and ratios; needs the `[bench]` extra.
 """
 
 from __future__ import annotations
