@@ -193,16 +193,12 @@ def update_only_worker(updates: int) -> dict:
 def worker_main(argv: list[str]) -> None:
     import json
 
-    kind, steps, seed = argv[0], int(argv[1]), int(argv[2])
-    if kind == "rltrain":
-        result = rltrain_worker(steps, seed, argv[3:])
-    elif kind == "sb3":
-        result = sb3_worker(steps, seed, argv[3:])
-    elif kind == "diagnostics":
-        result = diagnostics_ab_worker(steps)
-    else:
-        result = update_only_worker(steps)
-    print(json.dumps(result))
+    kind, steps, seed, extra = argv[0], int(argv[1]), int(argv[2]), argv[3:]
+    workers = {"rltrain": lambda: rltrain_worker(steps, seed, extra),
+               "sb3": lambda: sb3_worker(steps, seed, extra),
+               "diagnostics": lambda: diagnostics_ab_worker(steps),
+               "update": lambda: update_only_worker(steps)}
+    print(json.dumps(workers[kind]()))
 
 
 def main() -> None:
