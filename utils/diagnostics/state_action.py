@@ -18,13 +18,13 @@ discounted return-to-go of the sampled states in that cluster dropping by more t
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from rltrain.utils.diagnostics.kmeans import kmeans, nearest
 from rltrain.utils.rules import state_action_rules
 
 MIN_CLUSTER_SAMPLES = 20
@@ -154,21 +154,13 @@ class StateActionMap:
         iterations); later ones assign the states to the nearest centre and move each
         centre to the running mean of every state it was given so far (as mini-batch
         k-means does), so a cluster stays the same region of state space from heatmap
-        to heatmap and its return-to-go can be compared. SciPy rather than scikit-learn:
-        importing scikit-learn costs several times the memory and time (it pulls in
-        pandas and pyarrow where installed)."""
-        from scipy.cluster.vq import kmeans2, vq
-
+        to heatmap and its return-to-go can be compared."""
         data = states.astype(np.float64)
         k = min(self.settings.n_clusters, len(data))
         if self._centers is None or len(self._centers) != k:
-            with warnings.catch_warnings():
-                # "One of the clusters is empty": that cluster keeps its starting centre.
-                warnings.simplefilter("ignore", UserWarning)
-                self._centers, _ = kmeans2(data, k, iter=KMEANS_ITERATIONS, minit="++",
-                                           rng=self._seed)
+            self._centers = kmeans(data, k, KMEANS_ITERATIONS, self._seed)
             self._seen = np.zeros(k)
-        labels = vq(data, self._centers, check_finite=False)[0]
+        labels = nearest(data, self._centers)
         counts = np.bincount(labels, minlength=k).astype(np.float64)
         sums = np.zeros_like(self._centers)
         np.add.at(sums, labels, data)
@@ -176,7 +168,7 @@ class StateActionMap:
         self._seen += counts
         self._centers[given] += (sums[given] - counts[given, None] * self._centers[given]) \
             / self._seen[given, None]
-        return vq(data, self._centers, check_finite=False)[0]
+        return nearest(data, self._centers)
 
     def _view(self, env_steps: int, states: np.ndarray, actions: np.ndarray,
               rtg: np.ndarray, labels: np.ndarray, k: int) -> ClusterView:

@@ -9,11 +9,10 @@ from typing import Any, Callable
 
 
 def load_libraries() -> None:
-    """Import SciPy's k-means and matplotlib when training starts ,
-    not at the first heatmap, where it would stall training mid-run."""
+    """Import matplotlib (the heatmap's renderer) when training starts, not at the
+    first heatmap, where it would stall training mid-run."""
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
-    import scipy.cluster.vq  # noqa: F401
 
 
 def timed(method: Callable) -> Callable:
