@@ -13,7 +13,9 @@ seeds) and `learning.json` to benchmarks/results/, or to --out.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -32,6 +34,7 @@ def rltrain_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, fl
     from rltrain.utils.runs import create_run
 
     folder = tempfile.mkdtemp()
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # the run's files
     config = load_config(config_name, [f"seed={seed}", f"max_timesteps={steps}",
                                        f"log_dir={folder}/logs",
                                        f"checkpoint_dir={folder}/checkpoints",

@@ -32,21 +32,29 @@ RESULTS = Path(__file__).resolve().parent / "results" / "learning_table.jsonl"
 
 
 def train(env: str, algo: str, steps: int, seed: int, root: Path) -> dict:
-    """One run through the CLI; its evaluations and warnings from the run folder."""
+    """One run through the CLI; its exit code, evaluations and warnings from the run
+    folder. A run that a rule paused (exit 3) keeps its row, with the pausing rule."""
     name = f"{env}_{algo}_s{seed}"
     rltrain = Path(sys.executable).parent / "rltrain"
-    subprocess.run([str(rltrain), "train", "--algo", algo, "--env", env, "--seed", str(seed),
-                    "--steps", str(steps), "--run-name", name, "--set", "torch_threads=1",
-                    "--set", f"log_dir={root}/logs", "--set", f"checkpoint_dir={root}/ckpt"],
-                   check=True, stdout=subprocess.DEVNULL)
+    done = subprocess.run([str(rltrain), "train", "--algo", algo, "--env", env,
+                           "--seed", str(seed), "--steps", str(steps), "--run-name", name,
+                           "--set", "torch_threads=1", "--set", f"log_dir={root}/logs",
+                           "--set", f"checkpoint_dir={root}/ckpt"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     folder = root / "logs" / name
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"{name}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
     metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
     evals = [(m["env_steps"], float(m["mean_return"])) for m in metrics if m["kind"] == "eval"]
     warned = [e for e in events if e.get("action") in ("warn", "pause")]
     warnings = sorted({e["rule"] for e in warned})
-    return {"env": env, "algo": algo, "steps": steps, "seed": seed, "evals": evals,
-            "final": evals[-1][1], "best": max(v for _, v in evals), "warnings": warnings,
+    paused_by = [e["rule"] for e in warned if e.get("action") == "pause"]
+    return {"env": env, "algo": algo, "steps": steps, "seed": seed,
+            "exit_code": done.returncode, "paused_by": paused_by[-1] if paused_by else None,
+            "env_steps_reached": max((m["env_steps"] for m in metrics), default=0),
+            "evals": evals, "final": evals[-1][1] if evals else float("nan"),
+            "best": max((v for _, v in evals), default=float("nan")), "warnings": warnings,
             "warning_lines": [{k: e.get(k) for k in ("env_steps", "rule", "value", "threshold",
                                                      "message")} for e in warned]}
 
@@ -57,6 +65,10 @@ def row_line(runs: list[dict]) -> str:
     bests = [r["best"] for r in runs]
     spread = f" ± {statistics.stdev(finals):.1f}" if len(finals) > 1 else ""
     warned = sorted({w for r in runs for w in r["warnings"]}) or ["none"]
+    paused = [f"seed {r['seed']} paused by {r['paused_by']} at {r['env_steps_reached']:,}"
+              for r in runs if r.get("exit_code") == 3]
+    if paused:
+        warned.append(f"({'; '.join(paused)})")
     return (f"| {first['env']} | {first['algo']} | {first['steps']:,} | {len(runs)} | "
             f"{statistics.mean(finals):.1f}{spread} | {statistics.mean(bests):.1f} | "
             f"{', '.join(f'{v:.1f}' for v in finals)} | {', '.join(warned)} |")

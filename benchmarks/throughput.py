@@ -18,8 +18,12 @@ products in sequence. Prints medians and ratios; needs the `[bench]` extra.
 from __future__ import annotations
 
 import argparse
+import atexit
+import json
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,12 +51,11 @@ BUFFER = 1_000_000
 
 def bench_config(steps: int, seed: int, extra: list[str]):
     """pendulum_ddpg.yaml for WARMUP + `steps` env steps, no evaluations or checkpoints
-    until the end, output in a temporary folder."""
-    import tempfile
-
+    until the end, output in a temporary folder removed when the worker exits."""
     from rltrain.utils.config_loader import load_config
 
     folder = tempfile.mkdtemp()
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return load_config("pendulum_ddpg.yaml", [
         f"max_timesteps={WARMUP + steps}", f"learning_starts={WARMUP}", f"seed={seed}",
         "eval_freq=1000000", "checkpoint_freq=1000000", f"replay_buffer_size={BUFFER}",
@@ -191,8 +194,6 @@ def update_only_worker(updates: int) -> dict:
 
 
 def worker_main(argv: list[str]) -> None:
-    import json
-
     kind, steps, seed, extra = argv[0], int(argv[1]), int(argv[2]), argv[3:]
     workers = {"rltrain": lambda: rltrain_worker(steps, seed, extra),
                "sb3": lambda: sb3_worker(steps, seed, extra),
@@ -269,10 +270,10 @@ def print_table(rows: dict[str, list], rounds: int) -> None:
               for on, off in zip(rows["rltrain"], rows["rltrain, diagnostics off"], strict=True)]
     print(f"on/off per round: {', '.join(f'{ratio:.1%}' for ratio in paired)}; median "
           f"{statistics.median(paired):.1%}")
-    shares = [r["diagnostics_share"] for r in rows["rltrain"]]
+    shares = ", ".join(f"{r['diagnostics_share']:.1%}" for r in rows["rltrain"])
     print(f"time in the diagnostics' own calls, measured inside each run: median "
           f"{median('rltrain', 'diagnostics_share'):.1%} of the learning phase (rounds: "
-          f"{', '.join(f'{share:.1%}' for share in shares)}), so on/off = "
+          f"{shares}), so on/off = "
           f"{1 - median('rltrain', 'diagnostics_share'):.1%} from within the runs")
 
 
@@ -283,8 +284,7 @@ def print_one_process(script: Path, updates: int, ab_steps: int) -> None:
     print(f"in one process, alternating {AB_BLOCK}-step blocks with and without them "
           f"({ab['pairs']} pairs, medians): on/off = {ab['on_off']:.1%}; their own calls "
           f"{ab['own_share']:.1%} of an on-block, the rest of the on-block "
-          f"{ab['beyond_share']:+.1%} of it beyond the off-block's time")
-    print()
+          f"{ab['beyond_share']:+.1%} of it beyond the off-block's time\n")
     low, high = update["floor_share_range"]
     print(f"update-only: {update['updates_per_second']:.1f} updates/s; GEMM floor "
           f"{update['gemm_floor']:.1f} updates/s; {update['floor_share']:.0%} of the floor "

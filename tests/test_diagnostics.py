@@ -192,7 +192,7 @@ def test_some_unchanged_observation_dimensions_are_noted_not_warned(tmp_path):
     assert notes and {e["action"] for e in notes} == {"info"} and notes[0]["value"] == [2]
 
 
-def test_a_dead_actor_layer_fires_broken_gradient(tmp_path, monkeypatch):
+def test_a_dead_actor_layer_fires_broken_gradient_and_dead_relu(tmp_path, monkeypatch):
     from rltrain.networks.actor import Actor
 
     import fake_envs
@@ -203,6 +203,8 @@ def test_a_dead_actor_layer_fires_broken_gradient(tmp_path, monkeypatch):
               if e["rule"] == "broken_gradient"]
     assert events and all(layer.startswith("actor.net.") for layer in events[0]["value"])
     assert "actor.net.0.weight" in events[0]["value"]
+    dead = [e for e in read_jsonl(log_dir / "events.jsonl") if e["rule"] == "dead_relu"]
+    assert dead and dead[0]["value"] == 1.0 and "actor.0" in dead[0]["message"]
 
 
 def test_an_action_scale_that_saturates_tanh_fires_action_saturation(tmp_path):

@@ -171,8 +171,14 @@ def test_gradient_verdicts():
         verdicts.review("actor", {"a.weight": 1.0, "b.bias": 0.5})
     found = verdicts.review("actor", {"a.weight": 1000.0, "b.bias": 0.5, "c.weight": None})
     assert found == {"a.weight": "exploding", "b.bias": "ok", "c.weight": "broken"}
-    found = verdicts.review("critic", {"x.weight": 1.0, "y.weight": 1e-6, "z.bias": 1e-9})
+    vanishing = {"x.weight": 1.0, "y.weight": 1e-6, "z.bias": 1e-9}
+    found = verdicts.review("critic", vanishing)
+    assert found == {"x.weight": "ok", "y.weight": "ok", "z.bias": "ok"}  # one read: passing
+    found = verdicts.review("critic", vanishing)
     assert found == {"x.weight": "ok", "y.weight": "vanishing", "z.bias": "ok"}
+    found = verdicts.review("critic", {"x.weight": 1.0, "y.weight": 0.1})
+    assert found["y.weight"] == "ok" and "critic.y.weight" not in verdicts.below
+    assert verdicts.review("critic", vanishing)["y.weight"] == "ok"  # the streak starts over
 
 
 def test_a_new_reward_scale_below_the_absolute_floor_is_not_an_explosion():

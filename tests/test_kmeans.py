@@ -17,7 +17,7 @@ def test_well_separated_clusters_are_found_exactly():
     data, truth = blobs()
     labels = nearest(data, kmeans(data, 4, iterations=20, seed=3))
     # The same partition up to renaming: each found cluster holds one true cluster.
-    pairs = {(int(a), int(b)) for a, b in zip(labels, truth)}
+    pairs = {(int(a), int(b)) for a, b in zip(labels, truth, strict=True)}
     assert len(pairs) == 4 and len({a for a, _ in pairs}) == 4
 
 

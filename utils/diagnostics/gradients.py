@@ -68,6 +68,7 @@ class GradientVerdicts:
     def __init__(self, settings: Any) -> None:
         self.settings = settings
         self.history: dict[str, deque[float]] = {}
+        self.below: set[str] = set()  # the layers below the vanishing share at the last read
 
     def verdict(self, name: str, norm: float | None, strongest: float,
                 reward_scale: float = 1.0) -> str:
@@ -79,10 +80,17 @@ class GradientVerdicts:
     def review(self, network: str, layers: dict[str, float | None],
                reward_scale: float = 1.0) -> dict[str, str]:
         """Verdict of every layer of `network`; then remember the norms (over the reward
-        scale) as history."""
+        scale) as history. A layer is vanishing only at the second read in a row below
+        the share: one read is often a passing state (MountainCar's actor, while the car
+        stands still, passes its gradient through a single unit for a moment)."""
         strongest = strongest_weight(layers)
         verdicts = {name: self.verdict(f"{network}.{name}", norm, strongest, reward_scale)
                     for name, norm in layers.items()}
+        for name, found in verdicts.items():
+            key = f"{network}.{name}"
+            if found == "vanishing" and key not in self.below:
+                verdicts[name] = "ok"
+            (self.below.add if found == "vanishing" else self.below.discard)(key)
         for name, norm in layers.items():
             if norm:
                 self.history.setdefault(f"{network}.{name}", deque(maxlen=HISTORY)).append(
@@ -209,8 +217,10 @@ class GradientWatch:
             self.report(rule.check_trace(env_steps, found, reason))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"history": self.verdicts.state_dict(), "last_trace": self.last_trace}
+        return {"history": self.verdicts.state_dict(), "last_trace": self.last_trace,
+                "vanishing": sorted(self.verdicts.below)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.verdicts.load_state_dict(state["history"])
+        self.verdicts.below = set(state.get("vanishing", ()))  # absent before it was kept
         self.last_trace = state["last_trace"]

@@ -25,7 +25,8 @@ SPECS = (
         name='vanishing_gradient',
         section='diagnostics',
         group='Gradient flow',
-        fires_when="a weight's gradient norm below this share of its network's strongest one",
+        fires_when="a weight's gradient norm below this share of its network's strongest one, "
+                   'at two gradient reads in a row (or in a trace after a reward drop)',
         threshold=0.001,
         action='warn',
         hypothesis='if the gradient does not reach a layer, then its norm is a tiny fraction of '
