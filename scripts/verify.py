@@ -58,10 +58,15 @@ EVALUATIONS = 6  # per branch after the fork: the last third is then two
 TOP = 3
 
 
+def step_checkpoints(checkpoint_dir: Path) -> list[tuple[int, Path]]:
+    """The run's step and paused checkpoints, (env steps, path), oldest first."""
+    return sorted((int(m.group(1)), p) for p in checkpoint_dir.glob("*.pt")
+                  if (m := STEP_CHECKPOINT.match(p.name)))
+
+
 def fork_point(checkpoint_dir: Path, first_step: int) -> tuple[int, Path] | None:
     """The newest step or paused checkpoint at or before `first_step`, else the newest."""
-    found = sorted((int(m.group(1)), p) for p in checkpoint_dir.glob("*.pt")
-                   if (m := STEP_CHECKPOINT.match(p.name)))
+    found = step_checkpoints(checkpoint_dir)
     before = [c for c in found if c[0] <= first_step]
     return (before or found or [None])[-1]
 
@@ -190,9 +195,14 @@ def verify(folder: Path, steps: int = DEFAULT_STEPS, seeds: int = 1, top: int = 
         if value < 1:
             raise UserError(f"{name} must be at least 1 (got {value})")
     candidates = [f for f in findings(folder) if f["suggested_set"]][:top]
-    if fork_point(_checkpoint_dir(folder), 0) is None:
+    kept = step_checkpoints(_checkpoint_dir(folder))
+    if not kept:
         raise UserError(f"run '{folder.name}' has no checkpoint to fork from "
                         f"({_checkpoint_dir(folder)}): --verify needs one")
+    if before is not None and kept[0][0] > before:
+        raise UserError(f"--fork-step {before}: run '{folder.name}' keeps no checkpoint at "
+                        f"or before it (the oldest is step {kept[0][0]}); choose a later "
+                        f"--fork-step, or train with a larger keep_checkpoints")
     results = [_verify_finding(folder, f, steps, seeds, before, last) for f in candidates]
     atomic_write(folder / VERIFY_FILE, lambda f: f.write(to_json(results).encode()),
                  durable=False)

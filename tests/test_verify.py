@@ -130,6 +130,20 @@ def test_verify_without_a_checkpoint_says_so(hot: Path, tmp_path: Path) -> None:
     assert list((hot.parent.parent / "checkpoints" / "hot").glob("*.pt"))  # the original's
 
 
+def test_a_fork_step_before_every_kept_checkpoint_is_refused(hot: Path) -> None:
+    kept = sorted(int(p.stem.rsplit("_", 1)[1]) for p in
+                  (hot.parent.parent / "checkpoints" / "hot").glob("checkpoint_step_*.pt"))
+    runs = sorted(hot.parent.iterdir())
+    result = CliRunner().invoke(cli, ["diagnose", str(hot), "--verify", "--fork-step",
+                                      str(kept[0] - 1)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"Error: --fork-step {kept[0] - 1}: run 'hot' keeps no checkpoint at or before it "
+        f"(the oldest is step {kept[0]}); choose a later --fork-step, or train with a "
+        f"larger keep_checkpoints"]
+    assert sorted(hot.parent.iterdir()) == runs  # no branch was started
+
+
 def test_verify_refuses_no_pairs(hot: Path) -> None:
     for option in ("--seeds", "--last"):
         result = CliRunner().invoke(cli, ["diagnose", str(hot), "--verify", option, "0"])
