@@ -73,7 +73,8 @@ def worker(name: str, steps: int, seed: int, root: str, extra: list[str]) -> dic
         if event.get("rule") in SETUP_RULES and event["rule"] not in fired:
             fired[event["rule"]] = {"step": event["env_steps"], "value": event["value"],
                                     "suggested_set": event.get("suggested_set", {})}
-    states = {h.spec.name: h.state_dict() for h in trainer.rule_hooks}
+    states = {h.spec.name: h.state_dict() for h in trainer.hooks.hooks
+              if getattr(h, "spec", None) is not None and h.spec.name in SETUP_RULES}
     return {"scenario": name, "seed": seed, "steps": steps, "expected": expected,
             "fired": fired, "warnings": warned, "best_eval": trainer.monitor.best_eval,
             "states": {k: v for k, v in states.items() if k != "eval_collapse"}}

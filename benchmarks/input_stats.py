@@ -19,10 +19,11 @@ policy falls at one same step every episode, which is what `time_limit_terminal`
 minimum length is for.
 
 `--action-effect` measures `ignored_action`'s statistic instead (`utils/diagnostics/
-action_effect.py`) on a warm-up of 1000 random actions, for three seeds: with the env as
-it is, and with three planted faults: the action dropped (the env gets 0), applied one
-step late (within the statistic's lags: the env still uses it) and scaled by 1/100; and
-with the same rollout's actions shuffled (chance alone, whatever the env).
+action_effect.py`) on a warm-up of `--rows` random actions (1000), for `--seeds` seeds
+(3): with the env as it is, and with three planted faults: the action dropped (the env
+gets 0), applied one step late (within the statistic's lags: the env still uses it) and
+scaled by 1/100; and with the same rollout's actions shuffled (chance alone, whatever
+the env). `--rows 5000` is what training judges where the warm-up is that long.
 """
 
 from __future__ import annotations
@@ -117,11 +118,11 @@ def warmup(name: str, steps: int, seed: int, fault: str) -> Batch:
                    for i in range(5)))
 
 
-def action_effects(name: str, seed: int) -> dict[str, list[float]]:
+def action_effects(name: str, seed: int, rows: int) -> dict[str, list[float]]:
     """Each fault's per-dimension statistics (and the actions shuffled: chance alone)."""
-    found = {fault: action_effect(warmup(name, ROWS, seed, fault))["per_dimension"]
+    found = {fault: action_effect(warmup(name, rows, seed, fault))["per_dimension"]
              for fault in FAULTS}
-    batch = warmup(name, ROWS, seed, "as is")
+    batch = warmup(name, rows, seed, "as is")
     order = torch.randperm(len(batch.actions), generator=torch.Generator().manual_seed(seed))
     found["shuffled"] = action_effect(batch._replace(actions=batch.actions[order]))[
         "per_dimension"]
@@ -137,20 +138,20 @@ def _cell(per_dimension: list[float], fault: str) -> str:
     return f"{max(per_dimension):.2f}/{rest:.2f}"
 
 
-def print_action_effects(envs: list[str]) -> None:
+def print_action_effects(envs: list[str], rows: int, seeds: int) -> None:
     columns = [*FAULTS, "shuffled"]
-    print(f"action_effect (ignored_action warns below 1.5), {ROWS} random actions, seeds 0, 1, "
-          "2; with several action dimensions strongest/weakest dimension (first dim only: "
-          "dim 0/the strongest of the others)\n")
+    print(f"action_effect (ignored_action warns below 1.5), {rows} random actions, seeds 0-"
+          f"{seeds - 1}; with several action dimensions strongest/weakest dimension (first dim "
+          "only: dim 0/the strongest of the others)\n")
     print("| env | " + " | ".join(columns) + " |")
     print("|---|" + "---|" * len(columns))
     for name in envs:
         try:
-            seeds = [action_effects(name, seed) for seed in range(3)]
+            found = [action_effects(name, seed, rows) for seed in range(seeds)]
         except (gym.error.Error, ImportError) as error:  # e.g. MuJoCo not installed
             print(f"| {name} | not available: {error} |")
             continue
-        cells = [" ".join(_cell(s[c], c) for s in seeds) for c in columns]
+        cells = [" ".join(_cell(s[c], c) for s in found) for c in columns]
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 
@@ -162,10 +163,13 @@ def main() -> None:
     parser.add_argument("--actions", choices=["random", "high", "low"], default="random")
     parser.add_argument("--action-effect", action="store_true",
                         help="ignored_action's statistic, with planted faults")
+    parser.add_argument("--rows", type=int, default=ROWS,
+                        help="--action-effect: warm-up steps judged (training judges up to 5000)")
+    parser.add_argument("--seeds", type=int, default=3, help="--action-effect: seeds 0..N-1")
     args = parser.parse_args()
     if args.action_effect:  # and two envs whose action matters only through the state
         print_action_effects(args.envs or [*ENVS, "FakeContextBandit-v0",
-                                           "FakeHeadingVehicle-v0"])
+                                           "FakeHeadingVehicle-v0"], args.rows, args.seeds)
         return
     args.envs = args.envs or ENVS
     print(f"{args.steps} env steps, actions: {args.actions}\n")

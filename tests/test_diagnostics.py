@@ -157,6 +157,17 @@ def test_an_env_that_ignores_the_action_fires_ignored_action(tmp_path, env, fire
         assert lines[0]["as"] == "value x observation 0" and lines[0]["target"] == "reward"
 
 
+@pytest.mark.parametrize("env, fires", [
+    ("Pendulum-v1", False), ("fake_envs:FakeIgnoredActionPendulum-v0", True)])
+def test_a_long_warm_up_is_judged_on_its_newest_5000_steps(tmp_path, env, fires):
+    log_dir = train(tmp_path, env_name=env, learning_starts=6000, max_timesteps=6010,
+                    replay_buffer_size=10_000,
+                    eval_freq=6010, diagnostics=FAST["diagnostics"])
+    lines = [d for d in read_jsonl(log_dir / "flow1.jsonl") if d["kind"] == "action_effect"]
+    assert len(lines) == 1 and lines[0]["rows"] == 5000
+    assert ("ignored_action" in warned(log_dir)) == fires
+
+
 def test_a_warm_up_too_short_to_judge_the_action_says_so(tmp_path):
     log_dir = train(tmp_path, env_name="fake_envs:FakeIgnoredActionPendulum-v0",
                     max_timesteps=200)  # learning_starts 100

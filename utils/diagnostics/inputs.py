@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from rltrain.utils.diagnostics.action_effect import ROWS, action_effect
+from rltrain.utils.diagnostics.action_effect import MAX_ROWS, ROWS, action_effect
 from rltrain.utils.monitor import Finding
 from rltrain.utils.replay_buffer import Batch, ReplayBuffer
 from rltrain.utils.rules import RuleContext, input_rules
@@ -122,14 +122,16 @@ class InputChecks:
             self._check_observations(env_steps)
 
     def _warmup(self, env_steps: int) -> Batch | None:
-        """At the first update: the newest ROWS transitions of the warm-up's random
-        actions, in the order they were taken (None: fewer). Rows added after the warm-up
-        (learning_starts below batch_size) are left out."""
+        """At the first update: the newest MAX_ROWS transitions of the warm-up's random
+        actions (all of them if fewer), in the order they were taken (None: fewer than
+        ROWS). Rows added after the warm-up (learning_starts below batch_size) are left
+        out."""
         warmup = min(len(self.buffer), self.config.learning_starts)
         if warmup < ROWS:
             return None
+        rows = min(warmup, MAX_ROWS)
         later = min(len(self.buffer) - warmup, max(0, env_steps - self.config.learning_starts))
-        return Batch(*(column[warmup - ROWS:warmup]
+        return Batch(*(column[warmup - rows:warmup]
                        for column in self.buffer.newest(warmup + later)))
 
     def _measure_action_effect(self, env_steps: int) -> None:

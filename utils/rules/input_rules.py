@@ -122,8 +122,9 @@ SPECS = (
         group='What goes into learning',
         fires_when="the warm-up's random actions changed the observations and the reward no more "
                    "than chance: each action dimension's strongest link, in units of chance's "
-                   'strongest, below this (all dimensions: warning, some: info; judged on 1000 '
-                   'warm-up steps, a shorter warm-up is not judged)',
+                   'strongest, below this (all dimensions: warning, some: info; judged on the '
+                   'newest 5000 warm-up steps, or all of a shorter one; under 1000 is not '
+                   'judged)',
         threshold=1.5,
         action='warn',
         hypothesis='if the env does not apply the action (a wrapper that drops or overwrites it, '
