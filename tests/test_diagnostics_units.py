@@ -58,6 +58,34 @@ def test_analyzer_keeps_a_bounded_window_and_the_largest_reward():
     assert analyzer.stats()["max_abs"] == 7.0
 
 
+def crash_episodes(analyzer: RewardAnalyzer, terminated: bool, at: int = -1) -> None:
+    """20 episodes of 50 small rewards, one of them -100 (a crash) at step `at`."""
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        rewards = list(rng.normal(-1.0, 0.3, size=50))
+        rewards[at] = -100.0
+        for reward in rewards:
+            analyzer.add(float(reward))
+        analyzer.end_episode(terminated=terminated)
+
+
+def test_a_penalty_that_ends_the_episode_is_not_a_spike():
+    crashed, cut_off, inside = (RewardAnalyzer(window=20) for _ in range(3))
+    crash_episodes(crashed, terminated=True)  # LunarLander's crash
+    crash_episodes(cut_off, terminated=False)  # the same step, a time limit ended it
+    crash_episodes(inside, terminated=True, at=25)  # a penalty mid-episode
+    assert crashed.stats()["penalty_share"] == 0.0
+    assert cut_off.stats()["penalty_share"] > 0.9 and inside.stats()["penalty_share"] > 0.9
+    assert crashed.stats()["mean"] == cut_off.stats()["mean"]  # the rest sees every step
+    restored = RewardAnalyzer(window=20)
+    restored.load_state_dict(crashed.state_dict())
+    assert restored.stats() == crashed.stats()
+    old = crashed.state_dict()
+    del old["terminated"]  # a checkpoint written before endings were kept
+    restored.load_state_dict(old)
+    assert restored.stats()["penalty_share"] == cut_off.stats()["penalty_share"]
+
+
 def make_map(n_clusters: int = 2, bins: int = 10) -> StateActionMap:
     settings = types.SimpleNamespace(**{**vars(SETTINGS), "n_clusters": n_clusters,
                                         "action_bins": bins, "max_samples": 2000})

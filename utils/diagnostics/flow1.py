@@ -107,7 +107,7 @@ class Flow1Diagnostics(Hook):
     def on_episode_end(self, episode: EpisodeEnd) -> None:
         env_steps, env = episode.env_steps, episode.env
         self.inputs.on_episode_end(env_steps, episode.length, episode.terminated)
-        rewards = self.reward.end_episode(env)
+        rewards = self.reward.end_episode(env, episode.terminated)
         self.map.end_episode(rewards.astype(np.float64), env)
         stats = self.reward.stats()
         if stats is not None:

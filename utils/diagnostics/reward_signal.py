@@ -7,7 +7,11 @@ how each one uses them) judge statistics that separate healthy from broken signa
 
 - `penalty_share`: the share of the below-mean deviation mass carried by steps more
   than 6 standard deviations below the mean.
-- `bonus_share`: the same for steps above the mean.
+  It leaves out the last step of an episode that ended `terminated`: a crash penalty
+  there (LunarLander's -100) is how many envs say that an episode failed, not a rare
+  term buried in the per-step signal.
+- `bonus_share`: the same for steps above the mean, every step counted: a goal bonus
+  that ends the episode (MountainCar's +100) is the sparse reward it is there to note.
 - `cv`: std / |mean| over the window.
 - `max_abs`, `median_abs`: the scale of the rewards; `max_abs` is the largest ever
   seen, not a window statistic.
@@ -25,19 +29,32 @@ EXTREME_Z = 6.0
 MIN_EPISODES = 5
 
 
-def reward_stats(rewards: np.ndarray, returns: np.ndarray) -> dict[str, float]:
-    """Statistics of per-step `rewards` and per-episode `returns` (both 1-D)."""
+def extreme_shares(rewards: np.ndarray) -> tuple[float, float]:
+    """(penalty_share, bonus_share): the below- and above-mean deviation mass carried by
+    steps more than EXTREME_Z standard deviations from the mean."""
+    dev = rewards - rewards.mean() if rewards.size else rewards
+    std = float(rewards.std()) if rewards.size else 0.0
+    below, above = -dev[dev < 0].sum(), dev[dev > 0].sum()
+    z = dev / std if std > 0 else np.zeros_like(dev)
+    return (float(-dev[z < -EXTREME_Z].sum() / below) if below > 0 else 0.0,
+            float(dev[z > EXTREME_Z].sum() / above) if above > 0 else 0.0)
+
+
+def reward_stats(rewards: np.ndarray, returns: np.ndarray,
+                 judged: np.ndarray | None = None) -> dict[str, float]:
+    """Statistics of per-step `rewards` and per-episode `returns` (both 1-D); `judged`:
+    the steps the penalty share looks at (None: all)."""
     r = rewards.astype(np.float64)
     mean, std = float(r.mean()), float(r.std())
     dev = r - mean
-    below, above = -dev[dev < 0].sum(), dev[dev > 0].sum()
     z = dev / std if std > 0 else np.zeros_like(dev)
+    penalty = extreme_shares(r if judged is None else r[judged])[0]
+    bonus = extreme_shares(r)[1]
     stats = {
         "mean": mean, "std": std, "cv": std / (abs(mean) + 1e-8),
         "spike_ratio": float(np.mean(np.abs(z) > 3.0)),
         "kurtosis": float(np.mean(z ** 4) - 3.0) if std > 0 else 0.0,
-        "penalty_share": float(-dev[z < -EXTREME_Z].sum() / below) if below > 0 else 0.0,
-        "bonus_share": float(dev[z > EXTREME_Z].sum() / above) if above > 0 else 0.0,
+        "penalty_share": penalty, "bonus_share": bonus,
         "rms": float(np.sqrt(np.mean(r ** 2))),
         "median_abs": float(np.median(np.abs(r))),
         "trend": float(np.polyfit(np.arange(len(returns)), returns, 1)[0])
@@ -52,6 +69,7 @@ class RewardAnalyzer:
 
     def __init__(self, window: int, num_envs: int = 1) -> None:
         self.episodes: deque[np.ndarray] = deque(maxlen=window)
+        self.terminated: deque[bool] = deque(maxlen=window)  # each episode's ending
         self._current: list[list[float]] = [[] for _ in range(num_envs)]
         self.max_abs = 0.0  # the largest |reward| of the run
 
@@ -60,11 +78,12 @@ class RewardAnalyzer:
         if math.isfinite(reward):  # at once: gradients are judged against it (gradients.py)
             self.max_abs = max(self.max_abs, abs(reward))
 
-    def end_episode(self, env: int = 0) -> np.ndarray:
+    def end_episode(self, env: int = 0, terminated: bool = False) -> np.ndarray:
         rewards = np.asarray(self._current[env], dtype=np.float32)
         self._current[env] = []
         if rewards.size and np.isfinite(rewards).all():
             self.episodes.append(rewards)
+            self.terminated.append(terminated)
             self.max_abs = max(self.max_abs, float(np.abs(rewards).max()))
         return rewards
 
@@ -73,17 +92,24 @@ class RewardAnalyzer:
             return None
         rewards = np.concatenate(self.episodes)
         returns = np.array([e.sum() for e in self.episodes], dtype=np.float64)
-        return {**reward_stats(rewards, returns), "max_abs": self.max_abs}
+        last_steps = np.cumsum([len(e) for e in self.episodes]) - 1
+        judged = np.ones(len(rewards), dtype=bool)  # all but a terminated episode's last
+        judged[last_steps[np.array(self.terminated, dtype=bool)]] = False
+        return {**reward_stats(rewards, returns, judged), "max_abs": self.max_abs}
 
     def state_dict(self) -> dict[str, Any]:
         import torch
 
         return {"episodes": [torch.from_numpy(e.copy()) for e in self.episodes],
+                "terminated": list(self.terminated),
                 "current": [list(c) for c in self._current], "max_abs": self.max_abs}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.episodes.clear()
         self.episodes.extend(t.numpy() for t in state["episodes"])
+        self.terminated.clear()  # not kept before: every ending judged, as then
+        self.terminated.extend(bool(t) for t in state.get("terminated",
+                                                          [False] * len(self.episodes)))
         current = state["current"]
         if current and not isinstance(current[0], list):  # saved before num_envs: one env
             current = [current]

@@ -6,7 +6,9 @@ the docs' page on diagnosing a run):
 - `reward_spikes`: `penalty_share`, the share of the below-mean deviation mass carried
   by steps more than 6 standard deviations below the mean. Light-tailed signals have
   none; a rare large penalty (a "x1000 collision penalty") carries most of it. A plain
-  |z| > 3 share cannot see this: for a two-level reward it is at most 10%.
+  |z| > 3 share cannot see this: for a two-level reward it is at most 10%. The last
+  step of a terminated episode is left out: a crash penalty there is the env's failure
+  signal (LunarLander's -100).
 - `sparse_reward`: `bonus_share`, the same for steps above the mean: rare large bonuses.
 - `constant_reward`: fires when `cv`, std / |mean| over the window, is (about) zero:
   rewards that never vary carry no signal about the actions.
@@ -37,7 +39,8 @@ SPECS = (
         name='reward_spikes',
         section='diagnostics',
         group='Reward signal',
-        fires_when='rare (>6 sigma) penalties carry more than this share of the below-mean mass',
+        fires_when='rare (>6 sigma) penalties carry more than this share of the below-mean mass '
+                   "(not counting the last step of a terminated episode: a crash penalty)",
         threshold=0.5,
         action='warn',
         hypothesis='if rare large penalties dominate the signal, then a few steps carry most of '
