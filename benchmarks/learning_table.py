@@ -2,6 +2,7 @@
 
     python benchmarks/learning_table.py                      # the table of docs/learning.md
     python benchmarks/learning_table.py --only Pendulum-v1:td3 --seeds 2
+    python benchmarks/learning_table.py --only LunarLanderContinuous-v3:td3 --seeds 1 --first-seed 1
 
 Each row is `rltrain train --algo A --env ID --seed S --steps N` (the tuned entry of
 configs/<algo>.yaml, with the step budget given here in place of RL Zoo's, one torch
@@ -77,6 +78,9 @@ def row_line(runs: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds first-seed .. first-seed + seeds - 1 (to run seeds "
+                             "in parallel processes)")
     parser.add_argument("--only", action="append", default=[],
                         help="ENV:ALGO rows to run (repeatable; default: all)")
     args = parser.parse_args()
@@ -86,7 +90,8 @@ def main() -> None:
     RESULTS.parent.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for env, algo, steps in rows:
-            runs = [train(env, algo, steps, seed, Path(tmp)) for seed in range(args.seeds)]
+            runs = [train(env, algo, steps, seed, Path(tmp))
+                    for seed in range(args.first_seed, args.first_seed + args.seeds)]
             with open(RESULTS, "a", encoding="utf-8") as f:
                 f.writelines(json.dumps(r) + "\n" for r in runs)
             table.append(row_line(runs))
