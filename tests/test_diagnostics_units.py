@@ -162,6 +162,16 @@ def test_a_fixated_cluster_whose_return_drops_is_reported_as_dropped():
 
 
 
+def test_a_return_to_go_near_zero_must_fall_by_a_share_of_the_clusters_spread():
+    sa = make_map()
+    sa._previous_outcome = np.array([0.5, -50.0])
+    assert sa._dropped(np.array([0.2, -50.0])) == []  # 60% of 0.5, 0.6% of the spread
+    sa._previous_outcome = np.array([0.5, -50.0])
+    assert sa._dropped(np.array([-20.0, -50.0])) == [0]  # 41% of the spread
+    sa._previous_outcome = np.array([-100.0, -100.0])
+    assert sa._dropped(np.array([-100.0, -140.0])) == [1]  # no spread: its own magnitude
+
+
 def test_cluster_ids_persist_between_heatmaps_and_through_a_checkpoint():
     """After the first fit each centre is the running mean of the states it was given
     (also after a resume), so a cluster keeps its id and region when the states move."""

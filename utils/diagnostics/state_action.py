@@ -207,13 +207,18 @@ class StateActionMap:
         return verdicts
 
     def _dropped(self, outcome: np.ndarray) -> list[int]:
-        """Clusters whose return-to-go fell by more than trace_drop of its magnitude."""
+        """Clusters whose return-to-go fell by more than trace_drop of its magnitude or of
+        the spread of return-to-go across the clusters, whichever is larger: a
+        return-to-go near 0 (LunarLander's, where crashes and landings cancel) would
+        otherwise fall by 30% on noise alone."""
         previous, self._previous_outcome = self._previous_outcome, outcome
         if previous is None or len(previous) != len(outcome):
             return []
+        known = previous[np.isfinite(previous)]
+        spread = float(known.max() - known.min()) if known.size else 0.0
         drop = self.settings.trace_drop
         with np.errstate(invalid="ignore"):
-            fell = outcome < previous - drop * np.abs(previous)
+            fell = outcome < previous - drop * np.maximum(np.abs(previous), spread)
         return [int(c) for c in np.nonzero(fell)[0]]
 
     def _typical(self, states: np.ndarray, labels: np.ndarray,
