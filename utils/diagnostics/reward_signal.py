@@ -107,9 +107,11 @@ class RewardAnalyzer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.episodes.clear()
         self.episodes.extend(t.numpy() for t in state["episodes"])
-        self.terminated.clear()  # not kept before: every ending judged, as then
-        self.terminated.extend(bool(t) for t in state.get("terminated",
-                                                          [False] * len(self.episodes)))
+        endings = [bool(t) for t in state.get("terminated", ())]
+        if len(endings) != len(self.episodes):  # not kept before: every step judged, as then
+            endings = [False] * len(self.episodes)
+        self.terminated.clear()
+        self.terminated.extend(endings)
         current = state["current"]
         if current and not isinstance(current[0], list):  # saved before num_envs: one env
             current = [current]
