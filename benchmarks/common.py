@@ -9,15 +9,25 @@ Both bootstrap through time-limit truncation (SB3: `handle_timeout_termination`)
 
 from __future__ import annotations
 
+import atexit
 import json
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
+
+
+def scratch_folder() -> str:
+    """A temporary folder for a run's files, removed when the process exits."""
+    folder = tempfile.mkdtemp()
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def peak_rss_mib() -> float:

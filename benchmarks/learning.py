@@ -13,16 +13,13 @@ seeds) and `learning.json` to benchmarks/results/, or to --out.
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import run_worker, sb3_td3  # noqa: E402
+from common import run_worker, sb3_td3, scratch_folder  # noqa: E402
 
 
 def rltrain_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, float]]:
@@ -33,8 +30,7 @@ def rltrain_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, fl
     from rltrain.utils.run_logger import eval_curve, read_jsonl
     from rltrain.utils.runs import create_run
 
-    folder = tempfile.mkdtemp()
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # the run's files
+    folder = scratch_folder()
     config = load_config(config_name, [f"seed={seed}", f"max_timesteps={steps}",
                                        f"log_dir={folder}/logs",
                                        f"checkpoint_dir={folder}/checkpoints",

@@ -18,12 +18,9 @@ products in sequence. Prints medians and ratios; needs the `[bench]` extra.
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,6 +31,7 @@ from common import (  # noqa: E402
     peak_rss_mib,
     run_worker,
     sb3_td3,
+    scratch_folder,
     timed_updates,
 )
 from gemm_floor import (  # noqa: E402
@@ -54,8 +52,7 @@ def bench_config(steps: int, seed: int, extra: list[str]):
     until the end, output in a temporary folder removed when the worker exits."""
     from rltrain.utils.config_loader import load_config
 
-    folder = tempfile.mkdtemp()
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    folder = scratch_folder()
     return load_config("pendulum_ddpg.yaml", [
         f"max_timesteps={WARMUP + steps}", f"learning_starts={WARMUP}", f"seed={seed}",
         "eval_freq=1000000", "checkpoint_freq=1000000", f"replay_buffer_size={BUFFER}",

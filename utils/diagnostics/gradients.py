@@ -88,9 +88,11 @@ class GradientVerdicts:
                     for name, norm in layers.items()}
         for name, found in verdicts.items():
             key = f"{network}.{name}"
-            if found == "vanishing" and key not in self.below:
+            if found != "vanishing":
+                self.below.discard(key)
+            elif key not in self.below:  # the first read below: remember it, judge the next
+                self.below.add(key)
                 verdicts[name] = "ok"
-            (self.below.add if found == "vanishing" else self.below.discard)(key)
         for name, norm in layers.items():
             if norm:
                 self.history.setdefault(f"{network}.{name}", deque(maxlen=HISTORY)).append(

@@ -21,6 +21,13 @@ def nearest(data: np.ndarray, centers: np.ndarray) -> np.ndarray:
     return np.argmin(distances, axis=1)
 
 
+def label_sums(data: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """How many rows each of the k centres was given, and the sum of those rows."""
+    sums = np.zeros((k, data.shape[1]))
+    np.add.at(sums, labels, data)
+    return np.bincount(labels, minlength=k).astype(np.float64), sums
+
+
 def kmeans_pp_start(data: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     """k-means++ starting centres (Arthur and Vassilvitskii, 2007): each next centre is a
     row drawn with probability proportional to its squared distance from the centres
@@ -48,9 +55,7 @@ def kmeans(data: np.ndarray, k: int, iterations: int, seed: int) -> np.ndarray:
         if labels is not None and np.array_equal(new_labels, labels):
             break
         labels = new_labels
-        counts = np.bincount(labels, minlength=k)
-        sums = np.zeros_like(centers)
-        np.add.at(sums, labels, data)
+        counts, sums = label_sums(data, labels, k)
         given = counts > 0
         centers[given] = sums[given] / counts[given, None]
     return centers

@@ -48,8 +48,9 @@ def reward_stats(rewards: np.ndarray, returns: np.ndarray,
     mean, std = float(r.mean()), float(r.std())
     dev = r - mean
     z = dev / std if std > 0 else np.zeros_like(dev)
-    penalty = extreme_shares(r if judged is None else r[judged])[0]
-    bonus = extreme_shares(r)[1]
+    penalty, bonus = extreme_shares(r)
+    if judged is not None and not judged.all():
+        penalty = extreme_shares(r[judged])[0]
     stats = {
         "mean": mean, "std": std, "cv": std / (abs(mean) + 1e-8),
         "spike_ratio": float(np.mean(np.abs(z) > 3.0)),

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltrain.utils.diagnostics.kmeans import kmeans, nearest
+from rltrain.utils.diagnostics.kmeans import kmeans, label_sums, nearest
 from rltrain.utils.rules import state_action_rules
 
 MIN_CLUSTER_SAMPLES = 20
@@ -160,10 +160,7 @@ class StateActionMap:
         if self._centers is None or len(self._centers) != k:
             self._centers = kmeans(data, k, KMEANS_ITERATIONS, self._seed)
             self._seen = np.zeros(k)
-        labels = nearest(data, self._centers)
-        counts = np.bincount(labels, minlength=k).astype(np.float64)
-        sums = np.zeros_like(self._centers)
-        np.add.at(sums, labels, data)
+        counts, sums = label_sums(data, nearest(data, self._centers), k)
         given = counts > 0
         self._seen += counts
         self._centers[given] += (sums[given] - counts[given, None] * self._centers[given]) \
