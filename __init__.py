@@ -10,10 +10,8 @@ parts (config, replay buffer, checkpoints, logging, ...), and `rltrain.scripts` 
 the training loop and the API that wire them together.
 """
 
-__version__ = "0.1.0"
-
-from rltrain.scripts.api import Policy, Run, diagnose, load_policy, resume, train  # noqa: E402
-from rltrain.utils.errors import (  # noqa: E402
+from rltrain.scripts.api import Policy, Run, diagnose, load_policy, resume, train
+from rltrain.utils.errors import (
     CheckpointError,
     ConfigError,
     EnvError,
@@ -21,6 +19,7 @@ from rltrain.utils.errors import (  # noqa: E402
     OutputError,
     UserError,
 )
+from rltrain.utils.version import __version__
 
 __all__ = [
     "CheckpointError", "ConfigError", "EnvError", "EnvFailure", "OutputError", "Policy", "Run",

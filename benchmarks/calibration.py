@@ -86,8 +86,8 @@ def worker(name: str) -> dict:
     import torch
 
     from rltrain.scripts.trainer import Trainer
-    from rltrain.utils.config_loader import load_config
-    from rltrain.utils.runs import create_run
+    from rltrain.utils.config.loader import load_config
+    from rltrain.utils.run.folders import create_run
 
     import fake_envs  # registers the fault envs; holds the planted faults
 
@@ -106,7 +106,7 @@ def worker(name: str) -> dict:
 
 
 def result_of(paths, config) -> dict:
-    from rltrain.utils.run_logger import eval_curve, read_jsonl
+    from rltrain.utils.run.logger import eval_curve, read_jsonl
 
     events = read_jsonl(paths.events_file)
     records = read_jsonl(paths.diagnostics_file)

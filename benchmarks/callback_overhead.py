@@ -61,7 +61,7 @@ def timers(warmup: int, watched: bool, folder: str) -> tuple[list, dict[str, flo
 
 
 def one_run(steps: int, seed: int, watched: bool) -> dict[str, float]:
-    from rltrain.utils.config_loader import load_config
+    from rltrain.utils.config.loader import load_config
 
     config = load_config("pendulum_ddpg.yaml", [f"learning_starts={WARMUP}"])
     model = sb3_td3(config, seed)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from rltrain.utils.config import TrainConfig, config_to_dict
+from rltrain.utils.config.schema import TrainConfig, config_to_dict
 
 
 def tiny_run(folder: Path) -> Path:

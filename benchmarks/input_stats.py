@@ -38,8 +38,8 @@ import torch
 
 from rltrain.utils.diagnostics.action_effect import ROWS, action_effect
 from rltrain.utils.diagnostics.inputs import SCALE_ROWS, EpisodeEnds, observation_stats
-from rltrain.utils.replay_buffer import Batch
 from rltrain.utils.seeding import derive_seed
+from rltrain.utils.training.replay_buffer import Batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import fake_envs  # noqa: E402,F401  (FakeContextBandit-v0, FakeHeadingVehicle-v0)

@@ -26,9 +26,9 @@ def rltrain_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, fl
     import torch
 
     from rltrain.scripts.trainer import Trainer
-    from rltrain.utils.config_loader import load_config
-    from rltrain.utils.run_logger import eval_curve, read_jsonl
-    from rltrain.utils.runs import create_run
+    from rltrain.utils.config.loader import load_config
+    from rltrain.utils.run.folders import create_run
+    from rltrain.utils.run.logger import eval_curve, read_jsonl
 
     folder = scratch_folder()
     config = load_config(config_name, [f"seed={seed}", f"max_timesteps={steps}",
@@ -43,9 +43,9 @@ def rltrain_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, fl
 def sb3_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, float]]:
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from rltrain.utils.config_loader import load_config
-    from rltrain.utils.envs import make_env
-    from rltrain.utils.evaluation import evaluate
+    from rltrain.utils.config.loader import load_config
+    from rltrain.utils.training.envs import make_env
+    from rltrain.utils.training.evaluation import evaluate
 
     config = load_config(config_name)
     model = sb3_td3(config, seed)

@@ -36,7 +36,7 @@ def worker(tool: str, capacity: int, fill: int) -> dict:
     before = rss_mib()
     size = None
     if tool == "rltrain":
-        from rltrain.utils.replay_buffer import ReplayBuffer
+        from rltrain.utils.training.replay_buffer import ReplayBuffer
 
         buffer = ReplayBuffer(capacity, 3, 1, torch.device("cpu"), seed=0)
         for i in range(fill):

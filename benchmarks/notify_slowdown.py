@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from webhook import Webhook, refused_url  # noqa: E402
 
 from rltrain.scripts.cli import cli  # noqa: E402
-from rltrain.utils.notify import Notifier  # noqa: E402
+from rltrain.utils.run.notify import Notifier  # noqa: E402
 
 BLOCKED = {"send": 0.0, "sends": 0, "close": 0.0}  # seconds the training thread spent
 

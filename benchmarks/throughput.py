@@ -50,7 +50,7 @@ BUFFER = 1_000_000
 def bench_config(steps: int, seed: int, extra: list[str]):
     """pendulum_ddpg.yaml for WARMUP + `steps` env steps, no evaluations or checkpoints
     until the end, output in a temporary folder removed when the worker exits."""
-    from rltrain.utils.config_loader import load_config
+    from rltrain.utils.config.loader import load_config
 
     folder = scratch_folder()
     return load_config("pendulum_ddpg.yaml", [
@@ -61,8 +61,8 @@ def bench_config(steps: int, seed: int, extra: list[str]):
 
 def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
     from rltrain.scripts.trainer import Trainer
-    from rltrain.utils.device import resolve_device
-    from rltrain.utils.runs import create_run
+    from rltrain.utils.run.device import resolve_device
+    from rltrain.utils.run.folders import create_run
 
     config = bench_config(steps, seed, extra)
     watch = Stopwatch()
@@ -98,7 +98,7 @@ def diagnostics_ab_worker(steps: int) -> dict:
 
     from rltrain.scripts.trainer import Trainer
     from rltrain.utils.diagnostics.flow1 import NoDiagnostics
-    from rltrain.utils.runs import create_run
+    from rltrain.utils.run.folders import create_run
 
     # No loss logging: it reads the diagnostics' timer, which the swaps below would skew.
     config = bench_config(steps, 0, [f"log_freq={10 * (WARMUP + steps)}"])
@@ -155,7 +155,7 @@ def sb3_worker(steps: int, seed: int, extra: list[str]) -> dict:
                 watch.mark_start()
             return True
 
-    from rltrain.utils.config_loader import load_config
+    from rltrain.utils.config.loader import load_config
 
     config = load_config("pendulum_ddpg.yaml", [f"learning_starts={WARMUP}",
                                                 f"replay_buffer_size={BUFFER}", *extra])
@@ -166,7 +166,7 @@ def sb3_worker(steps: int, seed: int, extra: list[str]) -> dict:
 
 
 def update_only_worker(updates: int) -> dict:
-    from rltrain.utils.device import tune_process
+    from rltrain.utils.run.device import tune_process
 
     tune_process()  # as the Trainer does
     agent, buffer = agent_on_filled_buffer(rows=10_000)

@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=100, help="updates per block")
     parser.add_argument("--buffer", type=int, default=20_000, help="filled replay rows")
     args = parser.parse_args()
-    from rltrain.utils.device import tune_process
+    from rltrain.utils.run.device import tune_process
 
     tune_process()  # as the Trainer does; process-wide, so both versions get it
     with tempfile.TemporaryDirectory() as folder:

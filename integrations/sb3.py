@@ -39,8 +39,8 @@ from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import GradNorms
 from rltrain.integrations.watcher import box_dims
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.progress import say
-from rltrain.utils.runs import RunPaths
+from rltrain.utils.run.folders import RunPaths
+from rltrain.utils.run.progress import say
 
 LOSSES = {"train/critic_loss": "critic_loss", "train/actor_loss": "actor_loss"}
 

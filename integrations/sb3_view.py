@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from rltrain.integrations.views import Mirror, ddpg_probe
-from rltrain.utils.agent_view import AgentView
-from rltrain.utils.replay_buffer import Batch
+from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.training.replay_buffer import Batch
 
 
 class Scale:

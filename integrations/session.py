@@ -2,8 +2,8 @@
 callback and the plain-loop Watcher.
 
 It owns what rltrain's own trainer owns around its loop, built from the same parts: the
-run folder and its lock (`utils/runs.py`), the logs (`RunLogger`), the hooks (health
-rules, flow-1 diagnostics, metrics, all through `utils/hooks.py`'s records), the
+run folder and its lock (`utils/run/folders.py`), the logs (`RunLogger`), the hooks (health
+rules, flow-1 diagnostics, metrics, all through `utils/hooks/hook.py`'s records), the
 `TrainingMonitor` that records their findings and owns the one pause path (a rule, or
 `rltrain pause` through the request file), and status.json. What differs per
 integration comes in as data: an `AgentView` of the networks, a replay buffer (or a view
@@ -23,22 +23,25 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rltrain.utils.agent_view import AgentView
-from rltrain.utils.config import TrainConfig
-from rltrain.utils.config_loader import config_from_dict
+from rltrain.utils.config.loader import config_from_dict
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.errors import UserError
-from rltrain.utils.evaluation import EvalResult, evaluate
-from rltrain.utils.health import HealthRules, is_finite
-from rltrain.utils.hooks import EpisodeEnd, Step, Update
-from rltrain.utils.monitor import Finding, TrainingMonitor
-from rltrain.utils.progress import say
-from rltrain.utils.rules import RuleContext, rule_hooks
-from rltrain.utils.run_logger import RunLogger
-from rltrain.utils.run_metrics import RunMetrics
-from rltrain.utils.run_status import write_status
-from rltrain.utils.runs import RunLock, RunPaths, create_run
+from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.hooks.eval_result import EvalResult
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import EpisodeEnd, Step, Update
+from rltrain.utils.rules.registry import rule_hooks
+from rltrain.utils.rules.spec import RuleContext
+from rltrain.utils.run.folders import RunLock, RunPaths, create_run
+from rltrain.utils.run.health import HealthRules, is_finite
+from rltrain.utils.run.logger import RunLogger
+from rltrain.utils.run.metrics import RunMetrics
+from rltrain.utils.run.monitor import TrainingMonitor
+from rltrain.utils.run.progress import say
+from rltrain.utils.run.status import write_status
 from rltrain.utils.seeding import DIAGNOSTICS, derive_seed
+from rltrain.utils.training.evaluation import evaluate
 
 STATUS_EVERY_SECONDS = 5.0
 # (run paths, "best" or "paused", env steps) -> the checkpoint written

@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rltrain.agents.probes import Probe, loss_layer_norms
-from rltrain.utils.replay_buffer import Batch
+from rltrain.utils.training.replay_buffer import Batch
 
 QFunction = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (obs, action) -> [B, 1]
 

@@ -23,16 +23,16 @@ from torch import nn
 
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import Critics, GradNorms, ddpg_probe, deterministic_act
-from rltrain.utils.agent_view import AgentView
-from rltrain.utils.checkpoint import save_tensors
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.evaluation import EvalResult
-from rltrain.utils.health import is_finite
-from rltrain.utils.monitor import Finding
-from rltrain.utils.progress import say
-from rltrain.utils.replay_buffer import ReplayBuffer
-from rltrain.utils.runs import RunPaths
+from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.hooks.eval_result import EvalResult
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.io.checkpoint import save_tensors
+from rltrain.utils.run.folders import RunPaths
+from rltrain.utils.run.health import is_finite
+from rltrain.utils.run.progress import say
 from rltrain.utils.seeding import REPLAY, derive_seed
+from rltrain.utils.training.replay_buffer import ReplayBuffer
 
 # The diagnostics read the newest rows of a buffer (up to the warm-up plus a few
 # thousand): the Watcher keeps that many itself, not the loop's whole buffer.

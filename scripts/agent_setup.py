@@ -18,10 +18,10 @@ from rltrain.agents.ddpg import DDPGAgent, DDPGSettings
 from rltrain.agents.probes import gradient_probe
 from rltrain.networks.actor import Actor
 from rltrain.networks.mlp import NetworkSpec
-from rltrain.utils.agent_view import AgentView
-from rltrain.utils.config import TrainConfig
-from rltrain.utils.config_loader import config_from_dict
+from rltrain.utils.config.loader import config_from_dict
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import CheckpointError, ConfigError
+from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.seeding import AGENT, derive_seed
 
 

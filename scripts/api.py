@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 
     from rltrain.networks.actor import Actor
     from rltrain.scripts.outcome import RunOutcome
-    from rltrain.utils.config import TrainConfig
-    from rltrain.utils.normalize import Normalizer
-    from rltrain.utils.runs import RunPaths
+    from rltrain.utils.config.schema import TrainConfig
+    from rltrain.utils.run.folders import RunPaths
+    from rltrain.utils.training.normalize import Normalizer
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def train(config: str | Path | Mapping[str, Any] | TrainConfig, **overrides: Any
     when a file cannot be written, `EnvFailure` when the env's own code raises.
     """
     from rltrain.scripts.resume import prepare_train
-    from rltrain.utils.progress import say
+    from rltrain.utils.run.progress import say
 
     validated = _config(config, overrides)
     trainer, paths = prepare_train(validated)
@@ -83,7 +83,7 @@ def resume(checkpoint: str | Path, run_name: str | None = None, **overrides: Any
 def _supervised(trainer: Any, paths: RunPaths, info: Any) -> Run:
     from rltrain.scripts.outcome import resume_hint
     from rltrain.scripts.wait import supervise
-    from rltrain.utils.progress import say
+    from rltrain.utils.run.progress import say
 
     def announce(outcome: RunOutcome) -> None:  # before an `on_pause: wait` wait
         say(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
@@ -95,8 +95,8 @@ def _supervised(trainer: Any, paths: RunPaths, info: Any) -> Run:
 
 
 def _run_of(outcome: RunOutcome, paths: RunPaths) -> Run:
-    from rltrain.utils.run_status import read_status
-    from rltrain.utils.runs import STATUS_FILE
+    from rltrain.utils.run.folders import STATUS_FILE
+    from rltrain.utils.run.status import read_status
 
     best = (read_status(paths.log_dir / STATUS_FILE) or {}).get("best_eval")
     if isinstance(best, str):  # status.json holds NaN/inf as "nan", "inf", "-inf"
@@ -109,13 +109,13 @@ def _run_of(outcome: RunOutcome, paths: RunPaths) -> Run:
 def _config(config: str | Path | Mapping[str, Any] | TrainConfig,
             overrides: Mapping[str, Any]) -> TrainConfig:
     """The validated config: file or mapping, then the overrides as `--set` strings."""
-    from rltrain.utils.config import TrainConfig, config_to_dict
-    from rltrain.utils.config_loader import (
+    from rltrain.utils.config.loader import (
         apply_overrides,
         config_from_dict,
         resolve_config_path,
     )
-    from rltrain.utils.safe_yaml import read_yaml_mapping
+    from rltrain.utils.config.schema import TrainConfig, config_to_dict
+    from rltrain.utils.io.safe_yaml import read_yaml_mapping
 
     if isinstance(config, TrainConfig):
         raw = config_to_dict(config)
@@ -187,8 +187,8 @@ def load_policy(checkpoint: str | Path) -> Policy:
     paused_at_step_N.pt), built as `rltrain eval` builds it; no env is made. Raises
     `CheckpointError` for a missing, corrupt or unsafe checkpoint."""
     from rltrain.scripts.agent_setup import checkpoint_actor, checkpoint_config
-    from rltrain.utils.checkpoint import load_checkpoint
-    from rltrain.utils.normalize import normalizer_from_checkpoint
+    from rltrain.utils.io.checkpoint import load_checkpoint
+    from rltrain.utils.training.normalize import normalizer_from_checkpoint
 
     payload = load_checkpoint(checkpoint)
     config = checkpoint_config(payload, checkpoint)
@@ -203,7 +203,7 @@ def diagnose(run: str | Path | Run, log_dir: str | Path = "logs") -> list[dict[s
     "message". `run`: a `Run`, a run folder, or a run name under `log_dir`. Writes
     nothing (no report.html). Raises `UserError` when the run is not found."""
     from rltrain.utils.diagnostics import report
-    from rltrain.utils.runs import find_run_log_dir
+    from rltrain.utils.run.folders import find_run_log_dir
 
     folder = run.log_dir if isinstance(run, Run) else find_run_log_dir(str(run), str(log_dir))
     return report.diagnose(Path(folder))["findings"]

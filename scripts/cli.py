@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rltrain import __version__
 from rltrain.scripts.config_commands import (
     config_group,
     everyday_options,
@@ -27,15 +26,16 @@ from rltrain.scripts.eval_command import eval_command, load_actor  # noqa: F401 
 from rltrain.scripts.run_commands import diagnose, pause, status
 from rltrain.scripts.runs_command import runs
 from rltrain.scripts.wait_commands import continue_command, stop
-from rltrain.utils.config_loader import shipped_config_names
-from rltrain.utils.config_schema import FIXED_ON_RESUME
+from rltrain.utils.config.fields import FIXED_ON_RESUME
+from rltrain.utils.config.loader import shipped_config_names
 from rltrain.utils.errors import (
     EnvFailure,
     OutputError,
     UserError,
     describe_os_error,
 )
-from rltrain.utils.runs import relative_to_cwd
+from rltrain.utils.run.folders import relative_to_cwd
+from rltrain.utils.version import __version__
 
 # torch, Gymnasium and what uses them are imported inside the commands that need them:
 # `rltrain --help`, `status`, `runs`, `pause` start in a fraction of a second.
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 
 
 def say(text: str) -> None:
-    """utils/progress.py's `say` (imported when a run starts)."""
-    from rltrain.utils.progress import say as progress_say
+    """utils/run/progress.py's `say` (imported when a run starts)."""
+    from rltrain.utils.run.progress import say as progress_say
 
     progress_say(text)
 
@@ -258,7 +258,7 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
     learning_curves.png to <log_dir>/<name>/. Needs pip install "rltrain[sweep]".
     """
     from rltrain.scripts import sweep as sweeps
-    from rltrain.utils.sweep_summary import print_summary
+    from rltrain.utils.run.sweep_summary import print_summary
 
     before = signal.getsignal(signal.SIGINT)  # the sweep ends with Ctrl-C ignored
     try:
@@ -293,8 +293,3 @@ cli.add_command(diagnose)
 cli.add_command(config_group)
 cli.add_command(runs)
 
-
-if __name__ == "__main__":
-    from rltrain.scripts import main
-
-    main()

@@ -26,11 +26,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from rltrain.utils.config import TrainConfig
-from rltrain.utils.envs import env_code, make_training_envs
-from rltrain.utils.exploration import Exploration
-from rltrain.utils.normalize import Normalizer
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
+from rltrain.utils.training.envs import env_code, make_training_envs
+from rltrain.utils.training.exploration import Exploration
+from rltrain.utils.training.normalize import Normalizer
 
 
 @dataclass
@@ -66,7 +66,7 @@ class Collector:
         self.num_envs = config.num_envs
         self.envs = make_training_envs(config.env_name, config.num_envs, config.vector_mode,
                                        config.env_kwargs)
-        # Transitions hand out observations as the agent sees them (utils/normalize.py);
+        # Transitions hand out observations as the agent sees them (utils/training/normalize.py);
         # the episodes keep the env's own, which a resume's replay reproduces.
         self.normalizer = Normalizer(config.normalize, config.gamma, config.num_envs)
         self.episodes: list[Episode] = []

@@ -14,11 +14,11 @@ from typing import Any
 import click
 import yaml
 
-from rltrain.utils.config import TrainConfig, config_to_dict
-from rltrain.utils.config_loader import apply_overrides, config_from_dict, resolve_config_path
+from rltrain.utils.config.loader import apply_overrides, config_from_dict, resolve_config_path
+from rltrain.utils.config.schema import TrainConfig, config_to_dict
+from rltrain.utils.config.zoo import train_mapping
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.safe_yaml import read_yaml_mapping
-from rltrain.utils.zoo_configs import train_mapping
+from rltrain.utils.io.safe_yaml import read_yaml_mapping
 
 # flag name -> (config key, metavar)
 FLAGS: dict[str, tuple[str, str]] = {

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 
 def make_env(env_name: str, **kwargs: Any) -> gym.Env:
-    """utils/envs.py's `make_env`, imported (with Gymnasium) when the command runs."""
-    from rltrain.utils.envs import make_env as make
+    """utils/training/envs.py's `make_env`, imported (with Gymnasium) when the command runs."""
+    from rltrain.utils.training.envs import make_env as make
 
     return make(env_name, **kwargs)
 
@@ -45,10 +45,10 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
     import torch
 
     from rltrain.scripts.agent_setup import checkpoint_config
-    from rltrain.utils.checkpoint import load_checkpoint
     from rltrain.utils.diagnostics import snapshots
-    from rltrain.utils.evaluation import evaluate
-    from rltrain.utils.normalize import normalizer_from_checkpoint
+    from rltrain.utils.io.checkpoint import load_checkpoint
+    from rltrain.utils.training.evaluation import evaluate
+    from rltrain.utils.training.normalize import normalizer_from_checkpoint
 
     if video_dir is not None and not snapshots.video_available():
         raise UserError(snapshots.INSTALL_HINT)
@@ -78,7 +78,7 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
 
 def _print_result(as_json: bool, checkpoint_path: str, env_name: str, total_steps: int,
                   episodes: int, seed: int, result: Any, video: Path | None) -> None:
-    from rltrain.utils.checkpoint import to_json
+    from rltrain.utils.io.checkpoint import to_json
 
     if as_json:
         click.echo(to_json({"checkpoint": checkpoint_path, "env_name": env_name,
@@ -107,9 +107,9 @@ def _video_path(folder: Path, run: str | None, stem: str, seed: int) -> Path:
 def load_actor(payload: dict, env, path: str) -> Actor:
     """The checkpoint's actor on the CPU, after checking it fits the env's spaces."""
     from rltrain.scripts.agent_setup import checkpoint_actor
-    from rltrain.utils.checkpoint import check_spaces
-    from rltrain.utils.config_loader import config_from_dict
-    from rltrain.utils.envs import space_record
+    from rltrain.utils.config.loader import config_from_dict
+    from rltrain.utils.io.checkpoint import check_spaces
+    from rltrain.utils.training.envs import space_record
 
     config = config_from_dict(payload["config"])
     check_spaces(payload, space_record(config.env_name, env), path)

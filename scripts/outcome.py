@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rltrain.utils.checkpoint import periodic_checkpoints
-from rltrain.utils.rules import all_specs
-from rltrain.utils.runs import relative_to_cwd
+from rltrain.utils.io.checkpoint import periodic_checkpoints
+from rltrain.utils.rules.registry import all_specs
+from rltrain.utils.run.folders import relative_to_cwd
 
 
 @dataclass(frozen=True)

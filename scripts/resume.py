@@ -18,14 +18,13 @@ from typing import Any
 
 from rltrain.scripts.run_state import ResumeInfo, check_resumable
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.checkpoint import load_checkpoint
-from rltrain.utils.config import TrainConfig, config_to_dict
-from rltrain.utils.config_loader import apply_overrides, config_from_dict
-from rltrain.utils.config_schema import FIXED_ON_RESUME
-from rltrain.utils.device import resolve_device
+from rltrain.utils.config.fields import FIXED_ON_RESUME
+from rltrain.utils.config.loader import apply_overrides, config_from_dict
+from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import CheckpointError, ConfigError, UserError
-from rltrain.utils.notify_target import mask_text
-from rltrain.utils.runs import (
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.device import resolve_device
+from rltrain.utils.run.folders import (
     SUPERSEDED_PREFIX,
     RunLock,
     RunPaths,
@@ -35,6 +34,7 @@ from rltrain.utils.runs import (
     relative_to_cwd,
     set_aside_later,
 )
+from rltrain.utils.run.notify_target import mask_text
 
 # The checkpoint's arrays, networks and episodes are sized by these (dotted: nested
 # sections).

@@ -15,17 +15,17 @@ from typing import Any
 
 import click
 
-from rltrain.utils.checkpoint import atomic_write, to_json
 from rltrain.utils.errors import UserError
-from rltrain.utils.run_logger import read_jsonl
-from rltrain.utils.run_status import effective_state, process_alive, read_status
-from rltrain.utils.runs import (
+from rltrain.utils.io.checkpoint import atomic_write, to_json
+from rltrain.utils.run.folders import (
     EVENTS_FILE,
     PAUSE_REQUEST_FILE,
     STATUS_FILE,
     STEP_CHECKPOINT,
     find_run_log_dir,
 )
+from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.status import effective_state, process_alive, read_status
 
 LOG_DIR_HELP = "Where run folders live, when RUN is a name (default: logs)."
 EXIT_FINDINGS = 6  # `diagnose --fail-on`: a finding at least that severe

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from rltrain.scripts.outcome import RunOutcome
-from rltrain.utils.config import TrainConfig
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import first_line
-from rltrain.utils.run_status import read_status
-from rltrain.utils.runs import RunPaths
+from rltrain.utils.run.folders import RunPaths
+from rltrain.utils.run.status import read_status
 
 
 def answer_commands(run: str) -> list[str]:

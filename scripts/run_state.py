@@ -27,23 +27,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltrain import __version__
 from rltrain.agents.probes import gradient_probe
 from rltrain.scripts.agent_setup import agent_view, build_agent, network_spec
 from rltrain.scripts.collector import Collector
-from rltrain.utils.checkpoint import check_spaces
-from rltrain.utils.config import TrainConfig, config_to_dict
-from rltrain.utils.device import check_network_memory, tune_process
-from rltrain.utils.envs import make_env, space_dims, space_record
+from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import CheckpointError, EnvFailure
-from rltrain.utils.evaluation import EvalResult, evaluate
-from rltrain.utils.exploration import Exploration
-from rltrain.utils.health import HealthRules, is_finite
-from rltrain.utils.hooks import EpisodeEnd, Step, Update
-from rltrain.utils.monitor import Finding
-from rltrain.utils.replay_buffer import ReplayBuffer
-from rltrain.utils.run_environment import environment_record, environment_warning
-from rltrain.utils.runs import RunPaths
+from rltrain.utils.hooks.eval_result import EvalResult
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import EpisodeEnd, Step, Update
+from rltrain.utils.io.checkpoint import check_spaces
+from rltrain.utils.run.device import check_network_memory, tune_process
+from rltrain.utils.run.environment import environment_record, environment_warning
+from rltrain.utils.run.folders import RunPaths
+from rltrain.utils.run.health import HealthRules, is_finite
 from rltrain.utils.seeding import (
     AGENT,
     EXPLORATION,
@@ -54,6 +50,11 @@ from rltrain.utils.seeding import (
     seed_global_generators,
     set_global_rng_state,
 )
+from rltrain.utils.training.envs import make_env, space_dims, space_record
+from rltrain.utils.training.evaluation import evaluate
+from rltrain.utils.training.exploration import Exploration
+from rltrain.utils.training.replay_buffer import ReplayBuffer
+from rltrain.utils.version import __version__
 
 RESUMABLE_KINDS = ("periodic", "paused")
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import click
 
-from rltrain.utils.checkpoint import to_json
 from rltrain.utils.errors import UserError
-from rltrain.utils.run_status import effective_state, read_status
-from rltrain.utils.runs import CONFIG_FILE, STATUS_FILE
+from rltrain.utils.io.checkpoint import to_json
+from rltrain.utils.run.folders import CONFIG_FILE, STATUS_FILE
+from rltrain.utils.run.status import effective_state, read_status
 
 
 def run_row(folder: Path) -> dict[str, Any] | None:

@@ -24,11 +24,11 @@ import yaml
 from rltrain.scripts.config_commands import to_stderr
 from rltrain.scripts.sweep_plan import plan_trials, say_once, trial_config
 from rltrain.utils.errors import UserError
-from rltrain.utils.hooks import Hook
-from rltrain.utils.sweep_summary import ERROR_FILE, INTERRUPTED_NOTE
+from rltrain.utils.hooks.hook import Hook
+from rltrain.utils.run.sweep_summary import ERROR_FILE, INTERRUPTED_NOTE
 
 if TYPE_CHECKING:
-    from rltrain.utils.runs import RunPaths
+    from rltrain.utils.run.folders import RunPaths
 
 INSTALL_HINT = 'rltrain sweep needs Ray Tune: pip install "rltrain[sweep]"'
 
@@ -53,8 +53,8 @@ def run_trial(tune_config: dict[str, Any]) -> None:
 
 def _run_trial(params: dict[str, Any], tune: Any) -> None:
     from rltrain.scripts.resume import prepare_resume, prepare_train
-    from rltrain.utils.run_status import read_status
-    from rltrain.utils.runs import paths_for, set_aside_attempt
+    from rltrain.utils.run.folders import paths_for, set_aside_attempt
+    from rltrain.utils.run.status import read_status
 
     config = trial_config(params["config"], params["overrides"])
     own = paths_for(config, params["run_name"])
@@ -83,7 +83,7 @@ def _checkpoint_to_resume(tune: Any, paths: RunPaths) -> Path | None:
     back and the run's own newest (one written after the trial's last report to Tune,
     such as the paused checkpoint of an env failure), else None: a fresh start. Tune's
     copy is put into the run's folder: on a cluster it may come from another node."""
-    from rltrain.utils.runs import checkpoint_step, newest_checkpoint
+    from rltrain.utils.run.folders import checkpoint_step, newest_checkpoint
 
     own, restored = newest_checkpoint(paths), tune.get_checkpoint()
     if restored is None:
@@ -277,7 +277,7 @@ def check_gpus(device: str, gpus_per_trial: float, address: str | None) -> None:
 
 
 def summarise(sweep_dir: Path) -> list[dict[str, Any]]:
-    from rltrain.utils.sweep_summary import trial_row, write_summary
+    from rltrain.utils.run.sweep_summary import trial_row, write_summary
 
     plan = yaml.safe_load(plan_file(sweep_dir).read_text())
     trials = [trial_row(sweep_dir, t["run_name"], t["point"]) for t in plan["trials"]]

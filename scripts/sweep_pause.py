@@ -27,8 +27,8 @@ from typing import Any
 import click
 from ray.tune import Callback
 
-from rltrain.utils.runs import PAUSE_REQUEST_FILE
-from rltrain.utils.sweep_summary import INTERRUPTED_NOTE
+from rltrain.utils.run.folders import PAUSE_REQUEST_FILE
+from rltrain.utils.run.sweep_summary import INTERRUPTED_NOTE
 
 PAUSE_WAIT_SECONDS = 60.0
 HANDED_ON_FILE = "tune_interrupted"  # in the sweep folder, from the hand-over to Tune

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from rltrain.scripts.config_commands import resolved_config
-from rltrain.utils.config import TrainConfig, config_to_dict
-from rltrain.utils.config_loader import apply_overrides
+from rltrain.utils.config.loader import apply_overrides
+from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import ConfigError, UserError
 
 

@@ -2,7 +2,7 @@
 
 The run's state (agent, replay buffer, envs, counters, random states) is a `RunState`
 (scripts/run_state.py), which takes the env steps and the updates. The loop puts them in
-order and tells the hooks (utils/hooks.py: metrics, health rules, diagnostics, the rules
+order and tells the hooks (utils/hooks/hook.py: metrics, health rules, diagnostics, the rules
 of utils/rules/, progress, and any the caller adds) of each step, update, episode and
 evaluation; the TrainingMonitor records what they find, evaluates and checkpoints.
 Per vector step the loop does one action transfer (the diagnostics' actor hook two more
@@ -29,8 +29,7 @@ import torch
 
 from rltrain.scripts.outcome import RunOutcome
 from rltrain.scripts.run_state import ResumeInfo, RunState
-from rltrain.utils.checkpoint import remove_stale_temp_files
-from rltrain.utils.config import TrainConfig
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.errors import (
     EnvFailure,
@@ -39,17 +38,19 @@ from rltrain.utils.errors import (
     first_line,
     os_error_in,
 )
-from rltrain.utils.health import HealthRules
-from rltrain.utils.hooks import Hook
-from rltrain.utils.monitor import HookList, TrainingMonitor
-from rltrain.utils.progress import ProgressDisplay, ProgressHook
-from rltrain.utils.rules import RuleContext, rule_hooks
-from rltrain.utils.run_logger import RunLogger
-from rltrain.utils.run_metrics import RunMetrics
-from rltrain.utils.run_status import StatusFile
-from rltrain.utils.runs import RunLock, RunPaths, relative_to_cwd
+from rltrain.utils.hooks.hook import Hook, HookList
+from rltrain.utils.io.checkpoint import remove_stale_temp_files
+from rltrain.utils.rules.registry import rule_hooks
+from rltrain.utils.rules.spec import RuleContext
+from rltrain.utils.run.folders import RunLock, RunPaths, relative_to_cwd
+from rltrain.utils.run.health import HealthRules
+from rltrain.utils.run.logger import RunLogger
+from rltrain.utils.run.metrics import RunMetrics
+from rltrain.utils.run.monitor import TrainingMonitor
+from rltrain.utils.run.progress import ProgressDisplay, ProgressHook
+from rltrain.utils.run.signals import SignalCatcher
+from rltrain.utils.run.status import StatusFile
 from rltrain.utils.seeding import DIAGNOSTICS, derive_seed
-from rltrain.utils.signals import SignalCatcher
 
 
 class Trainer:

@@ -44,11 +44,11 @@ from rltrain.scripts.verify_stats import (
     returns_at,
     verdict,
 )
-from rltrain.utils.checkpoint import atomic_write, to_json
 from rltrain.utils.diagnostics.report import VERIFY_FILE
 from rltrain.utils.errors import UserError
-from rltrain.utils.run_logger import read_jsonl
-from rltrain.utils.runs import CONFIG_FILE, METRICS_FILE, STEP_CHECKPOINT
+from rltrain.utils.io.checkpoint import atomic_write, to_json
+from rltrain.utils.run.folders import CONFIG_FILE, METRICS_FILE, STEP_CHECKPOINT
+from rltrain.utils.run.logger import read_jsonl
 from rltrain.utils.seeding import FORKS, derive_seed
 
 __all__ = ["MARGIN", "difference", "fork_point", "verdict", "verify", "summary_lines"]
@@ -72,7 +72,7 @@ def fork_point(checkpoint_dir: Path, first_step: int) -> tuple[int, Path] | None
 
 
 def _run_config(folder: Path) -> Any:
-    from rltrain.utils.config_loader import config_from_dict, read_yaml_mapping
+    from rltrain.utils.config.loader import config_from_dict, read_yaml_mapping
 
     return config_from_dict(read_yaml_mapping(folder / CONFIG_FILE))
 

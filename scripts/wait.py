@@ -29,14 +29,14 @@ from rltrain.scripts.resume import prepare_resume
 from rltrain.scripts.run_notify import answer_commands, crash_event, outcome_event, warning_event
 from rltrain.scripts.run_state import ResumeInfo
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.checkpoint import write_json
 from rltrain.utils.errors import UserError
-from rltrain.utils.notify import Notifier
-from rltrain.utils.progress import say
-from rltrain.utils.run_logger import append_event
-from rltrain.utils.run_status import read_status, write_status
-from rltrain.utils.runs import RunLock, RunPaths
-from rltrain.utils.signals import SignalCatcher
+from rltrain.utils.io.checkpoint import write_json
+from rltrain.utils.run.folders import RunLock, RunPaths
+from rltrain.utils.run.logger import append_event
+from rltrain.utils.run.notify import Notifier
+from rltrain.utils.run.progress import say
+from rltrain.utils.run.signals import SignalCatcher
+from rltrain.utils.run.status import read_status, write_status
 
 POLL_SECONDS = 0.5
 Resumed = tuple[Trainer, RunPaths, ResumeInfo]

@@ -15,10 +15,15 @@ from typing import Any
 import click
 
 from rltrain.scripts.run_commands import LOG_DIR_HELP
-from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.errors import UserError
-from rltrain.utils.run_status import effective_state, process_alive, read_status
-from rltrain.utils.runs import INSTRUCTION_FILE, STATUS_FILE, checkpoint_step, find_run_log_dir
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.folders import (
+    INSTRUCTION_FILE,
+    STATUS_FILE,
+    checkpoint_step,
+    find_run_log_dir,
+)
+from rltrain.utils.run.status import effective_state, process_alive, read_status
 
 TIMEOUT_HELP = "Seconds to wait until the run has taken the instruction."
 
@@ -74,7 +79,7 @@ def continue_command(run: str, overrides: tuple[str, ...], log_dir: str,
     """
     from rltrain.scripts.resume import checked_resume_config  # torch: only when it is used
     from rltrain.scripts.wait import write_instruction
-    from rltrain.utils.device import resolve_device
+    from rltrain.utils.run.device import resolve_device
 
     folder, waiting = waiting_run(run, log_dir)
     checkpoint = waiting["checkpoint"]

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import torch
 
-from rltrain.utils.config import TrainConfig
-from rltrain.utils.config_loader import config_from_dict
+from rltrain.utils.config.loader import config_from_dict
+from rltrain.utils.config.schema import TrainConfig
 
 TESTS_DIR = Path(__file__).parent
 sys.path.insert(0, str(TESTS_DIR))  # makes "fake_envs:FakePoint-v0" importable
@@ -78,7 +78,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """One tiny finished run (its checkpoints at steps 100, 200, 300 and best_model.pt),
     shared: tests copy its files, never change them."""
     from rltrain.scripts.trainer import Trainer
-    from rltrain.utils.runs import create_run
+    from rltrain.utils.run.folders import create_run
 
     config = tiny_config(tmp_path_factory.mktemp("trained"), run_name="trained")
     trainer = Trainer(config, DEVICE, interactive=False)

@@ -15,8 +15,8 @@ from torch.overrides import TorchFunctionMode
 
 from rltrain.agents.ddpg import DDPGAgent
 from rltrain.scripts.agent_setup import build_agent
-from rltrain.utils.config_loader import config_from_dict
-from rltrain.utils.replay_buffer import Batch, ReplayBuffer
+from rltrain.utils.config.loader import config_from_dict
+from rltrain.utils.training.replay_buffer import Batch, ReplayBuffer
 
 from conftest import DEVICE
 

@@ -15,9 +15,9 @@ from click.testing import CliRunner
 
 import rltrain
 from rltrain.scripts.cli import cli, load_actor
-from rltrain.utils.checkpoint import load_checkpoint
-from rltrain.utils.config_loader import read_yaml_mapping
-from rltrain.utils.envs import make_env
+from rltrain.utils.config.loader import read_yaml_mapping
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.training.envs import make_env
 
 from conftest import TINY, tiny_dict
 

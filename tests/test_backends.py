@@ -12,9 +12,9 @@ import torch
 from rltrain.agents.ddpg import DDPGAgent
 from rltrain.agents.fused import FusedDDPGAgent
 from rltrain.scripts.agent_setup import agent_settings, build_agent
-from rltrain.utils.config_loader import config_from_dict
+from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.replay_buffer import Batch
+from rltrain.utils.training.replay_buffer import Batch
 
 from conftest import DEVICE
 
@@ -126,8 +126,8 @@ def test_a_run_whose_torch_lacks_a_private_op_trains_through_autograd_and_says_s
         tmp_path, monkeypatch):
     from rltrain.agents import fused_ops
     from rltrain.scripts.trainer import Trainer
-    from rltrain.utils.run_logger import read_jsonl
-    from rltrain.utils.runs import create_run
+    from rltrain.utils.run.folders import create_run
+    from rltrain.utils.run.logger import read_jsonl
 
     from conftest import tiny_config
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.checkpoint import (
+from rltrain.utils.errors import CheckpointError, OutputError
+from rltrain.utils.io.checkpoint import (
     REQUIRED_KEYS,
     atomic_write,
     load_checkpoint,
@@ -19,8 +20,7 @@ from rltrain.utils.checkpoint import (
     remove_stale_temp_files,
     save_checkpoint,
 )
-from rltrain.utils.errors import CheckpointError, OutputError
-from rltrain.utils.runs import create_run
+from rltrain.utils.run.folders import create_run
 
 from conftest import DEVICE, tiny_config
 
@@ -172,7 +172,7 @@ def test_a_checkpoint_damaged_inside_its_tensor_data_is_refused(finished_run, tm
 
 
 def test_a_different_action_size_is_named_as_such():
-    from rltrain.utils.checkpoint import check_spaces
+    from rltrain.utils.io.checkpoint import check_spaces
 
     payload = {"spaces": {"obs_dim": 3, "action_low": [-1.0], "action_high": [1.0]}}
     env = {"env_name": "E", "obs_dim": 3, "action_low": [-1.0, -1.0],

@@ -208,7 +208,7 @@ def test_eval_refuses_a_checkpoint_for_another_env(tmp_path, monkeypatch):
 
 
 def test_progress_prints_plain_lines_when_not_on_a_terminal(monkeypatch, capsys):
-    import rltrain.utils.progress as progress
+    import rltrain.utils.run.progress as progress
 
     monkeypatch.setattr(progress, "PLAIN_EVERY_SECONDS", 0.0)
     display = progress.ProgressDisplay(1000, 0, interactive=False)
@@ -224,7 +224,7 @@ def test_progress_bar_on_a_terminal():
 
     from rich.console import Console
 
-    import rltrain.utils.progress as progress
+    import rltrain.utils.run.progress as progress
 
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=200)

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from rltrain.utils.config import TrainConfig, config_to_dict
+from rltrain.utils.config.schema import TrainConfig, config_to_dict
 
 HEAVY = ("torch", "gymnasium", "tensorboard")
 

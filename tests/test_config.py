@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rltrain.utils.config import TrainConfig, config_to_dict, iter_fields
-from rltrain.utils.config_loader import (
+from rltrain.utils.config.loader import (
     apply_overrides,
     config_from_dict,
     load_config,
@@ -15,6 +14,7 @@ from rltrain.utils.config_loader import (
     resolve_config_path,
     shipped_config_names,
 )
+from rltrain.utils.config.schema import TrainConfig, config_to_dict, iter_fields
 from rltrain.utils.errors import ConfigError
 
 
@@ -181,7 +181,7 @@ def test_other_tools_names_point_at_rltrains(key, names):
 
 
 def test_every_alias_names_real_keys_and_shadows_none():
-    from rltrain.utils.config_aliases import ALIASES, NOTES
+    from rltrain.utils.config.aliases import ALIASES, NOTES
     keys = {key for key, _, _ in iter_fields(TrainConfig)}
     assert not set(ALIASES) & {key.split(".")[0] for key in keys}
     for names in ALIASES.values():

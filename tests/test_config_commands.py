@@ -11,8 +11,8 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.config import TrainConfig, config_to_dict, iter_fields
-from rltrain.utils.config_loader import load_config
+from rltrain.utils.config.loader import load_config
+from rltrain.utils.config.schema import TrainConfig, config_to_dict, iter_fields
 
 from conftest import tiny_dict
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.runs import create_run
+from rltrain.utils.run.folders import create_run
 
 from conftest import DEVICE, tiny_config
 

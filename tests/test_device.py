@@ -1,4 +1,4 @@
-"""Process-wide settings (utils/device.py): freed memory is kept for reuse, float32
+"""Process-wide settings (utils/run/device.py): freed memory is kept for reuse, float32
 products are full precision, and the config's torch thread count takes effect."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from conftest import DEVICE, tiny_config
 # round faults its pages in anew unless keep_freed_memory() lets the heap reuse them.
 PROGRAM = """
 import ctypes, resource, sys, torch
-from rltrain.utils.device import M_MMAP_THRESHOLD, keep_freed_memory
+from rltrain.utils.run.device import M_MMAP_THRESHOLD, keep_freed_memory
 ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 128 << 10)
 if sys.argv[1] == "keep":
     assert keep_freed_memory()

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.diagnostics import snapshots
-from rltrain.utils.run_logger import read_jsonl
-from rltrain.utils.runs import create_run
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.folders import create_run
+from rltrain.utils.run.logger import read_jsonl
 
 from conftest import DEVICE, tiny_config, tiny_dict
 
@@ -120,8 +120,8 @@ def test_small_replay_pauses_again_on_resume_and_says_a_new_run_is_needed(tmp_pa
 def test_every_rule_off_with_a_null_threshold_runs(tmp_path):
     """`action: off` with `threshold: null` is accepted: the rule keeps its default
     threshold (nothing compares with null mid-run) and fires nothing."""
-    from rltrain.utils.config import DiagnosticsConfig, MonitorConfig
-    from rltrain.utils.config_schema import RuleConfig
+    from rltrain.utils.config.fields import RuleConfig
+    from rltrain.utils.config.schema import DiagnosticsConfig, MonitorConfig
 
     def off(section) -> dict:
         return {name: {"action": "off", "threshold": None} for name, rule in
@@ -394,8 +394,8 @@ def test_diagnose_says_when_the_diagnostics_were_off(tmp_path):
 
 
 def test_rules_and_docs_agree():
-    from rltrain.utils.config import DiagnosticsConfig
-    from rltrain.utils.config_schema import RuleConfig
+    from rltrain.utils.config.fields import RuleConfig
+    from rltrain.utils.config.schema import DiagnosticsConfig
     from rltrain.utils.diagnostics.rules import RULES
 
     assert set(RULES) == RULE_NAMES

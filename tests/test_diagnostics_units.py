@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from rltrain.utils.config_loader import config_from_dict
+from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.diagnostics.gradients import DropDetector, GradientVerdicts, pre_clip
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer, reward_stats
 from rltrain.utils.diagnostics.state_action import StateActionMap
@@ -252,7 +252,7 @@ def test_q_overestimation_is_relative_to_the_return_with_the_reward_scale_as_flo
 
     from rltrain.scripts.agent_setup import agent_view, build_agent
     from rltrain.utils.diagnostics.ddpg_checks import q_overestimation
-    from rltrain.utils.evaluation import EvalResult
+    from rltrain.utils.hooks.eval_result import EvalResult
 
     low, high = np.array([-1.0], np.float32), np.array([1.0], np.float32)
     trained, _ = build_agent(config_from_dict({}), 2, low, high, DEVICE)
@@ -405,7 +405,7 @@ def _transitions(effect, n: int = 1000, seed: int = 0, envs: int = 1, actions: i
     added to the next x. Rows of `envs` envs in turn, as the trainer stores them."""
     import torch
 
-    from rltrain.utils.replay_buffer import Batch
+    from rltrain.utils.training.replay_buffer import Batch
 
     rng = np.random.default_rng(seed)
     taken = rng.uniform(-1, 1, (n, actions))
@@ -461,10 +461,10 @@ def test_action_dimensions_that_act_only_together_count_for_both():
 
 
 def test_each_action_dimension_is_judged_and_one_unused_is_an_info_note():
-    from rltrain.utils.config_loader import config_from_dict
+    from rltrain.utils.config.loader import config_from_dict
     from rltrain.utils.diagnostics.action_effect import action_effect
-    from rltrain.utils.rules import RuleContext
     from rltrain.utils.rules.input_rules import IgnoredAction
+    from rltrain.utils.rules.spec import RuleContext
 
     found = action_effect(_transitions(lambda a: a[0], actions=3))
     assert found["per_dimension"][0] > 4 and max(found["per_dimension"][1:]) < 1.5
@@ -482,7 +482,7 @@ def test_the_action_effect_follows_each_env_in_a_vector_and_stops_at_episode_end
     import torch
 
     from rltrain.utils.diagnostics.action_effect import action_effect
-    from rltrain.utils.replay_buffer import Batch
+    from rltrain.utils.training.replay_buffer import Batch
 
     batch = _transitions(lambda a: 0.0, n=2000, envs=2)
     late = batch.next_obs.clone()
@@ -498,8 +498,8 @@ def test_the_action_effect_follows_each_env_in_a_vector_and_stops_at_episode_end
 
 
 def test_the_reward_scale_rule_judges_the_largest_and_the_typical_reward():
-    from rltrain.utils.rules import RuleContext
     from rltrain.utils.rules.reward_rules import RewardScale
+    from rltrain.utils.rules.spec import RuleContext
 
     rule = RewardScale(RuleContext(config_from_dict({}), 3, 1))  # threshold 3: 1e-3 .. 1e3
     assert rule.check(9, {"max_abs": 16.0, "median_abs": 5.0}, 10) == []

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rltrain.utils.config import TrainConfig, iter_fields
+from rltrain.utils.config.schema import TrainConfig, iter_fields
 from rltrain.utils.diagnostics.rules import RULES
 
 ROOT = Path(__file__).resolve().parent.parent

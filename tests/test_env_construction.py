@@ -14,7 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.checkpoint import load_checkpoint, save_tensors
+from rltrain.utils.io.checkpoint import load_checkpoint, save_tensors
 
 import fake_envs
 from conftest import tiny_dict

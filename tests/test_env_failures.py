@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from test_resume import assert_same_state, metrics
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.errors import EnvFailure
-from rltrain.utils.evaluation import evaluate
-from rltrain.utils.run_logger import read_jsonl
-from rltrain.utils.run_status import read_status
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.status import read_status
+from rltrain.utils.training.evaluation import evaluate
 
 import fake_envs
 from conftest import tiny_dict

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.checkpoint import load_checkpoint
-from rltrain.utils.run_environment import FIELDS, environment_record, environment_warning
-from rltrain.utils.run_logger import read_jsonl
-from rltrain.utils.runs import create_run
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.environment import FIELDS, environment_record, environment_warning
+from rltrain.utils.run.folders import create_run
+from rltrain.utils.run.logger import read_jsonl
 
 from conftest import DEVICE, tiny_config
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rltrain.utils.envs import make_env, space_dims
 from rltrain.utils.errors import EnvError
 from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
+from rltrain.utils.training.envs import make_env, space_dims
 
 
 def test_unknown_id_lists_the_closest_registered_ids():

@@ -149,8 +149,8 @@ def test_training_does_not_import_torch_dynamo():
     code = (
         "import sys, numpy as np, torch\n"
         "from rltrain.scripts.agent_setup import build_agent\n"
-        "from rltrain.utils.config_loader import config_from_dict\n"
-        "from rltrain.utils.replay_buffer import Batch\n"
+        "from rltrain.utils.config.loader import config_from_dict\n"
+        "from rltrain.utils.training.replay_buffer import Batch\n"
         "agent, _ = build_agent(config_from_dict({'hidden_sizes': [8, 8]}), 3,\n"
         "    np.array([-2.0], np.float32), np.array([2.0], np.float32), torch.device('cpu'))\n"
         "b = Batch(torch.randn(4, 3), torch.rand(4, 1), torch.randn(4, 1), torch.randn(4, 3),\n"

@@ -13,8 +13,8 @@ import torch
 from rltrain.agents import fused_ops
 from rltrain.agents.fused import FusedDDPGAgent
 from rltrain.scripts.agent_setup import agent_settings
-from rltrain.utils.config_loader import config_from_dict
-from rltrain.utils.replay_buffer import Batch
+from rltrain.utils.config.loader import config_from_dict
+from rltrain.utils.training.replay_buffer import Batch
 
 from conftest import DEVICE
 

@@ -12,7 +12,7 @@ from rltrain.scripts.trainer import Trainer
 from rltrain.utils.diagnostics import report
 from rltrain.utils.diagnostics.plots import _label
 from rltrain.utils.diagnostics.state_action import ClusterView
-from rltrain.utils.runs import create_run
+from rltrain.utils.run.folders import create_run
 
 from conftest import DEVICE, tiny_config
 

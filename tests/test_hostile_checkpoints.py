@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.checkpoint import load_checkpoint, save_tensors
+from rltrain.utils.io.checkpoint import load_checkpoint, save_tensors
 
 
 def files_of(*folders: Path) -> dict[str, bytes]:

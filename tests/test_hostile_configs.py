@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.progress import ProgressDisplay, format_eta
-from rltrain.utils.safe_yaml import MAX_CONFIG_BYTES
+from rltrain.utils.io.safe_yaml import MAX_CONFIG_BYTES
+from rltrain.utils.run.progress import ProgressDisplay, format_eta
 
 from conftest import tiny_dict
 
@@ -52,7 +52,7 @@ def test_an_alias_bomb_is_refused_in_bounded_time_and_memory(tmp_path):
     child = textwrap.dedent("""
         import json, resource, sys, time
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-        from rltrain.utils.config_loader import load_config
+        from rltrain.utils.config.loader import load_config
         from rltrain.utils.errors import ConfigError
         before, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.monotonic()
         try:

@@ -13,9 +13,9 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.checkpoint import load_checkpoint
-from rltrain.utils.health import HealthRules
-from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.health import HealthRules
+from rltrain.utils.run.logger import read_jsonl
 
 from conftest import tiny_config, tiny_dict
 

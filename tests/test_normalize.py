@@ -17,13 +17,13 @@ from test_resume import (
 import rltrain
 from rltrain.scripts.cli import cli
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.checkpoint import load_checkpoint
-from rltrain.utils.config_env import NormalizeConfig
-from rltrain.utils.envs import make_env
+from rltrain.utils.config.env import NormalizeConfig
 from rltrain.utils.errors import ConfigError, EnvError
-from rltrain.utils.evaluation import evaluate
-from rltrain.utils.normalize import Normalizer, RunningMeanStd
-from rltrain.utils.runs import create_run
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.folders import create_run
+from rltrain.utils.training.envs import make_env
+from rltrain.utils.training.evaluation import evaluate
+from rltrain.utils.training.normalize import Normalizer, RunningMeanStd
 
 from conftest import DEVICE, tiny_config
 

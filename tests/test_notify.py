@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from webhook import Webhook, refused_url
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.config import NotifyConfig
-from rltrain.utils.notify import Notifier
-from rltrain.utils.notify_target import mask_text, mask_url
-from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.config.schema import NotifyConfig
+from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.notify import Notifier
+from rltrain.utils.run.notify_target import mask_text, mask_url
 
 from conftest import tiny_dict
 

@@ -16,7 +16,7 @@ import rltrain
 from rltrain.integrations import Watcher
 from rltrain.scripts.cli import cli
 from rltrain.utils.errors import ConfigError, UserError
-from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.run.logger import read_jsonl
 
 EXAMPLE = Path(__file__).parents[1] / "docs" / "examples" / "cleanrl_ddpg.py"
 SMALL = ["--batch-size", "32", "--hidden", "16", "--eval-every", "500"]

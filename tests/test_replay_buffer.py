@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.replay_buffer import ReplayBuffer
+from rltrain.utils.training.replay_buffer import ReplayBuffer
 
 from conftest import DEVICE
 

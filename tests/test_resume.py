@@ -12,10 +12,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from rltrain.scripts.cli import cli
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.checkpoint import load_checkpoint
-from rltrain.utils.run_logger import read_jsonl
-from rltrain.utils.run_status import read_status
-from rltrain.utils.runs import create_run
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.folders import create_run
+from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.status import read_status
 
 from conftest import DEVICE, tiny_config, tiny_dict
 
@@ -118,7 +118,7 @@ def test_pause_and_resume_in_the_same_folders_matches_an_uninterrupted_run(tmp_p
             (log_dir / "pause.request").write_text("test pause")
         return original(self, env_steps)
 
-    from rltrain.utils.monitor import TrainingMonitor
+    from rltrain.utils.run.monitor import TrainingMonitor
 
     original = TrainingMonitor.after_step
     TrainingMonitor.after_step = request_pause_at_130
@@ -425,7 +425,7 @@ def test_eval_curve_reads_nan_evaluations_back_as_numbers(tmp_path):
     the curve) and diagnose's plot must get back as a float."""
     import math
 
-    from rltrain.utils.run_logger import eval_curve
+    from rltrain.utils.run.logger import eval_curve
 
     path = tmp_path / "m.jsonl"
     path.write_text('{"kind": "eval", "env_steps": 100, "mean_return": -150.5}\n'
@@ -438,7 +438,7 @@ def test_eval_curve_reads_nan_evaluations_back_as_numbers(tmp_path):
 def test_a_run_another_process_holds_is_not_resumed_into(tmp_path, monkeypatch):
     # Two resumes of one checkpoint started together used to both pass the status check
     # (the run was not yet marked running) and write the same folders.
-    from rltrain.utils.runs import RunLock, paths_for
+    from rltrain.utils.run.folders import RunLock, paths_for
 
     full_run(tmp_path)
     monkeypatch.chdir(tmp_path)

@@ -9,11 +9,12 @@ import pytest
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.config import TrainConfig, config_to_dict
-from rltrain.utils.config_loader import apply_overrides, config_from_dict
-from rltrain.utils.config_schema import Range
+from rltrain.utils.config.fields import Range
+from rltrain.utils.config.loader import apply_overrides, config_from_dict
+from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.rules import Option, RuleSpec, all_specs
+from rltrain.utils.rules.registry import all_specs
+from rltrain.utils.rules.spec import Option, RuleSpec
 
 OPTIONS = [(spec, option) for spec in all_specs().values() for option in spec.options]
 

@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rltrain.utils.config import TrainConfig
-from rltrain.utils.config_loader import apply_overrides, config_from_dict
+from rltrain.utils.config.loader import apply_overrides, config_from_dict
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.diagnostics.rules import RULES
-from rltrain.utils.evaluation import EvalResult
-from rltrain.utils.hooks import Evaluation
-from rltrain.utils.rules import RuleCheck, RuleContext, all_specs, hook_classes, rule_hooks
+from rltrain.utils.hooks.eval_result import EvalResult
+from rltrain.utils.hooks.hook import Evaluation
 from rltrain.utils.rules.eval_collapse import EvalCollapse
+from rltrain.utils.rules.registry import all_specs, hook_classes, rule_hooks
+from rltrain.utils.rules.spec import RuleCheck, RuleContext
 
 from conftest import tiny_config
 
@@ -53,8 +54,8 @@ def test_every_configurable_rule_has_one_check_beside_its_spec() -> None:
 def test_the_health_rules_are_built_by_their_family_hook_only(tmp_path: Path) -> None:
     import torch
 
-    from rltrain.utils.health import HealthRules
     from rltrain.utils.rules.health_rules import CHECKS, SPECS
+    from rltrain.utils.run.health import HealthRules
 
     health = HealthRules(tiny_config(tmp_path), obs_dim=3, device=torch.device("cpu"))
     assert [rule.spec for rule in health.rules] == [cls.spec for cls in CHECKS]

@@ -23,7 +23,7 @@ from rltrain.integrations.sb3 import RltrainCallback
 from rltrain.integrations.sb3_view import PolicyTap, SB3Replay, sb3_view
 from rltrain.scripts.cli import cli
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.run.logger import read_jsonl
 
 from conftest import tiny_dict
 

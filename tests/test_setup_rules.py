@@ -12,14 +12,14 @@ import pytest
 import torch
 
 from rltrain.scripts.agent_setup import agent_view, build_agent
-from rltrain.utils.evaluation import EvalResult
-from rltrain.utils.hooks import EpisodeEnd, Evaluation, Step, Update
-from rltrain.utils.rules import RuleContext
+from rltrain.utils.hooks.eval_result import EvalResult
+from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Step, Update
 from rltrain.utils.rules.actor_stalled import ActorStalled
 from rltrain.utils.rules.learning_rate import LearningRate
 from rltrain.utils.rules.long_horizon import LongHorizon
 from rltrain.utils.rules.no_learning import NoLearning
 from rltrain.utils.rules.q_divergence import QDivergence
+from rltrain.utils.rules.spec import RuleContext
 from rltrain.utils.rules.target_update import TargetUpdate
 
 from conftest import tiny_config

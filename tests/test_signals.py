@@ -15,7 +15,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from rltrain.scripts.cli import cli as rltrain_cli
-from rltrain.utils.checkpoint import load_checkpoint
+from rltrain.utils.io.checkpoint import load_checkpoint
 
 from conftest import TESTS_DIR, tiny_dict
 

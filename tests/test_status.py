@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.checkpoint import write_json
+from rltrain.utils.io.checkpoint import write_json
 
 
 def test_status_names_the_newest_checkpoint_when_the_status_lags_behind(tmp_path):

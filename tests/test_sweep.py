@@ -17,7 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.run.logger import read_jsonl
 
 from conftest import TESTS_DIR, tiny_dict
 
@@ -195,9 +195,9 @@ def assert_like_an_uninterrupted_run(tmp_path: Path, checkpoint: Path) -> None:
     import torch
 
     from rltrain.scripts.trainer import Trainer
-    from rltrain.utils.checkpoint import load_checkpoint
-    from rltrain.utils.config_loader import config_from_dict
-    from rltrain.utils.runs import create_run
+    from rltrain.utils.config.loader import config_from_dict
+    from rltrain.utils.io.checkpoint import load_checkpoint
+    from rltrain.utils.run.folders import create_run
 
     raw = yaml.safe_load((tmp_path / "c.yaml").read_text())
     config = config_from_dict(raw | {"tau": 0.01, "run_name": "reference"})
@@ -320,7 +320,7 @@ def test_a_bad_grid_spec_is_a_clear_error(tmp_path, grid, message):
 
 def test_a_grid_over_lists_plans_one_trial_per_list(tmp_path):
     from rltrain.scripts.sweep_plan import plan_trials
-    from rltrain.utils.config_loader import load_config
+    from rltrain.utils.config.loader import load_config
 
     path = str(config_file(tmp_path))
     trials = plan_trials(path, (), ("hidden_sizes=[8, 8],[16,16]", "tau=0.01,0.02"), 1, "g")
@@ -421,7 +421,7 @@ def test_a_continued_trial_resumes_from_the_newer_of_tunes_and_its_own_checkpoin
     from ray.tune import Checkpoint
 
     from rltrain.scripts.sweep import _checkpoint_to_resume
-    from rltrain.utils.runs import RunPaths
+    from rltrain.utils.run.folders import RunPaths
 
     paths = RunPaths("r", tmp_path / "logs" / "r", tmp_path / "checkpoints" / "r")
     paths.checkpoint_dir.mkdir(parents=True)
@@ -438,7 +438,7 @@ def test_a_continued_trial_resumes_from_the_newer_of_tunes_and_its_own_checkpoin
 
 def test_an_attempt_is_not_set_aside_while_a_process_holds_its_run(tmp_path):
     from rltrain.utils.errors import UserError
-    from rltrain.utils.runs import RunLock, RunPaths, set_aside_attempt
+    from rltrain.utils.run.folders import RunLock, RunPaths, set_aside_attempt
 
     paths = RunPaths("r", tmp_path / "logs" / "r", tmp_path / "checkpoints" / "r")
     paths.log_dir.mkdir(parents=True)

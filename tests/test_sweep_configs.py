@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
 from rltrain.scripts.sweep_plan import plan_trials, trial_config
-from rltrain.utils.config import TrainConfig
+from rltrain.utils.config.schema import TrainConfig
 
 from conftest import tiny_dict
 

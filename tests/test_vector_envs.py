@@ -9,11 +9,11 @@ from test_resume import assert_fork_matches_the_full_run, assert_same_state, ful
 
 from rltrain.scripts.cli import cli
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.checkpoint import load_checkpoint
-from rltrain.utils.config_loader import load_config
+from rltrain.utils.config.loader import load_config
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
-from rltrain.utils.run_logger import read_jsonl
-from rltrain.utils.runs import create_run
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.folders import create_run
+from rltrain.utils.run.logger import read_jsonl
 
 from conftest import DEVICE, tiny_config
 

@@ -16,10 +16,10 @@ from click.testing import CliRunner
 from rltrain.scripts.cli import cli
 from rltrain.scripts.resume import FIXED_ON_RESUME, resume_config
 from rltrain.scripts.verify import difference, fork_point, verdict
-from rltrain.utils.config import TrainConfig, config_to_dict
-from rltrain.utils.config_loader import apply_overrides, config_from_dict
-from rltrain.utils.rules._remedies import remedies
-from rltrain.utils.run_logger import read_jsonl
+from rltrain.utils.config.loader import apply_overrides, config_from_dict
+from rltrain.utils.config.schema import TrainConfig, config_to_dict
+from rltrain.utils.rules.registry import remedies
+from rltrain.utils.run.logger import read_jsonl
 
 from conftest import tiny_dict
 
@@ -202,7 +202,7 @@ def test_reseeded_pairs_are_judged_over_pairs_and_episodes() -> None:
 
 def fork_of(tmp_path: Path, checkpoint: Path, name: str, *extra: str) -> dict:
     """`checkpoint` forked into run `name`; its checkpoint at step 300."""
-    from rltrain.utils.checkpoint import load_checkpoint
+    from rltrain.utils.io.checkpoint import load_checkpoint
 
     result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint),
                                       "--run-name", name, *extra])
@@ -234,7 +234,7 @@ def test_a_reseeded_fork_is_repeatable_and_resumes_exactly(tmp_path: Path) -> No
 
 def test_verify_with_reseeded_pairs_reports_each_pair(hot: Path, tmp_path: Path) -> None:
     from rltrain.scripts.verify import summary_lines
-    from rltrain.utils.checkpoint import load_checkpoint
+    from rltrain.utils.io.checkpoint import load_checkpoint
     from rltrain.utils.seeding import FORKS, derive_seed
 
     result = CliRunner().invoke(cli, ["diagnose", str(hot), "--verify", "--steps", "100",

@@ -21,10 +21,10 @@ from webhook import Webhook
 
 from rltrain.scripts.cli import cli
 from rltrain.scripts.run_state import check_resumable
-from rltrain.utils.checkpoint import load_checkpoint
 from rltrain.utils.errors import UserError
-from rltrain.utils.run_logger import read_jsonl
-from rltrain.utils.runs import RunLock, RunPaths
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.folders import RunLock, RunPaths
+from rltrain.utils.run.logger import read_jsonl
 
 from conftest import TESTS_DIR, tiny_dict
 

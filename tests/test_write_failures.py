@@ -11,9 +11,9 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.checkpoint import load_checkpoint
-from rltrain.utils.run_logger import RunLogger
-from rltrain.utils.run_status import read_status
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.logger import RunLogger
+from rltrain.utils.run.status import read_status
 
 from conftest import tiny_dict
 
@@ -50,7 +50,7 @@ def test_a_full_disk_at_a_checkpoint_stops_with_exit_4_naming_the_newest(tmp_pat
                 raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos")  # noqa: B904 (implicit chaining, as torch does)
         real_save(obj, f)
 
-    monkeypatch.setattr(torch, "save", save)  # what utils/checkpoint.py calls
+    monkeypatch.setattr(torch, "save", save)  # what utils/io/checkpoint.py calls
     result = train(tmp_path)
     newest = tmp_path / "checkpoints" / "r" / "checkpoint_step_100.pt"
     assert result.exit_code == 4, result.output

@@ -9,17 +9,17 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.utils.config import TrainConfig
-from rltrain.utils.config_loader import config_from_dict
-from rltrain.utils.errors import ConfigError
-from rltrain.utils.safe_yaml import read_yaml_mapping
-from rltrain.utils.zoo_configs import (
+from rltrain.utils.config.loader import config_from_dict
+from rltrain.utils.config.schema import TrainConfig
+from rltrain.utils.config.zoo import (
     is_per_env,
     per_env_section,
     shipped_per_env_file,
     translate,
     utd_ratio,
 )
+from rltrain.utils.errors import ConfigError
+from rltrain.utils.io.safe_yaml import read_yaml_mapping
 
 from conftest import tiny_dict
 
@@ -94,7 +94,7 @@ def test_no_config_and_no_env_shows_the_default_config():
 
 
 def _defaults() -> dict:
-    from rltrain.utils.config import config_to_dict
+    from rltrain.utils.config.schema import config_to_dict
 
     return config_to_dict(TrainConfig())
 

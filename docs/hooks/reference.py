@@ -1,6 +1,6 @@
 """MkDocs hook: the config and rule reference pages, generated from the code at build time.
 
-The config reference is read from the schema (the dataclasses of `utils/config.py`, each
+The config reference is read from the schema (the dataclasses of `utils/config/schema.py`, each
 field's default, help text and allowed range), the rule reference from the rules
 (`utils/diagnostics/rules.py`: what each rule's finding means and what to check) and
 their config. The pages exist only in the build, never in `docs/`, so they cannot drift
@@ -14,10 +14,10 @@ import re
 import typing
 from typing import Any, Callable
 
-from rltrain.utils.config import TrainConfig
-from rltrain.utils.config_schema import RuleConfig
+from rltrain.utils.config.fields import RuleConfig
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.diagnostics.rules import RULES
-from rltrain.utils.rules import all_specs
+from rltrain.utils.rules.registry import all_specs
 
 # The rule reference's sections, in the order `rltrain diagnose` thinks about a run.
 # Each heading names the section of diagnosing.md that tells how the rules were set.

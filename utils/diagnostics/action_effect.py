@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from rltrain.utils.replay_buffer import Batch
+from rltrain.utils.training.replay_buffer import Batch
 
 ROWS = 1000  # a shorter warm-up is not judged
 MAX_ROWS = 5000  # the newest warm-up transitions judged, where there are that many

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from rltrain.utils.agent_view import AgentView
-from rltrain.utils.evaluation import EvalResult
-from rltrain.utils.replay_buffer import Batch
+from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.hooks.eval_result import EvalResult
+from rltrain.utils.training.replay_buffer import Batch
 
 
 @torch.no_grad()

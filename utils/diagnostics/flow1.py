@@ -1,4 +1,4 @@
-"""Flow1Diagnostics: the flow-1 diagnostics as one hook (utils/hooks.py).
+"""Flow1Diagnostics: the flow-1 diagnostics as one hook (utils/hooks/hook.py).
 
 It observes through hooks only (a forward hook on the actor, `.grad` read after
 updates, probes that restore what they touch) and never changes the agent, its
@@ -17,21 +17,22 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from rltrain.utils.agent_view import AgentView
-from rltrain.utils.checkpoint import write_json
-from rltrain.utils.config import TrainConfig
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.diagnostics import ddpg_checks, plots, snapshots
 from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.inputs import InputChecks
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
 from rltrain.utils.diagnostics.timing import hook_method, load_libraries, timed
-from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook, Step, Update
-from rltrain.utils.monitor import Finding
-from rltrain.utils.replay_buffer import ReplayBuffer
-from rltrain.utils.rules import RuleContext, ddpg_rules, reward_rules, state_action_rules
-from rltrain.utils.run_logger import RunLogger
-from rltrain.utils.runs import RunPaths
+from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Hook, Step, Update
+from rltrain.utils.io.checkpoint import write_json
+from rltrain.utils.rules import ddpg_rules, reward_rules, state_action_rules
+from rltrain.utils.rules.spec import RuleContext
+from rltrain.utils.run.folders import RunPaths
+from rltrain.utils.run.logger import RunLogger
+from rltrain.utils.training.replay_buffer import ReplayBuffer
 
 
 class Flow1Diagnostics(Hook):

@@ -22,10 +22,11 @@ import numpy as np
 import torch
 
 from rltrain.utils.diagnostics.action_effect import MAX_ROWS, ROWS, action_effect
-from rltrain.utils.monitor import Finding
-from rltrain.utils.replay_buffer import Batch, ReplayBuffer
-from rltrain.utils.rules import RuleContext, input_rules
-from rltrain.utils.run_logger import RunLogger
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.rules import input_rules
+from rltrain.utils.rules.spec import RuleContext
+from rltrain.utils.run.logger import RunLogger
+from rltrain.utils.training.replay_buffer import Batch, ReplayBuffer
 
 MIN_EPISODES = 5  # episodes before the horizon is compared with their mean length
 # Shorter episodes are not taken for time limits: a policy saturated at the action bounds

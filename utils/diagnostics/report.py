@@ -13,13 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rltrain.utils.checkpoint import atomic_write
-from rltrain.utils.config_loader import read_yaml_mapping
+from rltrain.utils.config.loader import read_yaml_mapping
 from rltrain.utils.diagnostics import plots
 from rltrain.utils.diagnostics.rules import RULES, SEVERITY
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.run_logger import eval_curve, read_jsonl
-from rltrain.utils.runs import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE, METRICS_FILE
+from rltrain.utils.io.checkpoint import atomic_write
+from rltrain.utils.run.folders import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE, METRICS_FILE
+from rltrain.utils.run.logger import eval_curve, read_jsonl
 
 ORDER = {"pause": 0, "warning": 1, "info": 2}
 VERIFY_FILE = "verify.json"  # the verdicts of `diagnose --verify` (scripts/verify.py)

@@ -7,7 +7,7 @@ of the JSON output that users script against: never rename one.
 
 from __future__ import annotations
 
-from rltrain.utils.rules import all_specs
+from rltrain.utils.rules.registry import all_specs
 
 # rule -> (hypothesis, suggested check), from each rule's spec (utils/rules/).
 RULES: dict[str, tuple[str, str]] = {name: (spec.hypothesis, spec.check)

@@ -20,9 +20,9 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from rltrain.utils.config import TrainConfig
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import UserError, first_line
-from rltrain.utils.run_logger import RunLogger
+from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.seeding import EVAL_EPISODES, derive_seed
 
 INSTALL_HINT = 'recording videos needs the [video] extra: pip install "rltrain[video]"'

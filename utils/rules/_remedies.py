@@ -22,10 +22,3 @@ def clip_norm(config: Any) -> float:
     """A gradient clip norm: 1, or half of today's where that is already 1 or less."""
     clip = config.grad_clip_norm
     return 1.0 if clip is None or clip > 1.0 else float(f"{clip / 2:.3g}")
-
-
-def remedies() -> dict[str, Any]:
-    """Every rule whose spec proposes a config change: name -> its remedy."""
-    from rltrain.utils.rules import all_specs
-
-    return {name: spec.remedy for name, spec in all_specs().items() if spec.remedy}

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rltrain.utils.rules import RuleCheck, RuleSpec
 from rltrain.utils.rules._remedies import lower
+from rltrain.utils.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.hooks.findings import Finding
 
 SPECS = (
     RuleSpec(

@@ -14,12 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rltrain.utils.config_schema import AT_LEAST_ONE, NON_NEGATIVE
-from rltrain.utils.rules import Option, RuleHook, RuleSpec
+from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE
+from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
 
 if TYPE_CHECKING:
-    from rltrain.utils.hooks import Evaluation
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.hooks.findings import Finding
+    from rltrain.utils.hooks.hook import Evaluation
 
 LR_FACTOR = 0.3  # the learning rates proposed after a collapse, relative to today's
 

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltrain.utils.rules import RuleCheck, RuleSpec
 from rltrain.utils.rules._remedies import clip_norm
+from rltrain.utils.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.hooks.findings import Finding
 
 SPECS = (
     RuleSpec(

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rltrain.utils.config_schema import AT_LEAST_ONE, POSITIVE
-from rltrain.utils.hooks import EpisodeEnd, Update
-from rltrain.utils.monitor import Finding
-from rltrain.utils.rules import Option, RuleHook, RuleSpec
+from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import EpisodeEnd, Update
+from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
 
 USUAL_GAMMA = 0.99
 EPISODES = 20  # newest episodes whose mean length is compared

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rltrain.utils.rules import RuleCheck, RuleSpec
+from rltrain.utils.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.hooks.findings import Finding
 
 Stats = dict[str, float]  # reward_signal.reward_stats, with the run's max_abs
 

@@ -5,7 +5,7 @@ scripts/trainer.py records them when the env raises or a file cannot be written.
 
 from __future__ import annotations
 
-from rltrain.utils.rules import RuleSpec
+from rltrain.utils.rules.spec import RuleSpec
 
 SPECS = (
     RuleSpec(

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rltrain.utils.rules import RuleCheck, RuleSpec
+from rltrain.utils.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.hooks.findings import Finding
 
 SPECS = (
     RuleSpec(

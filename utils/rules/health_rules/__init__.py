@@ -2,7 +2,7 @@
 
 One module per rule (the three explosion rules are one family module), each with the
 rule's spec, its check and its words, as a `RuleHook`. They are checked on values the
-loop has anyway, by one hook, `HealthRules` (utils/health.py), which calls them in
+loop has anyway, by one hook, `HealthRules` (utils/run/health.py), which calls them in
 `CHECKS` order.
 """
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rltrain.utils.rules import RuleHook, RuleSpec
+from rltrain.utils.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
-    from rltrain.utils.hooks import Evaluation
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.hooks.findings import Finding
+    from rltrain.utils.hooks.hook import Evaluation
 
 SPECS = (RuleSpec(
     name='early_stopping',

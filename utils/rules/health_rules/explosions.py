@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rltrain.utils.rules import RuleHook, RuleSpec
 from rltrain.utils.rules._remedies import clip_norm, lower
 from rltrain.utils.rules.health_rules.non_finite import non_finite_metrics
+from rltrain.utils.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
-    from rltrain.utils.hooks import Update
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.hooks.findings import Finding
+    from rltrain.utils.hooks.hook import Update
 
 SPECS = (
     RuleSpec(

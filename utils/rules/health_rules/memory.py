@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rltrain.utils.config_schema import POSITIVE, RuleAction, opt
-from rltrain.utils.rules import RuleHook, RuleSpec
+from rltrain.utils.config.fields import POSITIVE, RuleAction, opt
+from rltrain.utils.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.hooks.findings import Finding
 
 MIB = 1024 * 1024
 

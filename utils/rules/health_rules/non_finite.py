@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rltrain.utils.rules import RuleHook, RuleSpec
+from rltrain.utils.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
-    from rltrain.utils.hooks import Evaluation, Step, Update
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.hooks.findings import Finding
+    from rltrain.utils.hooks.hook import Evaluation, Step, Update
 
 SPECS = (RuleSpec(
     name='non_finite',

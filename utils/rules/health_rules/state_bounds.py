@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltrain.utils.config_schema import RuleAction, opt
+from rltrain.utils.config.fields import RuleAction, opt
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.rules import RuleHook, RuleSpec
+from rltrain.utils.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
-    from rltrain.utils.hooks import Step
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.hooks.findings import Finding
+    from rltrain.utils.hooks.hook import Step
 
 
 @dataclass(frozen=True)

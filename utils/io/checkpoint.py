@@ -109,11 +109,11 @@ def _on_cpu(value: Any) -> Any:
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint safely onto the CPU, every field checked (utils/checkpoint_fields.py),
+    """Load a checkpoint safely onto the CPU, every field checked (utils/io/checkpoint_fields.py),
     or raise one clear `CheckpointError`."""
     import torch
 
-    from rltrain.utils.checkpoint_fields import check_fields
+    from rltrain.utils.io.checkpoint_fields import check_fields
 
     path = Path(path)
     if not path.exists():

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from rltrain.utils.hooks import EpisodeEnd, Evaluation, Hook
-from rltrain.utils.monitor import Finding
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Hook
 
 PLAIN_EVERY_SECONDS = 10.0
 

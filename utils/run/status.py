@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rltrain.utils.checkpoint import pid_alive, write_json
+from rltrain.utils.io.checkpoint import pid_alive, write_json
 
 
 def write_status(path: Path, status: dict[str, Any]) -> None:

@@ -21,10 +21,10 @@ from typing import Any, Callable
 
 import yaml
 
-from rltrain.utils.checkpoint import to_json
-from rltrain.utils.config import TrainConfig, config_to_dict
-from rltrain.utils.notify_target import mask_config_dict, mask_text
-from rltrain.utils.runs import RunPaths
+from rltrain.utils.config.schema import TrainConfig, config_to_dict
+from rltrain.utils.io.checkpoint import to_json
+from rltrain.utils.run.folders import RunPaths
+from rltrain.utils.run.notify_target import mask_config_dict, mask_text
 
 
 class RunLogger:

@@ -133,7 +133,7 @@ def _check_trainer(fields: _Fields, trainer: Any, steps: int) -> None:
 
 
 def _check_normalize(fields: _Fields, state: Any, obs_dim: int) -> None:
-    """utils/normalize.py's running statistics: of the env's observation size (or not
+    """utils/training/normalize.py's running statistics: of the env's observation size (or not
     started: one number), finite, variances >= 0."""
     fields.of_type("normalize", state, dict, "a mapping")
     for name, size in (("observations", obs_dim), ("returns_rms", None)):

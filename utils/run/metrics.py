@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from rltrain.utils.hooks import EpisodeEnd, Hook, Update
-from rltrain.utils.monitor import Finding
-from rltrain.utils.run_logger import RunLogger
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import EpisodeEnd, Hook, Update
+from rltrain.utils.run.logger import RunLogger
 
 LOSS_TAGS = {"critic_loss": "train/critic_loss", "actor_loss": "train/actor_loss",
              "q_mean": "train/q_mean", "critic_grad_norm": "train/critic_grad_norm",

@@ -1,6 +1,6 @@
 """Load, override and validate configs: YAML file -> `--set` overrides -> `TrainConfig`.
 
-Config files and `--set key=value` values are read by utils/safe_yaml.py (PyYAML's
+Config files and `--set key=value` values are read by utils/io/safe_yaml.py (PyYAML's
 SafeLoader, never `eval`, with bounded size, depth and alias expansion).
 Validation happens once, here: unknown keys fail with a "did you mean", types and
 ranges are checked per field, and cross-field rules at the end. Every failure is a
@@ -20,15 +20,15 @@ from typing import Any, Literal
 
 import yaml
 
-from rltrain.utils.config import TrainConfig
-from rltrain.utils.config_aliases import alias_hint
-from rltrain.utils.config_env import check_env_kwargs
-from rltrain.utils.config_schema import Range, rules_of
+from rltrain.utils.config.aliases import alias_hint
+from rltrain.utils.config.env import check_env_kwargs
+from rltrain.utils.config.fields import Range, rules_of
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.notify_target import check_notify
-from rltrain.utils.rules import spec
-from rltrain.utils.safe_yaml import ConfigTooLarge, read_yaml_mapping
-from rltrain.utils.safe_yaml import load_yaml as _load_yaml
+from rltrain.utils.io.safe_yaml import ConfigTooLarge, read_yaml_mapping
+from rltrain.utils.io.safe_yaml import load_yaml as _load_yaml
+from rltrain.utils.rules.registry import spec
+from rltrain.utils.run.notify_target import check_notify
 
 SHIPPED_CONFIGS = "rltrain.configs"
 

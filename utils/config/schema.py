@@ -3,7 +3,7 @@
 Every key has a default, and groups of options live in nested sections (`td3:`,
 `monitor:`, `diagnostics:`); each field's help text is its `--help` and its line in the
 config reference of the docs. Loading,
-overrides and validation are in `utils/config_loader.py`; this module is the schema.
+overrides and validation are in `utils/config/loader.py`; this module is the schema.
 
 Frequencies (`*_freq`) and step counts are in env steps, not updates.
 """
@@ -14,9 +14,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rltrain.utils import rules
-from rltrain.utils.config_env import NormalizeConfig
-from rltrain.utils.config_schema import (
+from rltrain.utils.config.env import NormalizeConfig
+from rltrain.utils.config.fields import (
     AT_LEAST_ONE,
     NON_NEGATIVE,
     POSITIVE,
@@ -24,6 +23,8 @@ from rltrain.utils.config_schema import (
     Range,
     opt,
 )
+from rltrain.utils.rules.registry import config_fields
+from rltrain.utils.rules.spec import Section
 
 __all__ = ["Range", "opt", "TrainConfig", "NormalizeConfig"]
 
@@ -75,11 +76,11 @@ class MonitorConfig:
         AT_LEAST_ONE)
 
 
-def with_rules(cls: type, section: rules.Section) -> type:
+def with_rules(cls: type, section: Section) -> type:
     """`cls` with a field for every rule of `section` declared in utils/rules/ (its spec
     says the default threshold, action and help) that `cls` does not define itself."""
     own = {f.name for f in dataclasses.fields(cls)}
-    fields = [f for f in rules.config_fields(section) if f[0] not in own]
+    fields = [f for f in config_fields(section) if f[0] not in own]
     if not fields:
         return cls
     generated = dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,), frozen=True,

@@ -18,10 +18,10 @@ try:
 except ImportError:  # Windows: no lock, only the status check
     fcntl = None  # type: ignore[assignment]
 
-from rltrain.utils.checkpoint import load_checkpoint
-from rltrain.utils.config import TrainConfig
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import CheckpointError, OutputError, UserError
-from rltrain.utils.run_status import effective_state, read_status
+from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.run.status import effective_state, read_status
 
 # The files of a run's log folder; readers that only have the folder use these names too.
 METRICS_FILE = "metrics.jsonl"

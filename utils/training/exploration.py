@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from rltrain.utils.config import TrainConfig
+from rltrain.utils.config.schema import TrainConfig
 
 OU_DT = 0.01
 

@@ -15,7 +15,7 @@ import shlex
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from rltrain.utils.config import NotifyConfig
+from rltrain.utils.config.schema import NotifyConfig
 from rltrain.utils.errors import ConfigError
 
 MASK = "***"

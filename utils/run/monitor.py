@@ -1,7 +1,7 @@
 """TrainingMonitor: evaluates, checkpoints, records findings, and owns the one pause path.
 
 Periodic evaluation with best-model saving, periodic checkpoints, and the findings of
-the hooks (utils/hooks.py: the health rules, the diagnostics), which may ask for a
+the hooks (utils/hooks/hook.py: the health rules, the diagnostics), which may ask for a
 pause. Every pause, whoever asks for it (a rule, Ctrl-C, SIGTERM, or `rltrain pause`
 from another terminal), becomes one `request_pause` call; the loop finishes the
 current env step, then writes `paused_at_step_<N>.pt` and stops. Warnings and pauses
@@ -12,130 +12,19 @@ repeated at most every `monitor.warn_every` env steps, with a count of what was 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from rltrain.utils.checkpoint import prune_periodic, save_checkpoint
-from rltrain.utils.hooks import Evaluation, Hook
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import Evaluation, HookList
+from rltrain.utils.io.checkpoint import prune_periodic, save_checkpoint
 
 if TYPE_CHECKING:
-    from rltrain.utils.config import TrainConfig
-    from rltrain.utils.evaluation import EvalResult
-    from rltrain.utils.hooks import EpisodeEnd, RunSource, Step, Update
-    from rltrain.utils.run_logger import RunLogger
-    from rltrain.utils.runs import RunPaths
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    threshold: Any
-    action: str  # "warn", "pause" or "off", after safe_mode is applied
-    remedy: dict[str, Any] | None = None  # the suggested_set of a finding that gives none
-
-    def fire(self, env_steps: int, value: Any, message: str, observation: bool = False,
-             on_weights: bool = False,
-             suggested_set: dict[str, Any] | None = None) -> list["Finding"]:
-        """The finding of this rule (none when it is off); `observation`: info only;
-        `on_weights`: judged on the agent's weights (see `Finding`); `suggested_set`: the
-        config change proposed as the fix (see `Finding`; None: the rule's `remedy`)."""
-        if self.action == "off":
-            return []
-        action = "info" if observation else self.action
-        if suggested_set is None:
-            suggested_set = self.remedy
-        return [Finding(env_steps, self.name, value, self.threshold, action, message,
-                        on_weights, dict(suggested_set or {}))]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One rule firing at one env step."""
-
-    env_steps: int
-    rule: str
-    value: Any
-    threshold: Any
-    action: str  # "info" (an observation), "warn" or "pause"
-    message: str
-    # Judged on the agent's weights (an update's loss, Q or gradients; the parameters):
-    # then the weights saved at the step it fired at already fail it.
-    on_weights: bool = False
-    # The proposed fix as config keys and values that `rltrain resume --set` accepts
-    # (dotted keys for nested sections); empty where no config change is the remedy.
-    suggested_set: dict[str, Any] = field(default_factory=dict)
-
-    def as_event(self) -> dict[str, Any]:
-        event = {"rule": self.rule, "value": self.value, "threshold": self.threshold,
-                 "action": self.action, "message": self.message}
-        if self.suggested_set:
-            event["suggested_set"] = dict(self.suggested_set)
-        return event
-
-
-def make_rule(name: str, threshold: Any, action: str, safe_mode: bool,
-              remedy: dict[str, Any] | None = None) -> Rule:
-    if action == "pause" and not safe_mode:
-        action = "warn"
-    return Rule(name, threshold, action, remedy)
-
-
-class HookList:
-    """Calls every hook in turn and hands what they find to `report` (the monitor)."""
-
-    def __init__(self, hooks: list[Hook], report: Callable[[list[Finding]], None]) -> None:
-        self.hooks, self.report = hooks, report
-        self._methods: dict[str, list[Callable[..., list[Finding]]]] = {}
-        self._made_from: list[Hook] | None = None  # the list `_methods` was made from
-
-    def _each(self, method: str, *args: Any) -> None:
-        # Hooks that keep `Hook`'s no-op for a method are left out: this runs per env step.
-        if self._made_from is not self.hooks:
-            self._methods, self._made_from = {}, self.hooks
-        if method not in self._methods:
-            self._methods[method] = [getattr(h, method) for h in self.hooks
-                                     if getattr(type(h), method) is not getattr(Hook, method)]
-        for call in self._methods[method]:
-            found = call(*args)
-            if found:
-                self.report(found)
-
-    def on_step(self, step: Step) -> None:
-        self._each("on_step", step)
-
-    def on_update(self, update: Update) -> None:
-        self._each("on_update", update)
-
-    def on_step_end(self, env_steps: int) -> None:
-        self._each("on_step_end", env_steps)
-
-    def on_episode_end(self, episode: EpisodeEnd) -> None:
-        self._each("on_episode_end", episode)
-
-    def on_eval_start(self, env_steps: int) -> None:
-        self._each("on_eval_start", env_steps)
-
-    def on_eval(self, evaluation: Evaluation) -> None:
-        self._each("on_eval", evaluation)
-
-    def on_checkpoint(self, kind: str, path: Path, env_steps: int) -> None:
-        self._each("on_checkpoint", kind, path, env_steps)
-
-    def on_pause(self, env_steps: int) -> None:
-        self._each("on_pause", env_steps)
-
-    def close(self) -> None:
-        for hook in self.hooks:
-            hook.close()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {hook.name: hook.state_dict() for hook in self.hooks}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for hook in self.hooks:
-            if hook.name in state:
-                hook.load_state_dict(state[hook.name])
+    from rltrain.utils.config.schema import TrainConfig
+    from rltrain.utils.hooks.eval_result import EvalResult
+    from rltrain.utils.hooks.hook import RunSource
+    from rltrain.utils.run.folders import RunPaths
+    from rltrain.utils.run.logger import RunLogger
 
 
 class TrainingMonitor:

@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rltrain.utils.config_env import NormalizeConfig
+from rltrain.utils.config.env import NormalizeConfig
 from rltrain.utils.errors import CheckpointError
 
 

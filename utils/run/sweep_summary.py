@@ -14,10 +14,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from rltrain.utils.checkpoint import atomic_write, write_json
-from rltrain.utils.run_logger import eval_curve, read_jsonl
-from rltrain.utils.run_status import effective_state, read_status
-from rltrain.utils.runs import METRICS_FILE, STATUS_FILE
+from rltrain.utils.io.checkpoint import atomic_write, write_json
+from rltrain.utils.run.folders import METRICS_FILE, STATUS_FILE
+from rltrain.utils.run.logger import eval_curve, read_jsonl
+from rltrain.utils.run.status import effective_state, read_status
 
 ERROR_FILE = "trial_error.txt"  # in a trial's log folder: why it could not run
 # The pause request a sweep's Ctrl-C leaves in each running trial's folder. A trial paused

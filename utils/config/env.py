@@ -1,7 +1,7 @@
 """Config sections about the env itself: `normalize` (and the checks of `env_kwargs`).
 
-`normalize` is Stable-Baselines3's VecNormalize as a config section (utils/normalize.py
-does the work); `env_kwargs` is a top-level key of utils/config.py, whose values are
+`normalize` is Stable-Baselines3's VecNormalize as a config section (utils/training/normalize.py
+does the work); `env_kwargs` is a top-level key of utils/config/schema.py, whose values are
 checked here to be plain YAML data, since they go straight to `gymnasium.make`.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rltrain.utils.config_schema import POSITIVE, opt
+from rltrain.utils.config.fields import POSITIVE, opt
 from rltrain.utils.errors import ConfigError
 
 

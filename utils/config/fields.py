@@ -1,5 +1,5 @@
 """The building blocks of the config schema: a field with its help and allowed range
-(`opt`), and the shape every rule's config has (`RuleConfig`). utils/config.py builds the
+(`opt`), and the shape every rule's config has (`RuleConfig`). utils/config/schema.py builds the
 schema from them, and so do the rules declared in utils/rules/."""
 
 from __future__ import annotations

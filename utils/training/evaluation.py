@@ -9,33 +9,14 @@ start observation are kept for the critic's over-estimation check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import gymnasium as gym
 import numpy as np
 
-from rltrain.utils.envs import env_code
+from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.seeding import EVAL_EPISODES, derive_seed
-
-
-@dataclass(frozen=True)
-class EvalResult:
-    returns: list[float]
-    lengths: list[int]
-    discounted_returns: list[float]
-    start_obs: np.ndarray  # [n_episodes, obs_dim]
-    final_obs: np.ndarray  # [n_episodes, obs_dim]
-    truncated: list[bool]  # ended by a time limit (the value of final_obs still counts)
-
-    @property
-    def mean(self) -> float:
-        return float(np.mean(self.returns))
-
-    @property
-    def std(self) -> float:
-        with np.errstate(invalid="ignore"):  # inf returns: nan, said by the non_finite rule
-            return float(np.std(self.returns))
+from rltrain.utils.training.envs import env_code
 
 
 def evaluate(policy: Callable[[np.ndarray], np.ndarray], env: gym.Env, n_episodes: int,

@@ -20,9 +20,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from rltrain.utils.config import TrainConfig
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.safe_yaml import read_yaml_mapping
+from rltrain.utils.io.safe_yaml import read_yaml_mapping
 
 SHIPPED = "rltrain.configs"
 ZOO_DEFAULT = "default"  # RL Zoo's section for the envs a file does not list

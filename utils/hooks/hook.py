@@ -13,20 +13,20 @@ A hook that has state to keep across a pause returns it from `state_dict()`; it 
 into checkpoints under the hook's `name`.
 
 What a hook returns, `Finding`, and what happens to it are the monitor's
-(utils/monitor.py), which also holds the list of hooks a run is watched by.
+(utils/run/monitor.py), which also holds the list of hooks a run is watched by.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:  # annotations only: the config (which imports the rules) needs no numpy
     import numpy as np
 
-    from rltrain.utils.evaluation import EvalResult
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.hooks.eval_result import EvalResult
+    from rltrain.utils.hooks.findings import Finding
 
 
 @dataclass(frozen=True)
@@ -120,3 +120,60 @@ class RunSource(Protocol):
     def state_dict(self, kind: str) -> dict[str, Any]: ...
 
     def evaluate(self) -> EvalResult: ...
+
+
+class HookList:
+    """Calls every hook in turn and hands what they find to `report` (the monitor)."""
+
+    def __init__(self, hooks: list[Hook], report: Callable[[list[Finding]], None]) -> None:
+        self.hooks, self.report = hooks, report
+        self._methods: dict[str, list[Callable[..., list[Finding]]]] = {}
+        self._made_from: list[Hook] | None = None  # the list `_methods` was made from
+
+    def _each(self, method: str, *args: Any) -> None:
+        # Hooks that keep `Hook`'s no-op for a method are left out: this runs per env step.
+        if self._made_from is not self.hooks:
+            self._methods, self._made_from = {}, self.hooks
+        if method not in self._methods:
+            self._methods[method] = [getattr(h, method) for h in self.hooks
+                                     if getattr(type(h), method) is not getattr(Hook, method)]
+        for call in self._methods[method]:
+            found = call(*args)
+            if found:
+                self.report(found)
+
+    def on_step(self, step: Step) -> None:
+        self._each("on_step", step)
+
+    def on_update(self, update: Update) -> None:
+        self._each("on_update", update)
+
+    def on_step_end(self, env_steps: int) -> None:
+        self._each("on_step_end", env_steps)
+
+    def on_episode_end(self, episode: EpisodeEnd) -> None:
+        self._each("on_episode_end", episode)
+
+    def on_eval_start(self, env_steps: int) -> None:
+        self._each("on_eval_start", env_steps)
+
+    def on_eval(self, evaluation: Evaluation) -> None:
+        self._each("on_eval", evaluation)
+
+    def on_checkpoint(self, kind: str, path: Path, env_steps: int) -> None:
+        self._each("on_checkpoint", kind, path, env_steps)
+
+    def on_pause(self, env_steps: int) -> None:
+        self._each("on_pause", env_steps)
+
+    def close(self) -> None:
+        for hook in self.hooks:
+            hook.close()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {hook.name: hook.state_dict() for hook in self.hooks}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for hook in self.hooks:
+            if hook.name in state:
+                hook.load_state_dict(state[hook.name])

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote
 
-from rltrain import __version__
-from rltrain.utils.checkpoint import to_json
-from rltrain.utils.config import NotifyConfig
-from rltrain.utils.notify_target import command_argv, mask_text, mask_url, split_url_credentials
-from rltrain.utils.run_logger import append_event
+from rltrain.utils.config.schema import NotifyConfig
+from rltrain.utils.io.checkpoint import to_json
+from rltrain.utils.run.logger import append_event
+from rltrain.utils.run.notify_target import command_argv, mask_text, mask_url, split_url_credentials
+from rltrain.utils.version import __version__
 
 QUEUE_SIZE = 100  # events waiting for delivery; more are dropped (and recorded)
 

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltrain.utils.rules import RuleContext, RuleHook
 from rltrain.utils.rules.health_rules import CHECKS
 from rltrain.utils.rules.health_rules.non_finite import is_finite
+from rltrain.utils.rules.spec import RuleContext, RuleHook
 
 if TYPE_CHECKING:
     import torch
 
-    from rltrain.utils.config import TrainConfig
-    from rltrain.utils.monitor import Finding
+    from rltrain.utils.config.schema import TrainConfig
+    from rltrain.utils.hooks.findings import Finding
 
 __all__ = ["HealthRules", "is_finite"]
 
