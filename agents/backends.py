@@ -1,6 +1,6 @@
 """Which implementation of the update a run gets (`update_backend`).
 
-- `autograd` (agents/ddpg.py): the reference, for any network.
+- `autograd` (agents/deterministic.py): the reference, for any network.
 - `fused` (agents/fused.py): the same update with hand-written gradients, for the stock
   ReLU MLPs; refused for anything else, or when torch lacks one of its private ops.
 - `auto`: fused on the CPU for the stock networks, where it measures faster
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from rltrain.agents import fused_ops
-from rltrain.agents.ddpg import DDPGAgent, DDPGSettings
+from rltrain.agents.deterministic import DDPGAgent, DDPGSettings
 from rltrain.agents.fused import FusedDDPGAgent
 
 BACKENDS = ("auto", "autograd", "fused")

@@ -2,10 +2,11 @@
 actor-critic agent (DDPG, TD3, SAC, or a fourth one).
 
 An algorithm is one module of `agents/` that defines an agent class following `Agent`
-and an `Algorithm` entry (its name, its own config options, how to build it, how it
-explores); `agents/registry.py` lists the entries. Nothing else in rltrain names an
-algorithm: the config's `algo` choices and option sections, the checkpoint's keys, the
-collector's exploration and the hooks' view of the networks all come from here.
+and its `IMPLEMENTATION` (how to build the agent, how it explores, what its checkpoint
+holds), and one entry in `agents/registry.py` (its name and its own config options).
+Nothing else in rltrain names an algorithm: the config's `algo` choices and option
+sections, the checkpoint's keys, the collector's exploration and the hooks' view of the
+networks all come from these.
 
 This layer is update maths only: it never touches an env, a file, a logger or
 rltrain's config. Hyperparameters arrive as `CommonSettings` (what every algorithm here
@@ -14,7 +15,6 @@ shares) and the algorithm's own options dataclass.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -103,41 +103,20 @@ class Agent(Protocol):
         ...
 
 
-def option(default: Any, help: str, low: float | None = None, high: float | None = None,
-           low_open: bool = False) -> Any:
-    """A field of an algorithm's options: its default, its help (the config reference's
-    text) and its allowed interval, which the config turns into its own range check."""
-    return field(default=default, metadata={"help": help, "bounds": (low, high, low_open)})
-
-
 @dataclass(frozen=True)
-class Algorithm:
-    """One algorithm's entry in agents/registry.py."""
+class Implementation:
+    """What an algorithm's module gives the run: how to build its agent and how it
+    explores. Each algorithm module defines one as `IMPLEMENTATION`; its entry in
+    agents/registry.py names the module."""
 
-    name: str      # the config's `algo` value
-    summary: str   # one line for `--help` and the config reference
-    # The algorithm's own config section (`td3:`, `sac:`; None: it has none), a frozen
-    # dataclass of `option` fields.
-    options: type | None
-    # (obs_dim, action_low, action_high, common, options, device, backend) -> (agent,
-    # a warning for the user or None). A backend that cannot run is a ValueError.
+    # (obs_dim, action_low, action_high, common, options, device, backend) -> (agent, a
+    # warning for the user or None). A backend that cannot run is a ValueError.
     build: Callable[..., tuple[Agent, str | None]]
     # Exploration: the configured noise added to the deterministic action (DDPG/TD3), or
     # the policy's own sampling (SAC: `act(obs, deterministic=False)`).
     action_noise: bool
     # What `state_dict` writes: the keys a checkpoint of this algorithm must hold.
     state_keys: tuple[str, ...]
-    # The option section's name in the config, if it has options.
-    section: str | None = None
-
-    def default_options(self) -> Any:
-        return self.options() if self.options is not None else None
-
-
-def options_from(algorithm: Algorithm, values: dict[str, Any] | None) -> Any:
-    """The algorithm's options dataclass from a plain mapping (unknown keys are the
-    caller's to refuse)."""
-    if algorithm.options is None:
-        return None
-    known = {f.name for f in dataclasses.fields(algorithm.options)}
-    return algorithm.options(**{k: v for k, v in (values or {}).items() if k in known})
+    # (obs_dim, action_low, action_high, actor spec) -> the policy network that
+    # `state_dict()["actor"]` loads into: what `rltrain eval` and `load_policy` run.
+    make_actor: Callable[[int, np.ndarray, np.ndarray, NetworkSpec], nn.Module]

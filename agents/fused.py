@@ -1,6 +1,6 @@
 """The accelerated update backend: DDPGAgent's update, with hand-written gradients.
 
-The same maths as agents/ddpg.py (TD target, critic and actor losses, Adam, Polyak
+The same maths as agents/deterministic.py (TD target, critic and actor losses, Adam, Polyak
 averaging) for the stock ReLU MLPs, computed with the kernels of agents/fused_ops.py:
 gradients written straight into flat buffers, each network's Adam step and Polyak
 average one kernel. `update_backend: auto` takes it on the CPU for the stock networks;
@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from rltrain.agents import fused_ops
-from rltrain.agents.ddpg import Batch, DDPGAgent, DDPGSettings
+from rltrain.agents.deterministic import Batch, DDPGAgent, DDPGSettings
 from rltrain.agents.fused_ops import FlatAdam, Layer
 
 

@@ -3,7 +3,8 @@
 Used when a run resumes (does a rule that paused it still fail?) and by the gradient
 trace after a reward drop. A probe computes the critic and actor losses with autograd
 and takes their gradients with `torch.autograd.grad`: no optimiser step, no random draw
-(no target smoothing noise), and the networks' `.grad` stay as the last update left
+(no target smoothing noise; a stochastic policy samples from a fixed-seed stream of
+its own), and the networks' `.grad` stay as the last update left
 them, so training continues exactly as if it had not run. It works for either update
 backend, since both train the same modules.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from rltrain.agents.ddpg import Batch, DDPGAgent
+from rltrain.agents.base import Agent, Batch
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,10 @@ def loss_layer_norms(net: nn.Module, loss: torch.Tensor) -> tuple[dict[str, floa
              for (name, _), g, v in zip(named, grads, values, strict=False)}, values[-1])
 
 
-def gradient_probe(agent: DDPGAgent, batch: Batch) -> Probe:
+def gradient_probe(agent: Agent, batch: Batch) -> Probe:
     """Critic and actor losses on `batch` and the per-layer gradients they produce."""
-    critic_loss, q = agent.critic_loss(batch, smooth=False)
+    critic_loss, actor_loss, q = agent.probe_losses(batch)
     critic_layers, critic_value = loss_layer_norms(agent.critic, critic_loss)
-    actor_layers, actor_value = loss_layer_norms(agent.actor, agent.actor_loss(batch.obs))
+    actor_layers, actor_value = loss_layer_norms(agent.actor, actor_loss)
     q_mean = float(q[0].mean().detach())
     return Probe(critic_value, actor_value, q_mean, critic_layers, actor_layers)

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from rltrain.agents.probes import gradient_probe
+from rltrain.agents.registry import algorithm
 from rltrain.scripts.agent_setup import agent_view, build_agent, network_spec
 from rltrain.scripts.collector import Collector
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
@@ -35,7 +36,7 @@ from rltrain.utils.errors import CheckpointError, EnvFailure
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Step, Update
-from rltrain.utils.io.checkpoint import check_spaces
+from rltrain.utils.io.checkpoint import check_spaces, checkpoint_algo
 from rltrain.utils.run.device import check_network_memory, tune_process
 from rltrain.utils.run.environment import environment_record, environment_warning
 from rltrain.utils.run.folders import RunPaths
@@ -103,7 +104,9 @@ class RunState:
         self.view = agent_view(self.agent, low, high)  # what the hooks see of the agent
         self.buffer = ReplayBuffer(config.replay_buffer_size, self.obs_dim, self.action_dim,
                                    device, seed=derive_seed(config.seed, REPLAY))
-        self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION))
+        self.action_noise = algorithm(config.algo).implementation().action_noise
+        self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION),
+                                       self.action_noise)
         self.collector = Collector(config, self.exploration)
         self.eval_env = self.collector.normalizer.frozen_env(self.eval_env)  # normalize.*
         self.counters = Counters()
@@ -129,7 +132,7 @@ class RunState:
     # ------------------------------------------------------- steps and updates
     def env_step(self) -> Step:
         """The next transition, stored in the replay buffer if it is finite."""
-        t = self.collector.next(self.counters.env_steps, self.agent.act)  # raises: no change
+        t = self.collector.next(self.counters.env_steps, self._explore)  # raises: no change
         self.in_env_step = True
         self.counters.env_steps += 1
         stored = is_finite(t.next_obs, t.action, t.reward)
@@ -138,6 +141,11 @@ class RunState:
                             t.truncated)
         return Step(self.counters.env_steps, t.env, t.obs, t.action, t.reward, t.next_obs,
                     t.terminated, t.truncated, stored)
+
+    def _explore(self, obs: np.ndarray) -> np.ndarray:
+        """The policy's actions for the collector to explore with: deterministic where the
+        configured noise is added to them, sampled where the policy explores itself."""
+        return self.agent.act(obs, deterministic=self.action_noise)
 
     def count_step(self, step: Step) -> EpisodeEnd | None:
         """Add the step to its episode; the episode's end, if it ended."""
@@ -189,6 +197,7 @@ class RunState:
         assert self.paths is not None, "a run's state is saved once it has its folders"
         payload: dict[str, Any] = {
             **self.agent.state_dict(),
+            "algo": self.config.algo,  # which algorithm's state this is (agents/registry.py)
             "kind": kind,
             "total_steps": self.counters.env_steps,
             "config": config_to_dict(self.config),
@@ -223,6 +232,7 @@ class RunState:
         payload whose parts do not fit (edited, or from an incompatible version) is a
         `CheckpointError` naming the first mismatch."""
         check_resumable(payload, path)
+        check_algorithm(payload, self.config.algo, path)
         check_spaces(payload, space_record(self.config.env_name, self.eval_env), path)
         found = environment_warning(payload.get("environment"), environment_record(self.device))
         try:
@@ -265,7 +275,7 @@ class RunState:
         re-seeded fork). Evaluation keeps the run's seeds, so forks stay comparable."""
         seed_global_generators(seed)
         torch.manual_seed(derive_seed(seed, NETWORK_INIT))
-        self.agent.generator.manual_seed(derive_seed(seed, AGENT))
+        self.agent.reseed(derive_seed(seed, AGENT))
         self.buffer.generator.manual_seed(derive_seed(seed, REPLAY))
         self.exploration.reseed(derive_seed(seed, EXPLORATION))
         self.collector.reseed(seed)
@@ -288,6 +298,15 @@ class RunState:
                                             np.zeros(self.action_dim), 0.0)[0]
         return [dataclasses.replace(f, message="still failing after resume: " + f.message)
                 for f in found]
+
+
+def check_algorithm(payload: dict[str, Any], algo: str, path: str) -> None:
+    """A checkpoint loads only into a run of the algorithm that wrote it."""
+    written = checkpoint_algo(payload)
+    if written != algo:
+        raise CheckpointError(f"checkpoint '{path}' holds a {written} agent, and this run's "
+                              f"config says algo {algo}: resume it with algo {written}, or "
+                              f"start a new {algo} run")
 
 
 def check_resumable(payload: dict[str, Any], path: str) -> None:

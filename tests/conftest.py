@@ -85,3 +85,12 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     paths = create_run(config)
     trainer.run(paths)
     return paths
+
+
+def agent_settings(config):
+    """The DDPG/TD3 update settings a config asks for (agents/ddpg.py, agents/td3.py)."""
+    from rltrain.agents import ddpg, td3
+    from rltrain.scripts.agent_setup import algorithm_options, common_settings
+
+    module = td3 if config.algo == "td3" else ddpg
+    return module.settings(common_settings(config), algorithm_options(config))

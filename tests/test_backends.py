@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain.agents.ddpg import DDPGAgent
+from rltrain.agents.deterministic import DDPGAgent
 from rltrain.agents.fused import FusedDDPGAgent
-from rltrain.scripts.agent_setup import agent_settings, build_agent
+from rltrain.scripts.agent_setup import build_agent
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.training.replay_buffer import Batch
 
-from conftest import DEVICE
+from conftest import DEVICE, agent_settings
 
 LOW, HIGH = np.array([-1.0, 0.0], dtype=np.float32), np.array([3.0, 0.5], dtype=np.float32)
 ALGOS = [{"algo": "ddpg"}, {"algo": "td3", "td3": {"policy_delay": 2}},

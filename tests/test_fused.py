@@ -12,11 +12,10 @@ import torch
 
 from rltrain.agents import fused_ops
 from rltrain.agents.fused import FusedDDPGAgent
-from rltrain.scripts.agent_setup import agent_settings
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.training.replay_buffer import Batch
 
-from conftest import DEVICE
+from conftest import DEVICE, agent_settings
 
 # Asymmetric bounds: the actor's scale and offset must cancel in what the critic sees.
 LOW, HIGH = np.array([-1.0, 0.0], dtype=np.float32), np.array([3.0, 0.5], dtype=np.float32)

@@ -153,7 +153,7 @@ def test_rules_not_judged_on_the_weights_keep_their_own_hint(tmp_path):
 
 
 def test_running_out_of_device_memory_is_a_pause_by_the_memory_rule(tmp_path, monkeypatch):
-    from rltrain.agents.ddpg import DDPGAgent
+    from rltrain.agents.deterministic import DDPGAgent
 
     real_update = DDPGAgent.update
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
+from rltrain.agents.registry import ALGORITHMS
 from rltrain.utils.config.aliases import alias_hint
 from rltrain.utils.config.env import check_env_kwargs
 from rltrain.utils.config.fields import Range, rules_of
@@ -236,9 +237,10 @@ def _check_cross_field(config: TrainConfig, raw: dict[str, Any]) -> None:
     if config.learning_starts >= config.max_timesteps:
         raise ConfigError(f"config key 'learning_starts' ({config.learning_starts}) must be "
                           f"below max_timesteps ({config.max_timesteps}): no update would run")
-    if config.algo != "td3" and "td3" in raw:
-        raise ConfigError("config section 'td3' applies only with algo: td3 "
-                          f"(algo is {config.algo})")
+    for algorithm in ALGORITHMS.values():
+        if algorithm.section in raw and config.algo != algorithm.name:
+            raise ConfigError(f"config section '{algorithm.section}' applies only with algo: "
+                              f"{algorithm.name} (algo is {config.algo})")
     if config.noise_decay_steps is not None and config.exploration_noise_final is None:
         raise ConfigError("config key 'noise_decay_steps' needs exploration_noise_final "
                           "(the std to decay to)")

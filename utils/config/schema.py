@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rltrain.agents.registry import ALGORITHMS, Algorithm
 from rltrain.utils.config.env import NormalizeConfig
 from rltrain.utils.config.fields import (
     AT_LEAST_ONE,
@@ -28,19 +29,7 @@ from rltrain.utils.rules.spec import Section
 
 __all__ = ["Range", "opt", "TrainConfig", "NormalizeConfig"]
 
-
-@dataclass(frozen=True)
-class TD3Config:
-    """Options that only exist for `algo: td3` (Fujimoto et al., 2018)."""
-
-    policy_delay: int = opt(2, "actor and target updates happen every this many critic updates",
-                            AT_LEAST_ONE)
-    target_policy_noise: float = opt(
-        0.2, "std of the target policy smoothing noise, relative to the action half-range",
-        NON_NEGATIVE)
-    target_noise_clip: float = opt(
-        0.5, "the smoothing noise is clipped to +/- this, relative to the action half-range",
-        NON_NEGATIVE)
+ALGO_NAMES = tuple(ALGORITHMS)  # the `algo` choices
 
 
 Activation = Literal["relu", "tanh", "elu", "gelu"]
@@ -191,8 +180,8 @@ class TrainConfig:
 
     # --- Added by rltrain ---
     run_name: str | None = opt(None, "run folder name (default: <env>_<algo>_s<seed>_<time>)")
-    algo: Literal["ddpg", "td3"] = opt("ddpg", "ddpg, or td3 (delayed actor, smoothed targets)")
-    td3: TD3Config = opt(TD3Config(), "TD3-only options; allowed only with algo: td3")
+    algo: Literal[ALGO_NAMES] = opt("ddpg", "; ".join(
+        f"{a.name}: {a.summary}" for a in ALGORITHMS.values()))
     learning_starts: int = opt(
         1000, "env steps of uniformly random actions before the first update", NON_NEGATIVE)
     hidden_sizes: tuple[int, ...] = opt(
@@ -243,10 +232,44 @@ class TrainConfig:
                                          "diagnostics: why an agent misbehaves")
 
 
+def algorithm_section(algorithm: Algorithm) -> type:
+    """The config section of `algorithm`'s own options (`td3:`, `sac:`): its options
+    dataclass with each field's help and range as the config's other keys have them."""
+    fields = []
+    for f in dataclasses.fields(algorithm.options):
+        low, high, low_open = f.metadata["bounds"]
+        valid = None if low is None and high is None else Range(low, high, low_open)
+        fields.append((f.name, f.type, opt(f.default, f.metadata["help"], valid)))
+    name = algorithm.name.upper() + "Config"
+    cls = dataclasses.make_dataclass(name, fields, frozen=True, namespace={
+        "__doc__": f"Options that only exist for `algo: {algorithm.name}`."})
+    cls.__module__ = __name__
+    return cls
+
+
+def with_algorithms(cls: type) -> type:
+    """`cls` with one section per algorithm that has options of its own (agents/registry.py),
+    allowed only with that algorithm."""
+    fields = []
+    for algorithm in ALGORITHMS.values():
+        if algorithm.section is not None:
+            section = algorithm_section(algorithm)
+            fields.append((algorithm.section, section, opt(
+                section(), f"options of algo {algorithm.name} only; allowed only with it")))
+    generated = dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,), frozen=True,
+                                           namespace={"__doc__": cls.__doc__})
+    generated.__module__ = cls.__module__
+    return generated
+
+
+TrainConfig = with_algorithms(TrainConfig)  # type: ignore[misc]
+
+
 def config_to_dict(config: Any) -> dict[str, Any]:
     """A plain dict (lists, not tuples) fit for YAML, JSON and `weights_only` checkpoints.
 
-    The `td3` section is left out unless `algo` is td3 (it is refused otherwise).
+    An algorithm's own section is left out unless `algo` is that algorithm (it is refused
+    otherwise).
     """
 
     def plain(value: Any) -> Any:
@@ -257,8 +280,9 @@ def config_to_dict(config: Any) -> dict[str, Any]:
         return value
 
     data = plain(dataclasses.asdict(config))
-    if data.get("algo") != "td3":
-        data.pop("td3", None)
+    for algorithm in ALGORITHMS.values():
+        if algorithm.section is not None and data.get("algo") != algorithm.name:
+            data.pop(algorithm.section, None)
     return data
 
 

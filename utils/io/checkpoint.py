@@ -16,12 +16,15 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
+from rltrain.agents.registry import ALGORITHMS, algorithm
 from rltrain.utils.errors import CheckpointError, OutputError, os_error_in
 
 FORMAT = "rltrain-checkpoint"
 FORMAT_VERSION = 1
-REQUIRED_KEYS = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer",
-                 "critic_optimizer", "total_steps", "config")
+# Every checkpoint's keys; each algorithm adds the keys its agent's state_dict writes
+# (agents/base.py `Implementation.state_keys`).
+REQUIRED_KEYS = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimizer",
+                 "total_steps", "config")
 PERIODIC = re.compile(r"^checkpoint_step_(\d+)\.pt$")
 
 
@@ -77,6 +80,21 @@ def atomic_write(path: Path, write: Callable[[Any], None], durable: bool = True)
         os.fsync(dir_fd)  # make the rename itself durable
     finally:
         os.close(dir_fd)
+
+
+def checkpoint_algo(data: dict[str, Any], path: object = "") -> str:
+    """The algorithm whose agent a checkpoint holds: its `algo` record (a checkpoint
+    written before that record: its config's, else ddpg). A name this rltrain does not
+    know, or a record that disagrees with the config, is a CheckpointError."""
+    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    algo = data.get("algo", config.get("algo", "ddpg"))
+    if not isinstance(algo, str) or algo not in ALGORITHMS:
+        raise CheckpointError(f"checkpoint '{path}' names algo {algo!r}, which this rltrain "
+                              f"does not train (it trains {', '.join(ALGORITHMS)})")
+    if config.get("algo", algo) != algo:
+        raise CheckpointError(f"checkpoint '{path}' holds a {algo} agent but its config says "
+                              f"algo {config.get('algo')!r}")
+    return algo
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
@@ -138,6 +156,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                               f"{data.get('format_version')}; this rltrain reads "
                               f"{FORMAT_VERSION}")
     missing = [k for k in REQUIRED_KEYS if k not in data]
+    if not missing:
+        state_keys = algorithm(checkpoint_algo(data, path)).implementation().state_keys
+        missing = [k for k in state_keys if k not in data]
     if missing:
         raise CheckpointError(f"checkpoint '{path}' is incomplete: missing {', '.join(missing)}")
     check_fields(data, path)  # every field in range, before anything uses one

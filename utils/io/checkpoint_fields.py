@@ -19,7 +19,7 @@ from rltrain.utils.errors import CheckpointError
 
 MAX_STEPS = 2**63 - 1  # env steps are counted in int64 wherever torch or NumPy hold them
 KINDS = ("best", "periodic", "paused")
-NETWORKS = ("actor", "critic", "actor_target", "critic_target")
+NETWORKS = ("actor", "critic", "actor_target", "critic_target")  # those a checkpoint has
 OPTIMIZERS = ("actor_optimizer", "critic_optimizer")
 
 
@@ -89,12 +89,12 @@ def _check_spaces(fields: _Fields, spaces: Any) -> tuple[int, int]:
 
 def _check_networks(fields: _Fields, data: dict[str, Any]) -> None:
     """Each network a dict of floating tensors; each target of its network's shapes."""
-    for name in NETWORKS:
+    for name in (n for n in NETWORKS if n in data):
         weights = fields.of_type(name, data[name], dict, "a mapping of tensors")
         for key, value in weights.items():
             if not isinstance(value, torch.Tensor) or not value.is_floating_point():
                 raise fields.bad(f"{name}.{key}", value, "a floating-point tensor")
-    for name in ("actor", "critic"):
+    for name in (n for n in ("actor", "critic") if f"{n}_target" in data):
         online, target = data[name], data[f"{name}_target"]
         shapes = {k: tuple(v.shape) for k, v in online.items()}
         if shapes != {k: tuple(v.shape) for k, v in target.items()}:

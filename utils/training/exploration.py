@@ -26,11 +26,14 @@ OU_DT = 0.01
 
 
 class Exploration:
-    """Turns the policy's deterministic action into the action the env executes."""
+    """Turns the policy's action into the action the env executes: random during the
+    warm-up, then the deterministic action plus the configured noise, or, for an algorithm
+    that explores by sampling its own policy (`action_noise` False: SAC), that sample as
+    it is."""
 
     def __init__(self, config: TrainConfig, action_low: np.ndarray, action_high: np.ndarray,
-                 seed: int) -> None:
-        self.config = config
+                 seed: int, action_noise: bool = True) -> None:
+        self.config, self.action_noise = config, action_noise
         self.low = np.asarray(action_low, dtype=np.float32)
         self.high = np.asarray(action_high, dtype=np.float32)
         self.scale = (self.high - self.low) / 2
@@ -39,7 +42,10 @@ class Exploration:
         self.ou_state = np.zeros(self.shape)
 
     def sigma(self, env_steps: int) -> float:
-        """The noise std (relative to the half-range) at this point of training."""
+        """The noise std (relative to the half-range) at this point of training (0: the
+        algorithm adds no noise)."""
+        if not self.action_noise:
+            return 0.0
         start, final = self.config.exploration_noise, self.config.exploration_noise_final
         if final is None:
             return start
@@ -54,7 +60,9 @@ class Exploration:
 
     def noisy(self, action: np.ndarray, env_steps: int) -> np.ndarray:
         """The policy's actions [num_envs, action_dim] plus exploration noise, clipped to
-        the action bounds."""
+        the action bounds; a sampled policy's actions as they are."""
+        if not self.action_noise:
+            return action
         sigma = self.sigma(env_steps)
         if self.config.noise_type == "ou":
             theta = self.config.ou_theta
