@@ -66,9 +66,26 @@ class TD3Options:
         low=0)
 
 
+@dataclass(frozen=True)
+class SACOptions:
+    """Haarnoja et al., 2018: the entropy temperature (as Stable-Baselines3 names it)."""
+
+    ent_coef: str | float = option(
+        "auto", "entropy temperature alpha: auto (learnt, starting at 1), auto_<start> "
+        "(learnt, starting at <start>, e.g. auto_0.1), or a fixed positive number", low=0,
+        low_open=True)
+    target_entropy: str | float = option(
+        "auto", "the policy entropy the learnt temperature aims at: auto (-dim(action)) or a "
+        "number")
+    target_update_interval: int = option(
+        1, "updates between Polyak updates of the target critic", low=1)
+
+
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ddpg", "deterministic policy, explores with action noise", "rltrain.agents.ddpg"),
     Algorithm("td3", "delayed actor, smoothed targets", "rltrain.agents.td3", TD3Options),
+    Algorithm("sac", "stochastic policy, explores by its entropy (soft actor-critic)",
+              "rltrain.agents.sac", SACOptions),
 )}
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rltrain.agents.registry import ALGORITHMS
 from rltrain.integrations.views import Mirror, ddpg_probe
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.training.replay_buffer import Batch
@@ -149,9 +150,14 @@ def sb3_config(model: Any, total_timesteps: int) -> dict[str, Any]:
         "replay_buffer_size": model.replay_buffer.buffer_size * model.n_envs,
         "gamma": model.gamma, "tau": model.tau, "num_envs": model.n_envs,
         "utd_ratio": max(model.gradient_steps, 1),
-        # SAC has no td3 section; rltrain's ddpg is the nearest (it only names the run)
-        "algo": "td3" if name == "TD3" else "ddpg",
+        # The algorithm the rules judge it as: SB3's own where rltrain has it (DDPG, TD3,
+        # SAC); otherwise ddpg, the nearest (it only names the run).
+        "algo": name.lower() if name.lower() in ALGORITHMS else "ddpg",
     }
+    if name == "SAC":
+        derived["sac"] = {"ent_coef": model.ent_coef,
+                          "target_entropy": float(model.target_entropy),
+                          "target_update_interval": model.target_update_interval}
     if name == "TD3":
         derived["td3"] = {"policy_delay": model.policy_delay,
                           "target_policy_noise": model.target_policy_noise,

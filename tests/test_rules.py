@@ -14,6 +14,7 @@ from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.diagnostics.rules import RULES
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.hook import Evaluation
+from rltrain.utils.rules.entropy_collapse import EntropyCollapse
 from rltrain.utils.rules.eval_collapse import EvalCollapse
 from rltrain.utils.rules.registry import all_specs, hook_classes, rule_hooks
 from rltrain.utils.rules.spec import RuleCheck, RuleContext
@@ -75,8 +76,9 @@ def test_a_rule_option_is_a_config_key() -> None:
 
 def test_rule_hooks_are_built_unless_off(tmp_path: Path) -> None:
     assert EvalCollapse in hook_classes()
-    on = rule_hooks(RuleContext(tiny_config(tmp_path), 3, 1))
-    assert [type(h) for h in on] == hook_classes()
+    on = rule_hooks(RuleContext(tiny_config(tmp_path), 3, 1))  # a ddpg run
+    assert [type(h) for h in on] == [cls for cls in hook_classes() if cls.spec.judges("ddpg")]
+    assert EntropyCollapse in hook_classes() and EntropyCollapse not in map(type, on)
     off = tiny_config(tmp_path, monitor={"eval_collapse": {"action": "off"}})
     assert EvalCollapse not in [type(h) for h in rule_hooks(RuleContext(off, 3, 1))]
 

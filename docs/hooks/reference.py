@@ -14,6 +14,7 @@ import re
 import typing
 from typing import Any, Callable
 
+from rltrain.agents.registry import ALGORITHMS
 from rltrain.utils.config.fields import RuleConfig
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.diagnostics.rules import RULES
@@ -131,7 +132,7 @@ def config_page() -> str:
         "defines them (this page is generated from the schema). How configs are read and "
         "overridden: [Training and configs](../training.md).",
         "## Top-level keys", table(config, ""),
-        "## `td3:`", "Allowed only with `algo: td3`.", table(config.td3, "td3."),
+        *algorithm_sections(config),
         "## `monitor:` health rules",
         "Each rule has a threshold and an action (`pause`, `warn` or `off`); "
         "`safe_mode: false` turns every pause into a warning. See "
@@ -143,12 +144,24 @@ def config_page() -> str:
     ]) + "\n"
 
 
+def algorithm_sections(config: TrainConfig) -> list[str]:
+    """One section per algorithm with options of its own (agents/registry.py)."""
+    parts = []
+    for algorithm in ALGORITHMS.values():
+        if algorithm.section is not None:
+            parts += [f"## `{algorithm.section}:`",
+                      f"Allowed only with `algo: {algorithm.name}` ({algorithm.summary}).",
+                      table(getattr(config, algorithm.section), algorithm.section + ".")]
+    return parts
+
+
 def other_sections(config: TrainConfig) -> list[str]:
     """Every other section of the schema, with its help as the introduction."""
     parts = []
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value) and f.name not in ("td3", "monitor", "diagnostics"):
+        if dataclasses.is_dataclass(value) and f.name not in (
+                "monitor", "diagnostics", *ALGORITHMS):
             parts += [f"## `{f.name}:`", cell(f.metadata.get("help", "")) + ".",
                       table(value, f.name + ".")]
     return parts
@@ -191,7 +204,9 @@ def rules_page() -> str:
             parts.append(f"How these were calibrated: [{title}](../diagnosing.md#{anchor}).")
         for name in names:
             hypothesis, check = RULES[name]
-            parts += [f"### `{name}` {{#{name}}}", rule_config(name),
+            judges = all_specs()[name].algorithms
+            only = [f"Judges runs of {', '.join(judges)} only."] if judges else []
+            parts += [f"### `{name}` {{#{name}}}", rule_config(name), *only,
                       f"**What it means:** {escape(hypothesis)}.",
                       f"**What to do:** {escape(check)}."]
     return "\n\n".join(parts) + "\n"

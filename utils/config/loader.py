@@ -150,11 +150,7 @@ def _convert(key: str, value: Any, hint: Any, valid: Range | None) -> Any:
     """Check `value` against the type hint and range; return it in its canonical type."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        if value is None:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        assert len(inner) == 1, f"unsupported union for {key}"
-        return _convert(key, value, inner[0], valid)
+        return None if value is None else _convert(key, value, _member(value, args), valid)
     if origin is Literal:
         if value not in args:
             raise ConfigError(f"config key '{key}' must be one of {', '.join(map(str, args))}; "
@@ -177,6 +173,18 @@ def _convert(key: str, value: Any, hint: Any, valid: Range | None) -> Any:
     if valid is not None and not valid.contains(number):
         raise ConfigError(f"config key '{key}' must be {_describe(hint, valid)}; got {value!r}")
     return number
+
+
+def _member(value: Any, args: tuple[Any, ...]) -> Any:
+    """The type of a union (`float | None`, or a word or a number such as sac.ent_coef's
+    `str | float`) that `value` is checked as."""
+    inner = [a for a in args if a is not type(None)]
+    if len(inner) == 1:
+        return inner[0]
+    assert set(inner) <= {str, int, float}, f"unsupported union {args}"
+    if isinstance(value, str):
+        return str
+    return float if float in inner else int
 
 
 def _as_number(key: str, value: Any, integer: bool, valid: Range | None) -> int | float:

@@ -40,6 +40,9 @@ SPECS = (RuleSpec(
                "random actions earned, or flat",
     check="explore more: raise exploration_noise, use noise_type: ou (temporally "
           "correlated), or a longer random warm-up (learning_starts) in a new run",
+    # Its remedy is the exploration noise, which only DDPG and TD3 add (SAC samples its
+    # policy: entropy_collapse judges its exploration).
+    algorithms=("ddpg", "td3"),
     # One evaluation has no spread, so it would always count as flat: two at least.
     options=(Option("evaluations", 5, "newest evaluations judged (none before this many)",
                     Range(2)),

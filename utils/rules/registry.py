@@ -11,6 +11,7 @@ from typing import Any
 from rltrain.utils.rules import (
     actor_stalled,
     ddpg_rules,
+    entropy_collapse,
     eval_collapse,
     gradient_rules,
     health_rules,
@@ -27,9 +28,9 @@ from rltrain.utils.rules import (
 from rltrain.utils.rules.spec import RuleContext, RuleHook, RuleSpec, Section
 
 # In this order in the config sections, the rule reference and `rltrain diagnose`.
-MODULES = (actor_stalled, ddpg_rules, eval_collapse, gradient_rules, health_rules, input_rules,
-           learning_rate, long_horizon, no_learning, q_divergence, reward_rules, run_stops,
-           state_action_rules, target_update)
+MODULES = (actor_stalled, ddpg_rules, entropy_collapse, eval_collapse, gradient_rules,
+           health_rules, input_rules, learning_rate, long_horizon, no_learning, q_divergence,
+           reward_rules, run_stops, state_action_rules, target_update)
 
 
 def _modules() -> tuple[Any, ...]:
@@ -63,7 +64,8 @@ def rule_hooks(context: RuleContext) -> list[RuleHook]:
     hooks = []
     for cls in hook_classes():
         section = getattr(context.config, cls.spec.section)
-        if getattr(section, cls.spec.name).action != "off":
+        if (getattr(section, cls.spec.name).action != "off"
+                and cls.spec.judges(context.config.algo)):
             hooks.append(cls(context))
     return hooks
 

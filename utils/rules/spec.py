@@ -49,6 +49,12 @@ class RuleSpec:
     # The config change proposed as the fix, from the run's config: the findings'
     # `suggested_set` (None where no config change is the remedy).
     remedy: Callable[[Any], dict[str, Any]] | None = None
+    # The algorithms (`algo`) whose runs it judges; None: every one. A rule about the
+    # exploration noise, for example, is silent on an algorithm that adds none.
+    algorithms: tuple[str, ...] | None = None
+
+    def judges(self, algo: str) -> bool:
+        return self.algorithms is None or algo in self.algorithms
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,8 @@ class RuleCheck:
         self.context = context
         self.settings = getattr(getattr(context.config, self.spec.section), self.spec.name)
         threshold, action = self.configured()
+        if not self.spec.judges(context.config.algo):
+            action = "off"  # its findings would not be about this algorithm
         remedy = None if self.spec.remedy is None else self.spec.remedy(context.config)
         self.rule: Rule = make_rule(self.spec.name, threshold, action,
                                     context.config.safe_mode, remedy)
