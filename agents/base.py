@@ -66,8 +66,8 @@ class Agent(Protocol):
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """The action for one observation [obs_dim] or one per row of [N, obs_dim]; with
         `deterministic=False` the policy's own exploration (SAC samples; an algorithm
-        whose `Algorithm.action_noise` is True returns the deterministic action and the
-        collector adds the configured noise)."""
+        whose registry entry says `adds_action_noise` returns the deterministic action
+        and the collector adds the configured noise)."""
         ...
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -112,9 +112,6 @@ class Implementation:
     # (obs_dim, action_low, action_high, common, options, device, backend) -> (agent, a
     # warning for the user or None). A backend that cannot run is a ValueError.
     build: Callable[..., tuple[Agent, str | None]]
-    # Exploration: the configured noise added to the deterministic action (DDPG/TD3), or
-    # the policy's own sampling (SAC: `act(obs, deterministic=False)`).
-    action_noise: bool
     # What `state_dict` writes: the keys a checkpoint of this algorithm must hold.
     state_keys: tuple[str, ...]
     # (obs_dim, action_low, action_high, actor spec) -> the policy network that

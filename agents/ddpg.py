@@ -32,5 +32,5 @@ def build(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
     return make_agent(obs_dim, action_low, action_high, settings(common), device, backend)
 
 
-IMPLEMENTATION = Implementation(build=build, action_noise=True, state_keys=STATE_KEYS,
+IMPLEMENTATION = Implementation(build=build, state_keys=STATE_KEYS,
                                 make_actor=Actor)

@@ -75,7 +75,7 @@ class DDPGAgent:
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """The deterministic action for one observation [obs_dim], or one per row of
         [N, obs_dim]. Exploring changes nothing here: the collector adds the configured
-        noise (`Algorithm.action_noise`)."""
+        noise (`Algorithm.adds_action_noise`)."""
         obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
         if obs_t.dim() == 1:
             return self.actor(obs_t.unsqueeze(0))[0].cpu().numpy()

@@ -35,6 +35,9 @@ class Algorithm:
     # Its own config section (`td3:`, `sac:`), a frozen dataclass of `option` fields;
     # None: it has none.
     options: type | None = None
+    # Explores with the config's action noise (exploration_noise, noise_type, ...) added
+    # to a deterministic policy; False: by sampling its own policy.
+    adds_action_noise: bool = True
 
     @property
     def section(self) -> str | None:
@@ -85,7 +88,7 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ddpg", "deterministic policy, explores with action noise", "rltrain.agents.ddpg"),
     Algorithm("td3", "delayed actor, smoothed targets", "rltrain.agents.td3", TD3Options),
     Algorithm("sac", "stochastic policy, explores by its entropy (soft actor-critic)",
-              "rltrain.agents.sac", SACOptions),
+              "rltrain.agents.sac", SACOptions, adds_action_noise=False),
 )}
 
 

@@ -104,7 +104,7 @@ class RunState:
         self.view = agent_view(self.agent, low, high)  # what the hooks see of the agent
         self.buffer = ReplayBuffer(config.replay_buffer_size, self.obs_dim, self.action_dim,
                                    device, seed=derive_seed(config.seed, REPLAY))
-        self.action_noise = algorithm(config.algo).implementation().action_noise
+        self.action_noise = algorithm(config.algo).adds_action_noise
         self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION),
                                        self.action_noise)
         self.collector = Collector(config, self.exploration)

@@ -25,6 +25,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "policy_noise": ("td3.target_policy_noise",),  # sfujim/TD3, CleanRL
     "target_noise_clip": ("td3.target_noise_clip",),  # SB3
     "noise_clip": ("td3.target_noise_clip",),  # sfujim/TD3, CleanRL
+    "ent_coef": ("sac.ent_coef",),  # SB3's SAC
+    "target_entropy": ("sac.target_entropy",),
+    "target_update_interval": ("sac.target_update_interval",),
     "net_arch": ("hidden_sizes",),  # SB3 policy_kwargs
     "policy_kwargs": ("hidden_sizes", "networks"),
     "max_grad_norm": ("grad_clip_norm",),

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
-from rltrain.agents.registry import ALGORITHMS
+from rltrain.agents.registry import ALGORITHMS, algorithm
 from rltrain.utils.config.aliases import alias_hint
 from rltrain.utils.config.env import check_env_kwargs
 from rltrain.utils.config.fields import Range, rules_of
@@ -245,10 +245,11 @@ def _check_cross_field(config: TrainConfig, raw: dict[str, Any]) -> None:
     if config.learning_starts >= config.max_timesteps:
         raise ConfigError(f"config key 'learning_starts' ({config.learning_starts}) must be "
                           f"below max_timesteps ({config.max_timesteps}): no update would run")
-    for algorithm in ALGORITHMS.values():
-        if algorithm.section in raw and config.algo != algorithm.name:
-            raise ConfigError(f"config section '{algorithm.section}' applies only with algo: "
-                              f"{algorithm.name} (algo is {config.algo})")
+    for entry in ALGORITHMS.values():
+        if entry.section in raw and config.algo != entry.name:
+            raise ConfigError(f"config section '{entry.section}' applies only with algo: "
+                              f"{entry.name} (algo is {config.algo})")
+    _check_action_noise(config)
     if config.noise_decay_steps is not None and config.exploration_noise_final is None:
         raise ConfigError("config key 'noise_decay_steps' needs exploration_noise_final "
                           "(the std to decay to)")
@@ -262,6 +263,23 @@ def _check_cross_field(config: TrainConfig, raw: dict[str, Any]) -> None:
     if config.run_name is not None and not _safe_name(config.run_name):
         raise ConfigError(f"config key 'run_name' must be a plain folder name (letters, digits, "
                           f"'-', '_', '.'); got {config.run_name!r}")
+
+
+NOISE_KEYS = ("exploration_noise", "noise_type", "ou_theta", "exploration_noise_final",
+              "noise_decay_steps")
+
+
+def _check_action_noise(config: TrainConfig) -> None:
+    """Action-noise keys set away from their defaults for an algorithm that adds no noise
+    (SAC samples its policy): refused, as they would silently change nothing."""
+    if algorithm(config.algo).adds_action_noise:
+        return
+    default = TrainConfig()
+    changed = [k for k in NOISE_KEYS if getattr(config, k) != getattr(default, k)]
+    if changed:
+        raise ConfigError(f"config key '{changed[0]}' sets action noise, which algo "
+                          f"{config.algo} does not add: it explores by sampling its policy "
+                          f"(see the config's '{config.algo}' section)")
 
 
 def _check_rule_thresholds(name: str, section: Any) -> None:

@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
+from rltrain.agents.registry import ALGORITHMS
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.io.safe_yaml import read_yaml_mapping
@@ -32,14 +33,17 @@ RENAMED = {
     "n_timesteps": "max_timesteps", "buffer_size": "replay_buffer_size",
     "noise_std": "exploration_noise", "policy_delay": "td3.policy_delay",
     "target_policy_noise": "td3.target_policy_noise",
-    "target_noise_clip": "td3.target_noise_clip",
+    "target_noise_clip": "td3.target_noise_clip", "ent_coef": "sac.ent_coef",
+    "target_entropy": "sac.target_entropy",
+    "target_update_interval": "sac.target_update_interval",
 }
 NOISE_TYPES = {"normal": "gaussian", "ornstein-uhlenbeck": "ou", "gaussian": "gaussian", "ou": "ou"}
 ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh", "ELU": "elu", "GELU": "gelu"}
 SUPPORTED = ("n_timesteps, learning_rate, buffer_size, learning_starts, batch_size, gamma, "
              "tau, train_freq, gradient_steps, noise_type, noise_std, policy_kwargs "
              "(net_arch, activation_fn), env_kwargs, normalize, policy_delay, "
-             "target_policy_noise, target_noise_clip, policy: MlpPolicy")
+             "target_policy_noise, target_noise_clip, ent_coef, target_entropy, "
+             "target_update_interval, policy: MlpPolicy")
 REFUSED = {
     "n_envs": "rltrain's num_envs keeps utd_ratio per env step; set num_envs instead",
     "env_wrapper": "wrap the env in your own registered env ('module:EnvName-v0')",
@@ -87,7 +91,7 @@ def per_env_section(raw: dict[str, Any], env: str | None, source: str) -> dict[s
     result = translate(section, f"config '{source}', env '{env_id}'")
     result.setdefault("env_name", env_id)
     stem = Path(source).stem
-    if "algo" not in result and stem in ("ddpg", "td3"):
+    if "algo" not in result and stem in ALGORITHMS:
         result["algo"] = stem
     return result
 
