@@ -66,6 +66,23 @@ def sb3_td3(config, seed: int, device: str = "cpu"):
                verbose=0)
 
 
+def sb3_sac(config, seed: int, device: str = "cpu"):
+    """SB3's SAC set up like an rltrain SAC config: the same networks, batch, rates,
+    replay, one update per env step, and the config's entropy settings."""
+    import gymnasium as gym
+    from stable_baselines3 import SAC
+
+    sac = config.sac
+    return SAC("MlpPolicy", gym.make(config.env_name), learning_rate=config.actor_lr,
+               buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
+               batch_size=config.batch_size, tau=config.tau, gamma=config.gamma,
+               train_freq=1, gradient_steps=1, ent_coef=sac.ent_coef,
+               target_entropy=sac.target_entropy,
+               target_update_interval=sac.target_update_interval,
+               policy_kwargs={"net_arch": list(config.hidden_sizes)}, seed=seed, device=device,
+               verbose=0)
+
+
 def agent_on_filled_buffer(package: str = "rltrain", rows: int = 10_000,
                            seed: int | None = None):
     """A DDPG agent (`configs/pendulum_ddpg.yaml`, Pendulum's shapes, CPU) and a replay
@@ -76,8 +93,8 @@ def agent_on_filled_buffer(package: str = "rltrain", rows: int = 10_000,
     import numpy as np
     import torch
 
-    buffers = importlib.import_module(f"{package}.utils.replay_buffer")
-    configs = importlib.import_module(f"{package}.utils.config_loader")
+    buffers = importlib.import_module(f"{package}.utils.training.replay_buffer")
+    configs = importlib.import_module(f"{package}.utils.config.loader")
     if seed is not None:
         torch.manual_seed(seed)
     low, high = np.array([-2.0], np.float32), np.array([2.0], np.float32)

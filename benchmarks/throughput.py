@@ -3,13 +3,16 @@
     python benchmarks/throughput.py                 # 3 rounds, 5000 learning steps each
     python benchmarks/throughput.py --rounds 5 --steps 5000
     python benchmarks/throughput.py --device cuda   # both on a GPU (training rounds only)
+    python benchmarks/throughput.py --algo sac      # rltrain's SAC against SB3's SAC
 
 Each round runs, each in a fresh process on the same settings and each round starting
 with the next: rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
 off, rltrain with `update_backend: autograd`, and SB3 (TD3 set up like rltrain's DDPG,
-see common.py). It measures env steps per second over the learning phase (after the
-random warm-up), the process's peak memory, and with the diagnostics on the share of
-the learning phase spent in their own calls. Then, on the CPU only: the diagnostics on
+see common.py). With `--algo sac`: rltrain's SAC (pendulum_sac.yaml) with diagnostics on
+and off, and SB3's SAC on the same settings (SAC has the autograd update only). It
+measures env steps per second over the learning phase (after the random warm-up), the
+process's peak memory, and with the diagnostics on the share of the learning phase spent
+in their own calls. Then, on the CPU only: the diagnostics on
 and off in one process (alternating blocks), and the update-only rate against the GEMM
 floor (the same matrix shapes timed alone, in alternating blocks) and against the same
 products in sequence. Prints medians and ratios; needs the `[bench]` extra.
@@ -30,6 +33,7 @@ from common import (  # noqa: E402
     agent_on_filled_buffer,
     peak_rss_mib,
     run_worker,
+    sb3_sac,
     sb3_td3,
     scratch_folder,
     timed_updates,
@@ -47,24 +51,28 @@ AB_BLOCK = 20
 BUFFER = 1_000_000
 
 
-def bench_config(steps: int, seed: int, extra: list[str]):
-    """pendulum_ddpg.yaml for WARMUP + `steps` env steps, no evaluations or checkpoints
-    until the end, output in a temporary folder removed when the worker exits."""
+BASE_CONFIGS = {"ddpg": "pendulum_ddpg.yaml", "sac": "pendulum_sac.yaml"}
+
+
+def bench_config(base: str, steps: int, seed: int, extra: list[str]):
+    """`base` (a shipped config) for WARMUP + `steps` env steps, no evaluations or
+    checkpoints until the end, output in a temporary folder removed when the worker
+    exits."""
     from rltrain.utils.config.loader import load_config
 
     folder = scratch_folder()
-    return load_config("pendulum_ddpg.yaml", [
+    return load_config(base, [
         f"max_timesteps={WARMUP + steps}", f"learning_starts={WARMUP}", f"seed={seed}",
         "eval_freq=1000000", "checkpoint_freq=1000000", f"replay_buffer_size={BUFFER}",
         f"log_dir={folder}/logs", f"checkpoint_dir={folder}/checkpoints", *extra])
 
 
-def rltrain_worker(steps: int, seed: int, extra: list[str]) -> dict:
+def rltrain_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:
     from rltrain.scripts.trainer import Trainer
     from rltrain.utils.run.device import resolve_device
     from rltrain.utils.run.folders import create_run
 
-    config = bench_config(steps, seed, extra)
+    config = bench_config(base, steps, seed, extra)
     watch = Stopwatch()
     diagnostics_at_start = []
 
@@ -101,7 +109,7 @@ def diagnostics_ab_worker(steps: int) -> dict:
     from rltrain.utils.run.folders import create_run
 
     # No loss logging: it reads the diagnostics' timer, which the swaps below would skew.
-    config = bench_config(steps, 0, [f"log_freq={10 * (WARMUP + steps)}"])
+    config = bench_config(BASE_CONFIGS["ddpg"], steps, 0, [f"log_freq={10 * (WARMUP + steps)}"])
     blocks: list[tuple[bool, float, float]] = []  # (on, seconds, diagnostics' own seconds)
 
     class SwappingTrainer(Trainer):
@@ -144,7 +152,7 @@ def ab_summary(blocks: list[tuple[bool, float, float]]) -> dict:
                                               for on, off in pairs)}
 
 
-def sb3_worker(steps: int, seed: int, extra: list[str]) -> dict:
+def sb3_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:
     from stable_baselines3.common.callbacks import BaseCallback
 
     watch = Stopwatch()
@@ -157,9 +165,9 @@ def sb3_worker(steps: int, seed: int, extra: list[str]) -> dict:
 
     from rltrain.utils.config.loader import load_config
 
-    config = load_config("pendulum_ddpg.yaml", [f"learning_starts={WARMUP}",
-                                                f"replay_buffer_size={BUFFER}", *extra])
-    model = sb3_td3(config, seed, config.device)
+    config = load_config(base, [f"learning_starts={WARMUP}", f"replay_buffer_size={BUFFER}",
+                                *extra])
+    model = (sb3_sac if config.algo == "sac" else sb3_td3)(config, seed, config.device)
     model.learn(WARMUP + steps, callback=Timer())
     watch.mark_stop()
     return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib()}
@@ -191,9 +199,9 @@ def update_only_worker(updates: int) -> dict:
 
 
 def worker_main(argv: list[str]) -> None:
-    kind, steps, seed, extra = argv[0], int(argv[1]), int(argv[2]), argv[3:]
-    workers = {"rltrain": lambda: rltrain_worker(steps, seed, extra),
-               "sb3": lambda: sb3_worker(steps, seed, extra),
+    kind, steps, seed, base, extra = argv[0], int(argv[1]), int(argv[2]), argv[3], argv[4:]
+    workers = {"rltrain": lambda: rltrain_worker(base, steps, seed, extra),
+               "sb3": lambda: sb3_worker(base, steps, seed, extra),
                "diagnostics": lambda: diagnostics_ab_worker(steps),
                "update": lambda: update_only_worker(steps)}
     print(json.dumps(workers[kind]()))
@@ -208,22 +216,28 @@ def main() -> None:
                         help="learning steps of the one-process diagnostics on/off comparison")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where both train (cuda: the training rounds only)")
+    parser.add_argument("--algo", choices=tuple(BASE_CONFIGS), default="ddpg",
+                        help="ddpg: rltrain's DDPG against SB3's TD3 set up as DDPG; sac: "
+                             "the two SACs")
     args = parser.parse_args()
     script = Path(__file__).resolve()
-    rows = run_rounds(script, args.rounds, args.steps, args.device)
+    rows = run_rounds(script, args.rounds, args.steps, args.device, BASE_CONFIGS[args.algo])
     print_table(rows, args.rounds)
-    if args.device == "cuda":
+    if args.device == "cuda" or args.algo != "ddpg":
         return  # the rest measures the CPU: its matrix products, caches and threads
     print_one_process(script, args.updates, args.ab_steps)
 
 
-def run_rounds(script: Path, rounds: int, steps: int, device_name: str) -> dict[str, list]:
+def run_rounds(script: Path, rounds: int, steps: int, device_name: str,
+               base: str) -> dict[str, list]:
     """Every kind of run once per round, each in a fresh process; their results by kind."""
     device = f"device={device_name}"
     kinds = {"rltrain": ["rltrain", device], "rltrain, diagnostics off":
              ["rltrain", device, "diagnostics.enabled=false"],
              "rltrain, autograd backend": ["rltrain", device, "update_backend=autograd"],
              "sb3": ["sb3", device]}
+    if base != BASE_CONFIGS["ddpg"]:  # SAC has the autograd update only
+        del kinds["rltrain, autograd backend"]
     rows: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for round_index in range(rounds):
         # Each round starts with the next kind, so that no kind always runs first or
@@ -231,7 +245,7 @@ def run_rounds(script: Path, rounds: int, steps: int, device_name: str) -> dict[
         order = list(kinds.items())
         order = order[round_index % len(order):] + order[:round_index % len(order)]
         for kind, (worker, *extra) in order:
-            result = run_worker(script, [worker, str(steps), str(round_index), *extra])
+            result = run_worker(script, [worker, str(steps), str(round_index), base, *extra])
             rows[kind].append(result)
             print(f"round {round_index + 1}: {kind:25s} {result['steps_per_second']:7.1f} "
                   f"steps/s, peak RSS {result['peak_rss_mib']:.0f} MiB", flush=True)
@@ -251,12 +265,13 @@ def print_table(rows: dict[str, list], rounds: int) -> None:
     print("|---|---|---|---|")
     print(f"| env steps/s, learning phase (median of {rounds}) | {ours:.1f} | "
           f"{theirs:.1f} | {ours / theirs:.2f}x |")
-    autograd = median("rltrain, autograd backend", "steps_per_second")
-    mem_autograd = median("rltrain, autograd backend", "peak_rss_mib")
-    print(f"| env steps/s, update_backend autograd | {autograd:.1f} | {theirs:.1f} | "
-          f"{autograd / theirs:.2f}x |")
-    print(f"| peak memory, update_backend autograd (MiB) | {mem_autograd:.0f} | "
-          f"{mem_theirs:.0f} | {mem_autograd / mem_theirs:.2f} |")
+    if "rltrain, autograd backend" in rows:
+        autograd = median("rltrain, autograd backend", "steps_per_second")
+        mem_autograd = median("rltrain, autograd backend", "peak_rss_mib")
+        print(f"| env steps/s, update_backend autograd | {autograd:.1f} | {theirs:.1f} | "
+              f"{autograd / theirs:.2f}x |")
+        print(f"| peak memory, update_backend autograd (MiB) | {mem_autograd:.0f} | "
+              f"{mem_theirs:.0f} | {mem_autograd / mem_theirs:.2f} |")
     print(f"| peak memory, replay capacity {BUFFER:.0e} (MiB) | {mem_ours:.0f} | "
           f"{mem_theirs:.0f} | {mem_ours / mem_theirs:.2f} |")
     print(f"\nflow-1 diagnostics on: {ours:.1f} steps/s, off: {bare:.1f} steps/s; on/off = "
@@ -276,8 +291,8 @@ def print_table(rows: dict[str, list], rounds: int) -> None:
 
 def print_one_process(script: Path, updates: int, ab_steps: int) -> None:
     """The diagnostics on/off in one process, and the update against the GEMM floor."""
-    update = run_worker(script, ["update", str(updates), "0"])
-    ab = run_worker(script, ["diagnostics", str(ab_steps), "0"])
+    update = run_worker(script, ["update", str(updates), "0", BASE_CONFIGS["ddpg"]])
+    ab = run_worker(script, ["diagnostics", str(ab_steps), "0", BASE_CONFIGS["ddpg"]])
     print(f"in one process, alternating {AB_BLOCK}-step blocks with and without them "
           f"({ab['pairs']} pairs, medians): on/off = {ab['on_off']:.1%}; their own calls "
           f"{ab['own_share']:.1%} of an on-block, the rest of the on-block "
