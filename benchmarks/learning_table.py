@@ -3,6 +3,7 @@
     python benchmarks/learning_table.py                      # the table of docs/learning.md
     python benchmarks/learning_table.py --only Pendulum-v1:td3 --seeds 2
     python benchmarks/learning_table.py --only LunarLanderContinuous-v3:td3 --seeds 1 --first-seed 1
+    python benchmarks/learning_table.py --only Pendulum-v1:sac --sb3   # SB3's SAC beside it
 
 Each row is `rltrain train --algo A --env ID --seed S --steps N` (the tuned entry of
 configs/<algo>.yaml, with the step budget given here in place of RL Zoo's, one torch
@@ -10,6 +11,11 @@ thread), run as the CLI runs it. Per row it prints the final and the best evalua
 return of each seed, and the warnings the run gave (a shipped config on a healthy run
 gives none; a run that has not learnt yet may rightly get `no_learning`). The rows go to
 benchmarks/results/learning_table.jsonl, one line per run.
+
+With `--sb3`, each row is also trained by Stable-Baselines3 (its SAC for a sac row, its
+TD3 for a td3 row) on the same settings (common.py) and evaluated the same way
+(rltrain's evaluation of its deterministic policy: the same episodes, seeds and
+evaluation steps); those rows say "SB3" in the algo column.
 """
 
 from __future__ import annotations
@@ -22,12 +28,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-# env id, algo, step budget: what 2 shared cores allow (RL Zoo trains 20k, 300k, 300k).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import sb3_sac, sb3_td3  # noqa: E402
+
+# env id, algo, step budget: what 2 shared cores allow (RL Zoo trains TD3 for 20k, 300k,
+# 300k steps and SAC for 20k, 50k, 500k).
 ROWS = (
     ("Pendulum-v1", "ddpg", 20_000),
     ("Pendulum-v1", "td3", 20_000),
     ("MountainCarContinuous-v0", "td3", 30_000),
     ("LunarLanderContinuous-v3", "td3", 100_000),
+    ("Pendulum-v1", "sac", 20_000),
+    ("MountainCarContinuous-v0", "sac", 50_000),
+    ("LunarLanderContinuous-v3", "sac", 100_000),
 )
 RESULTS = Path(__file__).resolve().parent / "results" / "learning_table.jsonl"
 
@@ -60,6 +73,40 @@ def train(env: str, algo: str, steps: int, seed: int, root: Path) -> dict:
                                                      "message")} for e in warned]}
 
 
+def train_sb3(env: str, algo: str, steps: int, seed: int) -> dict:
+    """The row's config trained by SB3 on the same settings, evaluated by rltrain's
+    evaluation at the config's eval_freq, in this process with one torch thread."""
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from rltrain.utils.config.loader import config_from_dict
+    from rltrain.utils.config.zoo import per_env_section, shipped_per_env_file
+    from rltrain.utils.io.safe_yaml import read_yaml_mapping
+    from rltrain.utils.training.envs import make_env
+    from rltrain.utils.training.evaluation import evaluate
+
+    torch.set_num_threads(1)
+    path = shipped_per_env_file(algo)
+    raw = per_env_section({env: read_yaml_mapping(path)[env]}, env, path.name)
+    config = config_from_dict({**raw, "max_timesteps": steps, "seed": seed})
+    model = (sb3_sac if algo == "sac" else sb3_td3)(config, seed)
+    eval_env, evals = make_env(env), []
+
+    class Evaluations(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps % config.eval_freq == 0:
+                result = evaluate(lambda obs: model.predict(obs, deterministic=True)[0],
+                                  eval_env, config.n_eval_episodes, config.seed, config.gamma)
+                evals.append((self.num_timesteps, result.mean))
+            return True
+
+    model.learn(steps, callback=Evaluations())
+    return {"env": env, "algo": f"{algo} (SB3)", "steps": steps, "seed": seed, "exit_code": 0,
+            "paused_by": None, "env_steps_reached": steps, "evals": evals,
+            "final": evals[-1][1] if evals else float("nan"),
+            "best": max((v for _, v in evals), default=float("nan")), "warnings": []}
+
+
 def row_line(runs: list[dict]) -> str:
     first = runs[0]
     finals = [r["final"] for r in runs]
@@ -83,6 +130,8 @@ def main() -> None:
                              "in parallel processes)")
     parser.add_argument("--only", action="append", default=[],
                         help="ENV:ALGO rows to run (repeatable; default: all)")
+    parser.add_argument("--sb3", action="store_true",
+                        help="also train each row with SB3 on the same settings")
     args = parser.parse_args()
     rows = [r for r in ROWS if not args.only or f"{r[0]}:{r[1]}" in args.only]
     table = ["| env | algo | env steps | seeds | final eval (mean ± sd) | best eval (mean) "
@@ -96,6 +145,13 @@ def main() -> None:
                 f.writelines(json.dumps(r) + "\n" for r in runs)
             table.append(row_line(runs))
             print(table[-1], flush=True)
+            if args.sb3:
+                theirs = [train_sb3(env, algo, steps, seed)
+                          for seed in range(args.first_seed, args.first_seed + args.seeds)]
+                with open(RESULTS, "a", encoding="utf-8") as f:
+                    f.writelines(json.dumps(r) + "\n" for r in theirs)
+                table.append(row_line(theirs).replace(" | none |", " | not watched |"))
+                print(table[-1], flush=True)
     print("\n".join(table))
 
 
