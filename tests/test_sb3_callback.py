@@ -22,7 +22,10 @@ import rltrain
 from rltrain.integrations.sb3 import RltrainCallback
 from rltrain.integrations.sb3_view import PolicyTap, SB3Replay, sb3_view
 from rltrain.scripts.cli import cli
+from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.errors import ConfigError
+from rltrain.utils.rules.registry import rule_hooks
+from rltrain.utils.rules.spec import RuleContext
 from rltrain.utils.run.logger import read_jsonl
 
 from conftest import tiny_dict
@@ -144,6 +147,12 @@ def test_sac_runs_through_the_callback_on_its_deterministic_action(tmp_path):
     assert len(episodes) == 20 and all(e["length"] == 20 for e in episodes)  # 20-step episodes
     status = json.loads((log_dir / "status.json").read_text())
     assert status["integration"].endswith("SAC") and status["updates"] == 300
+    # recorded as sac, with its own settings; no exploration-noise rule judges it
+    recorded = yaml.safe_load((log_dir / "config.yaml").read_text())
+    assert recorded["algo"] == "sac" and recorded["sac"]["ent_coef"] == "auto"
+    assert recorded["sac"]["target_entropy"] == -float(model.action_space.shape[0])
+    assert "no_learning" not in {h.spec.name for h in rule_hooks(RuleContext(
+        config_from_dict(recorded), 2, model.action_space.shape[0]))}
     view, scale = sb3_view(model)  # in the env's units ([0, 4] here), as SB3's predict gives
     obs = np.array([[0.5, 0.1], [-0.3, 0.9]], np.float32)
     with torch.no_grad():
