@@ -33,8 +33,8 @@ class NetworkSpec:
         return self.activation == "relu" and not self.layer_norm
 
 
-def mlp(in_dim: int, spec: NetworkSpec, out_dim: int) -> nn.Sequential:
-    """The hidden stack of `spec` and a linear output layer."""
+def hidden_layers(in_dim: int, spec: NetworkSpec) -> tuple[list[nn.Module], int]:
+    """The hidden layers of `spec` in order, and the width they end with."""
     layers: list[nn.Module] = []
     width = in_dim
     for hidden in spec.hidden_sizes:
@@ -43,5 +43,16 @@ def mlp(in_dim: int, spec: NetworkSpec, out_dim: int) -> nn.Sequential:
             layers.append(nn.LayerNorm(hidden))
         layers.append(ACTIVATIONS[spec.activation]())
         width = hidden
-    layers.append(nn.Linear(width, out_dim))
-    return nn.Sequential(*layers)
+    return layers, width
+
+
+def hidden_stack(in_dim: int, spec: NetworkSpec) -> tuple[nn.Sequential, int]:
+    """The hidden stack of `spec` alone (a network with several heads), and its width."""
+    layers, width = hidden_layers(in_dim, spec)
+    return nn.Sequential(*layers), width
+
+
+def mlp(in_dim: int, spec: NetworkSpec, out_dim: int) -> nn.Sequential:
+    """The hidden stack of `spec` and a linear output layer."""
+    layers, width = hidden_layers(in_dim, spec)
+    return nn.Sequential(*layers, nn.Linear(width, out_dim))

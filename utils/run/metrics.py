@@ -26,9 +26,6 @@ from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Hook, Update
 from rltrain.utils.run.logger import RunLogger
 
-LOSS_TAGS = {"critic_loss": "train/critic_loss", "actor_loss": "train/actor_loss",
-             "q_mean": "train/q_mean", "critic_grad_norm": "train/critic_grad_norm",
-             "actor_grad_norm": "train/actor_grad_norm"}
 RECENT_EPISODES = 100  # SB3's window for rollout/ep_rew_mean and rollout/ep_len_mean
 
 
@@ -85,7 +82,8 @@ class RunMetrics(Hook):
         now = time.monotonic()
         mark_time, mark_steps, mark_diagnostics = self._mark
         elapsed = max(now - mark_time, 1e-9)
-        values = {LOSS_TAGS[k]: float(np.mean(v)) for k, v in self.loss_window.items() if v}
+        # Every metric the update reports, under train/ (SAC's ent_coef and entropy too)
+        values = {f"train/{k}": float(np.mean(v)) for k, v in self.loss_window.items() if v}
         if self.episodes:
             count = len(self.episodes)
             values["rollout/ep_rew_mean"] = sum(r for r, _ in self.episodes) / count
@@ -93,7 +91,8 @@ class RunMetrics(Hook):
         values["time/fps"] = (env_steps - mark_steps) / elapsed
         values["time/diagnostics_share"] = (
             self.diagnostics.seconds - mark_diagnostics) / elapsed
-        values["train/exploration_noise"] = self.exploration.sigma(env_steps)
+        if getattr(self.exploration, "action_noise", True):  # none for SAC: its entropy
+            values["train/exploration_noise"] = self.exploration.sigma(env_steps)
         values["train/n_updates"] = float(self.updates)
         self.logger.scalars(env_steps, values)
         self.loss_window.clear()

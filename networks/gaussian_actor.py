@@ -1,0 +1,67 @@
+"""Stochastic policy network of SAC (Haarnoja et al. 2018): a tanh-squashed Gaussian.
+
+obs -> MLP -> the mean and log-std of a Gaussian over the pre-squash action u; the
+action is tanh(u), scaled and offset into the env's bounds, as `Actor` does. Called as a
+module it gives the deterministic action tanh(mean): what evaluation, `rltrain eval` and
+the diagnostics' state-action map read, so it stands wherever a deterministic actor
+does. `sample` draws an exploring action with its log-probability.
+
+The log-probability is that of the squashed action in the [-1, 1] units SAC's target
+entropy is stated in (-dim(A), as in Stable-Baselines3), whatever the env's bounds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from rltrain.networks.mlp import NetworkSpec, hidden_stack
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as Stable-Baselines3 clamps it
+TANH_EPS = 1e-6  # keeps log(1 - tanh(u)^2) finite where tanh saturates
+HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class GaussianActor(nn.Module):
+    """obs [B, obs_dim] -> deterministic action [B, action_dim] within the bounds; `sample`
+    for an exploring one."""
+
+    def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
+                 spec: NetworkSpec | None = None) -> None:
+        super().__init__()
+        spec = spec or NetworkSpec()
+        low = torch.as_tensor(action_low, dtype=torch.float32)
+        high = torch.as_tensor(action_high, dtype=torch.float32)
+        assert low.shape == high.shape and low.ndim == 1 and bool((high > low).all())
+        self.spec = spec
+        self.latent, width = hidden_stack(obs_dim, spec)
+        self.mu = nn.Linear(width, low.numel())
+        self.log_std = nn.Linear(width, low.numel())
+        self.register_buffer("action_scale", (high - low) / 2)
+        self.register_buffer("action_bias", (high + low) / 2)
+
+    def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and log-std [B, action_dim] of the Gaussian over u."""
+        latent = self.latent(obs)
+        return self.mu(latent), self.log_std(latent).clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        mean, _ = self.distribution(obs)
+        return torch.tanh(mean) * self.action_scale + self.action_bias
+
+    def sample(self, obs: torch.Tensor,
+               generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """An exploring action [B, action_dim] in the env's units (reparameterised, so it
+        carries the gradient) and its log-probability [B, 1]."""
+        mean, log_std = self.distribution(obs)
+        std = log_std.exp()
+        eps = torch.randn(mean.shape, device=mean.device, generator=generator)
+        u = mean + std * eps
+        squashed = torch.tanh(u)
+        # Gaussian log-density of u, then the change of variables through tanh.
+        log_prob = (-0.5 * eps.square() - log_std - HALF_LOG_2PI).sum(-1, keepdim=True)
+        log_prob = log_prob - torch.log1p(-squashed.square() + TANH_EPS).sum(-1, keepdim=True)
+        return squashed * self.action_scale + self.action_bias, log_prob
