@@ -30,8 +30,8 @@ RULE_NAMES = {
     "action_saturation", "q_overestimation", "dead_relu", "env_error", "write_failure",
     "constant_reward", "reward_drop", "observation_scale", "frozen_observation",
     "time_limit_terminal", "short_horizon", "small_replay", "ignored_action",
-    "eval_collapse", "entropy_collapse", "learning_rate", "target_update", "long_horizon", "actor_stalled",
-    "no_learning", "q_divergence"}
+    "eval_collapse", "entropy_collapse", "learning_rate", "target_update", "long_horizon",
+    "actor_stalled", "no_learning", "q_divergence"}
 INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
                "short_horizon", "small_replay", "ignored_action"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
