@@ -1,4 +1,5 @@
-"""rltrain: train DDPG/TD3 agents on Gymnasium environments, stop safely, resume exactly.
+"""rltrain: train DDPG, TD3 and SAC agents on Gymnasium environments, stop safely, resume
+exactly.
 
 The Python API (docs/api.md): `train`, `resume`, `load_policy`, `diagnose`, the `Run`
 and `Policy` they return, and the exceptions they raise for a user's mistake. Importing

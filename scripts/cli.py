@@ -96,7 +96,7 @@ class RLTrainGroup(click.Group):
 @click.group(cls=RLTrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rltrain")
 def cli() -> None:
-    """Train DDPG/TD3 agents on Gymnasium environments, stop safely, resume exactly.
+    """Train DDPG, TD3 and SAC agents on Gymnasium environments, stop safely, resume exactly.
 
     \b
     Quick start:

@@ -14,6 +14,7 @@ from typing import Any
 import click
 import yaml
 
+from rltrain.agents.registry import ALGORITHMS
 from rltrain.utils.config.loader import apply_overrides, config_from_dict, resolve_config_path
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.config.zoo import train_mapping
@@ -23,7 +24,7 @@ from rltrain.utils.io.safe_yaml import read_yaml_mapping
 # flag name -> (config key, metavar)
 FLAGS: dict[str, tuple[str, str]] = {
     "env": ("env_name", "ID"),
-    "algo": ("algo", "ddpg|td3"),
+    "algo": ("algo", "|".join(ALGORITHMS)),
     "seed": ("seed", "N"),
     "steps": ("max_timesteps", "N"),
     "device": ("device", "auto|cpu|cuda"),

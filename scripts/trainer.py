@@ -54,7 +54,7 @@ from rltrain.utils.seeding import DIAGNOSTICS, derive_seed
 
 
 class Trainer:
-    """One run of DDPG/TD3 training, from scratch or restored from a checkpoint."""
+    """One training run of any algorithm, from scratch or restored from a checkpoint."""
 
     def __init__(self, config: TrainConfig, device: torch.device,
                  interactive: bool | None = None) -> None:
