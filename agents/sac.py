@@ -242,9 +242,15 @@ class SACAgent:
         self.critic_target.load_state_dict(state["critic_target"])
         _load_optimiser(self.actor_opt, state["actor_optimizer"], self.settings.actor_lr)
         _load_optimiser(self.critic_opt, state["critic_optimizer"], self.settings.critic_lr)
-        with torch.no_grad():
-            self.log_ent_coef.copy_(torch.as_tensor(state["log_ent_coef"]).reshape(1))
-        _load_optimiser(self.ent_coef_opt, state["ent_coef_optimizer"], self.settings.actor_lr)
+        # The temperature continues where it was learnt; a fixed one, or a learnt one that
+        # was fixed in the checkpoint (a resume that changed sac.ent_coef), starts from
+        # the config's value, as the config's learning rates win over the saved ones.
+        was_learnt = bool(state["ent_coef_optimizer"].get("state"))
+        if self.temperature.learnt and was_learnt:
+            with torch.no_grad():
+                self.log_ent_coef.copy_(torch.as_tensor(state["log_ent_coef"]).reshape(1))
+            _load_optimiser(self.ent_coef_opt, state["ent_coef_optimizer"],
+                            self.settings.actor_lr)
         self.updates = int(state["updates"])
         return _load_generator(self.generator, state["agent_generator"])
 

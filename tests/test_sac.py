@@ -169,3 +169,24 @@ def test_sac_learns_a_one_step_task():
         agent.update(Batch(obs, actions, rewards, obs, torch.ones(64, 1)))
     chosen = agent.act(np.zeros((16, 3), np.float32))
     np.testing.assert_allclose(chosen.mean(0), [2.0, 0.25], atol=0.2)
+
+
+@pytest.mark.parametrize("saved, now, expected", [
+    ("auto", "auto", None),        # continues: the learnt value
+    ("auto", 0.05, 0.05),          # now fixed: the config's value
+    (0.001, "auto", 1.0),          # now learnt, was fixed: from auto's start
+    (0.001, "auto_0.2", 0.2),
+])
+def test_a_resume_that_changes_the_temperature_starts_from_the_configs(saved, now, expected):
+    agent = make_agent(ent_coef=saved)
+    for seed in range(3):
+        agent.update(make_batch(seed=seed))
+    restored = make_agent(ent_coef=now)
+    restored.load_state_dict(copy.deepcopy(agent.state_dict()))
+    value = float(restored.log_ent_coef.detach().exp())
+    if expected is None:
+        assert value == pytest.approx(float(agent.log_ent_coef.detach().exp()))
+        assert value != pytest.approx(1.0)
+    else:
+        assert value == pytest.approx(expected)
+    restored.update(make_batch(seed=5))  # and it trains on from there
