@@ -10,13 +10,12 @@ neither torch nor Gymnasium: they are imported when a function is called.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rltrain.utils.errors import ConfigError, UserError
+from rltrain.utils.errors import UserError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,20 +44,24 @@ class Run:
     best_eval: float | None = None
 
 
-def train(config: str | Path | Mapping[str, Any] | TrainConfig, **overrides: Any) -> Run:
+def train(config: str | Path | Mapping[str, Any] | TrainConfig | None = None,
+          **overrides: Any) -> Run:
     """Train a new agent, as `rltrain train --config CONFIG --set KEY=VALUE ...` does.
 
-    `config`: a YAML file's path, the name of a shipped config ("pendulum_ddpg.yaml"), a
-    mapping of config keys, or a `TrainConfig`. `overrides`: config keys and their values,
+    `config`: a YAML file's path (flat, or keyed by env id as RL Zoo's files are), the
+    name of a shipped config ("pendulum_ddpg.yaml"), a mapping of config keys, or a
+    `TrainConfig`; None: the shipped tuned entry for `algo` and `env_name`, as
+    `rltrain train --algo A --env ID` takes it (utils/config/resolve.py). `overrides`: config keys and their values,
     dotted keys for nested sections (`**{"monitor.q_explosion.action": "warn"}`) or nested
     dicts (`monitor={"q_explosion": {"action": "warn"}}`), validated as `--set` is.
     Raises `ConfigError` for a bad config, `EnvError` for an unknown env, `OutputError`
     when a file cannot be written, `EnvFailure` when the env's own code raises.
     """
     from rltrain.scripts.resume import prepare_train
+    from rltrain.utils.config.resolve import ConfigRequest, resolve_config
     from rltrain.utils.run.progress import say
 
-    validated = _config(config, overrides)
+    validated = resolve_config(ConfigRequest(config, keywords=overrides), say)
     trainer, paths = prepare_train(validated)
     say(f"run {paths.name}: {validated.algo} on {validated.env_name}, "
         f"{validated.max_timesteps} steps, device {trainer.device}")
@@ -74,6 +77,7 @@ def resume(checkpoint: str | Path, run_name: str | None = None, **overrides: Any
     checkpoint, `ConfigError` or `UserError` for a change that cannot apply.
     """
     from rltrain.scripts.resume import prepare_resume
+    from rltrain.utils.config.resolve import override_strings
 
     trainer, paths, info = prepare_resume(str(checkpoint), override_strings(overrides),
                                           run_name)
@@ -104,53 +108,6 @@ def _run_of(outcome: RunOutcome, paths: RunPaths) -> Run:
     return Run(paths.name, outcome.status, outcome.env_steps, outcome.checkpoint,
                paths.log_dir, paths.checkpoint_dir, outcome.reason,
                None if best is None else float(best))
-
-
-def _config(config: str | Path | Mapping[str, Any] | TrainConfig,
-            overrides: Mapping[str, Any]) -> TrainConfig:
-    """The validated config: file or mapping, then the overrides as `--set` strings."""
-    from rltrain.utils.config.loader import (
-        apply_overrides,
-        config_from_dict,
-        resolve_config_path,
-    )
-    from rltrain.utils.config.schema import TrainConfig, config_to_dict
-    from rltrain.utils.io.safe_yaml import read_yaml_mapping
-
-    if isinstance(config, TrainConfig):
-        raw = config_to_dict(config)
-    elif isinstance(config, Mapping):
-        raw = dict(config)
-    elif isinstance(config, (str, Path)):
-        raw = read_yaml_mapping(resolve_config_path(str(config)))
-    else:
-        raise ConfigError(f"config must be a path, a shipped config's name or a mapping, "
-                          f"not {type(config).__name__}")
-    return config_from_dict(apply_overrides(raw, override_strings(overrides)))
-
-
-def override_strings(overrides: Mapping[str, Any], prefix: str = "") -> tuple[str, ...]:
-    """`{"td3": {"policy_delay": 3}, "gamma": 0.98}` as `("td3.policy_delay=3",
-    "gamma=0.98")`: each value written as the YAML `--set` reads back to it."""
-    import yaml
-
-    items: list[str] = []
-    for key, value in overrides.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            items.extend(override_strings(value, dotted + "."))
-            continue
-        if isinstance(value, Path):
-            value = str(value)
-        if isinstance(value, tuple):
-            value = list(value)
-        try:
-            text = yaml.safe_dump(value, default_flow_style=True, width=math.inf)
-        except yaml.YAMLError:
-            raise ConfigError(f"{dotted}: {type(value).__name__} is not a config value "
-                              "(use numbers, strings, booleans, None, lists, dicts)") from None
-        items.append(f"{dotted}={text.removesuffix(chr(10)).removesuffix(chr(10) + '...')}")
-    return tuple(items)
 
 
 class Policy:

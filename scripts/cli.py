@@ -19,8 +19,7 @@ from rltrain.scripts.config_commands import (
     config_group,
     everyday_options,
     flag_overrides,
-    given_value,
-    resolved_config,
+    to_stderr,
 )
 from rltrain.scripts.eval_command import eval_command, load_actor  # noqa: F401 (API)
 from rltrain.scripts.run_commands import diagnose, pause, status
@@ -28,6 +27,7 @@ from rltrain.scripts.runs_command import runs
 from rltrain.scripts.wait_commands import continue_command, stop
 from rltrain.utils.config.fields import FIXED_ON_RESUME
 from rltrain.utils.config.loader import shipped_config_names
+from rltrain.utils.config.resolve import ConfigRequest, given_value, resolve_config
 from rltrain.utils.errors import (
     EnvFailure,
     OutputError,
@@ -145,7 +145,8 @@ def train(config_name: str | None, overrides: tuple[str, ...], run_name: str | N
     from rltrain.scripts.resume import prepare_train
     from rltrain.scripts.wait import supervise
 
-    config = resolved_config(config_name, flag_overrides(overrides, **flags), run_name)
+    config = resolve_config(ConfigRequest(config_name, flag_overrides(overrides, **flags),
+                                          run_name=run_name), to_stderr)
     trainer, paths = prepare_train(config)
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")

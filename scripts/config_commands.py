@@ -15,11 +15,9 @@ import click
 import yaml
 
 from rltrain.agents.registry import ALGORITHMS
-from rltrain.utils.config.loader import apply_overrides, config_from_dict, resolve_config_path
+from rltrain.utils.config.resolve import ConfigRequest, resolve_config
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
-from rltrain.utils.config.zoo import train_mapping
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.io.safe_yaml import read_yaml_mapping
 
 # flag name -> (config key, metavar)
 FLAGS: dict[str, tuple[str, str]] = {
@@ -61,29 +59,6 @@ def to_stderr(line: str) -> None:
     click.echo(line, err=True)
 
 
-def resolved_config(config_name: str | None, overrides: tuple[str, ...],
-                    run_name: str | None = None, say_default: bool = True,
-                    note: Callable[[str], None] = to_stderr) -> TrainConfig:
-    """The config `rltrain train` trains with (and `rltrain sweep` each trial): a config
-    file (flat, or per env as RL Zoo's), or without one the shipped per-env file of the
-    algo for the env (rltrain's defaults where it has none, or without --env), then the
-    overrides. Which defaults were taken is said in one line to `note`."""
-    raw = None if config_name is None else read_yaml_mapping(resolve_config_path(config_name))
-    raw = train_mapping(raw, config_name, given_value(overrides, "env_name"),
-                        given_value(overrides, "algo"), note, say_default)
-    raw = apply_overrides(raw, overrides)
-    if run_name is not None:
-        raw["run_name"] = run_name
-    return config_from_dict(raw)
-
-
-def given_value(overrides: tuple[str, ...], key: str) -> str | None:
-    """The last value an override (a flag's or a --set) gives `key`, as text."""
-    values = [text.strip().strip("'\"") for item in overrides
-              for name, _, text in [item.partition("=")] if name.strip() == key]
-    return values[-1] if values else None
-
-
 @click.group("config")
 def config_group() -> None:
     """Show the config a run would train with (`rltrain config show`)."""
@@ -102,5 +77,6 @@ def show(config_name: str | None, overrides: tuple[str, ...], **flags: str | Non
     This is the config `rltrain train` with the same --config, --set and flags would
     train with (the `td3` section is shown only with algo td3).
     """
-    config = resolved_config(config_name, flag_overrides(overrides, **flags), say_default=False)
+    config = resolve_config(ConfigRequest(config_name, flag_overrides(overrides, **flags)),
+                            to_stderr, say_default=False)
     click.echo(yaml.safe_dump(config_to_dict(config), sort_keys=False), nl=False)

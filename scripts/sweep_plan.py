@@ -14,8 +14,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from rltrain.scripts.config_commands import resolved_config
 from rltrain.utils.config.loader import apply_overrides
+from rltrain.utils.config.resolve import ConfigRequest, resolve_config
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import ConfigError, UserError
 
@@ -91,7 +91,8 @@ def trial_config(config_name: str | None, overrides: Sequence[str],
     """A trial's config, built as `rltrain train` builds one from `--config` and the
     overrides (which hold --env and --algo as env_name=, algo=). `note` is told which
     defaults were taken; a trial running on Tune says nothing (the sweep said it)."""
-    return resolved_config(config_name, tuple(overrides), note=note or (lambda line: None))
+    return resolve_config(ConfigRequest(config_name, tuple(overrides)),
+                          note or (lambda line: None))
 
 
 def say_once(say: Callable[[str], None]) -> Callable[[str], None]:

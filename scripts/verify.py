@@ -92,7 +92,7 @@ def _launch(folder: Path, checkpoint: Path, name: str, changes: dict[str, Any],
             until: int, eval_every: int, seed: int | None) -> subprocess.Popen:
     """A fork beside the run (its log and checkpoint folders' parents); re-seeded with
     `seed` unless it is None."""
-    from rltrain.scripts.api import override_strings
+    from rltrain.utils.config.resolve import override_strings
 
     threads = max(1, (os.cpu_count() or 2) // 2)  # two branches at once share the cores
     sets = override_strings({**changes, "max_timesteps": until, "torch_threads": threads,

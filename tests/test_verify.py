@@ -32,7 +32,7 @@ FAULT = {"actor_lr": 0.1, "critic_lr": 0.1, "safe_mode": False, "max_timesteps":
 
 def check_suggestion(config: TrainConfig, suggested: dict) -> TrainConfig:
     """`suggested` applied as `--set`, and through resume's own check."""
-    from rltrain.scripts.api import override_strings
+    from rltrain.utils.config.resolve import override_strings
 
     assert suggested and not {k.split(".")[0] for k in suggested} & set(FIXED_ON_RESUME)
     sets = override_strings(suggested)

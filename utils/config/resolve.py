@@ -1,0 +1,106 @@
+"""The one way a run's config is resolved from what a user gives, whoever asks:
+`rltrain train` and `config show` (scripts/config_commands.py), `rltrain sweep`'s trials
+(scripts/sweep_plan.py) and the Python API's `rltrain.train` (scripts/api.py).
+
+What is given (`ConfigRequest`) and the order in which it applies, each later step
+overriding the earlier:
+
+1. rltrain's defaults (utils/config/schema.py);
+2. without a config file: the shipped `configs/<algo>.yaml` entry for the env, where it
+   has one (`--algo`/`--env`, or `algo=`/`env_name=` among the overrides);
+3. the config: a YAML file (a path, or a shipped config's name), flat or keyed by env id
+   as RL Zoo's `hyperparams/<algo>.yml` are (its section for the env; RL Zoo's key names
+   translated), a mapping of the same, or a `TrainConfig`;
+4. the overrides, in order: `--set KEY=VALUE` and the everyday flags as their `--set`,
+   then the API's keyword arguments (nested mappings or dotted keys), each read back as
+   `--set` reads its text.
+
+The result is validated once (utils/config/loader.py): an unknown key, a wrong type or
+a value out of range is one `ConfigError`, the same from every caller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rltrain.utils.config.loader import apply_overrides, config_from_dict, resolve_config_path
+from rltrain.utils.config.schema import TrainConfig, config_to_dict
+from rltrain.utils.config.zoo import train_mapping
+from rltrain.utils.errors import ConfigError
+from rltrain.utils.io.safe_yaml import read_yaml_mapping
+
+ConfigSource = str | Path | Mapping[str, Any] | TrainConfig
+
+
+@dataclass(frozen=True)
+class ConfigRequest:
+    """Everything a user may give for one run's config (see the module's docstring)."""
+
+    config: ConfigSource | None = None
+    sets: tuple[str, ...] = ()  # `--set KEY=VALUE` texts, the flags' among them
+    keywords: Mapping[str, Any] = field(default_factory=dict)  # the API's overrides
+    run_name: str | None = None
+
+
+def resolve_config(request: ConfigRequest, note: Callable[[str], None] = lambda line: None,
+                   say_default: bool = True) -> TrainConfig:
+    """The validated config of `request`. Which defaults were taken (rltrain's, or a
+    shipped per-env entry) is said in one line to `note` (rltrain's own defaults only
+    with `say_default`)."""
+    overrides = (*request.sets, *override_strings(request.keywords))
+    raw, source = _source_mapping(request.config)
+    raw = train_mapping(raw, source, given_value(overrides, "env_name"),
+                        given_value(overrides, "algo"), note, say_default)
+    raw = apply_overrides(raw, overrides)
+    if request.run_name is not None:
+        raw["run_name"] = request.run_name
+    return config_from_dict(raw)
+
+
+def _source_mapping(config: ConfigSource | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The config's mapping and what to call it in messages (None: no config given)."""
+    if config is None:
+        return None, None
+    if isinstance(config, TrainConfig):
+        return config_to_dict(config), "the given TrainConfig"
+    if isinstance(config, Mapping):
+        return dict(config), "the given mapping"
+    if isinstance(config, (str, Path)):
+        return read_yaml_mapping(resolve_config_path(str(config))), str(config)
+    raise ConfigError(f"config must be a path, a shipped config's name or a mapping, "
+                      f"not {type(config).__name__}")
+
+
+def given_value(overrides: tuple[str, ...], key: str) -> str | None:
+    """The last value an override (a flag's or a --set) gives `key`, as text."""
+    values = [text.strip().strip("'\"") for item in overrides
+              for name, _, text in [item.partition("=")] if name.strip() == key]
+    return values[-1] if values else None
+
+
+def override_strings(overrides: Mapping[str, Any], prefix: str = "") -> tuple[str, ...]:
+    """`{"td3": {"policy_delay": 3}, "gamma": 0.98}` as `("td3.policy_delay=3",
+    "gamma=0.98")`: each value written as the YAML `--set` reads back to it."""
+    import yaml
+
+    items: list[str] = []
+    for key, value in overrides.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            items.extend(override_strings(value, dotted + "."))
+            continue
+        if isinstance(value, Path):
+            value = str(value)
+        if isinstance(value, tuple):
+            value = list(value)
+        try:
+            text = yaml.safe_dump(value, default_flow_style=True, width=math.inf)
+        except yaml.YAMLError:
+            raise ConfigError(f"{dotted}: {type(value).__name__} is not a config value "
+                              "(use numbers, strings, booleans, None, lists, dicts)") from None
+        items.append(f"{dotted}={text.removesuffix(chr(10)).removesuffix(chr(10) + '...')}")
+    return tuple(items)
