@@ -1,21 +1,17 @@
 """Session: one watched run of another library's training loop, shared by the SB3
 callback and the plain-loop Watcher.
 
-It owns what rltrain's own trainer owns around its loop, built from the same parts: the
-run folder and its lock (`utils/run/folders.py`), the logs (`RunLogger`), the hooks (health
-rules, flow-1 diagnostics, metrics, all through `utils/hooks/hook.py`'s records), the
-`TrainingMonitor` that records their findings and owns the one pause path (a rule, or
-`rltrain pause` through the request file), and status.json. What differs per
-integration comes in as data: an `AgentView` of the networks, a replay buffer (or a view
+It drives the run shell (utils/run/shell.py) as rltrain's own trainer does: the same
+hooks in the same order, the same episode accounting and status.json keys, the run
+folder and its lock, the logs, and the `TrainingMonitor` that records the findings and
+owns the one pause path (a rule, or `rltrain pause` through the request file). What
+differs per integration comes in as data: an `AgentView` of the networks, a replay buffer (or a view
 of one), and `save`, which writes a checkpoint the library itself can load.
 """
 
 from __future__ import annotations
 
-import math
 import os
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -25,22 +21,28 @@ import torch
 
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.config.schema import TrainConfig
-from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
+from rltrain.utils.diagnostics.flow1 import NoDiagnostics
 from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.findings import Finding
-from rltrain.utils.hooks.hook import EpisodeEnd, Step, Update
-from rltrain.utils.rules.registry import rule_hooks
-from rltrain.utils.rules.spec import RuleContext
+from rltrain.utils.hooks.hook import Step, Update
 from rltrain.utils.run.folders import RunLock, RunPaths, create_run
-from rltrain.utils.run.health import HealthRules, is_finite
+from rltrain.utils.run.health import is_finite
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.run.metrics import RunMetrics
 from rltrain.utils.run.monitor import TrainingMonitor
 from rltrain.utils.run.progress import say
-from rltrain.utils.run.status import write_status
-from rltrain.utils.seeding import DIAGNOSTICS, derive_seed
+from rltrain.utils.run.shell import (
+    Counters,
+    EpisodeTally,
+    RunHooks,
+    count_step,
+    counters_status,
+    make_diagnostics,
+    next_episode_index,
+)
+from rltrain.utils.run.status import StatusFile
 from rltrain.utils.training.evaluation import evaluate
 
 STATUS_EVERY_SECONDS = 5.0
@@ -53,14 +55,6 @@ def session_config(user: Mapping[str, Any] | None, derived: Mapping[str, Any]) -
     eval_freq, ...), then what the integration knows from the library (gamma, batch
     size, ...), which wins: it describes the training that actually runs."""
     return config_from_dict({**dict(user or {}), **dict(derived)})
-
-
-@dataclass
-class _Episode:
-    index: int
-    episode_return: float = 0.0
-    length: int = 0
-    non_finite_rewards: int = 0
 
 
 class _Noise:
@@ -137,21 +131,31 @@ class Session:
         self.monitor = _Monitor(config, self.paths, self.logger, self._evaluation, save)
         self.hooks = self.monitor.hooks
         self.hooks.report = self._report  # kept for `take`, then recorded
-        self.env_steps = self._ended = env_steps
+        self.counters = Counters(env_steps=env_steps)
+        self._ended = env_steps
         self.updates = updates
-        self.diagnostics = (Flow1Diagnostics(config, obs_dim, view, buffer, self.paths,
-                                             self.logger, say,
-                                             derive_seed(config.seed, DIAGNOSTICS))
-                            if config.diagnostics.enabled else NoDiagnostics())
+        self.diagnostics = make_diagnostics(config, obs_dim, view, buffer, self.paths,
+                                            self.logger, say)
         metrics = RunMetrics(self.logger, config.log_freq, _Noise(noise), self.diagnostics,
                              env_steps, updates)
-        rules = rule_hooks(RuleContext(config, obs_dim, len(view.action_low), view))
-        self.hooks.hooks = [metrics, *HealthRules(config, obs_dim, view.device).hooks,
-                            self.diagnostics, *rules]
-        self.episodes = [_Episode(i) for i in range(config.num_envs)]
-        self.episode_count, self.last_return, self.last_non_finite = 0, None, 0
-        self.closed, self._status_mark = False, 0.0
+        hooks = RunHooks.build(config, obs_dim, len(view.action_low), view, metrics,
+                               self.diagnostics, view.device)
+        self.hooks.hooks = hooks.ordered()
+        self.episodes = [EpisodeTally(i) for i in range(config.num_envs)]
+        self.closed = False
+        self.status_file = StatusFile(self.paths.status_file, {
+            "run": self.paths.name, "max_timesteps": config.max_timesteps,
+            "integration": self.integration}, [self, self.monitor],
+            every_seconds=STATUS_EVERY_SECONDS)
         self.write_status("running")
+
+    @property
+    def env_steps(self) -> int:
+        return self.counters.env_steps
+
+    def status(self) -> dict[str, Any]:
+        """The counters, as status.json shows them (the run shell's keys)."""
+        return counters_status(self.counters, self.updates)
 
     # ------------------------------------------------------------ findings
     def _report(self, found: list[Finding]) -> None:
@@ -196,27 +200,17 @@ class Session:
              next_obs: np.ndarray, terminated: bool, truncated: bool) -> None:
         """One env step of training env `env`; `next_obs` is the true final observation
         when the episode ended."""
-        self.env_steps += 1
+        self.counters.env_steps += 1
         finite = is_finite(next_obs, action, reward)  # what rltrain would store
-        self.hooks.on_step(Step(self.env_steps, env, obs, action, reward, next_obs,
-                                terminated, truncated, finite))
-        episode = self.episodes[env]
-        if math.isfinite(reward):
-            episode.episode_return += reward
-        else:
-            episode.non_finite_rewards += 1
-        episode.length += 1
-        if terminated or truncated:
-            self._end_episode(env, terminated)
-
-    def _end_episode(self, env: int, terminated: bool) -> None:
-        e = self.episodes[env]
-        self.episode_count += 1
-        self.last_return, self.last_non_finite = e.episode_return, e.non_finite_rewards
-        self.hooks.on_episode_end(EpisodeEnd(self.env_steps, env, e.index, e.episode_return,
-                                             e.length, terminated, e.non_finite_rewards))
-        # num_envs episodes are always in progress: the next index is the one after them.
-        self.episodes[env] = _Episode(self.episode_count + self.config.num_envs - 1)
+        step = Step(self.env_steps, env, obs, action, reward, next_obs, terminated, truncated,
+                    finite)
+        self.hooks.on_step(step)
+        # The library decides where its episodes end (it resets its envs itself).
+        ended = count_step(self.counters, self.episodes[env], step, terminated or truncated)
+        if ended is not None:
+            self.hooks.on_episode_end(ended)
+            self.episodes[env] = EpisodeTally(
+                next_episode_index(self.counters, self.config.num_envs))
 
     def update(self, metrics: dict[str, float]) -> None:
         self.updates += 1
@@ -229,9 +223,8 @@ class Session:
             self.hooks.on_step_end(steps)
         self._ended = now
         self.monitor.due(before, now, self.eval_env is not None)
-        if now // 100 > before // 100 and \
-                time.monotonic() - self._status_mark > STATUS_EVERY_SECONDS:
-            self.write_status("running")
+        if now // 100 > before // 100:  # a heartbeat, at most every few seconds
+            self.status_file.after_step(now - now % 100, "running")
 
     # ------------------------------------------------------------ evaluation
     def evaluate_on(self, env: gym.Env, episodes: int | None = None) -> EvalResult:
@@ -275,14 +268,4 @@ class Session:
             self.lock.release()
 
     def write_status(self, state: str, pause_reason: str | None = None) -> None:
-        self._status_mark = time.monotonic()
-        m = self.monitor
-        write_status(self.paths.status_file, {
-            "run": self.paths.name, "state": state, "env_steps": self.env_steps,
-            "max_timesteps": self.config.max_timesteps, "episodes": self.episode_count,
-            "updates": self.updates, "latest_episode_return": self.last_return,
-            "latest_episode_non_finite_rewards": self.last_non_finite,
-            "latest_eval": m.latest_eval, "best_eval": m.best_eval,
-            "best_eval_step": m.best_eval_step, "evals_since_best": m.evals_since_best,
-            "evaluations": m.evaluations, "pause_reason": pause_reason,
-            "latest_checkpoint": m.latest_checkpoint, "integration": self.integration})
+        self.status_file.write(state, pause_reason)

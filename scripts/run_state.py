@@ -20,7 +20,6 @@ things and the ways a run ends.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +40,12 @@ from rltrain.utils.run.device import check_network_memory, tune_process
 from rltrain.utils.run.environment import environment_record, environment_warning
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.health import HealthRules, is_finite
+from rltrain.utils.run.shell import (
+    Counters,
+    count_step,
+    counters_status,
+    next_episode_index,
+)
 from rltrain.utils.seeding import (
     AGENT,
     EXPLORATION,
@@ -76,14 +81,6 @@ class ResumeInfo:
         origin = f" of run '{self.forked_from}'" if self.forked_from else ""
         origin += f", re-seeded with {self.reseeded}" if self.reseeded is not None else ""
         return f"resumed from {self.checkpoint}{origin} ({changes})"
-
-
-@dataclass
-class Counters:
-    env_steps: int = 0
-    episodes: int = 0  # completed training episodes
-    last_return: float | None = None  # of the latest completed episode
-    last_non_finite_rewards: int = 0  # NaN/inf rewards left out of that return
 
 
 class RunState:
@@ -149,32 +146,17 @@ class RunState:
 
     def count_step(self, step: Step) -> EpisodeEnd | None:
         """Add the step to its episode; the episode's end, if it ended."""
-        episode = self.collector.episodes[step.env]
         # A broken env state (a non-finite observation) ends the episode here.
         truncated = step.truncated or (not step.stored and not np.isfinite(step.next_obs).all())
-        if math.isfinite(step.reward):  # a NaN/inf reward is non_finite's, not the return's
-            episode.episode_return += step.reward
-        else:
-            episode.non_finite_rewards += 1  # counted, so that the return says what it lacks
-        episode.length += 1
-        if not (step.terminated or truncated):
-            return None
-        self.counters.episodes += 1
-        self.counters.last_return = episode.episode_return
-        self.counters.last_non_finite_rewards = episode.non_finite_rewards
-        return EpisodeEnd(step.env_steps, step.env, episode.index, episode.episode_return,
-                          episode.length, step.terminated, episode.non_finite_rewards)
+        return count_step(self.counters, self.collector.episodes[step.env], step,
+                          ended=step.terminated or truncated)
 
     def next_episode(self, env: int) -> None:
-        # num_envs episodes are always in progress: the next index is the one after them.
-        self.collector.restart(env, self.counters.episodes + self.collector.num_envs - 1)
+        self.collector.restart(env, next_episode_index(self.counters, self.collector.num_envs))
 
     def status(self) -> dict[str, Any]:
         """The counters, as status.json shows them."""
-        c = self.counters
-        return {"env_steps": c.env_steps, "episodes": c.episodes, "updates": self.agent.updates,
-                "latest_episode_return": c.last_return,
-                "latest_episode_non_finite_rewards": c.last_non_finite_rewards}
+        return counters_status(self.counters, self.agent.updates)
 
     def learning(self) -> bool:
         return (self.counters.env_steps >= self.config.learning_starts

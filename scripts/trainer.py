@@ -30,7 +30,6 @@ import torch
 from rltrain.scripts.outcome import RunOutcome
 from rltrain.scripts.run_state import ResumeInfo, RunState
 from rltrain.utils.config.schema import TrainConfig
-from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.errors import (
     EnvFailure,
     OutputError,
@@ -38,19 +37,17 @@ from rltrain.utils.errors import (
     first_line,
     os_error_in,
 )
-from rltrain.utils.hooks.hook import Hook, HookList
+from rltrain.utils.hooks.hook import Hook
 from rltrain.utils.io.checkpoint import remove_stale_temp_files
-from rltrain.utils.rules.registry import rule_hooks
-from rltrain.utils.rules.spec import RuleContext
 from rltrain.utils.run.folders import RunLock, RunPaths, relative_to_cwd
 from rltrain.utils.run.health import HealthRules
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.run.metrics import RunMetrics
 from rltrain.utils.run.monitor import TrainingMonitor
 from rltrain.utils.run.progress import ProgressDisplay, ProgressHook
+from rltrain.utils.run.shell import RunHooks, make_diagnostics
 from rltrain.utils.run.signals import SignalCatcher
 from rltrain.utils.run.status import StatusFile
-from rltrain.utils.seeding import DIAGNOSTICS, derive_seed
 
 
 class Trainer:
@@ -131,18 +128,20 @@ class Trainer:
         state.watch("monitor", self.monitor)
         if resume is not None and resume.forked_from is None:  # until this run writes one
             self.monitor.latest_checkpoint = str(relative_to_cwd(Path(resume.checkpoint)))
-        self.diagnostics = self._diagnostics(paths)
+        self.diagnostics = make_diagnostics(
+            config, state.obs_dim, state.view, state.buffer, paths, self.logger,
+            self.progress.message, state.collector.normalizer.observation)  # videos' view
         self.metrics = RunMetrics(self.logger, config.log_freq, state.exploration,
                                   self.diagnostics, state.counters.env_steps,
                                   state.agent.updates)
-        rules = HookList(rule_hooks(RuleContext(config, state.obs_dim, state.action_dim,
-                                                state.view)), report=self.monitor.handle)
+        hooks = RunHooks.build(config, state.obs_dim, state.action_dim, state.view,
+                               self.metrics, self.diagnostics, self.device, self.rules)
+        hooks.driver = [ProgressHook(self.progress, state.counters.last_return,
+                                     self.monitor.best_eval), *self.extra_hooks]
         state.watch("diagnostics", self.diagnostics)
         state.watch("metrics", self.metrics, spread=True)
-        state.watch("rule_hooks", rules)
-        progress = ProgressHook(self.progress, state.counters.last_return, self.monitor.best_eval)
-        self.hooks.hooks = [self.metrics, *self.rules.hooks, self.diagnostics, *rules.hooks,
-                            progress, *self.extra_hooks]
+        state.watch("rule_hooks", hooks.rule_states())
+        self.hooks.hooks = hooks.ordered()
         self.status = StatusFile(paths.status_file, {"run": paths.name,
                                  "max_timesteps": config.max_timesteps}, [state, self.monitor],
                                  (config.checkpoint_freq, config.eval_freq))
@@ -213,12 +212,6 @@ class Trainer:
         self.logger.event(env_steps, rule=rule, value=None, threshold=None, action="warn",
                           message=warning)
         self.progress.message(f"warning: {warning}")
-
-    def _diagnostics(self, paths: RunPaths) -> Flow1Diagnostics | NoDiagnostics:
-        return NoDiagnostics() if not self.config.diagnostics.enabled else Flow1Diagnostics(
-            self.config, self.state.obs_dim, self.state.view, self.state.buffer, paths,
-            self.logger, self.progress.message, derive_seed(self.config.seed, DIAGNOSTICS),
-            self.state.collector.normalizer.observation)  # the videos' view, as evaluation's
 
     def write_status(self, state: str, pause_reason: str | None = None) -> None:
         if hasattr(self, "status"):  # not before the run has its folders and monitor

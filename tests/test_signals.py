@@ -180,15 +180,15 @@ def test_the_cli_ignores_ctrl_c_once_the_command_has_ended(monkeypatch):
 
 
 def test_a_ctrl_c_while_the_run_starts_pauses_it_before_its_first_step(tmp_path, monkeypatch):
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts import trainer
 
-    original = Trainer._diagnostics
+    original = trainer.make_diagnostics
 
-    def interrupted(self, paths):  # the Ctrl-C lands while the diagnostics load
+    def interrupted(*args, **kwargs):  # the Ctrl-C lands while the diagnostics load
         os.kill(os.getpid(), signal.SIGINT)
-        return original(self, paths)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(Trainer, "_diagnostics", interrupted)
+    monkeypatch.setattr(trainer, "make_diagnostics", interrupted)
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(tiny_dict(tmp_path)))
     result = CliRunner().invoke(rltrain_cli, ["train", "--config", str(config),
@@ -196,7 +196,7 @@ def test_a_ctrl_c_while_the_run_starts_pauses_it_before_its_first_step(tmp_path,
     assert result.exit_code == 3, result.output
     assert "paused at step 0 [interrupt]" in result.output
     paused = tmp_path / "checkpoints" / "r" / "paused_at_step_0.pt"
-    monkeypatch.setattr(Trainer, "_diagnostics", original)
+    monkeypatch.setattr(trainer, "make_diagnostics", original)
     resumed = CliRunner().invoke(rltrain_cli, ["resume", "--checkpoint", str(paused)])
     assert resumed.exit_code == 0 and "finished at step 300" in resumed.output, resumed.output
 
