@@ -52,8 +52,9 @@ def train(config: str | Path | Mapping[str, Any] | TrainConfig | None = None,
     name of a shipped config ("pendulum_ddpg.yaml"), a mapping of config keys, or a
     `TrainConfig`; None: the shipped tuned entry for `algo` and `env_name`, as
     `rltrain train --algo A --env ID` takes it (utils/config/resolve.py). `overrides`:
-    config keys and their values, dotted keys for nested sections (`**{"monitor.q_explosion.action": "warn"}`) or nested
-    dicts (`monitor={"q_explosion": {"action": "warn"}}`), validated as `--set` is.
+    config keys and their values, dotted keys for nested sections
+    (`**{"monitor.q_explosion.action": "warn"}`) or nested dicts
+    (`monitor={"q_explosion": {"action": "warn"}}`), validated as `--set` is.
     Raises `ConfigError` for a bad config, `EnvError` for an unknown env, `OutputError`
     when a file cannot be written, `EnvFailure` when the env's own code raises.
     """
