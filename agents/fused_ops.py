@@ -149,11 +149,14 @@ class FlatAdam:
             if p.grad is not g:
                 p.grad = g
 
-    def step(self, loss: torch.Tensor, clip_norm: float | None) -> torch.Tensor:
+    def step(self, loss: torch.Tensor, clip_norm: float | None,
+             norm: torch.Tensor | None = None) -> torch.Tensor:
         """Clip the gradient if configured and take an Adam step; return the norm before
-        clipping. A NaN/inf loss or gradient leaves parameters, moments and the step
-        count untouched: the kernel skips where `found_inf` is 1, decided on the device."""
-        norm = torch.linalg.vector_norm(self.grad)
+        clipping (`norm`: the caller's, else the flat buffer's). A NaN/inf loss or
+        gradient leaves parameters, moments and the step count untouched: the kernel
+        skips where `found_inf` is 1, decided on the device."""
+        if norm is None:
+            norm = torch.linalg.vector_norm(self.grad)
         if clip_norm is not None:
             # Same rule as clip_grad_norm_: scale by clip / (norm + 1e-6) when above clip.
             self.grad.mul_(torch.clamp(clip_norm / (norm + 1e-6), max=1.0))

@@ -1,291 +1,37 @@
 """SAC: Haarnoja et al., "Soft Actor-Critic Algorithms and Applications" (2018).
 
-A tanh-squashed Gaussian policy (networks/gaussian_actor.py), twin critics with a
-Polyak-averaged target, and the entropy temperature alpha, fixed or learnt towards a
-target entropy (-dim(A) by default). The update follows Stable-Baselines3's `SAC.train`
-step by step, so that the two are comparable at the same settings: a fresh policy
-sample on the batch; the temperature's step on it (the critics and the actor use the
-temperature from before that step); the critics on the soft TD target; the actor on
-the stepped critics; then the target critics.
-
-This module is update maths only, like agents/deterministic.py: `act`, `update(batch)
--> metrics`, `state_dict`. Metrics are detached tensors on the agent's device. SAC has
-the autograd update only.
+The algorithm's entry (agents/registry.py names this module): its agent, built over the
+update of agents/sac_update.py, with autograd's gradients stepped by `torch.optim.Adam`
+(`update_backend: autograd`, the reference) or, with `auto` on the CPU where torch has
+the ops, by the same Adam kernel on flat buffers (agents/sac_flat.py: the same update,
+without torch.optim's import of torch._dynamo). SAC explores by sampling its own policy;
+its checkpoint holds its temperature and no actor target.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
-from rltrain.agents.base import Agent, Batch, CommonSettings, Implementation
-from rltrain.networks.critic import Critic
+from rltrain.agents import fused_ops
+from rltrain.agents.base import Agent, CommonSettings, Implementation
+from rltrain.agents.sac_flat import FlatSACAgent
+from rltrain.agents.sac_update import STATE_KEYS, SACAgent
 from rltrain.networks.gaussian_actor import GaussianActor
-
-STATE_KEYS = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimizer",
-              "updates", "agent_generator", "log_ent_coef", "ent_coef_optimizer")
-PROBE_SEED = 0  # the probe's own stream: probing never draws from the agent's
-
-
-@dataclass(frozen=True)
-class Temperature:
-    """What `sac.ent_coef` means: learnt from `start`, or fixed at `start`."""
-
-    learnt: bool
-    start: float
-
-    @classmethod
-    def parse(cls, setting: str | float) -> "Temperature":
-        if isinstance(setting, str):
-            if setting == "auto":
-                return cls(True, 1.0)
-            if setting.startswith("auto_"):
-                start = _positive(setting[len("auto_"):])
-                if start is not None:
-                    return cls(True, start)
-            raise ValueError(f"sac.ent_coef {setting!r} is not auto, auto_<start> (e.g. "
-                             "auto_0.1) or a positive number")
-        if not setting > 0:
-            raise ValueError(f"sac.ent_coef must be positive, got {setting}")
-        return cls(False, float(setting))
-
-
-def _positive(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if value > 0 and math.isfinite(value) else None
-
-
-class SACAgent:
-    """Gaussian policy, twin critic and its target, the temperature and their optimisers."""
-
-    def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
-                 common: CommonSettings, options: Any, device: torch.device) -> None:
-        self.settings, self.options, self.device = common, options, device
-        self.actor = GaussianActor(obs_dim, action_low, action_high, common.actor_net).to(device)
-        self.critic = Critic(obs_dim, action_low, action_high, common.critic_net).to(device)
-        self.critic_target = Critic(obs_dim, action_low, action_high,
-                                    common.critic_net).to(device).requires_grad_(False)
-        self.critic_target.load_state_dict(self.critic.state_dict())
-        self.actor_opt = _adam(self.actor.parameters(), common.actor_lr)
-        self.critic_opt = _adam(self.critic.parameters(), common.critic_lr)
-        self.temperature = Temperature.parse(options.ent_coef)
-        action_dim = len(action_low)
-        self.target_entropy = (-float(action_dim) if options.target_entropy == "auto"
-                               else float(options.target_entropy))
-        # log(alpha): learnt with the actor's rate (SB3 uses its one rate for all three)
-        self.log_ent_coef = torch.full((1,), math.log(self.temperature.start), device=device,
-                                       requires_grad=self.temperature.learnt)
-        self.ent_coef_opt = _adam([self.log_ent_coef], common.actor_lr)
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(common.seed)
-        self.updates = 0
-
-    # ------------------------------------------------------------------ acting
-    @torch.inference_mode()
-    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        """The policy's mode (deterministic) or a sample from it, for one observation
-        [obs_dim] or one per row of [N, obs_dim]."""
-        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        rows = obs_t.unsqueeze(0) if obs_t.dim() == 1 else obs_t
-        action = (self.actor(rows) if deterministic
-                  else self.actor.sample(rows, self.generator)[0])
-        return action[0].cpu().numpy() if obs_t.dim() == 1 else action.cpu().numpy()
-
-    # ------------------------------------------------------------------ update
-    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """One temperature, critic and actor step, and the target critic every
-        `target_update_interval` updates."""
-        self.updates += 1
-        # Sample the current policy on the batch: the temperature's and the actor's input
-        actions_pi, log_prob = self.actor.sample(batch.obs, self.generator)
-        ent_coef = self.log_ent_coef.detach().exp()  # this update's: before its own step
-        metrics = self._temperature_step(log_prob)
-        metrics.update(self._critic_step(batch, ent_coef))
-        metrics.update(self._actor_step(batch.obs, actions_pi, log_prob, ent_coef))
-        metrics["ent_coef"] = ent_coef[0]
-        metrics["entropy"] = -log_prob.detach().mean()
-        if self.updates % self.options.target_update_interval == 0:
-            self._soft_update_target()
-        return metrics
-
-    def _temperature_step(self, log_prob: torch.Tensor) -> dict[str, torch.Tensor]:
-        if not self.temperature.learnt:
-            return {}
-        # Raise alpha while the policy's entropy (-log pi) is under its target.
-        loss = -(self.log_ent_coef * (log_prob + self.target_entropy).detach()).mean()
-        self.ent_coef_opt.zero_grad()
-        loss.backward()
-        self.ent_coef_opt.found_inf = (~torch.isfinite(loss)).float()
-        self.ent_coef_opt.step()
-        return {"ent_coef_loss": loss.detach()}
-
-    def td_target(self, batch: Batch, ent_coef: torch.Tensor,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
-        """r + gamma * (1 - terminated) * (min_i Q'_i(s', a') - alpha log pi(a'|s')), with
-        a' sampled from the current policy, [B, 1]."""
-        with torch.no_grad():
-            next_actions, next_log_prob = self.actor.sample(batch.next_obs,
-                                                            generator or self.generator)
-            target_q = self.critic_target(batch.next_obs, next_actions).min(dim=0).values
-            soft_q = target_q - ent_coef * next_log_prob
-            # A time-limit truncation is not the end of the task: bootstrap through it.
-            return batch.rewards + self.settings.gamma * (1.0 - batch.terminated) * soft_q
-
-    def critic_loss(self, batch: Batch, ent_coef: torch.Tensor,
-                    generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Half the sum of the critics' MSE to the soft TD target (as SB3), and Q [n, B, 1]."""
-        target = self.td_target(batch, ent_coef, generator)
-        q = self.critic(batch.obs, batch.actions)
-        return 0.5 * (q - target).square().mean(dim=(1, 2)).sum(), q
-
-    def actor_loss(self, obs: torch.Tensor, actions_pi: torch.Tensor, log_prob: torch.Tensor,
-                   ent_coef: torch.Tensor) -> torch.Tensor:
-        """mean(alpha log pi(a|s) - min_i Q_i(s, a)). The critics' parameters are frozen
-        while it is built: the loss reaches the actor through the critics' input only, and
-        nothing of it lands in the critics' `.grad`."""
-        self.critic.requires_grad_(False)
-        try:
-            q_pi = self.critic(obs, actions_pi).min(dim=0).values  # [B, 1]
-            return (ent_coef * log_prob - q_pi).mean()
-        finally:
-            self.critic.requires_grad_(True)
-
-    def _critic_step(self, batch: Batch, ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
-        # Compute the critic loss and step the critics
-        loss, q = self.critic_loss(batch, ent_coef)
-        grad_norm = self._step(self.critic_opt, self.critic, loss)
-        return {"critic_loss": loss.detach(), "q_mean": q[0].mean().detach(),
-                "critic_grad_norm": grad_norm}
-
-    def _actor_step(self, obs: torch.Tensor, actions_pi: torch.Tensor, log_prob: torch.Tensor,
-                    ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
-        # Compute the actor loss on the stepped critics and step the actor
-        loss = self.actor_loss(obs, actions_pi, log_prob, ent_coef)
-        grad_norm = self._step(self.actor_opt, self.actor, loss)
-        return {"actor_loss": loss.detach(), "actor_grad_norm": grad_norm}
-
-    def _step(self, optimiser: Any, net: nn.Module, loss: torch.Tensor) -> torch.Tensor:
-        """Backpropagate, clip if configured and take an Adam step; the gradient norm
-        before clipping. A NaN/inf loss or gradient leaves everything untouched (fused
-        Adam's `found_inf`, decided on the device)."""
-        optimiser.zero_grad()
-        loss.backward()
-        params = list(net.parameters())
-        clip = self.settings.grad_clip_norm
-        norm = (torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None
-                else torch.nn.utils.get_total_norm([p.grad for p in params]))
-        optimiser.found_inf = (~(torch.isfinite(loss) & torch.isfinite(norm))).float()
-        optimiser.step()
-        return norm.detach()
-
-    @torch.no_grad()
-    def _soft_update_target(self) -> None:
-        # Polyak averaging: target <- target + tau * (online - target)
-        for param, target in zip(self.critic.parameters(), self.critic_target.parameters(),
-                                 strict=True):
-            target.lerp_(param, self.settings.tau)
-
-    # ------------------------------------------------------------ the interface
-    def networks(self) -> dict[str, nn.Module]:
-        return {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target}
-
-    def optimizers(self) -> dict[str, Any]:
-        found = {"actor": self.actor_opt, "critic": self.critic_opt}
-        if self.temperature.learnt:
-            found["ent_coef"] = self.ent_coef_opt
-        return found
-
-    def probe_losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Critic and actor losses on `batch` with their graphs, sampling from a stream of
-        the probe's own (the agent's random stream is left as it is)."""
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed(PROBE_SEED)
-        ent_coef = self.log_ent_coef.detach().exp()
-        critic_loss, q = self.critic_loss(batch, ent_coef, generator)
-        actions_pi, log_prob = self.actor.sample(batch.obs, generator)
-        return critic_loss, self.actor_loss(batch.obs, actions_pi, log_prob, ent_coef), q
-
-    def parameters_finite(self) -> bool:
-        params = [*self.actor.parameters(), *self.critic.parameters(), self.log_ent_coef]
-        return bool(torch.stack([torch.isfinite(p).all() for p in params]).all())
-
-    def reseed(self, seed: int) -> None:
-        self.generator.manual_seed(seed)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
-            "actor_optimizer": self.actor_opt.state_dict(),
-            "critic_optimizer": self.critic_opt.state_dict(),
-            "log_ent_coef": self.log_ent_coef.detach().clone(),
-            "ent_coef_optimizer": self.ent_coef_opt.state_dict(),
-            "updates": self.updates,
-            "agent_generator": self.generator.get_state(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> bool:
-        """Restore everything `state_dict` saved; whether the agent's random stream
-        continues (False for a checkpoint from the other kind of device)."""
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.critic_target.load_state_dict(state["critic_target"])
-        _load_optimiser(self.actor_opt, state["actor_optimizer"], self.settings.actor_lr)
-        _load_optimiser(self.critic_opt, state["critic_optimizer"], self.settings.critic_lr)
-        # The temperature continues where it was learnt; a fixed one, or a learnt one that
-        # was fixed in the checkpoint (a resume that changed sac.ent_coef), starts from
-        # the config's value, as the config's learning rates win over the saved ones.
-        was_learnt = bool(state["ent_coef_optimizer"].get("state"))
-        if self.temperature.learnt and was_learnt:
-            with torch.no_grad():
-                self.log_ent_coef.copy_(torch.as_tensor(state["log_ent_coef"]).reshape(1))
-            _load_optimiser(self.ent_coef_opt, state["ent_coef_optimizer"],
-                            self.settings.actor_lr)
-        self.updates = int(state["updates"])
-        return _load_generator(self.generator, state["agent_generator"])
-
-
-def _adam(params: Any, lr: float) -> torch.optim.Adam:
-    # fused: one kernel steps all of a network's parameters; it honours `found_inf`.
-    return torch.optim.Adam(params, lr=lr, fused=True)
-
-
-def _load_optimiser(optimiser: Any, saved: dict[str, Any], lr: float) -> None:
-    optimiser.load_state_dict(saved)
-    for group in optimiser.param_groups:  # the config's rate applies, not the saved one
-        group["lr"] = lr
-
-
-def _load_generator(generator: torch.Generator, saved: torch.Tensor) -> bool:
-    """CPU and CUDA generators keep states of different sizes: one from the other kind
-    of device seeds a new stream from its hash (the same on every resume)."""
-    saved = saved.cpu()
-    if saved.numel() == generator.get_state().numel():
-        generator.set_state(saved)
-        return True
-    digest = hashlib.sha256(saved.numpy().tobytes()).digest()
-    generator.manual_seed(int.from_bytes(digest[:8], "little"))
-    return False
 
 
 def build(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
           common: CommonSettings, options: Any, device: torch.device,
           backend: str = "auto") -> tuple[Agent, str | None]:
-    """SAC's agent; it has the autograd update only."""
+    """SAC's agent for `backend`; it has no hand-written update (`fused`)."""
     if backend == "fused":
         raise ValueError("update_backend fused is DDPG's and TD3's; sac trains with autograd "
                          "(update_backend auto or autograd)")
-    return SACAgent(obs_dim, action_low, action_high, common, options, device), None
+    flat = backend == "auto" and device.type == "cpu" and not fused_ops.missing_ops()
+    cls = FlatSACAgent if flat else SACAgent
+    return cls(obs_dim, action_low, action_high, common, options, device), None
 
 
 IMPLEMENTATION = Implementation(build=build, state_keys=STATE_KEYS, make_actor=GaussianActor)

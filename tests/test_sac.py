@@ -12,7 +12,9 @@ import torch
 
 from rltrain.agents.base import CommonSettings
 from rltrain.agents.registry import SACOptions
-from rltrain.agents.sac import SACAgent, Temperature, build
+from rltrain.agents.sac import build
+from rltrain.agents.sac_flat import FlatSACAgent
+from rltrain.agents.sac_update import SACAgent, Temperature
 from rltrain.networks.gaussian_actor import GaussianActor
 from rltrain.networks.mlp import NetworkSpec
 from rltrain.utils.training.replay_buffer import Batch
@@ -190,3 +192,48 @@ def test_a_resume_that_changes_the_temperature_starts_from_the_configs(saved, no
     else:
         assert value == pytest.approx(expected)
     restored.update(make_batch(seed=5))  # and it trains on from there
+
+
+def make_flat(seed: int = 0, **options) -> FlatSACAgent:
+    torch.manual_seed(seed)
+    common = CommonSettings(actor_lr=1e-3, critic_lr=1e-3, actor_net=TINY, critic_net=TINY,
+                            seed=seed, grad_clip_norm=options.pop("clip", None))
+    return FlatSACAgent(3, LOW, HIGH, common, SACOptions(**options), torch.device("cpu"))
+
+
+@pytest.mark.parametrize("options", [{}, {"ent_coef": 0.05}, {"clip": 0.5}])
+def test_the_flat_adam_gives_the_same_update_bit_for_bit(options):
+    clip = options.get("clip")
+    torch.manual_seed(0)
+    common = CommonSettings(actor_lr=1e-3, critic_lr=1e-3, actor_net=TINY, critic_net=TINY,
+                            seed=0, grad_clip_norm=clip)
+    reference = SACAgent(3, LOW, HIGH, common,
+                         SACOptions(**{k: v for k, v in options.items() if k != "clip"}),
+                         torch.device("cpu"))
+    flat = make_flat(**dict(options))
+    for seed in range(5):
+        ours, theirs = flat.update(make_batch(seed=seed)), reference.update(make_batch(seed=seed))
+        assert {k: float(v) for k, v in ours.items()} == {k: float(v) for k, v in theirs.items()}
+    for a, b in zip([*params(flat.actor), *params(flat.critic), flat.log_ent_coef],
+                    [*params(reference.actor), *params(reference.critic),
+                     reference.log_ent_coef], strict=True):
+        assert torch.equal(a.detach(), b.detach())
+
+
+def test_a_checkpoint_moves_between_the_two_optimisers():
+    flat, reference = make_flat(), make_agent()
+    for seed in range(3):
+        flat.update(make_batch(seed=seed))
+    reference.load_state_dict(copy.deepcopy(flat.state_dict()))
+    again = make_flat(seed=4)
+    again.load_state_dict(copy.deepcopy(reference.state_dict()))
+    for seed in range(3, 6):
+        a, b = again.update(make_batch(seed=seed)), reference.update(make_batch(seed=seed))
+        assert {k: float(v) for k, v in a.items()} == {k: float(v) for k, v in b.items()}
+
+
+def test_auto_is_the_flat_adam_on_the_cpu_and_autograd_is_torchs():
+    cpu = torch.device("cpu")
+    auto, _ = build(3, LOW, HIGH, CommonSettings(), SACOptions(), cpu, "auto")
+    plain, _ = build(3, LOW, HIGH, CommonSettings(), SACOptions(), cpu, "autograd")
+    assert type(auto) is FlatSACAgent and type(plain) is SACAgent
