@@ -154,6 +154,21 @@ class CrashingPendulum(gym.Wrapper):
         return self.env.step(action)
 
 
+class ExitingPendulum(gym.Wrapper):
+    """Pendulum whose step raises `error` (SystemExit(0), KeyboardInterrupt) at its
+    150th step: env code that exits or interrupts instead of raising an error."""
+
+    def __init__(self, error: str = "exit") -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.error, self.steps = error, 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == 150:
+            raise SystemExit(0) if self.error == "exit" else KeyboardInterrupt()
+        return self.env.step(action)
+
+
 class GlobalRandomPendulum(gym.Wrapper):
     """Pendulum whose rewards get noise from Python's and NumPy's global generators, as
     careless env code does."""
@@ -401,6 +416,9 @@ gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
 gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
 gym.register("FakeGatedPendulum-v0", entry_point=GatedPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
+gym.register("FakeExitingPendulum-v0", entry_point=ExitingPendulum)
+gym.register("FakeInterruptingPendulum-v0", entry_point=ExitingPendulum,
+             kwargs={"error": "interrupt"})
 gym.register("FakeGlobalRandomPendulum-v0",
              entry_point=lambda: GlobalRandomPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeConstantRewardPendulum-v0",

@@ -72,3 +72,8 @@ def describe_write_failure(exc: BaseException) -> str:
         return str(exc)
     cause = os_error_in(exc)
     return describe_os_error(cause) if cause is not None else str(exc)
+
+
+class Aborted(KeyboardInterrupt):
+    """The second Ctrl-C: abort at once (utils/run/signals.py). A KeyboardInterrupt that
+    is not one was raised by something else, such as an env's own code."""

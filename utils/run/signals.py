@@ -12,6 +12,8 @@ from __future__ import annotations
 import signal
 from types import FrameType, TracebackType
 
+from rltrain.utils.errors import Aborted
+
 
 class SignalCatcher:
     """Context manager: SIGINT/SIGTERM set `received`; a second SIGINT raises KeyboardInterrupt."""
@@ -28,7 +30,7 @@ class SignalCatcher:
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGINT and self.received is not None and not self._settled:
-            raise KeyboardInterrupt  # the second Ctrl-C: abort at once
+            raise Aborted  # the second Ctrl-C: abort at once
         if self.received is None:
             rule = "interrupt" if signum == signal.SIGINT else "terminate"
             self.received = (rule, f"{signal.Signals(signum).name} received")

@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import FlattenObservation
 
-from rltrain.utils.errors import EnvError, EnvFailure, first_line
+from rltrain.utils.errors import Aborted, EnvError, EnvFailure, first_line
 
 
 def make_env(env_name: str, render_mode: str | None = None,
@@ -62,16 +62,18 @@ def make_env(env_name: str, render_mode: str | None = None,
 def env_code(env_name: str, call: str) -> Iterator[None]:
     """Around calls into the env (`call`: what rltrain was doing): an exception raised
     there is the env's, and becomes an `EnvFailure` that names it and where it was raised
-    (with the traceback kept for the run's log folder)."""
+    (with the traceback kept for the run's log folder). An env is untrusted code: its
+    `SystemExit` and `KeyboardInterrupt` are its failures too; only the second Ctrl-C
+    (`Aborted`) passes through."""
     try:
         yield
-    except EnvFailure:
+    except (EnvFailure, Aborted):
         raise  # already named where it was raised (in an env's own process, for one)
-    except Exception as exc:
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
         raise env_failure(env_name, call, exc) from exc
 
 
-def env_failure(env_name: str, call: str, exc: Exception) -> EnvFailure:
+def env_failure(env_name: str, call: str, exc: BaseException) -> EnvFailure:
     """`exc`, raised by the env's code in `call`, as an `EnvFailure` naming where."""
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in " \
