@@ -169,6 +169,19 @@ class ExitingPendulum(gym.Wrapper):
         return self.env.step(action)
 
 
+class WordyPendulum(gym.Wrapper):
+    """Pendulum whose step says terminated="yes" at its 150th step."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, "yes" if self.steps == 150 else terminated, truncated, info
+
+
 class GlobalRandomPendulum(gym.Wrapper):
     """Pendulum whose rewards get noise from Python's and NumPy's global generators, as
     careless env code does."""
@@ -417,6 +430,7 @@ gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
 gym.register("FakeGatedPendulum-v0", entry_point=GatedPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
 gym.register("FakeExitingPendulum-v0", entry_point=ExitingPendulum)
+gym.register("FakeWordyPendulum-v0", entry_point=WordyPendulum)
 gym.register("FakeInterruptingPendulum-v0", entry_point=ExitingPendulum,
              kwargs={"error": "interrupt"})
 gym.register("FakeGlobalRandomPendulum-v0",

@@ -52,7 +52,7 @@ def make_env(env_name: str, render_mode: str | None = None,
         raise _constructor_failed(env_failure(env_name, "its constructor", exc)) from None
     try:
         check_action_space(env_name, env.action_space)
-        return _flat_observations(env_name, env)
+        return StepTypes(_flat_observations(env_name, env), env_name)
     except EnvError:
         env.close()
         raise
@@ -122,6 +122,32 @@ def _missing_package(env_name: str, exc: Exception) -> str:
     if "box2d" in str(exc).lower():  # Gymnasium's own hint names its extra, not ours
         return f"env '{env_name}' needs Box2D: pip install \"rltrain[box2d]\""
     return f"env '{env_name}' needs a package that is not installed: {exc}"
+
+
+class StepTypes(gym.Wrapper):
+    """Checks what the env's `step` returns: `terminated` and `truncated` must be bools
+    (Python's or NumPy's) and the reward a real number. Anything else (`"yes"`, `None`, a
+    list) is the env's failure, named as such, rather than a truthy value taken as the
+    end of an episode."""
+
+    def __init__(self, env: gym.Env, env_name: str) -> None:
+        super().__init__(env)
+        self.env_name = env_name
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, Any]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        for name, flag in (("terminated", terminated), ("truncated", truncated)):
+            if not isinstance(flag, (bool, np.bool_)):
+                self._refuse(name, flag, "a bool")
+        if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (int, float,
+                                                                            np.number)):
+            self._refuse("reward", reward, "a number")
+        return obs, reward, terminated, truncated, info
+
+    def _refuse(self, name: str, value: Any, wanted: str) -> None:
+        problem = (f"env '{self.env_name}' returned {name}={value!r} "
+                   f"({type(value).__name__}) from step; Gymnasium's API wants {wanted}")
+        raise EnvFailure(problem, problem + "\n")
 
 
 def _flat_observations(env_name: str, env: gym.Env) -> gym.Env:
