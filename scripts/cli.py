@@ -151,7 +151,7 @@ def train(config_name: str | None, overrides: tuple[str, ...], run_name: str | N
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")
     say(f"  logs: {paths.log_dir}  (tensorboard --logdir {config.log_dir})")
-    _report(supervise(trainer, paths, None, wait, _say_paused))
+    _report(supervise(trainer, paths, None, wait, _say_paused_waiting))
 
 
 def _shown(path: Path | None) -> str:
@@ -178,6 +178,18 @@ def _say_paused(outcome: RunOutcome) -> None:
     hint = resume_hint(outcome)
     if hint is not None:
         say(hint)
+
+
+def _say_paused_waiting(outcome: RunOutcome) -> None:
+    """A pause the process waits after (--wait, on_pause: wait): the run is answered from
+    another terminal with `rltrain continue` or `rltrain stop`, not resumed."""
+    from rltrain.scripts.outcome import resume_hint
+
+    say(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
+    hint = resume_hint(outcome)
+    if hint is not None:
+        say(hint.replace("rltrain resume --checkpoint", "rltrain continue with --set, or "
+                         "rltrain resume --checkpoint"))
 
 
 def _report(outcome: RunOutcome) -> None:
@@ -216,7 +228,7 @@ def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | Non
                                          fork_seed=fork_seed)
     say(f"run {paths.name}: resuming at step {info.env_steps} of "
                f"{trainer.config.max_timesteps}, device {trainer.device}")
-    _report(supervise(trainer, paths, info, wait, _say_paused))
+    _report(supervise(trainer, paths, info, wait, _say_paused_waiting))
 
 
 

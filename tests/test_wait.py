@@ -146,9 +146,13 @@ def test_stop_the_timeout_and_signals_end_the_wait_with_exit_3(tmp_path, how, sa
                  on_pause="wait", wait_timeout=2.0 if how == "timeout" else 60.0)
     status = waiting(tmp_path, proc)
     paths = RunPaths("live", tmp_path / "logs" / "live", tmp_path / "checkpoints" / "live")
-    with pytest.raises(UserError, match="in use by another rltrain process"):
+    with pytest.raises(UserError, match="is paused and its process waits for an instruction"
+                                        r" \(pid \d+\): rltrain continue live"):
         RunLock(paths)  # the waiting process holds the run
-    if how == "stop":  # waiting costs no CPU
+    if how == "stop":  # resume says what to do instead; waiting costs no CPU
+        refused = rltrain(tmp_path, "resume", "--checkpoint",
+                          str(tmp_path / "checkpoints" / "live" / PAUSED))
+        assert refused.exit_code == 2 and "rltrain continue live" in refused.output
         cpu = psutil.Process(proc.pid)
         before = sum(cpu.cpu_times()[:2])
         time.sleep(1.0)
@@ -157,6 +161,8 @@ def test_stop_the_timeout_and_signals_end_the_wait_with_exit_3(tmp_path, how, sa
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 3, out
     assert f"no longer waiting: {says}" in out and "resume with: rltrain resume" in out
+    # While it waited, the hint was the waiting process's answers, not a resume
+    assert out.index("waiting for an instruction") < out.index("resume with:")
     checkpoint = tmp_path / "checkpoints" / "live" / PAUSED
     assert status["waiting"]["checkpoint"] == str(checkpoint)
     check_resumable(load_checkpoint(checkpoint), str(checkpoint))

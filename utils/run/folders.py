@@ -186,6 +186,12 @@ class RunLock:
 
     @staticmethod
     def _in_use(paths: RunPaths, evidence: str) -> UserError:
+        status = read_status(paths.status_file) or {}
+        if status.get("waiting") and effective_state(status) == "paused":
+            return UserError(f"run '{paths.name}' is paused and its process waits for an "
+                             f"instruction (pid {status.get('pid')}): rltrain continue "
+                             f"{paths.name} [--set KEY=VALUE ...], or rltrain stop "
+                             f"{paths.name} and then resume it")
         return UserError(f"run '{paths.name}' is in use by another rltrain process "
                          f"({evidence}); wait for it to end, pause it (`rltrain pause "
                          f"{paths.name}`), or fork with --run-name NEW")
