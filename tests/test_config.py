@@ -80,9 +80,21 @@ def test_invalid_values_name_the_key_and_the_allowed_range(raw, message):
 
 
 @pytest.mark.parametrize("text, expected", [("1e6", 1_000_000), ("1000000", 1_000_000),
-                                            (1e6, 1_000_000), ("2.5e3", 2500)])
-def test_yaml_1_1_number_strings_are_accepted(text, expected):
-    assert config_from_dict({"replay_buffer_size": text}).replay_buffer_size == expected
+                                            ("1.0e6", 1_000_000), ("2.5e3", 2500)])
+def test_exponents_without_a_dot_are_numbers_in_yaml(text, expected):
+    raw = apply_overrides({}, (f"replay_buffer_size={text}",))  # YAML 1.1 left 1e6 as text
+    assert config_from_dict(raw).replay_buffer_size == expected
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ({"replay_buffer_size": "1e6"}, "replay_buffer_size: 1e6"),
+    ({"gamma": "0.99"}, "gamma: 0.99"),
+    (apply_overrides({}, ('batch_size="64"',)), "batch_size: 64"),
+])
+def test_a_quoted_number_is_refused_with_its_unquoted_form(raw, shown):
+    with pytest.raises(ConfigError, match=f"got the text .*: write it without quotes "
+                                          f"\\({shown}\\)"):
+        config_from_dict(raw)
 
 
 def test_integers_beyond_a_float_are_kept_exact_or_refused_in_one_line():

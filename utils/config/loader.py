@@ -188,18 +188,17 @@ def _member(value: Any, args: tuple[Any, ...]) -> Any:
 
 
 def _as_number(key: str, value: Any, integer: bool, valid: Range | None) -> int | float:
-    """Numbers, and strings such as '1e6' that YAML 1.1 leaves as text."""
+    """A number (`1e6` is one: utils/io/safe_yaml.py). A number given as text (quoted:
+    "0.99") is refused with the unquoted form, as a config's types are strict."""
     number: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            number = None
     kind = "an integer" if integer else "a number"
     if valid is not None:
         kind = _describe(int if integer else float, valid)
+    if isinstance(value, str) and _is_number_text(value):
+        raise ConfigError(f"config key '{key}' must be {kind}; got the text {value!r}: "
+                          f"write it without quotes ({key}: {value.strip()})")
     if integer and isinstance(number, int):  # exact: a float holds ints only up to 2**53
         return _int64(key, number)
     if number is None or not _finite(number):
@@ -209,6 +208,14 @@ def _as_number(key: str, value: Any, integer: bool, valid: Range | None) -> int 
             raise ConfigError(f"config key '{key}' must be {kind}; got {_show(value)}")
         return _int64(key, int(number))
     return float(number)
+
+
+def _is_number_text(text: str) -> bool:
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return True
 
 
 def _int64(key: str, number: int) -> int:

@@ -1,12 +1,13 @@
 """Reading YAML that may be hostile: configs and `--set` values.
 
 PyYAML's SafeLoader (what `yaml.safe_load` uses: plain data only, never code), extended
-to refuse a key given twice and to read booleans as YAML 1.2 does: only true/false, so
-that `action: off` is the word off and a `no` or `on` is refused rather than silently
-read as a boolean. A config is small: a file over MAX_CONFIG_BYTES, nesting deeper than
-MAX_DEPTH, or aliases that expand to more than MAX_VALUES values (a "billion laughs"
-file: anchors of anchors of anchors) is refused before any of it is built, in time and
-memory bounded by the file's size.
+to refuse a key given twice and to read booleans and exponents as YAML 1.2 does: only
+true/false are booleans, so that `action: off` is the word off and a `no` or `on` is
+refused rather than silently read as a boolean; `1e6` and `1.0e6` are numbers. A config
+is small: a file over MAX_CONFIG_BYTES, nesting deeper than MAX_DEPTH, or aliases that
+expand to more than MAX_VALUES values (a "billion laughs" file: anchors of anchors of
+anchors) is refused before any of it is built, in time and memory bounded by the file's
+size.
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ _ConfigLoader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _ConfigLoader.add_implicit_resolver(
     BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+# YAML 1.1 reads `1e6` (an exponent without a dot) as the text "1e6"; YAML 1.2, and
+# everyone writing `replay_buffer_size: 1e6`, mean the number. Read so, a number given
+# as text (quoted: "0.99") can be refused instead of taken.
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
 
 
 def load_yaml(text: str) -> Any:
