@@ -131,3 +131,10 @@ def test_the_progress_display_takes_step_counts_near_int64():
     display.update(10**6, -3.0, None)
     display.close()
     assert "> 1 year" in console.file.getvalue()
+
+
+@pytest.mark.parametrize("path, says", [("/dev/zero", "is not a regular file"),
+                                        ("/tmp", "is a folder")])
+def test_a_config_that_is_no_regular_file_is_named_for_what_it_is(path, says):
+    result = CliRunner().invoke(cli, ["config", "show", "--config", path])
+    assert result.exit_code == 2 and says in result.output, result.output

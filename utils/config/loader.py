@@ -45,8 +45,11 @@ def resolve_config_path(name: str) -> Path:
     path = Path(name).expanduser()
     if path.is_file():
         return path
-    if path.exists():
+    if path.is_dir():
         raise ConfigError(f"config '{name}' is a folder, not a YAML file")
+    if path.exists():  # a device, a pipe, a socket: nothing a config is read from
+        raise ConfigError(f"config '{name}' is not a regular file (a device or a pipe), "
+                          "not a YAML file")
     shipped = shipped_config_names()
     if path.name == name:  # a bare name, no folder part
         for candidate in (name, name + ".yaml", name + ".yml"):
