@@ -113,3 +113,12 @@ def test_resuming_when_the_log_folder_is_a_file_says_not_a_directory(trained_run
     assert len(result.output.strip().splitlines()) == 1
     assert f"'{tmp_path / 'logs'}': it is not a directory" in result.output, result.output
     assert files_of(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["eval", "resume"])
+def test_a_folder_given_as_the_checkpoint_lists_its_checkpoints(trained_run, command):
+    result = CliRunner().invoke(cli, [command, "--checkpoint", str(trained_run.checkpoint_dir)])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    assert "is a folder; give one of its checkpoints: best_model.pt" in result.output
+    logs = CliRunner().invoke(cli, [command, "--checkpoint", str(trained_run.log_dir)])
+    assert logs.exit_code == 2 and "is a run's log folder" in logs.output, logs.output
