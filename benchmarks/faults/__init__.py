@@ -1,0 +1,1 @@
+"""A benchmark of real training faults: `python -m benchmarks.faults` (see __main__.py)."""
