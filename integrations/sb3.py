@@ -6,8 +6,8 @@ run (TD3, DDPG, SAC; Box action spaces; one or more envs).
 It writes rltrain's run folder (`rltrain status`, `diagnose` and `pause` work on it).
 SB3 calls `_on_step` after each vector env step, before it stores the transition, and
 trains between two calls: so each call first tells the hooks of the updates made since
-the last one (losses from SB3's logger, gradients from the modules' `.grad`), then of
-the new step. A pause (a rule, or `rltrain pause RUN`) saves the model and its replay
+the last one (losses from SB3's logger, gradients as each optimiser stepped with them),
+then of the new step. A pause (a rule, or `rltrain pause RUN`) saves the model and its replay
 buffer with SB3's own `save` and `save_replay_buffer`, records why, prints how to go
 on, and stops `learn()` (`_on_step` returns False); the step it stopped at is then not
 in the saved buffer, as with any callback that stops SB3.
@@ -15,6 +15,7 @@ in the saved buffer, as with any callback that stops SB3.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -36,7 +37,7 @@ from rltrain.integrations.sb3_view import (
     sb3_view,
 )
 from rltrain.integrations.session import Session, session_config
-from rltrain.integrations.views import GradNorms
+from rltrain.integrations.views import StepGradients
 from rltrain.integrations.watcher import box_dims
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.run.folders import RunPaths
@@ -81,6 +82,10 @@ class RltrainCallback(BaseCallback):
     def _on_training_start(self) -> None:
         model = self.model
         view, self.scale = sb3_view(model)
+        # The gradients each optimiser steps with: SB3 runs the actor's loss through the
+        # critic after the critic's step, so the critic's .grad then is not its own.
+        steps = StepGradients({"actor": view.actor, "critic": view.critic})
+        view = dataclasses.replace(view, step_gradients=steps.gradients)
         config = session_config(self.user_config, {
             **sb3_config(model, int(self.locals["total_timesteps"])), **self.folders})
         integration = f"stable-baselines3 {stable_baselines3.__version__} {type(model).__name__}"
@@ -91,7 +96,7 @@ class RltrainCallback(BaseCallback):
                                model._n_updates)
         self._updates_seen = model._n_updates
         self.view = view
-        self.grad_norms = GradNorms(view.actor, view.critic)
+        self.step_gradients = steps
         self.tap = PolicyTap(model, self.scale) if hasattr(model.actor, "mu") else None
 
     # ------------------------------------------------------------- each step
@@ -130,7 +135,7 @@ class RltrainCallback(BaseCallback):
         self._updates_seen = self.model._n_updates
         logged = self.model.logger.name_to_value
         metrics = {name: float(logged[key]) for key, name in LOSSES.items() if key in logged}
-        metrics.update(self.grad_norms())
+        metrics.update(self.step_gradients.norms())
         for _ in range(done):
             self.session.update(metrics)
 
@@ -142,6 +147,7 @@ class RltrainCallback(BaseCallback):
             self._tell_updates()
             s.step_end()
             s.close("finished")
+        self.step_gradients.close()  # the process's optimisers step unwatched again
 
     # ---------------------------------------------------------------- pause
     def _save(self, paths: RunPaths, kind: str, env_steps: int) -> Path:

@@ -4,6 +4,7 @@
 actor maps observations to env-unit actions; the critic maps (observation, env-unit
 action) to every Q head, [B, n_q]) while sharing its submodules and parameters under
 their own names, so gradient tags and dead-ReLU layers read as in that library.
+`StepGradients` reads each network's gradients at its optimiser's step.
 `ddpg_probe` measures losses and per-layer gradients with no agent object: a DDPG-style
 critic loss (one-step target from the online networks) and actor loss (-Q1 of the
 policy's action), taken with `torch.autograd.grad` so that nothing is changed, as
@@ -53,25 +54,51 @@ class Critics(nn.Module):
         return torch.cat([net(obs, action) for net in self.children()], dim=-1)
 
 
-class GradNorms:
-    """The global gradient norms the modules' `.grad` hold (as the last update left
-    them): critic_grad_norm and actor_grad_norm where present, in one host transfer.
-    This runs after every update, so the parameter lists are gathered once; the norm of
-    the per-tensor norms is what `torch.nn.utils.get_total_norm` gives, without its
-    per-call checks."""
+class StepGradients:
+    """The gradients each watched network was stepped with, read at its optimiser's step.
 
-    def __init__(self, actor: nn.Module, critic: nn.Module) -> None:
-        self.nets = (("critic_grad_norm", list(critic.parameters())),
-                     ("actor_grad_norm", list(actor.parameters())))
+    Another library's loop may backpropagate a second loss into a network after stepping
+    it (SB3 and CleanRL run the actor's loss through the critic without clearing the
+    critic's `.grad`), so `.grad` after the update is not what the critic learnt from. A
+    global optimiser step pre-hook (`torch.optim.Optimizer`'s, for every optimiser of
+    the process) copies the gradients of the watched parameters an optimiser is about to
+    step; `gradients(name)` gives the newest copy of a network's, by parameter name.
+    `close()` removes the hook."""
 
-    def __call__(self) -> dict[str, float]:
+    def __init__(self, networks: dict[str, nn.Module]) -> None:
+        self.named = {name: list(net.named_parameters()) for name, net in networks.items()}
+        self.owner = {id(p): name for name, params in self.named.items() for _, p in params}
+        self.latest: dict[str, dict[str, torch.Tensor | None]] = {}
+        # Here, not at the top: a loop with an optimiser has imported torch.optim already.
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        self._handle = register_optimizer_step_pre_hook(self._before)
+
+    def _before(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        stepped = {self.owner[id(p)] for group in optimizer.param_groups
+                   for p in group["params"] if id(p) in self.owner}
+        for name in stepped:
+            self.latest[name] = {key: None if p.grad is None else p.grad.detach().clone()
+                                 for key, p in self.named[name]}
+
+    def gradients(self, name: str) -> dict[str, torch.Tensor | None] | None:
+        """Network `name`'s gradients at its latest step; None before its first."""
+        return self.latest.get(name)
+
+    def norms(self) -> dict[str, float]:
+        """critic_grad_norm and actor_grad_norm at their latest steps, in one transfer
+        (the norm of the per-tensor norms, as `torch.nn.utils.get_total_norm` gives)."""
         names, norms = [], []
-        for name, params in self.nets:
-            grads = [torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]
+        for name in ("critic", "actor"):
+            grads = [g for g in (self.latest.get(name) or {}).values() if g is not None]
             if grads:
-                names.append(name)
-                norms.append(torch.linalg.vector_norm(torch.stack(grads)))
+                names.append(f"{name}_grad_norm")
+                norms.append(torch.linalg.vector_norm(torch.stack(
+                    torch._foreach_norm(grads))))
         return dict(zip(names, torch.stack(norms).tolist(), strict=True)) if norms else {}
+
+    def close(self) -> None:
+        self._handle.remove()
 
 
 def ddpg_probe(actor: nn.Module, critic: nn.Module, q_value: QFunction,

@@ -4,9 +4,9 @@ A CleanRL-style loop calls it at the points every off-policy loop has: after an 
 (`after_env_step`), after an update (`after_update`), after an evaluation (`after_eval`,
 or `evaluate(env)`, which runs rltrain's own). Each call returns the findings it made;
 `should_pause` says a rule (or `rltrain pause RUN` from another terminal) asks the loop
-to stop, and `pause()` then saves the networks and records why. Gradients are read from
-the modules' `.grad` as the loop's last update left them. The actor must map
-observations to actions in the env's units, the critic (or each of several) map
+to stop, and `pause()` then saves the networks and records why. Gradients are read as
+each optimiser steps with them (integrations/views.py `StepGradients`). The actor must
+map observations to actions in the env's units, the critic (or each of several) map
 (observation, action) to Q [B, 1]; see docs/integrations.md.
 """
 
@@ -22,7 +22,7 @@ from gymnasium import spaces
 from torch import nn
 
 from rltrain.integrations.session import Session, session_config
-from rltrain.integrations.views import Critics, GradNorms, ddpg_probe, deterministic_act
+from rltrain.integrations.views import Critics, StepGradients, ddpg_probe, deterministic_act
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.eval_result import EvalResult
@@ -63,7 +63,9 @@ class Watcher:
         obs_dim, action_dim = box_dims(observation_space, action_space)
         self.actor = actor
         self.critic = critic if isinstance(critic, nn.Module) else Critics(list(critic))
-        self.grad_norms = GradNorms(actor, self.critic)
+        # The gradients each optimiser steps with (a loop may backpropagate the actor's loss
+        # through the critic after the critic's step: its .grad then is not its own).
+        self.step_gradients = StepGradients({"actor": actor, "critic": self.critic})
         first = critic if isinstance(critic, nn.Module) else critic[0]
         self.config = session_config({"env_name": "unknown", **dict(config or {})}, {
             "run_name": run_name, "log_dir": log_dir, "checkpoint_dir": checkpoint_dir})
@@ -79,7 +81,8 @@ class Watcher:
             updates=lambda: self.session.updates,
             networks=lambda: {"actor": self.actor, "critic": self.critic},
             action_low=np.asarray(action_space.low, np.float32),
-            action_high=np.asarray(action_space.high, np.float32), device=device)
+            action_high=np.asarray(action_space.high, np.float32), device=device,
+            step_gradients=self.step_gradients.gradients)
         self.session = Session(c, view, self.buffer, obs_dim, self._save,
                                "plain PyTorch loop (rltrain.integrations.Watcher)",
                                noise=c.exploration_noise)
@@ -116,7 +119,7 @@ class Watcher:
                  **metrics}
         values = {k: float(v.detach()) if isinstance(v, torch.Tensor) else float(v)
                   for k, v in given.items() if v is not None}
-        self.session.update({**values, **self.grad_norms()})
+        self.session.update({**values, **self.step_gradients.norms()})
         return self.session.take()
 
     def after_eval(self, returns: Sequence[float],
@@ -157,6 +160,7 @@ class Watcher:
             f"  saved: {path}; to continue, load it (torch.load(path, weights_only=True)), "
             "fix the cause, and run your loop on with a new run_name")
         self.session.close("paused")
+        self.step_gradients.close()
         return path
 
     def _save(self, paths: RunPaths, kind: str, env_steps: int) -> Path:
@@ -172,6 +176,7 @@ class Watcher:
         if not self.session.closed:
             self.session.step_end()
             self.session.close("finished")
+        self.step_gradients.close()
 
     def __enter__(self) -> Watcher:
         return self
@@ -181,3 +186,4 @@ class Watcher:
             self.close()
         else:
             self.session.close("crashed")
+            self.step_gradients.close()

@@ -1,6 +1,7 @@
 """Gradient flow: per-layer gradient norms and their verdicts.
 
-Norms are read from `.grad` after an update every `grad_freq` updates (cheap: nothing is
+Norms are read after an update every `grad_freq` updates, from `.grad` or, where the
+view records them, from the gradients each optimiser stepped with (cheap: nothing is
 recomputed). Clipping scales all of a network's gradients by one factor, so the norm
 before clipping is the norm read times (global norm before / global norm after). A
 reward drop triggers a trace: the newest replay batch and the parameters go to
@@ -45,12 +46,25 @@ def total_norm(layers: dict[str, float | None]) -> float:
     return float(sum((v or 0.0) ** 2 for v in layers.values()) ** 0.5)
 
 
-def layer_norms(net: nn.Module) -> dict[str, float | None]:
-    """Gradient norm of every parameter of `net` (None where there is no gradient)."""
-    named = list(net.named_parameters())
-    present = [torch.linalg.vector_norm(p.grad) for _, p in named if p.grad is not None]
+def layer_norms(net: nn.Module,
+                grads: dict[str, torch.Tensor | None] | None = None) -> dict[str, float | None]:
+    """Gradient norm of every parameter of `net` (None where there is no gradient):
+    from `grads` by parameter name where given, else from `.grad`."""
+    if grads is None:
+        grads = {name: p.grad for name, p in net.named_parameters()}
+    present = [torch.linalg.vector_norm(g) for g in grads.values() if g is not None]
     norms = iter(torch.stack(present).tolist() if present else [])
-    return {name: (next(norms) if p.grad is not None else None) for name, p in named}
+    return {name: (next(norms) if g is not None else None) for name, g in grads.items()}
+
+
+def network_gradients(view: Any, name: str) -> dict[str, torch.Tensor | None]:
+    """The gradients of the view's network `name` ("actor", "critic") by parameter name:
+    as its optimiser stepped with them where the view records that, else `.grad`."""
+    if view.step_gradients is not None:
+        stepped = view.step_gradients(name)
+        if stepped is not None:
+            return stepped
+    return {key: p.grad for key, p in getattr(view, name).named_parameters()}
 
 
 def pre_clip(layers: dict[str, float | None],
@@ -156,17 +170,19 @@ class GradientWatch:
 
     def record(self, env_steps: int, actor_pre_clip: float | None,
                critic_pre_clip: float | None, max_abs_reward: float) -> None:
-        """Norms from `.grad` as the last update left them, rescaled to before clipping."""
+        """Norms of the gradients each network was stepped with (`network_gradients`),
+        rescaled to before clipping."""
         agent = self.agent
-        actor = pre_clip(layer_norms(agent.actor), actor_pre_clip)
-        critic = pre_clip(layer_norms(agent.critic), critic_pre_clip)
+        grads = {name: network_gradients(agent, name) for name in ("actor", "critic")}
+        actor = pre_clip(layer_norms(agent.actor, grads["actor"]), actor_pre_clip)
+        critic = pre_clip(layer_norms(agent.critic, grads["critic"]), critic_pre_clip)
         scalars = {f"gradients/actor/{k}": v for k, v in actor.items() if v is not None}
         scalars.update({f"gradients/critic/{k}": v for k, v in critic.items() if v is not None})
         self.logger.scalars(env_steps, scalars)
-        for name, net in (("actor", agent.actor), ("critic", agent.critic)):
-            grads = [p.grad.flatten() for p in net.parameters() if p.grad is not None]
-            if grads:
-                self.logger.histogram(f"gradients/{name}", torch.cat(grads), env_steps)
+        for name, named in grads.items():
+            flat = [g.flatten() for g in named.values() if g is not None]
+            if flat:
+                self.logger.histogram(f"gradients/{name}", torch.cat(flat), env_steps)
         balance = self._imbalance(actor, critic)
         scale = scale_of(max_abs_reward)
         self.logger.diagnostic("gradients", env_steps, actor=actor, critic=critic,

@@ -19,7 +19,7 @@ from torch import nn
 @dataclass(frozen=True)
 class AgentView:
     actor: nn.Module   # obs [B, obs_dim] -> action [B, action_dim], in the env's units
-    critic: nn.Module  # its parameters' `.grad` are as the last update left them
+    critic: nn.Module
     q_value: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (obs, action) -> [B, 1]
     act: Callable[[np.ndarray], np.ndarray]  # the deterministic action for observations
     probe: Callable[[Any], Any]  # batch -> losses and per-layer gradients (agents/probes.py)
@@ -28,3 +28,8 @@ class AgentView:
     action_low: np.ndarray
     action_high: np.ndarray
     device: torch.device
+    # "actor" or "critic" -> its gradients by parameter name as its optimiser last stepped
+    # with them (None before): for a loop whose `.grad` after the update holds more than
+    # that (integrations/views.py `StepGradients`). None: read `.grad`, which rltrain's
+    # own update leaves as each network's own loss made it.
+    step_gradients: Callable[[str], dict[str, torch.Tensor | None] | None] | None = None

@@ -1,0 +1,72 @@
+"""Gradients read where each optimiser steps (integrations/views.py `StepGradients`),
+pinned against autograd on a hand-made loop that, as SB3 and CleanRL do, runs the
+actor's loss through the critic after the critic's step without clearing its `.grad`."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from rltrain.integrations.views import StepGradients
+
+
+def nets() -> tuple[nn.Module, nn.Module]:
+    torch.manual_seed(0)
+    return (nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1)),   # actor
+            nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1)))   # critic
+
+
+def losses(actor: nn.Module, critic: nn.Module, obs: torch.Tensor, actions: torch.Tensor,
+           target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    critic_loss = (critic(torch.cat([obs, actions], 1)) - target).square().mean()
+    actor_loss = -critic(torch.cat([obs, actor(obs)], 1)).mean()
+    return critic_loss, actor_loss
+
+
+def test_each_network_is_recorded_with_the_gradient_its_optimiser_stepped_with():
+    actor, critic = nets()
+    g = torch.Generator().manual_seed(1)
+    obs, actions, target = (torch.randn(16, 3, generator=g), torch.randn(16, 1, generator=g),
+                            torch.randn(16, 1, generator=g))
+    # What autograd says each loss gives its own network, on copies of the same weights
+    a_copy, c_copy = copy.deepcopy(actor), copy.deepcopy(critic)
+    critic_loss, _ = losses(a_copy, c_copy, obs, actions, target)
+    expected_critic = torch.autograd.grad(critic_loss, list(c_copy.parameters()))
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-3)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    steps = StepGradients({"actor": actor, "critic": critic})
+    try:
+        critic_loss, _ = losses(actor, critic, obs, actions, target)
+        critic_opt.zero_grad()
+        critic_loss.backward()
+        critic_opt.step()
+        # the actor's gradient through the critic as it is after its step
+        _, actor_loss = losses(actor, critic, obs, actions, target)
+        expected_actor = torch.autograd.grad(actor_loss, list(actor.parameters()),
+                                             retain_graph=True)
+        actor_opt.zero_grad()
+        actor_loss.backward()  # into the critic's .grad too: the loops' habit
+        actor_opt.step()
+        recorded = steps.gradients("critic")
+        for (name, p), want in zip(critic.named_parameters(), expected_critic, strict=True):
+            torch.testing.assert_close(recorded[name], want)
+            assert not torch.allclose(p.grad, want)  # .grad now holds more than its own
+        for (name, _), want in zip(actor.named_parameters(), expected_actor, strict=True):
+            torch.testing.assert_close(steps.gradients("actor")[name], want)
+        norms = steps.norms()
+        own = torch.linalg.vector_norm(torch.stack([w.norm() for w in expected_critic]))
+        assert abs(norms["critic_grad_norm"] - float(own)) < 1e-5
+    finally:
+        steps.close()
+
+
+def test_a_closed_recorder_records_nothing_more():
+    actor, critic = nets()
+    opt = torch.optim.SGD(critic.parameters(), lr=0.1)
+    steps = StepGradients({"actor": actor, "critic": critic})
+    steps.close()
+    critic(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    assert steps.gradients("critic") is None and steps.norms() == {}
