@@ -311,3 +311,27 @@ def test_a_refused_start_closes_its_envs(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", "taken"])
     assert result.exit_code == 2 and "already exists" in result.output
     assert len(closed) == 1
+
+
+def test_the_progress_shows_an_evaluations_best_at_once():
+    """An evaluation comes after its step's display update: the final line would keep
+    the best from before it."""
+    import numpy as np
+
+    from rltrain.utils.hooks.eval_result import EvalResult
+    from rltrain.utils.hooks.hook import Evaluation
+    from rltrain.utils.run.progress import ProgressHook
+
+    class Display:
+        def __init__(self) -> None:
+            self.shown: list[tuple] = []
+
+        def update(self, *values) -> None:
+            self.shown.append(values)
+
+    display = Display()
+    hook = ProgressHook(display, None, None)
+    hook.on_step_end(2000)
+    result = EvalResult([-150.0], [200], [-80.0], np.zeros((1, 3)), np.zeros((1, 3)), [True])
+    hook.on_eval(Evaluation(2000, result, best=-150.0, evals_since_best=0))
+    assert display.shown[-1] == (2000, None, -150.0)

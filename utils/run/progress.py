@@ -132,7 +132,10 @@ class ProgressHook(Hook):
         return []
 
     def on_eval(self, evaluation: Evaluation) -> list[Finding]:
+        # Shown at once: an evaluation comes after its step's update of the display, and
+        # the display's last state (the final line) must not keep the best from before it.
         self.best_eval = evaluation.best
+        self.display.update(evaluation.env_steps, self.last_return, self.best_eval)
         return []
 
     def on_step_end(self, env_steps: int) -> list[Finding]:
