@@ -126,3 +126,19 @@ def test_eval_collapse_state_round_trips(tmp_path: Path) -> None:
     assert again.state_dict() == hook.state_dict()
     # The second evaluation below the line fires in both.
     assert again.on_eval(Evaluation(400, _result(-1450), -200, 2))
+
+
+def test_the_report_puts_a_cause_before_what_it_set_off(tmp_path: Path) -> None:
+    """A learning rate found late is still listed before the explosions it caused."""
+    import json
+
+    from rltrain.utils.diagnostics.report import findings
+
+    events = [{"env_steps": 100, "rule": "critic_loss_explosion", "action": "pause",
+               "message": "critic loss exploded", "value": 1e9},
+              {"env_steps": 50, "rule": "dead_relu", "action": "warn", "message": "dead"},
+              {"env_steps": 300, "rule": "learning_rate", "action": "warn",
+               "message": "lr too high", "suggested_set": {"critic_lr": 0.0003}}]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert [f["rule"] for f in findings(tmp_path)] == [
+        "learning_rate", "dead_relu", "critic_loss_explosion"]

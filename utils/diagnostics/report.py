@@ -18,6 +18,7 @@ from rltrain.utils.diagnostics import plots
 from rltrain.utils.diagnostics.rules import RULES, SEVERITY
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.io.checkpoint import atomic_write
+from rltrain.utils.rules.registry import cause_rank
 from rltrain.utils.run.folders import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE, METRICS_FILE
 from rltrain.utils.run.logger import eval_curve, read_jsonl
 
@@ -28,8 +29,9 @@ WIDE_TABLE = 120  # terminal columns from which the findings are printed as a ta
 
 def findings(log_dir: Path) -> list[dict[str, Any]]:
     """The latest finding per (rule, severity) with the step it was first seen at and how
-    often it was seen; most severe first, then in the order they first appeared (a cause
-    usually shows before its consequences). A pause that the run was resumed from says so
+    often it was seen; causes first (rules/registry.py `cause_rank`: a learning rate or a
+    reward scale before the explosions they set off), then the most severe, then in the
+    order they first appeared. A pause that the run was resumed from says so
     in its message, with the changes made on resume."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for event in read_jsonl(log_dir / EVENTS_FILE):
@@ -53,9 +55,10 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
     return sorted(latest.values(), key=_rank)
 
 
-def _rank(finding: dict[str, Any]) -> tuple[int, int, str]:
-    """Most severe first, then in the order they first appeared."""
-    return ORDER[finding["severity"]], finding["first_step"], finding["rule"]
+def _rank(finding: dict[str, Any]) -> tuple[int, int, int, str]:
+    """Causes first, then the most severe, then in the order they first appeared."""
+    return (cause_rank(finding["rule"]), ORDER[finding["severity"]], finding["first_step"],
+            finding["rule"])
 
 
 def reward_drops(log_dir: Path) -> dict[str, Any] | None:
