@@ -21,7 +21,6 @@ ReLU MLPs (`update_backend`); tests/test_backends.py checks that the two agree.
 from __future__ import annotations
 
 import copy
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +29,7 @@ import torch
 from torch import nn
 
 from rltrain.agents.base import Batch, CommonSettings
+from rltrain.agents.stepping import adam_step, load_generator, load_optimiser
 from rltrain.networks.actor import Actor
 from rltrain.networks.critic import Critic
 
@@ -140,20 +140,8 @@ class DDPGAgent:
         return {"actor_loss": loss.detach(), "actor_grad_norm": grad_norm}
 
     def _step(self, optimiser: Any, net: nn.Module, loss: torch.Tensor) -> torch.Tensor:
-        """Backpropagate, clip if configured and take an Adam step; return the gradient
-        norm before clipping. A NaN/inf loss or gradient leaves parameters, moments and
-        the step count untouched, decided on the device (no host sync)."""
-        optimiser.zero_grad()
-        loss.backward()
-        params = list(net.parameters())
-        clip = self.settings.grad_clip_norm
-        norm = (torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None
-                else torch.nn.utils.get_total_norm([p.grad for p in params]))
-        # Fused Adam skips its step where `found_inf` is 1 (the flag torch's GradScaler
-        # sets for mixed precision), so the agent never learns from a NaN.
-        optimiser.found_inf = (~(torch.isfinite(loss) & torch.isfinite(norm))).float()
-        optimiser.step()
-        return norm.detach()
+        """One optimiser step on `loss`; the gradient norm before clipping."""
+        return adam_step(optimiser, net, loss, self.settings.grad_clip_norm)
 
     @torch.no_grad()
     def _soft_update_targets(self) -> None:
@@ -208,17 +196,7 @@ class DDPGAgent:
         return self._load_generator(state["agent_generator"])
 
     def _load_optimiser(self, optimiser: Any, saved: dict[str, Any], lr: float) -> None:
-        optimiser.load_state_dict(saved)
-        for group in optimiser.param_groups:  # the config's rate applies, not the saved one
-            group["lr"] = lr
+        load_optimiser(optimiser, saved, lr)
 
     def _load_generator(self, saved: torch.Tensor) -> bool:
-        """CPU and CUDA generators keep states of different sizes: one from the other
-        kind of device seeds a new stream from its hash (the same on every resume)."""
-        saved = saved.cpu()
-        if saved.numel() == self.generator.get_state().numel():
-            self.generator.set_state(saved)
-            return True
-        digest = hashlib.sha256(saved.numpy().tobytes()).digest()
-        self.generator.manual_seed(int.from_bytes(digest[:8], "little"))
-        return False
+        return load_generator(self.generator, saved)

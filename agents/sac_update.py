@@ -16,7 +16,6 @@ agents/sac.py is the algorithm's entry that chooses between the two.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ import torch
 from torch import nn
 
 from rltrain.agents.base import Batch, CommonSettings
+from rltrain.agents.stepping import adam_step, load_generator, load_optimiser
 from rltrain.networks.critic import Critic
 from rltrain.networks.gaussian_actor import GaussianActor
 
@@ -187,18 +187,9 @@ class SACAgent:
 
     def _step(self, optimiser: Any, net: nn.Module, loss: torch.Tensor,
               clip: bool = True) -> torch.Tensor:
-        """Backpropagate, clip if configured and take an Adam step; the gradient norm
-        before clipping. A NaN/inf loss or gradient leaves everything untouched (fused
-        Adam's `found_inf`, decided on the device)."""
-        optimiser.zero_grad()
-        loss.backward()
-        params = list(net.parameters())
-        clip = self.settings.grad_clip_norm if clip else None
-        norm = (torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None
-                else torch.nn.utils.get_total_norm([p.grad for p in params]))
-        optimiser.found_inf = (~(torch.isfinite(loss) & torch.isfinite(norm))).float()
-        optimiser.step()
-        return norm.detach()
+        """One optimiser step on `loss` (clipped if configured and `clip`); the gradient
+        norm before clipping."""
+        return adam_step(optimiser, net, loss, self.settings.grad_clip_norm if clip else None)
 
     @torch.no_grad()
     def _soft_update_target(self) -> None:
@@ -228,9 +219,7 @@ class SACAgent:
         return critic_loss, self.actor_loss(batch.obs, actions_pi, log_prob, ent_coef), q
 
     def _load_optimiser(self, optimiser: Any, saved: dict[str, Any], lr: float) -> None:
-        optimiser.load_state_dict(saved)
-        for group in optimiser.param_groups:  # the config's rate applies, not the saved one
-            group["lr"] = lr
+        load_optimiser(optimiser, saved, lr)
 
     def parameters_finite(self) -> bool:
         params = [*self.actor.parameters(), *self.critic.parameters(), self.log_ent_coef]
@@ -271,16 +260,4 @@ class SACAgent:
             self._load_optimiser(self.ent_coef_opt, state["ent_coef_optimizer"],
                                  self.settings.actor_lr)
         self.updates = int(state["updates"])
-        return _load_generator(self.generator, state["agent_generator"])
-
-
-def _load_generator(generator: torch.Generator, saved: torch.Tensor) -> bool:
-    """CPU and CUDA generators keep states of different sizes: one from the other kind
-    of device seeds a new stream from its hash (the same on every resume)."""
-    saved = saved.cpu()
-    if saved.numel() == generator.get_state().numel():
-        generator.set_state(saved)
-        return True
-    digest = hashlib.sha256(saved.numpy().tobytes()).digest()
-    generator.manual_seed(int.from_bytes(digest[:8], "little"))
-    return False
+        return load_generator(self.generator, state["agent_generator"])

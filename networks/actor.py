@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rltrain.networks.mlp import NetworkSpec, mlp
+from rltrain.networks.mlp import NetworkSpec, mlp, register_action_bounds
 
 
 class Actor(nn.Module):
@@ -20,14 +20,9 @@ class Actor(nn.Module):
                  spec: NetworkSpec | None = None) -> None:
         super().__init__()
         spec = spec or NetworkSpec()
-        low = torch.as_tensor(action_low, dtype=torch.float32)
-        high = torch.as_tensor(action_high, dtype=torch.float32)
-        assert low.shape == high.shape and low.ndim == 1 and bool((high > low).all())
+        action_dim = register_action_bounds(self, action_low, action_high)
         self.spec = spec
-        self.net = mlp(obs_dim, spec, low.numel())
-        # Buffers, not parameters: they move with .to(device) and are saved, never trained.
-        self.register_buffer("action_scale", (high - low) / 2)
-        self.register_buffer("action_bias", (high + low) / 2)
+        self.net = mlp(obs_dim, spec, action_dim)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.net(obs)) * self.action_scale + self.action_bias

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rltrain.networks.mlp import ACTIVATIONS, NetworkSpec
+from rltrain.networks.mlp import ACTIVATIONS, NetworkSpec, register_action_bounds
 
 
 class EnsembleLinear(nn.Module):
@@ -62,10 +62,9 @@ class Critic(nn.Module):
                  spec: NetworkSpec | None = None, n_critics: int = 2) -> None:
         super().__init__()
         spec = spec or NetworkSpec()
-        low = torch.as_tensor(action_low, dtype=torch.float32)
-        high = torch.as_tensor(action_high, dtype=torch.float32)
+        action_dim = register_action_bounds(self, action_low, action_high)
         self.spec, self.n_critics = spec, n_critics
-        widths = [obs_dim + low.numel(), *spec.hidden_sizes, 1]
+        widths = [obs_dim + action_dim, *spec.hidden_sizes, 1]
         self.layers = nn.ModuleList(
             EnsembleLinear(n_critics, w_in, w_out) for w_in, w_out in itertools.pairwise(widths))
         self.norms = nn.ModuleList(EnsembleLayerNorm(n_critics, w) for w in spec.hidden_sizes) \
@@ -73,8 +72,6 @@ class Critic(nn.Module):
         # One module per hidden layer (they hold no parameters): hooks can tell them apart.
         self.activations = nn.ModuleList(ACTIVATIONS[spec.activation]()
                                          for _ in spec.hidden_sizes)
-        self.register_buffer("action_scale", (high - low) / 2)
-        self.register_buffer("action_bias", (high + low) / 2)
 
     def inputs(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return torch.cat([obs, (action - self.action_bias) / self.action_scale], dim=-1)

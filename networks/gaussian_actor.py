@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rltrain.networks.mlp import NetworkSpec, hidden_stack
+from rltrain.networks.mlp import NetworkSpec, hidden_stack, register_action_bounds
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as Stable-Baselines3 clamps it
 TANH_EPS = 1e-6  # keeps log(1 - tanh(u)^2) finite where tanh saturates
@@ -33,15 +33,11 @@ class GaussianActor(nn.Module):
                  spec: NetworkSpec | None = None) -> None:
         super().__init__()
         spec = spec or NetworkSpec()
-        low = torch.as_tensor(action_low, dtype=torch.float32)
-        high = torch.as_tensor(action_high, dtype=torch.float32)
-        assert low.shape == high.shape and low.ndim == 1 and bool((high > low).all())
+        action_dim = register_action_bounds(self, action_low, action_high)
         self.spec = spec
         self.latent, width = hidden_stack(obs_dim, spec)
-        self.mu = nn.Linear(width, low.numel())
-        self.log_std = nn.Linear(width, low.numel())
-        self.register_buffer("action_scale", (high - low) / 2)
-        self.register_buffer("action_bias", (high + low) / 2)
+        self.mu = nn.Linear(width, action_dim)
+        self.log_std = nn.Linear(width, action_dim)
 
     def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and log-std [B, action_dim] of the Gaussian over u."""

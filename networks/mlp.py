@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import torch
 from torch import nn
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -56,3 +58,16 @@ def mlp(in_dim: int, spec: NetworkSpec, out_dim: int) -> nn.Sequential:
     """The hidden stack of `spec` and a linear output layer."""
     layers, width = hidden_layers(in_dim, spec)
     return nn.Sequential(*layers, nn.Linear(width, out_dim))
+
+
+def register_action_bounds(module: nn.Module, action_low: np.ndarray,
+                           action_high: np.ndarray) -> int:
+    """Give `module` the env's action bounds as `action_scale` (half the range) and
+    `action_bias` (the middle): buffers, not parameters, so they move with .to(device)
+    and are saved, never trained. Returns the action dimension."""
+    low = torch.as_tensor(action_low, dtype=torch.float32)
+    high = torch.as_tensor(action_high, dtype=torch.float32)
+    assert low.shape == high.shape and low.ndim == 1 and bool((high > low).all())
+    module.register_buffer("action_scale", (high - low) / 2)
+    module.register_buffer("action_bias", (high + low) / 2)
+    return low.numel()

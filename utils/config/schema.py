@@ -69,7 +69,11 @@ def with_rules(cls: type, section: Section) -> type:
     """`cls` with a field for every rule of `section` declared in utils/rules/ (its spec
     says the default threshold, action and help) that `cls` does not define itself."""
     own = {f.name for f in dataclasses.fields(cls)}
-    fields = [f for f in config_fields(section) if f[0] not in own]
+    return extended(cls, [f for f in config_fields(section) if f[0] not in own])
+
+
+def extended(cls: type, fields: list[tuple[str, type, Any]]) -> type:
+    """`cls` with `fields` added (a frozen dataclass of the same name and docs)."""
     if not fields:
         return cls
     generated = dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,), frozen=True,
@@ -256,10 +260,7 @@ def with_algorithms(cls: type) -> type:
             section = algorithm_section(algorithm)
             fields.append((algorithm.section, section, opt(
                 section(), f"options of algo {algorithm.name} only; allowed only with it")))
-    generated = dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,), frozen=True,
-                                           namespace={"__doc__": cls.__doc__})
-    generated.__module__ = cls.__module__
-    return generated
+    return extended(cls, fields)
 
 
 TrainConfig = with_algorithms(TrainConfig)  # type: ignore[misc]
