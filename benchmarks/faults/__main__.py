@@ -183,19 +183,21 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0,
                         help="budget relative to each healthy run's steps")
     parser.add_argument("--only", action="append", default=[], help="case or healthy ids")
-    parser.add_argument("--table", type=Path, help="print the table of a results file")
+    parser.add_argument("--table", type=Path, nargs="+",
+                        help="print the table of results files (their runs together)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     args = parser.parse_args()
     if args.table:
-        print(table(json.loads(args.table.read_text())["runs"]))
+        print(table([r for path in args.table for r in json.loads(path.read_text())["runs"]]))
         return
     names = [c.id for c in CASES] + [h.id for h in HEALTHY]
     names = [n for n in names if not args.only or n in args.only]
     jobs = [(n, s, args.scale) for n in names for s in range(args.seeds)]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(_safe_run, jobs))
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"seeds": args.seeds, "scale": args.scale,
-                                   "runs": results}, indent=1))
+    args.out.parent.mkdir(exist_ok=True)
+    args.out.write_text(json.dumps({"seeds": args.seeds, "scale": args.scale,
+                                    "runs": results}, indent=1))
     print(table(results))
 
 
