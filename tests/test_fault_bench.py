@@ -70,3 +70,11 @@ def test_the_table_judges_names_keys_and_false_alarms():
     text = table([hit, calm])
     assert "| tau_one | hyperparameter | yes | yes | 3000 | -900.0 (-180.0) |" in text
     assert "recall: 1/1 named; right key 1/1; false alarms: 1 over 1 healthy runs" in text
+
+
+def test_a_run_that_could_not_run_is_left_out_and_listed():
+    broken = {"name": "pendulum_ddpg", "seed": 0, "steps": 0, "final_eval": None,
+              "findings": [], "error": "TypeError: boom"}
+    text = table([broken])
+    assert "false alarms: 0 over 0 healthy runs" in text
+    assert "could not run: pendulum_ddpg seed 0: TypeError: boom" in text

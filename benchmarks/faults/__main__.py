@@ -127,9 +127,13 @@ def _dotted(sets: dict[str, Any], key: str) -> Any:
 
 
 def table(results: list[dict[str, Any]]) -> str:
+    """The per-case table and the totals; a run that could not run is left out of both
+    and listed below them."""
     by_name: dict[str, list[dict[str, Any]]] = {}
     for r in results:
-        by_name.setdefault(r["name"], []).append(r)
+        if "error" not in r:
+            by_name.setdefault(r["name"], []).append(r)
+    failed = [f"{r['name']} seed {r['seed']}: {r['error']}" for r in results if "error" in r]
     lines = ["| case | kind | named | right key | first step | final eval (healthy) |",
              "|---|---|---|---|---|---|"]
     named, keyed, keyed_of, steps = 0, 0, 0, []
@@ -158,6 +162,8 @@ def table(results: list[dict[str, Any]]) -> str:
               f"false alarms: {alarms} over {len(healthy_runs)} healthy runs "
               f"({_alarm_list(healthy_runs)}); median steps to detection: "
               f"{statistics.median(steps) if steps else '-'}"]
+    if failed:
+        lines.append("could not run: " + "; ".join(failed))
     return "\n".join(lines)
 
 
