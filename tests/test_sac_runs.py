@@ -129,3 +129,31 @@ def test_the_watcher_judges_a_sac_loop_as_sac(tmp_path):
     finally:
         watcher.close()
     assert torch.is_tensor(actor.action_scale)
+
+
+def test_diagnose_verify_forks_a_sac_run(tmp_path):
+    """A SAC run with far too high learning rates: the learning_rate rule names them and
+    --verify trains both SAC branches from a checkpoint before the finding."""
+    import json
+
+    import yaml
+
+    raw = tiny_dict(tmp_path, algo="sac", actor_lr=0.1, critic_lr=0.1, safe_mode=False,
+                    max_timesteps=400,
+                    diagnostics={"learning_rate": {"every_updates": 20, "measurements": 2}})
+    (tmp_path / "hot.yaml").write_text(yaml.safe_dump(raw))
+    trained = CliRunner().invoke(cli, ["train", "--config", str(tmp_path / "hot.yaml"),
+                                       "--run-name", "hot"])
+    assert trained.exit_code == 0, trained.output
+    run = tmp_path / "logs" / "hot"
+    result = CliRunner().invoke(cli, ["diagnose", str(run), "--verify", "--steps", "100",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    checked = [v for v in json.loads(result.output)["verifications"]
+               if v["rule"] == "learning_rate"]
+    assert checked, "the learning_rate rule did not name the SAC run's rates"
+    for kind in ("fix", "control"):
+        branch = checked[0]["branches"][kind]
+        assert branch["exit_code"] == 0 and branch["returns"], branch
+        config = yaml.safe_load((run.parent / branch["run"] / "config.yaml").read_text())
+        assert config["algo"] == "sac"
