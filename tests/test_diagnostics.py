@@ -340,13 +340,13 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
         assert finding["severity"] in {"info", "warning", "pause"}
         assert isinstance(finding["step"], int) and finding["message"]
         assert 0 < finding["first_step"] <= finding["step"] and finding["count"] >= 1
-    # Causes first (rules/registry.py), then the most severe, then in the order the
-    # findings first appeared.
+    # Notes last; before them causes first (rules/registry.py), then the most severe, then
+    # in the order the findings first appeared.
     from rltrain.utils.rules.registry import cause_rank
 
     order = {"pause": 0, "warning": 1, "info": 2}
-    keys = [(cause_rank(f["rule"]), order[f["severity"]], f["first_step"])
-            for f in report["findings"]]
+    keys = [(f["severity"] == "info", cause_rank(f["rule"]), order[f["severity"]],
+             f["first_step"]) for f in report["findings"]]
     assert keys == sorted(keys)
     # Each finding counts every event of its rule and severity, held-back ones included.
     from rltrain.utils.diagnostics.rules import SEVERITY

@@ -29,9 +29,10 @@ WIDE_TABLE = 120  # terminal columns from which the findings are printed as a ta
 
 def findings(log_dir: Path) -> list[dict[str, Any]]:
     """The latest finding per (rule, severity) with the step it was first seen at and how
-    often it was seen; causes first (rules/registry.py `cause_rank`: a learning rate or a
-    reward scale before the explosions they set off), then the most severe, then in the
-    order they first appeared. A pause that the run was resumed from says so
+    often it was seen; warnings and pauses before notes, and among them causes first
+    (rules/registry.py `cause_rank`: a learning rate or a reward scale before the
+    explosions they set off), then the most severe, then in the order they first
+    appeared. A pause that the run was resumed from says so
     in its message, with the changes made on resume."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for event in read_jsonl(log_dir / EVENTS_FILE):
@@ -55,10 +56,11 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
     return sorted(latest.values(), key=_rank)
 
 
-def _rank(finding: dict[str, Any]) -> tuple[int, int, int, str]:
-    """Causes first, then the most severe, then in the order they first appeared."""
-    return (cause_rank(finding["rule"]), ORDER[finding["severity"]], finding["first_step"],
-            finding["rule"])
+def _rank(finding: dict[str, Any]) -> tuple[bool, int, int, int, str]:
+    """Warnings and pauses before notes; among them causes first, then the most severe,
+    then in the order they first appeared."""
+    return (finding["severity"] == "info", cause_rank(finding["rule"]),
+            ORDER[finding["severity"]], finding["first_step"], finding["rule"])
 
 
 def reward_drops(log_dir: Path) -> dict[str, Any] | None:
