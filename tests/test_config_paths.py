@@ -107,3 +107,10 @@ def test_a_mistake_is_the_same_error_everywhere(keywords, message, api_config):
     with pytest.raises(rltrain.ConfigError) as sweep:
         trial_config("pendulum_ddpg.yaml", list(sets))
     assert message in str(api.value) and str(api.value) == str(sweep.value)
+
+
+def test_the_shipped_entry_is_chosen_by_the_value_as_set_reads_it(api_config):
+    """A --set with a comment or quotes picks the same entry as the plain value."""
+    plain = cli_config(None, ("algo=td3", "env_name=MountainCarContinuous-v0"))
+    commented = cli_config(None, ("algo='td3' # x", "env_name=MountainCarContinuous-v0  # c"))
+    assert commented == plain and plain["noise_type"] == "ou"  # td3.yaml's entry

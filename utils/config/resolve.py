@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from rltrain.utils.config.loader import apply_overrides, config_from_dict, resolve_config_path
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.config.zoo import train_mapping
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.io.safe_yaml import read_yaml_mapping
+from rltrain.utils.io.safe_yaml import load_yaml, read_yaml_mapping
 
 ConfigSource = str | Path | Mapping[str, Any] | TrainConfig
 
@@ -76,10 +78,17 @@ def _source_mapping(config: ConfigSource | None) -> tuple[dict[str, Any] | None,
 
 
 def given_value(overrides: tuple[str, ...], key: str) -> str | None:
-    """The last value an override (a flag's or a --set) gives `key`, as text."""
-    values = [text.strip().strip("'\"") for item in overrides
+    """The last value an override (a flag's or a --set) gives `key`, read as `--set`
+    reads it (YAML: quotes and a trailing comment are not part of it)."""
+    values = [text for item in overrides
               for name, _, text in [item.partition("=")] if name.strip() == key]
-    return values[-1] if values else None
+    if not values:
+        return None
+    try:
+        value = load_yaml(values[-1]) if values[-1].strip() else None
+    except yaml.YAMLError:
+        return values[-1].strip()  # the loader says what is wrong with it
+    return None if value is None else str(value)
 
 
 def override_strings(overrides: Mapping[str, Any], prefix: str = "") -> tuple[str, ...]:
