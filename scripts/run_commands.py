@@ -8,6 +8,9 @@ loop picks up at its next env step and turns into an ordinary pause.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -25,7 +28,7 @@ from rltrain.utils.run.folders import (
     find_run_log_dir,
 )
 from rltrain.utils.run.logger import read_jsonl
-from rltrain.utils.run.status import effective_state, process_alive, read_status
+from rltrain.utils.run.status import LIVE_STATES, effective_state, process_alive, read_status
 
 LOG_DIR_HELP = "Where run folders live, when RUN is a name (default: logs)."
 EXIT_FINDINGS = 6  # `diagnose --fail-on`: a finding at least that severe
@@ -92,7 +95,7 @@ def status_report(log_dir: Path) -> dict[str, Any]:
                and process_alive(status) else None)
     return {
         "run": status.get("run"), "log_dir": str(log_dir), "state": state,
-        "pid": status.get("pid") if state == "running" or waiting else None,
+        "pid": status.get("pid") if state in LIVE_STATES or waiting else None,
         "env_steps": steps, "max_timesteps": status.get("max_timesteps"),
         "episodes": status.get("episodes"), "updates": status.get("updates"),
         "latest_episode_return": status.get("latest_episode_return"),
@@ -104,7 +107,18 @@ def status_report(log_dir: Path) -> dict[str, Any]:
         "latest_checkpoint": newest_checkpoint(status.get("latest_checkpoint")),
         "updated_at": status.get("updated_at"),
         "waiting": waiting,
+        "stuck": status.get("stuck") if state == "stuck" else None,
     }
+
+
+def _interrupt_stuck(status: dict[str, Any]) -> None:
+    """The run is inside one env call for long and reads no request: a SIGTERM makes it
+    abandon the call and stop with a checkpoint (exit code 5, as an env failure)."""
+    stuck = status.get("stuck") or {}
+    click.echo(f"the run is stuck in the env's {stuck.get('call', 'code')} (for "
+               f"{stuck.get('seconds', '?')} s when last recorded): sending it SIGTERM")
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        os.kill(int(status["pid"]), signal.SIGTERM)
 
 
 @click.command()
@@ -123,6 +137,10 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
     state = report["state"] + (f" (pid {report['pid']})" if report["pid"] else "")
     if report["waiting"]:
         state = "paused" + _waiting(report["waiting"], report["pid"])
+    if report["stuck"]:
+        state += (f": inside the env's {report['stuck'].get('call')} for "
+                  f"{report['stuck'].get('seconds')} s or more (env_step_timeout ends it; "
+                  f"`rltrain pause` abandons the call)")
     if report["state"] == "stopped":
         state += ": the process ended without a clean stop (killed?); resume from the " \
                  "latest checkpoint"
@@ -181,11 +199,13 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
     folder = find_run_log_dir(run, log_dir)
     before = _load_status(folder)
     state = effective_state(before)
-    if state != "running":
+    if state not in LIVE_STATES:
         raise UserError(f"run '{run}' is not running (state: {state}); nothing to pause")
     request = folder / PAUSE_REQUEST_FILE
     atomic_write(request, lambda f: f.write(reason.encode()), durable=False)
     click.echo(f"pause requested for run '{before.get('run')}' (pid {before.get('pid')})")
+    if state == "stuck":  # it cannot read the request: SIGTERM abandons the env call
+        _interrupt_stuck(before)
     if not wait:
         return
     deadline = time.monotonic() + timeout
@@ -201,8 +221,12 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
             click.echo(f"the run finished at step {now.get('env_steps')} instead; checkpoint: "
                        f"{now.get('latest_checkpoint')}")
             return
-        if state != "running":
-            raise UserError(f"run '{run}' stopped without pausing (state: {state})")
+        if state == "stuck" and before.get("state") != "stuck":  # it got stuck meanwhile
+            before = now
+            _interrupt_stuck(now)
+        elif state not in LIVE_STATES:
+            raise UserError(f"run '{run}' stopped without pausing (state: {state}): "
+                            f"{now.get('pause_reason') or 'no reason recorded'}")
         time.sleep(0.2)
     click.echo(f"the run has not paused within {timeout:g} s; the request stays in {request}")
 

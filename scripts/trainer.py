@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -48,6 +48,7 @@ from rltrain.utils.run.progress import ProgressDisplay, ProgressHook
 from rltrain.utils.run.shell import RunHooks, make_diagnostics
 from rltrain.utils.run.signals import SignalCatcher
 from rltrain.utils.run.status import StatusFile
+from rltrain.utils.training.env_clock import ENV_CLOCK
 
 
 class Trainer:
@@ -70,7 +71,7 @@ class Trainer:
         """Train until max_timesteps or a pause; `resume` when continuing from a checkpoint."""
         # Signals are caught from the start: a Ctrl-C while the run starts pauses it before
         # its first step, rather than aborting with a half-made run folder.
-        with SignalCatcher() as self.signals:
+        with SignalCatcher() as self.signals, self._env_clock():
             try:
                 self._start(paths, resume)
             except BaseException as exc:
@@ -100,6 +101,18 @@ class Trainer:
             finally:
                 self.signals.settle()  # the outcome is decided: a Ctrl-C now changes nothing
                 self._close_all()
+
+    @contextlib.contextmanager
+    def _env_clock(self) -> Iterator[None]:
+        """Time the env's calls with the config's limit; status says when one is stuck."""
+        ENV_CLOCK.timeout = self.config.env_step_timeout
+        ENV_CLOCK.on_stuck = lambda call, seconds: self.write_status(
+            "stuck", stuck={"call": call, "seconds": round(seconds)})
+        ENV_CLOCK.on_unstuck = lambda: self.write_status("running")
+        try:
+            yield
+        finally:
+            ENV_CLOCK.timeout, ENV_CLOCK.on_stuck, ENV_CLOCK.on_unstuck = None, None, None
 
     def _close_all(self) -> None:
         """Close hooks, display, logs and envs; a log that cannot be flushed (a full disk)
@@ -213,9 +226,9 @@ class Trainer:
                           message=warning)
         self.progress.message(f"warning: {warning}")
 
-    def write_status(self, state: str, pause_reason: str | None = None) -> None:
+    def write_status(self, state: str, pause_reason: str | None = None, **extra: Any) -> None:
         if hasattr(self, "status"):  # not before the run has its folders and monitor
-            self.status.write(state, pause_reason)
+            self.status.write(state, pause_reason, **extra)
 
     # ------------------------------------------------------- how a run ends
     def _finish(self) -> RunOutcome:

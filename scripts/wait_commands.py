@@ -37,7 +37,8 @@ def waiting_run(run: str, log_dir: str) -> tuple[Path, dict[str, Any]]:
     if waiting and process_alive(status):
         return folder, {**waiting, "pid": status.get("pid")}
     state = effective_state(status) if status else "not started"
-    then = {"running": "; `rltrain pause` it first (with --wait it then waits)",
+    pause_first = "; `rltrain pause` it first (with --wait it then waits)"
+    then = {"running": pause_first, "stuck": pause_first,
             "paused": f"; its process has ended: rltrain resume --checkpoint "
                       f"{status.get('latest_checkpoint')}"}.get(state, "")
     raise UserError(f"run '{run}' is not waiting for an instruction (state: {state}){then}")

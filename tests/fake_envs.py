@@ -4,6 +4,7 @@ and the planted faults the tests and benchmarks/calibration.py share."""
 from __future__ import annotations
 
 import os
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -166,6 +167,26 @@ class ExitingPendulum(gym.Wrapper):
         self.steps += 1
         if self.steps == 150:
             raise SystemExit(0) if self.error == "exit" else KeyboardInterrupt()
+        return self.env.step(action)
+
+
+class HangingPendulum(gym.Wrapper):
+    """Pendulum whose step never returns at its 150th step while `HangingPendulum.broken`
+    (a simulator waiting forever). So that tests need not wait 30 s for the run to say it
+    is stuck, it shortens that notice to half a second in the process that makes it."""
+
+    broken = True
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.steps = 0
+        from rltrain.utils.training.env_clock import ENV_CLOCK
+        ENV_CLOCK.notice_after = 0.5
+
+    def step(self, action):
+        self.steps += 1
+        while HangingPendulum.broken and self.steps == 150:
+            time.sleep(0.05)
         return self.env.step(action)
 
 
@@ -431,6 +452,7 @@ gym.register("FakeGatedPendulum-v0", entry_point=GatedPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
 gym.register("FakeExitingPendulum-v0", entry_point=ExitingPendulum)
 gym.register("FakeWordyPendulum-v0", entry_point=WordyPendulum)
+gym.register("FakeHangingPendulum-v0", entry_point=HangingPendulum)
 gym.register("FakeInterruptingPendulum-v0", entry_point=ExitingPendulum,
              kwargs={"error": "interrupt"})
 gym.register("FakeGlobalRandomPendulum-v0",

@@ -17,7 +17,8 @@ from rltrain.scripts.cli import cli
 from rltrain.utils.errors import EnvFailure
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.logger import read_jsonl
-from rltrain.utils.run.status import read_status
+from rltrain.utils.run.status import StatusFile, read_status
+from rltrain.utils.training.env_clock import ENV_CLOCK
 from rltrain.utils.training.evaluation import evaluate
 
 import fake_envs
@@ -136,3 +137,41 @@ def test_an_evaluation_env_that_raises_is_an_env_failure():
     with pytest.raises(EnvFailure, match="env 'FakeCrashingPendulum-v0' raised RuntimeError "
                                          "in step \\(evaluation\\) at fake_envs.py:"):
         evaluate(lambda obs: np.zeros(1, np.float32), env, n_episodes=1, seed=0)
+
+
+HANGING = "fake_envs:FakeHangingPendulum-v0"  # never returns from its 150th step
+
+
+def test_an_env_step_that_hangs_past_env_step_timeout_stops_with_a_checkpoint(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(fake_envs.HangingPendulum, "broken", True)
+    monkeypatch.setattr(ENV_CLOCK, "notice_after", 0.3)
+    stuck = []
+    original = StatusFile.write
+
+    def write(self, state, pause_reason=None, **extra):
+        if state == "stuck":
+            stuck.append(extra["stuck"]["call"])
+        original(self, state, pause_reason, **extra)
+
+    monkeypatch.setattr(StatusFile, "write", write)
+    config = tmp_path / "h.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path, env_name=HANGING, eval_freq=1000,
+                                               env_step_timeout=1.5)))
+    result = CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", "h"])
+    paused = tmp_path / "checkpoints" / "h" / "paused_at_step_149.pt"
+    assert result.exit_code == 5, result.output
+    assert stuck == ["step"]  # status said so while it hung
+    assert (f"env '{HANGING}' did not return from step within 1.5 s (env_step_timeout)"
+            in result.output), result.output
+    assert f"rltrain resume --checkpoint {paused}" in result.output
+    assert read_status(tmp_path / "logs" / "h" / "status.json")["state"] == "paused"
+    # Once the env is fixed, the run takes the step it hung in again, and ends as a run
+    # that never hung.
+    monkeypatch.setattr(fake_envs.HangingPendulum, "broken", False)
+    again = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
+    assert again.exit_code == 0, again.output
+    never = CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", "never"])
+    assert never.exit_code == 0, never.output
+    assert_same_state(*(load_checkpoint(tmp_path / "checkpoints" / name /
+                                        "checkpoint_step_300.pt") for name in ("h", "never")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -236,6 +237,32 @@ def test_pause_and_status_against_a_live_run(tmp_path):
     assert again.returncode == 2 and "not running (state: paused)" in again.stderr
     missing = cli("status", "nope", cwd=tmp_path)
     assert missing.returncode == 2 and "not found" in missing.stderr
+
+
+def test_pause_of_a_run_stuck_in_its_env_ends_it_with_a_checkpoint(tmp_path):
+    """The env never returns from its 150th step and the run has no env_step_timeout:
+    status shows it stuck, and `rltrain pause` still ends it with a checkpoint (exit 5,
+    as an env failure: the env did not return)."""
+    proc = start(tmp_path, env="fake_envs:FakeHangingPendulum-v0", env_step_timeout=None)
+    status_file = tmp_path / "logs" / "live" / "status.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(status_file.read_text())["state"] == "stuck":
+                break
+        time.sleep(0.1)
+    live = json.loads(cli("status", "live", "--json", cwd=tmp_path).stdout)
+    assert live["state"] == "stuck" and live["pid"] == proc.pid, live
+    assert "inside the env's step for" in cli("status", "live", cwd=tmp_path).stdout
+    paused = cli("pause", "live", cwd=tmp_path)
+    assert paused.returncode == 0, paused.stdout + paused.stderr
+    assert "stuck in the env's step" in paused.stdout
+    assert "resume with: rltrain resume --checkpoint" in paused.stdout, paused.stdout
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 5, out + err
+    assert "was still in step after" in err and "SIGTERM came" in err, err
+    checkpoint = tmp_path / "checkpoints" / "live" / "paused_at_step_149.pt"
+    assert load_checkpoint(checkpoint)["total_steps"] == 149
 
 
 def train_in_process(tmp_path: Path, monkeypatch, step_hook) -> None:

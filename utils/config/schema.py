@@ -205,6 +205,10 @@ class TrainConfig:
     vector_mode: Literal["sync", "async"] = opt(
         "sync", "with num_envs > 1: sync steps the envs in turn in this process, async in "
         "one process each (for expensive steps)")
+    env_step_timeout: float | None = opt(
+        300.0, "seconds one env step() or reset() may take before the run stops with a "
+        "checkpoint, as when the env raises (exit code 5); null: no limit. After 30 s "
+        "in one call, status shows the run as stuck", POSITIVE)
     noise_type: Literal["gaussian", "ou"] = opt(
         "gaussian", "exploration noise: independent gaussian, or Ornstein-Uhlenbeck")
     ou_theta: float = opt(0.15, "mean reversion rate of the OU noise", POSITIVE)

@@ -21,7 +21,7 @@ except ImportError:  # Windows: no lock, only the status check
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import CheckpointError, OutputError, UserError
 from rltrain.utils.io.checkpoint import load_checkpoint
-from rltrain.utils.run.status import effective_state, read_status
+from rltrain.utils.run.status import LIVE_STATES, effective_state, read_status
 
 # The files of a run's log folder; readers that only have the folder use these names too.
 METRICS_FILE = "metrics.jsonl"
@@ -164,7 +164,7 @@ class RunLock:
         self.file: BinaryIO | None = None
         if fcntl is None:
             status = read_status(paths.status_file)
-            if status is not None and effective_state(status) == "running":
+            if status is not None and effective_state(status) in LIVE_STATES:
                 raise self._in_use(paths, f"pid {status.get('pid')}")
             return
         path = paths.log_dir / LOCK_FILE

@@ -13,10 +13,13 @@ import signal
 from types import FrameType, TracebackType
 
 from rltrain.utils.errors import Aborted
+from rltrain.utils.training.env_clock import ENV_CLOCK, clock_supported
 
 
 class SignalCatcher:
-    """Context manager: SIGINT/SIGTERM set `received`; a second SIGINT raises KeyboardInterrupt."""
+    """Context manager: SIGINT/SIGTERM set `received`; a second SIGINT raises `Aborted`.
+    It also makes the env calls' clock live (SIGALRM): a call into the env that hangs is
+    abandoned at its timeout, or at a pause request once it has lasted a while."""
 
     def __init__(self) -> None:
         self.received: tuple[str, str] | None = None  # (rule, message)
@@ -34,6 +37,12 @@ class SignalCatcher:
         if self.received is None:
             rule = "interrupt" if signum == signal.SIGINT else "terminate"
             self.received = (rule, f"{signal.Signals(signum).name} received")
+        if not self._settled:
+            ENV_CLOCK.interrupted(f"{signal.Signals(signum).name} came")  # a hung env call
+
+    @staticmethod
+    def _alarm(_signum: int, _frame: FrameType | None) -> None:
+        ENV_CLOCK.alarm()
 
     def __enter__(self) -> SignalCatcher:
         try:
@@ -41,9 +50,16 @@ class SignalCatcher:
                               for s in (signal.SIGINT, signal.SIGTERM)}
         except ValueError:  # not the main thread (e.g. a Ray worker): no handlers
             self._previous = {}
+            return self
+        if clock_supported():  # env calls are timed (utils/training/env_clock.py)
+            self._previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._alarm)
+            ENV_CLOCK.live = True
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
+        if signal.SIGALRM in self._previous:
+            ENV_CLOCK.live, ENV_CLOCK.pause_asked = False, None
+            ENV_CLOCK.leave()
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)

@@ -17,6 +17,9 @@ from typing import Any
 
 from rltrain.utils.io.checkpoint import pid_alive, write_json
 
+# A run in one of these states has a live process (stuck: inside one env call for long).
+LIVE_STATES = ("running", "stuck")
+
 
 def write_status(path: Path, status: dict[str, Any]) -> None:
     data = {**status, "pid": os.getpid(), "host": socket.gethostname(),
@@ -42,9 +45,9 @@ def process_alive(status: dict[str, Any]) -> bool:
 
 
 def effective_state(status: dict[str, Any]) -> str:
-    """The recorded state, with a dead "running" process reported as "stopped"."""
+    """The recorded state, with a dead "running" or "stuck" process reported as "stopped"."""
     state = status.get("state", "unknown")
-    if state == "running" and not process_alive(status):
+    if state in LIVE_STATES and not process_alive(status):
         return "stopped"
     return state
 
@@ -61,12 +64,12 @@ class StatusFile:
         self.freqs, self.every_seconds = freqs, every_seconds
         self._mark = 0.0
 
-    def write(self, state: str, pause_reason: str | None = None) -> None:
+    def write(self, state: str, pause_reason: str | None = None, **extra: Any) -> None:
         self._mark = time.monotonic()
         status: dict[str, Any] = {**self.fixed, "state": state}
         for part in self.parts:
             status.update(part.status())
-        write_status(self.path, {**status, "pause_reason": pause_reason})
+        write_status(self.path, {**status, "pause_reason": pause_reason, **extra})
 
     def after_step(self, env_steps: int, state: str) -> None:
         if any(env_steps % freq == 0 for freq in self.freqs):

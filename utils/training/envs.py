@@ -25,6 +25,7 @@ import numpy as np
 from gymnasium.wrappers import FlattenObservation
 
 from rltrain.utils.errors import Aborted, EnvError, EnvFailure, first_line
+from rltrain.utils.training.env_clock import ENV_CLOCK
 
 
 def make_env(env_name: str, render_mode: str | None = None,
@@ -64,13 +65,18 @@ def env_code(env_name: str, call: str) -> Iterator[None]:
     there is the env's, and becomes an `EnvFailure` that names it and where it was raised
     (with the traceback kept for the run's log folder). An env is untrusted code: its
     `SystemExit` and `KeyboardInterrupt` are its failures too; only the second Ctrl-C
-    (`Aborted`) passes through."""
+    (`Aborted`) passes through. The call is timed by `ENV_CLOCK` (a hung call becomes an
+    `EnvHung` failure)."""
+    timed = ENV_CLOCK.enter(env_name, call)
     try:
         yield
     except (EnvFailure, Aborted):
         raise  # already named where it was raised (in an env's own process, for one)
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
         raise env_failure(env_name, call, exc) from exc
+    finally:
+        if timed:
+            ENV_CLOCK.leave()
 
 
 def env_failure(env_name: str, call: str, exc: BaseException) -> EnvFailure:
