@@ -112,14 +112,22 @@ class RunState:
         self.paths: RunPaths | None = None  # the run's folders, once it has them
         self.watchers: dict[str, tuple[Any, bool]] = {}  # name -> (watcher, spread)
         self.restored: dict[str, Any] = {}  # watchers' states from a checkpoint
+        self.restored_from = ""  # that checkpoint's path
 
     def watch(self, name: str, watcher: Any, spread: bool = False) -> None:
         """Keep `watcher.state_dict()` in checkpoints under `name` (`spread`: its keys
         directly), and give it the state a restored checkpoint holds for it."""
         self.watchers[name] = (watcher, spread)
         state = self.restored.get(name)
-        if state:
+        if not state:
+            return
+        try:
             watcher.load_state_dict(state)
+        except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
+            what = f"missing entry {exc}" if isinstance(exc, KeyError) else \
+                (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+            raise CheckpointError(f"checkpoint '{self.restored_from}' does not fit this run: "
+                                  f"its {name} state: {what}") from None
 
     def close(self) -> None:
         """Close the envs (async vector envs run worker processes)."""
@@ -217,6 +225,7 @@ class RunState:
         check_algorithm(payload, self.config.algo, path)
         check_spaces(payload, space_record(self.config.env_name, self.eval_env), path)
         found = environment_warning(payload.get("environment"), environment_record(self.device))
+        self.restored_from = path
         try:
             return ([found] if found else []) + self._restore(payload)
         except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:

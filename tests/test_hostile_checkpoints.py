@@ -42,6 +42,20 @@ FORGERIES = [
     ("trainer/counters/env_steps", 150, "trainer.counters.env_steps"),
     ("trainer/counters/episodes", -1, "trainer.counters.episodes"),
     ("trainer/counters/last_return", "high", "trainer.counters.last_return"),
+    ("trainer/monitor/best_eval", "-150", "trainer.monitor.best_eval"),
+    ("trainer/monitor/evals_since_best", 10**6, "trainer.monitor.evals_since_best"),
+    ("trainer/diagnostics/map/ptr", 10**12, "trainer.diagnostics.map.ptr"),
+    ("trainer/diagnostics/map/states", torch.zeros(5, 7), "trainer.diagnostics.map.states"),
+    ("trainer/diagnostics/map/episode_rows", [[(10**9, 0)]],
+     "trainer.diagnostics.map.episode_rows"),
+    # Stride 0: a few bytes in the file stand for 10^10 rows (10^11 bytes for the RNG).
+    ("buffer/data", torch.zeros(1, 9).expand(10**10, 9), "buffer.data"),
+    ("trainer/rng/torch", torch.zeros(1, dtype=torch.uint8).expand(10**11),
+     "trainer.rng.torch"),
+    ("agent_generator", torch.zeros(7, dtype=torch.uint8), "agent_generator"),
+    ("buffer/generator", torch.zeros(5056), "buffer.generator"),
+    ("actor/action_scale", torch.tensor([float("nan")]), "actor.action_scale"),
+    ("actor_target/action_bias", torch.tensor([5.0]), "actor_target.action_bias"),
 ]
 
 
@@ -122,3 +136,18 @@ def test_a_folder_given_as_the_checkpoint_lists_its_checkpoints(trained_run, com
     assert "is a folder; give one of its checkpoints: best_model.pt" in result.output
     logs = CliRunner().invoke(cli, [command, "--checkpoint", str(trained_run.log_dir)])
     assert logs.exit_code == 2 and "is a run's log folder" in logs.output, logs.output
+
+
+def test_a_part_state_that_does_not_load_is_one_line_not_a_traceback(trained_run, run_copy,
+                                                                     tmp_path):
+    """Beyond the fields checked at load: a part of the trainer's state that its owner
+    cannot load (here the reward analysis's, emptied) is a one-line refusal."""
+    payload = load_checkpoint(run_copy / "checkpoint_step_200.pt")
+    payload["trainer"]["diagnostics"]["reward"] = {"unexpected": 1}
+    save_tensors(forged := run_copy / "checkpoint_step_200.pt", payload)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(forged), "--run-name", "f",
+                                      "--set", f"log_dir={tmp_path / 'logs'}",
+                                      "--set", f"checkpoint_dir={tmp_path / 'checkpoints'}"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert f"checkpoint '{forged}' does not fit this run: its diagnostics state" in result.output

@@ -27,6 +27,7 @@ def check_fields(data: dict[str, Any], path: object) -> None:
     """Raise a `CheckpointError` for the first field of `data` that is not as rltrain
     writes it."""
     fields = _Fields(data, path)
+    _check_dense(fields, data, "")
     steps = fields.integer("total_steps", data["total_steps"], 0, MAX_STEPS)
     if data.get("kind") not in KINDS:
         raise fields.bad("kind", data.get("kind"), f"one of {', '.join(KINDS)}")
@@ -37,12 +38,16 @@ def check_fields(data: dict[str, Any], path: object) -> None:
     if "run_name" in data and not _plain_name(data["run_name"]):
         raise fields.bad("run_name", data["run_name"], "a plain folder name")
     obs_dim, action_dim = _check_spaces(fields, data.get("spaces"))
-    _check_networks(fields, data)
+    _check_networks(fields, data, data["spaces"])
+    _check_generators(fields, data)
     if data.get("normalize") is not None:  # absent from checkpoints written before it
         _check_normalize(fields, data["normalize"], obs_dim)
     if data["kind"] != "best":
         _check_buffer(fields, data.get("buffer"), steps, 2 * obs_dim + action_dim + 2)
         _check_trainer(fields, data.get("trainer"), steps)
+        _check_monitor(fields, data["trainer"].get("monitor"), steps)
+        _check_map(fields, (data["trainer"].get("diagnostics") or {}).get("map"), obs_dim,
+                   action_dim)
 
 
 class _Fields:
@@ -58,6 +63,18 @@ class _Fields:
             shown = shown[:57] + "..."
         return CheckpointError(f"checkpoint '{self.path}' is refused: its field '{field}' is "
                                f"{shown}; it must be {must}")
+
+    def number(self, field: str, value: Any, none: bool = False) -> None:
+        if value is None and none:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value):
+            raise self.bad(field, value, "a finite number" + (" or null" if none else ""))
+
+    def tensor(self, field: str, value: Any, shape: tuple[int, ...]) -> torch.Tensor:
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
+            raise self.bad(field, value, f"a tensor of shape {shape}")
+        return value
 
     def integer(self, field: str, value: Any, low: int, high: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -87,13 +104,61 @@ def _check_spaces(fields: _Fields, spaces: Any) -> tuple[int, int]:
     return obs_dim, len(low)
 
 
-def _check_networks(fields: _Fields, data: dict[str, Any]) -> None:
-    """Each network a dict of floating tensors; each target of its network's shapes."""
+def _check_dense(fields: _Fields, value: Any, where: str) -> None:
+    """Every tensor in the file holds the bytes its shape says: rltrain writes no tensor
+    whose rows share memory (a stride-0 view can claim 10^10 rows from a few bytes, and
+    anything that copies it then asks for all of them)."""
+    if isinstance(value, torch.Tensor):
+        need = value.numel() * value.element_size()
+        if value.numel() > 1 and (not value.is_contiguous() or
+                                  value.untyped_storage().nbytes() < need):
+            raise fields.bad(where, value, "a dense tensor (this one's rows share memory: "
+                             f"{value.untyped_storage().nbytes()} bytes stand for {need})")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_dense(fields, item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_dense(fields, item, f"{where}[{i}]")
+
+
+# A torch random stream's saved state: a CPU generator's (Mersenne Twister), a CUDA one's
+# (Philox seed and offset). Another size is no generator state at all.
+GENERATOR_BYTES = {torch.Generator().get_state().numel(): "CPU", 16: "CUDA"}
+
+
+def _check_generators(fields: _Fields, data: dict[str, Any]) -> None:
+    found = [(key, value) for key, value in data.items() if key.endswith("_generator")]
+    if isinstance(data.get("buffer"), dict) and "generator" in data["buffer"]:
+        found.append(("buffer.generator", data["buffer"]["generator"]))
+    rng = (data.get("trainer") or {}).get("rng") if isinstance(data.get("trainer"),
+                                                                dict) else None
+    if isinstance(rng, dict) and "torch" in rng:
+        found.append(("trainer.rng.torch", rng["torch"]))
+    sizes = " or ".join(f"{size} ({device})" for size, device in GENERATOR_BYTES.items())
+    for key, value in found:
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.uint8 or \
+                value.dim() != 1 or value.numel() not in GENERATOR_BYTES:
+            raise fields.bad(key, value, f"a random generator's state: {sizes} bytes")
+
+
+def _check_networks(fields: _Fields, data: dict[str, Any], spaces: dict[str, Any]) -> None:
+    """Each network a dict of floating tensors; each target of its network's shapes; the
+    action bounds they keep (action_scale, action_bias) those of the env's spaces."""
+    low, high = (torch.tensor(spaces[side], dtype=torch.float64)
+                 for side in ("action_low", "action_high"))
+    bounds = {"action_scale": (high - low) / 2, "action_bias": (high + low) / 2}
     for name in (n for n in NETWORKS if n in data):
         weights = fields.of_type(name, data[name], dict, "a mapping of tensors")
         for key, value in weights.items():
             if not isinstance(value, torch.Tensor) or not value.is_floating_point():
                 raise fields.bad(f"{name}.{key}", value, "a floating-point tensor")
+            want = bounds.get(key)
+            if want is not None and (value.shape != want.shape or not torch.allclose(
+                    value.double(), want, rtol=1e-5, atol=1e-6)):
+                raise fields.bad(f"{name}.{key}", value.tolist() if value.numel() <= 8
+                                 else value, f"{want.tolist()}, from the env's action bounds "
+                                 "in 'spaces'")
     for name in (n for n in ("actor", "critic") if f"{n}_target" in data):
         online, target = data[name], data[f"{name}_target"]
         shapes = {k: tuple(v.shape) for k, v in online.items()}
@@ -130,6 +195,52 @@ def _check_trainer(fields: _Fields, trainer: Any, steps: int) -> None:
         raise fields.bad("trainer.counters.last_return", last, "a number or null")
     fields.integer("trainer.counters.last_non_finite_rewards",
                    counters.get("last_non_finite_rewards", 0), 0, steps)
+
+
+def _check_monitor(fields: _Fields, monitor: Any, steps: int) -> None:
+    """The evaluations' record: counts in range, returns finite numbers (or none yet)."""
+    fields.of_type("trainer.monitor", monitor, dict, "a mapping")
+    evaluations = fields.integer("trainer.monitor.evaluations", monitor.get("evaluations"), 0,
+                                 MAX_STEPS)
+    for key in ("latest_eval", "best_eval"):
+        fields.number(f"trainer.monitor.{key}", monitor.get(key), none=True)
+    if monitor.get("best_eval_step") is not None:
+        fields.integer("trainer.monitor.best_eval_step", monitor["best_eval_step"], 0, steps)
+    fields.integer("trainer.monitor.evals_since_best", monitor.get("evals_since_best"), 0,
+                   evaluations)
+    for key in ("last_warned", "held_back"):
+        fields.of_type(f"trainer.monitor.{key}", monitor.get(key, {}), dict, "a mapping")
+
+
+def _check_map(fields: _Fields, state: Any, obs_dim: int, action_dim: int) -> None:
+    """The state-action samples of the flow-1 heatmaps: tensors of the size, widths and
+    ring positions the map continues from."""
+    if state is None:  # diagnostics off
+        return
+    name = "trainer.diagnostics.map"
+    fields.of_type(name, state, dict, "a mapping")
+    size = fields.integer(f"{name}.size", state.get("size"), 0, MAX_STEPS)
+    fields.tensor(f"{name}.states", state.get("states"), (size, obs_dim))
+    fields.tensor(f"{name}.actions", state.get("actions"), (size, action_dim))
+    fields.tensor(f"{name}.return_to_go", state.get("return_to_go"), (size,))
+    fields.integer(f"{name}.ptr", state.get("ptr"), 0, size)
+    fields.integer(f"{name}.recent", state.get("recent"), 0, size)
+    rows = state.get("episode_rows")
+    if not isinstance(rows, list) or not all(
+            isinstance(env_rows, list) and all(
+                isinstance(row, (list, tuple)) and len(row) == 2 and all(
+                    isinstance(x, int) and not isinstance(x, bool) for x in row)
+                and 0 <= row[0] < max(size, 1) and row[1] >= 0 for row in env_rows)
+            for env_rows in rows):
+        raise fields.bad(f"{name}.episode_rows", rows,
+                         f"lists of (row, step) pairs, rows in [0, {size})")
+    centers = state.get("centers")
+    if centers is not None:
+        if not isinstance(centers, torch.Tensor) or centers.dim() != 2:
+            raise fields.bad(f"{name}.centers", centers, "a 2-d tensor or null")
+        counts = state.get("center_counts")
+        if counts is not None:
+            fields.tensor(f"{name}.center_counts", counts, (len(centers),))
 
 
 def _check_normalize(fields: _Fields, state: Any, obs_dim: int) -> None:
