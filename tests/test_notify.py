@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -112,6 +113,25 @@ def test_a_command_gets_the_event_on_stdin_and_a_failing_one_is_recorded(tmp_pat
     failing.close()
     [event] = read_jsonl(tmp_path / "events.jsonl")
     assert "exited with code 1: no such channel" in event["message"]
+
+
+@pytest.mark.parametrize("then", ["sleep 60", "true"])
+def test_a_command_s_background_children_end_with_it(tmp_path, then):
+    """`then` = sleep 60: the command outlives its timeout; true: it exits at once. Either
+    way the child it left in the background (holding its output open) is ended."""
+    pid_file = tmp_path / "child.pid"
+    sender = notifier(tmp_path, command=f"sh -c 'sleep 60 & echo $! > {pid_file}; {then}'",
+                      retries=0, timeout=1)
+    started = time.monotonic()
+    sender.send(EVENT)
+    sender.close()
+    assert time.monotonic() - started < 10
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(child) and psutil.Process(child).status() != "zombie" and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == "zombie"
 
 
 def train(tmp_path: Path, *extra: str, **overrides):

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -57,18 +59,36 @@ def post_json(url: str, body: bytes, timeout: float) -> None:
 
 
 def run_command(command: str, body: bytes, timeout: float) -> None:
-    """Run `command` with `body` on its stdin; a non-zero exit is a DeliveryError."""
+    """Run `command` with `body` on its stdin; a non-zero exit is a DeliveryError. It runs
+    in a process group of its own, ended with it: a child it left in the background (which
+    would also hold its output open) is killed, at its end or at the timeout."""
     try:
-        done = subprocess.run(command_argv(command), input=body, capture_output=True,
-                              timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise DeliveryError(f"did not end within {timeout:g} s (killed)") from None
+        proc = subprocess.Popen(command_argv(command), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=os.name == "posix")
     except OSError as exc:
         raise DeliveryError(exc.strerror or str(exc)) from None
-    if done.returncode != 0:
-        said = done.stderr.decode(errors="replace").strip().splitlines()
-        raise DeliveryError(f"exited with code {done.returncode}"
+    try:
+        _, stderr = proc.communicate(body, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _end_group(proc)
+        proc.communicate()
+        raise DeliveryError(f"did not end within {timeout:g} s (killed)") from None
+    finally:
+        _end_group(proc)
+    if proc.returncode != 0:
+        said = stderr.decode(errors="replace").strip().splitlines()
+        raise DeliveryError(f"exited with code {proc.returncode}"
                             + (f": {said[-1]}" if said else ""))
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """Kill `proc` and what is left of its process group (POSIX; elsewhere `proc` only)."""
+    with contextlib.suppress(OSError):
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
 
 
 Deliver = Callable[[bytes], None]
