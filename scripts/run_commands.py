@@ -111,6 +111,19 @@ def status_report(log_dir: Path) -> dict[str, Any]:
     }
 
 
+def _say_paused(status: dict[str, Any]) -> None:
+    """Where the paused run is and what continues it: `rltrain continue` while its
+    process waits (--wait), else `rltrain resume`."""
+    checkpoint = status.get("latest_checkpoint")
+    click.echo(f"paused at step {status.get('env_steps')}; checkpoint: {checkpoint}")
+    if status.get("waiting") and process_alive(status):
+        run = status.get("run")
+        click.echo(f"the run waits: rltrain continue {run} [--set KEY=VALUE ...], or "
+                   f"rltrain stop {run}")
+    else:
+        click.echo(f"resume with: rltrain resume --checkpoint {checkpoint}")
+
+
 def _interrupt_stuck(status: dict[str, Any]) -> None:
     """The run is inside one env call for long and reads no request: a SIGTERM makes it
     abandon the call and stop with a checkpoint (exit code 5, as an env failure)."""
@@ -199,11 +212,15 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
     folder = find_run_log_dir(run, log_dir)
     before = _load_status(folder)
     state = effective_state(before)
-    if state not in LIVE_STATES:
+    # Paused, its process still alive: another request (or a rule) paused it just now, and
+    # it waits (--wait) or is ending. This request is answered as that one is.
+    just_paused = state == "paused" and process_alive(before)
+    if state not in LIVE_STATES and not just_paused:
         raise UserError(f"run '{run}' is not running (state: {state}); nothing to pause")
     request = folder / PAUSE_REQUEST_FILE
-    atomic_write(request, lambda f: f.write(reason.encode()), durable=False)
-    click.echo(f"pause requested for run '{before.get('run')}' (pid {before.get('pid')})")
+    if not just_paused:
+        atomic_write(request, lambda f: f.write(reason.encode()), durable=False)
+        click.echo(f"pause requested for run '{before.get('run')}' (pid {before.get('pid')})")
     if state == "stuck":  # it cannot read the request: SIGTERM abandons the env call
         _interrupt_stuck(before)
     if not wait:
@@ -212,11 +229,12 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
     while time.monotonic() < deadline:
         now = read_status(folder / STATUS_FILE) or {}
         state = effective_state(now) if now else "unknown"
-        if state == "paused":
-            click.echo(f"paused at step {now.get('env_steps')}; checkpoint: "
-                       f"{now.get('latest_checkpoint')}")
-            click.echo(f"resume with: rltrain resume --checkpoint {now.get('latest_checkpoint')}")
+        if state == "paused" and (now.get("waiting") or not process_alive(now)):
+            _say_paused(now)
             return
+        if state == "paused":  # settling: it is about to wait, or to end
+            time.sleep(0.05)
+            continue
         if state == "finished":  # the request came on the last step
             click.echo(f"the run finished at step {now.get('env_steps')} instead; checkpoint: "
                        f"{now.get('latest_checkpoint')}")

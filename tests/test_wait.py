@@ -175,3 +175,30 @@ def test_stop_the_timeout_and_signals_end_the_wait_with_exit_3(tmp_path, how, sa
         resumed = rltrain(tmp_path, "resume", "--checkpoint", str(checkpoint),
                           "--set", "min_reward_threshold=-1e9")
         assert resumed.exit_code == 0 and "finished at step 400" in resumed.output
+
+
+def test_concurrent_pauses_of_a_waiting_run_answer_alike(tmp_path):
+    """Three `rltrain pause` at once: whichever the run took, each says it is paused and
+    waits for `rltrain continue`, with exit code 0."""
+    proc = start(tmp_path, "--wait", min_reward_threshold=None, max_timesteps=100_000)
+    status_file = tmp_path / "logs" / "live" / "status.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if json.loads(status_file.read_text()).get("env_steps", 0) >= 120:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    pauses = [subprocess.Popen([EXE, "pause", "live"], cwd=tmp_path, env=ENV, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+              for _ in range(3)]
+    answers = [(p.wait(timeout=120), p.stdout.read()) for p in pauses]
+    try:
+        for code, out in answers:
+            assert code == 0, out
+            assert "the run waits: rltrain continue live" in out, out
+    finally:
+        rltrain(tmp_path, "stop", "live")
+        proc.communicate(timeout=60)
+    assert proc.returncode == 3
