@@ -54,3 +54,6 @@ def test_site_builds_strict_without_broken_links(tmp_path):
     assert (tmp_path / "reference" / "config" / "index.html").exists()
     cli = (tmp_path / "reference" / "cli" / "index.html").read_text()
     assert "rltrain resume" in cli and "&lt;run&gt;" in cli
+    # The site's own CSS (docs/stylesheets/extra.css): tables and code fit the column.
+    assert (tmp_path / "stylesheets" / "extra.css").exists()
+    assert 'href="../../stylesheets/extra.css"' in cli
