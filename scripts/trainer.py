@@ -39,6 +39,7 @@ from rltrain.utils.errors import (
 )
 from rltrain.utils.hooks.hook import Hook
 from rltrain.utils.io.checkpoint import remove_stale_temp_files
+from rltrain.utils.io.run_files import write_run_file
 from rltrain.utils.run.folders import RunLock, RunPaths, relative_to_cwd
 from rltrain.utils.run.health import HealthRules
 from rltrain.utils.run.logger import RunLogger
@@ -83,7 +84,7 @@ class Trainer:
                 problem = describe_write_failure(exc)
                 raise OutputError(f"the run could not start: {problem}{then}") from None
             try:
-                return self._loop(resumed=resume is not None)
+                outcome = self._loop(resumed=resume is not None)
             except KeyboardInterrupt:
                 self.write_status("aborted")
                 raise
@@ -94,13 +95,18 @@ class Trainer:
             except EnvFailure as exc:
                 raise self._env_failed(exc) from None
             except torch.OutOfMemoryError as exc:
-                return self._out_of_memory(exc)
+                outcome = self._out_of_memory(exc)
             except BaseException:
                 self.write_status("crashed")
                 raise
             finally:
                 self.signals.settle()  # the outcome is decided: a Ctrl-C now changes nothing
-                self._close_all()
+                failed = self._close_all()
+            if failed:
+                raise OutputError(f"the run {outcome.status} at step {outcome.env_steps} "
+                                  f"(checkpoint {outcome.checkpoint}), but its last files "
+                                  f"could not all be written: {'; '.join(failed)}")
+            return outcome
 
     @contextlib.contextmanager
     def _env_clock(self) -> Iterator[None]:
@@ -114,16 +120,23 @@ class Trainer:
         finally:
             ENV_CLOCK.timeout, ENV_CLOCK.on_stuck, ENV_CLOCK.on_unstuck = None, None, None
 
-    def _close_all(self) -> None:
-        """Close hooks, display, logs and envs; a log that cannot be flushed (a full disk)
-        must not replace the run's outcome or the error that says what to resume."""
+    def _close_all(self) -> list[str]:
+        """Close hooks (the final heatmaps), display, logs and envs; returns what could not
+        be written (a full disk). That must not replace an error that says what to resume:
+        with one under way, it is a warning."""
+        failed = []
         for close in (self.hooks.close, self.progress.close, self.logger.close, self.close):
             try:
                 close()
             except (OSError, OutputError) as exc:
-                if os_error_in(exc) is None:
+                if not isinstance(exc, OutputError) and os_error_in(exc) is None:
                     raise
-                print(f"warning: closing the run: {describe_write_failure(exc)}", file=sys.stderr)
+                failed.append(describe_write_failure(exc))
+        if failed and sys.exc_info()[1] is not None:
+            for problem in failed:
+                print(f"warning: closing the run: {problem}", file=sys.stderr)
+            return []
+        return failed
 
     def _start(self, paths: RunPaths, resume: ResumeInfo | None) -> None:
         """Open the run's logs, monitor and hooks."""
@@ -260,9 +273,9 @@ class Trainer:
         # In an evaluation: nothing of it was recorded yet, so the resumed run does it
         # again, and the checkpoint and diagnostics due after it, before its next step.
         self.state.redo_due = self.in_due
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, OutputError):
             trace = self.paths.env_error_file(steps)
-            trace.write_text(exc.details)
+            write_run_file(trace, exc.details)
             problem += f" (traceback: {trace})"
         _, then = self._stop("env_error", problem, "the env is fixed")
         return EnvFailure(f"stopped at step {steps}: {problem}; {then}", exc.details)

@@ -11,6 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
+from rltrain.utils.errors import OutputError
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.run.status import read_status
@@ -145,3 +146,44 @@ def test_a_background_thread_that_cannot_write_says_so_in_one_line(capsys):
         [OSError, error, None, threading.Thread(name="EventWriter")]))
     assert capsys.readouterr().err == ("warning: No space left on device: "
                                        "'logs/r/events.out.tfevents.1' (in EventWriter)\n")
+
+
+def test_a_link_planted_in_a_run_folder_is_not_written_through(tmp_path):
+    assert train(tmp_path, "--set", "max_timesteps=200").exit_code == 0
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("precious\n")
+    metrics = tmp_path / "logs" / "r" / "metrics.jsonl"
+    metrics.unlink()
+    metrics.symlink_to(outside)
+    checkpoint = tmp_path / "checkpoints" / "r" / "checkpoint_step_200.pt"
+    before = checkpoint.read_bytes()
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint),
+                                      "--set", "max_timesteps=300"])
+    assert result.exit_code == 4, result.output
+    assert f"'{metrics}' is a link: rltrain writes a run's files only inside its folders" \
+        in result.output and "Traceback" not in result.output
+    assert outside.read_text() == "precious\n" and checkpoint.read_bytes() == before
+
+
+def test_a_full_disk_for_the_final_heatmap_is_exit_4_naming_the_file(tmp_path, monkeypatch):
+    """The run finishes (its checkpoint written), then its last heatmap cannot be written:
+    not exit 0 with a warning, but exit 4 naming the file and the checkpoint."""
+    from rltrain.utils.diagnostics import plots
+
+    real = plots.atomic_write
+
+    def atomic_write(path, write, durable=True):
+        if path.suffix == ".png":
+            raise OutputError(f"cannot write '{path}': No space left on device")
+        real(path, write, durable)
+
+    monkeypatch.setattr(plots, "atomic_write", atomic_write)
+    result = train(tmp_path, "--set", "max_timesteps=500")  # no heatmap scheduled before
+    checkpoint = tmp_path / "checkpoints" / "r" / "checkpoint_step_500.pt"
+    assert result.exit_code == 4, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: the run finished at step 500 (checkpoint {checkpoint}), but its last files "
+        f"could not all be written: cannot write "
+        f"'{tmp_path / 'logs' / 'r' / 'heatmaps' / 'heatmap_step_500.png'}': No space left "
+        f"on device")
+    assert load_checkpoint(checkpoint)["total_steps"] == 500

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from rltrain.utils.diagnostics.state_action import ClusterView
+from rltrain.utils.io.checkpoint import atomic_write
 
 MARKS = {"fixated_cluster": "F", "chaotic_cluster": "C", "blind_cluster": "B"}
 LABEL_DIMS = 6  # observation dimensions written in a row's label
@@ -52,10 +53,10 @@ def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
     fig.tight_layout()
     fig.canvas.draw()  # rendered once: the PNG is written from the same pixels
     rgba = np.asarray(fig.canvas.buffer_rgba())
-    path.parent.mkdir(parents=True, exist_ok=True)
     from matplotlib.image import imsave
 
-    imsave(path, rgba)
+    # Temp file and rename: a full disk names the file, and a link there is replaced.
+    atomic_write(path, lambda f: imsave(f, rgba, format="png"), durable=False)
     return rgba[:, :, :3].copy()
 
 

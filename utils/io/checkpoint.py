@@ -59,7 +59,8 @@ def atomic_write(path: Path, write: Callable[[Any], None], durable: bool = True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
+        tmp.unlink(missing_ok=True)  # a stale one, or a link planted there: never followed
+        with open(tmp, "xb") as f:
             write(f)
             f.flush()
             if durable:

@@ -21,6 +21,7 @@ except ImportError:  # Windows: no lock, only the status check
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import CheckpointError, OutputError, UserError
 from rltrain.utils.io.checkpoint import load_checkpoint
+from rltrain.utils.io.run_files import open_run_file
 from rltrain.utils.run.status import LIVE_STATES, effective_state, read_status
 
 # The files of a run's log folder; readers that only have the folder use these names too.
@@ -173,7 +174,7 @@ class RunLock:
                               "directory (a file has its name)")
         try:
             paths.log_dir.mkdir(parents=True, exist_ok=True)
-            file = path.open("ab")
+            file = open_run_file(path, binary=True)
         except OSError as exc:
             raise OutputError(f"cannot create the run's lock file '{path}': "
                               f"{exc.strerror or exc}") from None

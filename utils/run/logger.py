@@ -23,6 +23,7 @@ import yaml
 
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.io.checkpoint import to_json
+from rltrain.utils.io.run_files import open_run_file, write_run_file
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.notify_target import mask_config_dict, mask_text
 
@@ -39,16 +40,16 @@ class RunLogger:
 
         self.writer = SummaryWriter(log_dir=str(paths.log_dir), purge_step=purge,
                                     flush_secs=30)
-        self._metrics = open(paths.metrics_file, "a", encoding="utf-8", buffering=1)
-        self._events = open(paths.events_file, "a", encoding="utf-8", buffering=1)
-        self._diagnostics = open(paths.diagnostics_file, "a", encoding="utf-8", buffering=1)
+        self._metrics = open_run_file(paths.metrics_file, line_buffered=True)
+        self._events = open_run_file(paths.events_file, line_buffered=True)
+        self._diagnostics = open_run_file(paths.diagnostics_file, line_buffered=True)
 
     def write_run_files(self, config: TrainConfig, argv: list[str] | None = None) -> None:
         """config.yaml (the resolved config), command.txt, and the config in TensorBoard."""
         plain = mask_config_dict(config_to_dict(config))  # a webhook's token stays out
-        self.paths.config_file.write_text(yaml.safe_dump(plain, sort_keys=False))
+        write_run_file(self.paths.config_file, yaml.safe_dump(plain, sort_keys=False))
         command = mask_text(" ".join(argv if argv is not None else sys.argv))
-        with open(self.paths.command_file, "a", encoding="utf-8") as f:
+        with open_run_file(self.paths.command_file) as f:
             f.write(command + "\n")
         text = "\n".join(f"    {line}" for line in yaml.safe_dump(plain, sort_keys=False)
                          .splitlines())
@@ -116,7 +117,7 @@ def event_line(env_steps: int | None, **fields: Any) -> str:
 def append_event(path: Path, env_steps: int | None, **fields: Any) -> None:
     """Append one line to an events.jsonl that no RunLogger has open (a run that waits
     after its pause, a notification that failed after the run ended)."""
-    with open(path, "a", encoding="utf-8") as f:
+    with open_run_file(path) as f:
         f.write(event_line(env_steps, **fields))
 
 
