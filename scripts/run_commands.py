@@ -226,13 +226,15 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
     if not wait:
         return
     deadline = time.monotonic() + timeout
+    settled: float | None = None  # when it is paused, its process is about to wait or end
     while time.monotonic() < deadline:
         now = read_status(folder / STATUS_FILE) or {}
         state = effective_state(now) if now else "unknown"
-        if state == "paused" and (now.get("waiting") or not process_alive(now)):
-            _say_paused(now)
-            return
-        if state == "paused":  # settling: it is about to wait, or to end
+        if state == "paused":
+            settled = settled or time.monotonic() + 10
+            if now.get("waiting") or not process_alive(now) or time.monotonic() > settled:
+                _say_paused(now)
+                return
             time.sleep(0.05)
             continue
         if state == "finished":  # the request came on the last step

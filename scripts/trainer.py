@@ -64,6 +64,7 @@ class Trainer:
         self.extra_hooks: list[Hook] = []
         self.on_event: Callable[[int, dict], None] | None = None  # each events.jsonl line
         self.paths: RunPaths | None = None
+        self._folder_ids: dict[Path, tuple[int, int] | None] = {}  # the run's folders' ids
         self.in_due = False
         self.run_lock: RunLock | None = None  # held from `claim` until `close`
         self.argv: list[str] | None = None  # what command.txt records (None: sys.argv)
@@ -89,7 +90,7 @@ class Trainer:
                 self.write_status("aborted")
                 raise
             except (OSError, OutputError) as exc:
-                if os_error_in(exc) is None:
+                if not isinstance(exc, OutputError) and os_error_in(exc) is None:
                     raise
                 raise self._output_failed(exc) from None
             except EnvFailure as exc:
@@ -142,6 +143,8 @@ class Trainer:
         """Open the run's logs, monitor and hooks."""
         state, config = self.state, self.config
         self.paths = state.paths = paths
+        self._folder_ids = {folder: _folder_id(folder)
+                            for folder in (paths.log_dir, paths.checkpoint_dir)}
         remove_stale_temp_files(paths.checkpoint_dir)
         paths.pause_request_file.unlink(missing_ok=True)  # meant for an earlier process
         self.logger = RunLogger(paths, resume_step=resume.env_steps if resume else None)
@@ -212,6 +215,8 @@ class Trainer:
     def _step(self) -> None:
         """One env step, the updates it allows, and everything that is due after it."""
         state, hooks = self.state, self.hooks
+        if state.counters.env_steps % 10 == 0 and self._deleted_folders():  # before a write
+            raise OutputError(_deleted_message(self._deleted_folders()))  # makes them again
         step = state.env_step()
         hooks.on_step(step)
         ended = state.count_step(step)
@@ -260,10 +265,19 @@ class Trainer:
                           finding.on_weights)
 
     def _output_failed(self, exc: BaseException) -> OutputError:
-        """A log or checkpoint could not be written (disk full, permissions)."""
+        """A log or checkpoint could not be written (disk full, permissions, a run folder
+        deleted while the run wrote to it)."""
         problem = describe_write_failure(exc)
+        deleted = self._deleted_folders()
+        if deleted and problem != _deleted_message(deleted):  # found by a failed write
+            problem = f"{_deleted_message(deleted)} ({problem})"
         _, then = self._stop("write_failure", problem, "that is fixed")
         return OutputError(f"stopped at step {self.state.counters.env_steps}: {problem}; {then}")
+
+    def _deleted_folders(self) -> list[Path]:
+        """The run's folders that are gone, or were made again, since it started."""
+        return [folder for folder, known in self._folder_ids.items()
+                if _folder_id(folder) != known]
 
     def _env_failed(self, exc: EnvFailure) -> EnvFailure:
         """The env raised an exception; its traceback goes to the log folder. A failed
@@ -311,4 +325,22 @@ class Trainer:
         none = ("no checkpoint was written halfway through an env step" if halfway
                 else "no checkpoint could be written")
         newest = self.monitor.latest_checkpoint
+        if newest and not Path(newest).exists():
+            return None, f"{none}; the newest, {newest}, is gone (deleted with its folder?)"
         return None, f"{none}; the newest is {newest}" if newest else none
+
+
+def _folder_id(folder: Path) -> tuple[int, int] | None:
+    """Which folder `folder` is (device, inode); None when there is none."""
+    try:
+        info = folder.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _deleted_message(folders: list[Path]) -> str:
+    named = " and ".join(f"'{folder}'" for folder in folders)
+    return (f"the run's folder{'s' if len(folders) > 1 else ''} {named} "
+            f"{'were' if len(folders) > 1 else 'was'} deleted while the run wrote to "
+            f"{'them' if len(folders) > 1 else 'it'}")

@@ -187,3 +187,28 @@ def test_a_full_disk_for_the_final_heatmap_is_exit_4_naming_the_file(tmp_path, m
         f"'{tmp_path / 'logs' / 'r' / 'heatmaps' / 'heatmap_step_500.png'}': No space left "
         f"on device")
     assert load_checkpoint(checkpoint)["total_steps"] == 500
+
+
+def test_run_folders_deleted_mid_run_are_named_as_such(tmp_path, monkeypatch):
+    """Both folders go (moved away: as `rm -rf` from another shell, but atomic) at step
+    150: the run stops before its next step saying so, with exit code 4 and a paused
+    checkpoint in a checkpoint folder made again."""
+    from rltrain.scripts.trainer import Trainer
+
+    real_step = Trainer._step
+
+    def step(self):
+        real_step(self)
+        if self.state.counters.env_steps == 150:
+            for folder in (self.paths.log_dir, self.paths.checkpoint_dir):
+                folder.rename(tmp_path / f"gone_{folder.parent.name}")
+
+    monkeypatch.setattr(Trainer, "_step", step)
+    result = train(tmp_path)
+    logs, checkpoints = tmp_path / "logs" / "r", tmp_path / "checkpoints" / "r"
+    assert result.exit_code == 4, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: stopped at step 150: the run's folders '{logs}' and '{checkpoints}' were "
+        f"deleted while the run wrote to them; a checkpoint was still written; once that is "
+        f"fixed: rltrain resume --checkpoint {checkpoints / 'paused_at_step_150.pt'}")
+    assert "b'" not in result.output

@@ -9,6 +9,9 @@ Internal invariants use `assert`; anything else is a bug and keeps its traceback
 """
 
 
+import os
+
+
 class UserError(Exception):
     """A problem with the user's input, described in one actionable line."""
 
@@ -61,7 +64,8 @@ def os_error_in(exc: BaseException) -> OSError | None:
 
 def describe_os_error(exc: OSError) -> str:
     """`No space left on device: 'path'`, or as close as the error allows."""
-    where = f": '{exc.filename}'" if exc.filename else ""
+    name = os.fsdecode(exc.filename) if isinstance(exc.filename, (bytes, str)) else exc.filename
+    where = f": '{name}'" if name else ""
     return f"{exc.strerror or exc}{where}"
 
 

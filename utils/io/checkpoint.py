@@ -226,14 +226,19 @@ def remove_stale_temp_files(folder: Path) -> list[Path]:
 
 
 def pid_alive(pid: int) -> bool:
-    """True if a process with this pid runs on this machine."""
+    """True if a process with this pid runs on this machine (an ended one that its parent
+    has not yet reaped, a zombie, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except (PermissionError, OverflowError):
         return True
-    return True
+    try:  # Linux: the state is the field after the command's closing parenthesis
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2:][:1] != "Z"
 
 
 def periodic_checkpoints(folder: Path) -> list[tuple[int, Path]]:
