@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrain.utils.config.loader import read_yaml_mapping
-from rltrain.utils.diagnostics import plots
+from rltrain.utils.diagnostics import evidence, plots
 from rltrain.utils.diagnostics.rules import RULES, SEVERITY
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.io.checkpoint import atomic_write
@@ -130,7 +130,7 @@ def print_table(report: dict[str, Any]) -> None:
     for f in report["findings"]:
         hypothesis, check = RULES[f["rule"]]
         table.add_row(Text(f["severity"]), Text(f["rule"]), Text(_steps(f)),
-                      Text(_short(f["evidence"])),
+                      Text(evidence.text(f["evidence"])),
                       Text(f"{f['message']}\nhypothesis: {hypothesis}\ncheck: {check}"))
     console.print(table)
 
@@ -142,8 +142,9 @@ def _print_blocks(console: Any, report: dict[str, Any]) -> None:
     console.print(Text(f"findings for run {report['run']}"))
     for f in report["findings"]:
         hypothesis, check = RULES[f["rule"]]
+        shown = evidence.text(f["evidence"]).replace("\n", "\n    ")
         console.print(Text(f"\n[{f['severity']}] {f['rule']}, steps {_steps(f)}, evidence "
-                           f"{_short(f['evidence'])}\n  {f['message']}\n  hypothesis: "
+                           f"{shown}\n  {f['message']}\n  hypothesis: "
                            f"{hypothesis}\n  check: {check}"))
 
 
@@ -152,11 +153,6 @@ def _steps(finding: dict[str, Any]) -> str:
     if finding["count"] == 1:
         return str(finding["step"])
     return f"{finding['first_step']}-{finding['step']} ({finding['count']}x)"
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else value
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
@@ -180,7 +176,8 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>rltrain diagnosis"
             "</title><style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px;"
-            "vertical-align:top;font-size:13px}img{max-width:100%}</style></head><body>"
+            "vertical-align:top;font-size:13px}table.evidence th{font-weight:normal;"
+            "text-align:left;white-space:nowrap}img{max-width:100%}</style></head><body>"
             + "\n".join(parts) + "</body></html>")
     path = log_dir / "report.html"
     atomic_write(path, lambda f: f.write(page.encode()), durable=False)
@@ -198,10 +195,21 @@ def _findings_html(report: dict[str, Any]) -> str:
             "<th>finding</th><th>hypothesis</th><th>check</th></tr>"]
     for f in found:
         hypothesis, check = RULES[f["rule"]]
-        cells = [f["severity"], f["rule"], _steps(f), _short(f["evidence"]), f["message"],
-                 hypothesis, check]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+        cells = [html.escape(c) for c in (f["severity"], f["rule"], _steps(f))]
+        cells += [_evidence_html(f["evidence"]),
+                  *(html.escape(c) for c in (f["message"], hypothesis, check))]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return lead + "<table>" + "".join(rows) + "</table>"
+
+
+def _evidence_html(value: Any) -> str:
+    """The evidence as a small key/value table (evidence.rows); one plain value alone."""
+    found = evidence.rows(value)
+    if len(found) == 1 and found[0][0] == evidence.SINGLE:
+        return html.escape(found[0][1])
+    return ('<table class="evidence">' + "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in found)
+        + "</table>")
 
 
 def _verify_html(report: dict[str, Any]) -> list[str]:
