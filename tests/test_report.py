@@ -1,5 +1,6 @@
 """report.html and `rltrain diagnose`'s table, read by a person: a finding's evidence as
-key/value rows of whole, rounded values."""
+key/value rows of whole, rounded values; the gradient chart marks the layers whose
+gradient was zero instead of leaving them out."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rltrain.utils.diagnostics import report
+from rltrain.utils.diagnostics import plots, report
 
 LAYERS = {f"{net}.net.{i}.{kind}": 1.234567891e-09 * (i + 1)
           for net in ("actor", "critic") for i in (0, 2, 4) for kind in ("weight", "bias")}
@@ -56,3 +57,29 @@ def test_the_evidence_column_is_a_table_of_whole_values(tmp_path: Path, capsys) 
     assert "critic.net.4.bias: 6.173e-09" in printed
     assert "1.234567891e-09" not in printed
 
+
+def test_the_gradient_chart_marks_layers_with_zero_gradient(tmp_path: Path) -> None:
+    # The actor died at step 200: its norms of 0 fell off the log scale without a word.
+    records = [{"kind": "gradients", "env_steps": step,
+                "actor": {"net.0.weight": 0.5 if step < 200 else 0.0, "net.0.bias": 0.0},
+                "critic": {"net.0.weight": 2.0, "net.0.bias": 0.3}}
+               for step in (100, 200, 300)]
+    _write(tmp_path, "flow1.jsonl", records)
+    page = report.write_html(tmp_path, report.diagnose(tmp_path)).read_text()
+    [listed] = re.findall(r"<p>Zero gradient.*?</p>", page)
+    assert "actor.net.0.weight at 2 of 3 reads (steps 200-300)" in listed
+    assert "actor.net.0.bias at 3 of 3 reads (steps 100-300)" in listed
+    assert "critic" not in listed
+    series, zeros = report._gradient_series(records)
+    figure = plots.line_figure(series, "gradients", "norm", log=True, zeros=zeros,
+                               zero_label=report.ZERO_GRADIENT)
+    [axes] = figure.axes
+    floor = 0.3 / 10  # a decade under the smallest norm drawn
+    on_floor = {line.get_label(): list(line.get_xdata()) for line in axes.get_lines()
+                if len(line.get_ydata()) and set(line.get_ydata()) == {floor}
+                and line.get_marker() == "x"}
+    assert sorted(on_floor.values()) == [[100, 200, 300], [200, 300]]
+    assert on_floor["actor.net.0.bias (zero gradient)"] == [100, 200, 300]  # never above 0
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert "actor.net.0.weight" in legend and "actor.net.0.bias (zero gradient)" in legend
+    assert report.ZERO_GRADIENT in [text.get_text() for text in axes.texts]

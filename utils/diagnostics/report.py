@@ -25,6 +25,7 @@ from rltrain.utils.run.logger import eval_curve, read_jsonl
 ORDER = {"pause": 0, "warning": 1, "info": 2}
 VERIFY_FILE = "verify.json"  # the verdicts of `diagnose --verify` (scripts/verify.py)
 WIDE_TABLE = 120  # terminal columns from which the findings are printed as a table
+ZERO_GRADIENT = "zero gradient"  # the gradient chart's label for layers with none
 
 
 def findings(log_dir: Path) -> list[dict[str, Any]]:
@@ -167,6 +168,7 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
              "<h2>Charts</h2>"]
     parts += [f'<img alt="{html.escape(t)}" src="data:image/png;base64,{img}">'
               for t, img in charts if img]
+    parts += _zero_gradient_html(flow1)
     parts.append("<h2>Latest state-action heatmaps</h2>")
     parts += [f'<p>{p.name}</p><img alt="{p.name}" src="data:image/png;base64,'
               f'{base64.b64encode(p.read_bytes()).decode()}">' for p in heatmaps]
@@ -270,15 +272,42 @@ def _reward_chart(flow1: list[dict]) -> tuple[str, str | None]:
                                              "statistic")
 
 
-def _gradient_chart(flow1: list[dict]) -> tuple[str, str | None]:
-    grads = [r for r in flow1 if r["kind"] == "gradients"]
-    if not grads:
-        return "gradients", None
+def _gradient_series(flow1: list[dict]) -> tuple[dict[str, list[tuple[int, float]]],
+                                                  dict[str, list[int]]]:
+    """Each layer's gradient norms ("actor.net.0.weight" -> [(step, norm)]) and the steps
+    at which it had no gradient: a norm of 0 (an actor whose tanh saturated) or none at
+    all (None: no gradient reached the parameter)."""
     series: dict[str, list[tuple[int, float]]] = {}
-    for record in grads:
+    zeros: dict[str, list[int]] = {}
+    for record in (r for r in flow1 if r["kind"] == "gradients"):
         for net in ("actor", "critic"):
             for layer, norm in record[net].items():
+                name = f"{net}.{layer}"
                 if norm:
-                    series.setdefault(f"{net}.{layer}", []).append((record["env_steps"], norm))
+                    series.setdefault(name, []).append((record["env_steps"], norm))
+                else:
+                    zeros.setdefault(name, []).append(record["env_steps"])
+    return series, zeros
+
+
+def _gradient_chart(flow1: list[dict]) -> tuple[str, str | None]:
+    series, zeros = _gradient_series(flow1)
+    if not series and not zeros:
+        return "gradients", None
     return "gradients", plots.line_chart(series, "Gradient norm per layer (before clipping)",
-                                         "norm", log=True)
+                                         "norm", log=True, zeros=zeros,
+                                         zero_label=ZERO_GRADIENT)
+
+
+def _zero_gradient_html(flow1: list[dict]) -> list[str]:
+    """The layers the gradient chart draws on its floor line, in words."""
+    series, zeros = _gradient_series(flow1)
+    if not zeros:
+        return []
+    layers = []
+    for name, steps in zeros.items():
+        reads = len(steps) + len(series.get(name, []))
+        when = f"steps {steps[0]}-{steps[-1]}" if len(steps) > 1 else f"step {steps[0]}"
+        layers.append(f"{html.escape(name)} at {len(steps)} of {reads} reads ({when})")
+    return [f"<p>{ZERO_GRADIENT.capitalize()} (crosses on the gradient chart's dotted floor "
+            "line, as a log scale cannot show 0): " + "; ".join(layers) + "</p>"]
