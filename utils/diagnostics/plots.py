@@ -46,7 +46,8 @@ def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
         ax.set_yticks(range(len(view.counts)))
         ax.set_yticklabels([_label(view, c, d) for c in range(len(view.counts))], fontsize=6)
         ax.set_xlabel(f"action[{d}] value (bin centre)")
-        ax.set_ylabel("state cluster: mean observation per dimension, samples", fontsize=7)
+        ax.set_ylabel("state cluster #, as the findings number it: mean observation, samples",
+                      fontsize=7)
         ax.set_title(f"P(action bin | state cluster), step {view.env_steps}", fontsize=8)
         fig.colorbar(image, ax=ax, fraction=0.05)
     fig.tight_layout()
@@ -60,15 +61,17 @@ def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
 
 
 def _label(view: ClusterView, cluster: int, dim: int) -> str:
-    """The cluster by its centroid in the observation's own terms: "obs=(0.98, -0.1, 2.3)
-    n=40", the first `LABEL_DIMS` dimensions (then "...")."""
+    """The cluster by its number and its centroid in the observation's own terms: "#4
+    obs=(0.98, -0.1, 2.3) n=40", the first `LABEL_DIMS` dimensions (then "..."). The
+    number is the cluster's index, as the findings name it ("clusters [4]", from the
+    view's verdicts) and as heatmaps/clusters_step_<N>.json keys it."""
     marks = "".join(m for rule, m in MARKS.items() if (cluster, dim) in view.verdicts[rule])
     if view.centroids is None:
-        return f"{cluster} (n={view.counts[cluster]}) {marks}".strip()
+        return f"#{cluster} n={view.counts[cluster]} {marks}".strip()
     centre = view.centroids[cluster]
     values = ", ".join(f"{v:.2g}" for v in centre[:LABEL_DIMS])
     more = ", ..." if len(centre) > LABEL_DIMS else ""
-    return f"obs=({values}{more}) n={view.counts[cluster]} {marks}".strip()
+    return f"#{cluster} obs=({values}{more}) n={view.counts[cluster]} {marks}".strip()
 
 
 def line_chart(series: dict[str, Sequence[tuple[int, float]]], title: str, ylabel: str,

@@ -170,6 +170,9 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
               for t, img in charts if img]
     parts += _zero_gradient_html(flow1)
     parts.append("<h2>Latest state-action heatmaps</h2>")
+    if heatmaps:
+        parts.append("<p>Row #N is state cluster N, as the findings number the clusters "
+                     "(its typical states: heatmaps/clusters_step_&lt;step&gt;.json).</p>")
     parts += [f'<p>{p.name}</p><img alt="{p.name}" src="data:image/png;base64,'
               f'{base64.b64encode(p.read_bytes()).decode()}">' for p in heatmaps]
     if not heatmaps:
