@@ -24,15 +24,16 @@ def _write(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
 @pytest.mark.parametrize(("value", "rows"), [
     (0.123456789, [("", "0.1235")]),
     (12345678.9, [("", "1.235e+07")]),
-    ([4, 8, 11], [("", "4, 8, 11")]),
+    ([4, 8, 11], [("", "[4, 8, 11]")]),
     ("evaluation return", [("", "evaluation return")]),
     ({"actor.net.0.weight": 1.234567e-09, "actor.net.0.bias": None},
      [("actor.net.0.weight", "1.235e-09"), ("actor.net.0.bias", "none")]),
     ({"effect": {"per_dimension": [0.5, 0.25], "rows": 100}},
-     [("effect.per_dimension", "0.5, 0.25"), ("effect.rows", "100")]),
+     [("effect.per_dimension", "[0.5, 0.25]"), ("effect.rows", "100")]),
     ({"states": [[1.0, 2.0], [3.0, float("inf")]]},
-     [("states[0]", "1, 2"), ("states[1]", "3, inf")]),
-    (list(range(25)), [("", ", ".join(map(str, range(20))) + " (and 5 more)")]),
+     [("states[0]", "[1, 2]"), ("states[1]", "[3, inf]")]),
+    (list(range(25)), [("", f"[{', '.join(map(str, range(20)))}] and 5 more")]),
+    ([], [("", "[]")]),
 ])
 def test_evidence_rows_flatten_and_round_whole_values(value: Any,
                                                       rows: list[tuple[str, str]]) -> None:

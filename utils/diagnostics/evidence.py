@@ -3,9 +3,9 @@
 A finding's evidence is whatever its rule fired with (events.jsonl's `value`): a number,
 a list of clusters or dimensions, or a mapping such as layer -> gradient norm, nested
 at times. `--json` keeps it as it is; people read it here: each leaf one row, keyed by
-its path ("actor.net.0.weight", "states[2]"), numbers to 4 significant digits, a list of
-plain values on one row. Nothing is cut inside a value: a long list shows its first
-`MAX_VALUES` values whole and says how many more there are.
+its path ("actor.net.0.weight", "states[2]"), numbers to 4 significant digits, a list
+of plain values on one row ("[4, 8, 11]"). Nothing is cut inside a value: a long list
+shows its first `MAX_VALUES` values whole and says how many more there are.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ def _plain(value: Any) -> bool:
 
 
 def _values(values: list[Any]) -> str:
-    """A list of plain values on one row, the first `MAX_VALUES` of them."""
+    """A list of plain values on one row, in brackets as the findings' messages write
+    them ("clusters [4, 8]"), the first `MAX_VALUES` of them."""
     shown = ", ".join(number(v) for v in values[:MAX_VALUES])
     more = len(values) - MAX_VALUES
-    return shown + (f" (and {more} more)" if more > 0 else "")
+    return f"[{shown}]" + (f" and {more} more" if more > 0 else "")
 
 
 def _flatten(value: Any, key: str) -> list[tuple[str, str]]:
@@ -48,7 +49,7 @@ def _flatten(value: Any, key: str) -> list[tuple[str, str]]:
                 for row in _flatten(v, f"{key}.{k}" if key else str(k))]
     if isinstance(value, (list, tuple)):
         if all(_plain(v) for v in value):
-            return [(key, _values(list(value)) or "none")]
+            return [(key, _values(list(value)))]
         return [row for i, v in enumerate(value) for row in _flatten(v, f"{key}[{i}]")]
     return [(key, number(value))]
 
