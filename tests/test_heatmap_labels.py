@@ -1,6 +1,7 @@
-"""Readable heatmaps: rows named by their cluster's centroid in the observation's own
-terms, columns by action values; a run too short for a scheduled heatmap gets one at
-its end; report.html leads with "no problems found" and shows the latest video."""
+"""Readable heatmaps: rows numbered as the findings number the clusters and named by
+their cluster's centroid in the observation's own terms, columns by action values; a run
+too short for a scheduled heatmap gets one at its end; report.html leads with "no
+problems found" and shows the latest video."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.diagnostics import report
+from rltrain.utils.diagnostics import plots, report
 from rltrain.utils.diagnostics.plots import _label
 from rltrain.utils.diagnostics.state_action import ClusterView
+from rltrain.utils.rules.spec import RuleContext
+from rltrain.utils.rules.state_action_rules import FixatedCluster
 from rltrain.utils.run.folders import create_run
 
 from conftest import DEVICE, tiny_config
@@ -21,8 +24,38 @@ def test_a_row_names_its_centroid_and_count() -> None:
     view = ClusterView(100, np.zeros((2, 1, 10)), np.array([40, 7]),
                        {"fixated_cluster": [], "chaotic_cluster": [], "blind_cluster": []},
                        np.zeros(2), [], {}, np.array([[0.98, -0.1, 2.3], [0.5, 0.5, -8.0]]))
-    assert _label(view, 0, 0) == "obs=(0.98, -0.1, 2.3) n=40"
-    assert _label(view, 1, 0).startswith("obs=(0.5, 0.5, -8) n=7")
+    assert _label(view, 0, 0) == "#0 obs=(0.98, -0.1, 2.3) n=40"
+    assert _label(view, 1, 0).startswith("#1 obs=(0.5, 0.5, -8) n=7")
+
+
+def test_the_rows_carry_the_cluster_numbers_the_findings_name(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    # The findings said "clusters [4, 8, 11]"; the rows had no numbers to find them by.
+    k = 12
+    probs = np.full((k, 1, 10), 0.1)
+    probs[[4, 8, 11], 0] = np.eye(10)[3]  # all of these clusters' actions in bin 3
+    view = ClusterView(100, probs, np.full(k, 30),
+                       {"fixated_cluster": [(4, 0), (8, 0), (11, 0)],
+                        "chaotic_cluster": [], "blind_cluster": []},
+                       np.zeros(k), [4, 8, 11], {}, np.arange(k * 3.0).reshape(k, 3))
+    rule = FixatedCluster(RuleContext(tiny_config(tmp_path), 3, 1))
+    [finding] = rule.check(100, view.verdicts["fixated_cluster"], view.dropped, k)
+    assert finding.value == [4, 8, 11] and "clusters [4, 8, 11]" in finding.message
+    figures = []
+
+    def recording(width: float, height: float):
+        figures.append(make_figure(width, height))
+        return figures[-1]
+
+    make_figure = plots._figure
+    monkeypatch.setattr(plots, "_figure", recording)
+    plots.heatmap(view, tmp_path / "heatmap.png", np.array([-2.0]), np.array([2.0]))
+    [axes, _colorbar] = figures[0].axes
+    rows = [label.get_text() for label in axes.get_yticklabels()]
+    assert [int(row.split()[0].lstrip("#")) for row in rows] == list(range(k))
+    for cluster in finding.value:  # row N of the picture is the findings' cluster N
+        assert rows[cluster].startswith(f"#{cluster} obs=") and rows[cluster].endswith(" F")
+    assert not rows[5].endswith("F")
 
 
 def test_a_short_run_gets_a_heatmap_at_its_end(tmp_path: Path) -> None:

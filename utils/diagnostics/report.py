@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrain.utils.config.loader import read_yaml_mapping
-from rltrain.utils.diagnostics import plots
+from rltrain.utils.diagnostics import evidence, plots
 from rltrain.utils.diagnostics.rules import RULES, SEVERITY
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.io.checkpoint import atomic_write
@@ -25,6 +25,7 @@ from rltrain.utils.run.logger import eval_curve, read_jsonl
 ORDER = {"pause": 0, "warning": 1, "info": 2}
 VERIFY_FILE = "verify.json"  # the verdicts of `diagnose --verify` (scripts/verify.py)
 WIDE_TABLE = 120  # terminal columns from which the findings are printed as a table
+ZERO_GRADIENT = "zero gradient"  # the gradient chart's label for layers with none
 
 
 def findings(log_dir: Path) -> list[dict[str, Any]]:
@@ -130,7 +131,7 @@ def print_table(report: dict[str, Any]) -> None:
     for f in report["findings"]:
         hypothesis, check = RULES[f["rule"]]
         table.add_row(Text(f["severity"]), Text(f["rule"]), Text(_steps(f)),
-                      Text(_short(f["evidence"])),
+                      Text(evidence.text(f["evidence"])),
                       Text(f"{f['message']}\nhypothesis: {hypothesis}\ncheck: {check}"))
     console.print(table)
 
@@ -142,8 +143,9 @@ def _print_blocks(console: Any, report: dict[str, Any]) -> None:
     console.print(Text(f"findings for run {report['run']}"))
     for f in report["findings"]:
         hypothesis, check = RULES[f["rule"]]
+        shown = evidence.text(f["evidence"]).replace("\n", "\n    ")
         console.print(Text(f"\n[{f['severity']}] {f['rule']}, steps {_steps(f)}, evidence "
-                           f"{_short(f['evidence'])}\n  {f['message']}\n  hypothesis: "
+                           f"{shown}\n  {f['message']}\n  hypothesis: "
                            f"{hypothesis}\n  check: {check}"))
 
 
@@ -152,11 +154,6 @@ def _steps(finding: dict[str, Any]) -> str:
     if finding["count"] == 1:
         return str(finding["step"])
     return f"{finding['first_step']}-{finding['step']} ({finding['count']}x)"
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else value
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
@@ -171,7 +168,11 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
              "<h2>Charts</h2>"]
     parts += [f'<img alt="{html.escape(t)}" src="data:image/png;base64,{img}">'
               for t, img in charts if img]
+    parts += _zero_gradient_html(flow1)
     parts.append("<h2>Latest state-action heatmaps</h2>")
+    if heatmaps:
+        parts.append("<p>Row #N is state cluster N, as the findings number the clusters "
+                     "(its typical states: heatmaps/clusters_step_&lt;step&gt;.json).</p>")
     parts += [f'<p>{p.name}</p><img alt="{p.name}" src="data:image/png;base64,'
               f'{base64.b64encode(p.read_bytes()).decode()}">' for p in heatmaps]
     if not heatmaps:
@@ -180,7 +181,8 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>rltrain diagnosis"
             "</title><style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px;"
-            "vertical-align:top;font-size:13px}img{max-width:100%}</style></head><body>"
+            "vertical-align:top;font-size:13px}table.evidence th{font-weight:normal;"
+            "text-align:left;white-space:nowrap}img{max-width:100%}</style></head><body>"
             + "\n".join(parts) + "</body></html>")
     path = log_dir / "report.html"
     atomic_write(path, lambda f: f.write(page.encode()), durable=False)
@@ -198,10 +200,21 @@ def _findings_html(report: dict[str, Any]) -> str:
             "<th>finding</th><th>hypothesis</th><th>check</th></tr>"]
     for f in found:
         hypothesis, check = RULES[f["rule"]]
-        cells = [f["severity"], f["rule"], _steps(f), _short(f["evidence"]), f["message"],
-                 hypothesis, check]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+        cells = [html.escape(c) for c in (f["severity"], f["rule"], _steps(f))]
+        cells += [_evidence_html(f["evidence"]),
+                  *(html.escape(c) for c in (f["message"], hypothesis, check))]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return lead + "<table>" + "".join(rows) + "</table>"
+
+
+def _evidence_html(value: Any) -> str:
+    """The evidence as a small key/value table (evidence.rows); one plain value alone."""
+    found = evidence.rows(value)
+    if len(found) == 1 and found[0][0] == evidence.SINGLE:
+        return html.escape(found[0][1])
+    return ('<table class="evidence">' + "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in found)
+        + "</table>")
 
 
 def _verify_html(report: dict[str, Any]) -> list[str]:
@@ -262,15 +275,42 @@ def _reward_chart(flow1: list[dict]) -> tuple[str, str | None]:
                                              "statistic")
 
 
-def _gradient_chart(flow1: list[dict]) -> tuple[str, str | None]:
-    grads = [r for r in flow1 if r["kind"] == "gradients"]
-    if not grads:
-        return "gradients", None
+def _gradient_series(flow1: list[dict]) -> tuple[dict[str, list[tuple[int, float]]],
+                                                  dict[str, list[int]]]:
+    """Each layer's gradient norms ("actor.net.0.weight" -> [(step, norm)]) and the steps
+    at which it had no gradient: a norm of 0 (an actor whose tanh saturated) or none at
+    all (None: no gradient reached the parameter)."""
     series: dict[str, list[tuple[int, float]]] = {}
-    for record in grads:
+    zeros: dict[str, list[int]] = {}
+    for record in (r for r in flow1 if r["kind"] == "gradients"):
         for net in ("actor", "critic"):
             for layer, norm in record[net].items():
+                name = f"{net}.{layer}"
                 if norm:
-                    series.setdefault(f"{net}.{layer}", []).append((record["env_steps"], norm))
+                    series.setdefault(name, []).append((record["env_steps"], norm))
+                else:
+                    zeros.setdefault(name, []).append(record["env_steps"])
+    return series, zeros
+
+
+def _gradient_chart(flow1: list[dict]) -> tuple[str, str | None]:
+    series, zeros = _gradient_series(flow1)
+    if not series and not zeros:
+        return "gradients", None
     return "gradients", plots.line_chart(series, "Gradient norm per layer (before clipping)",
-                                         "norm", log=True)
+                                         "norm", log=True, zeros=zeros,
+                                         zero_label=ZERO_GRADIENT)
+
+
+def _zero_gradient_html(flow1: list[dict]) -> list[str]:
+    """The layers the gradient chart draws on its floor line, in words."""
+    series, zeros = _gradient_series(flow1)
+    if not zeros:
+        return []
+    layers = []
+    for name, steps in zeros.items():
+        reads = len(steps) + len(series.get(name, []))
+        when = f"steps {steps[0]}-{steps[-1]}" if len(steps) > 1 else f"step {steps[0]}"
+        layers.append(f"{html.escape(name)} at {len(steps)} of {reads} reads ({when})")
+    return [f"<p>{ZERO_GRADIENT.capitalize()} (crosses on the gradient chart's dotted floor "
+            "line, as a log scale cannot show 0): " + "; ".join(layers) + "</p>"]
