@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -337,7 +338,8 @@ class WrongShapePendulum(gym.Wrapper):
 
 class SlowPendulum(gym.Wrapper):
     """Pendulum whose steps take `delay` seconds after the first `after` steps: time to
-    send signals while a step is under way."""
+    send signals while a step is under way. The first slow step touches
+    `slow_step.started` in the working folder, for tests to wait on."""
 
     def __init__(self, delay: float, after: int) -> None:
         super().__init__(gym.make("Pendulum-v1"))
@@ -348,6 +350,8 @@ class SlowPendulum(gym.Wrapper):
 
         self.steps += 1
         if self.steps > self.after:
+            if self.steps == self.after + 1:
+                Path("slow_step.started").touch()
             time.sleep(self.delay)
         return self.env.step(action)
 
