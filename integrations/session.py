@@ -141,6 +141,7 @@ class Session:
         hooks = RunHooks.build(config, obs_dim, len(view.action_low), view, metrics,
                                self.diagnostics, view.device)
         self.hooks.hooks = hooks.ordered()
+        self.run_hooks = hooks
         self.episodes = [EpisodeTally(i) for i in range(config.num_envs)]
         self.closed = False
         self.status_file = StatusFile(self.paths.status_file, {
@@ -262,6 +263,7 @@ class Session:
         if state != "paused":
             self.write_status(state)
         try:
+            self.run_hooks.record_unjudged(self.logger, self.env_steps)
             self.hooks.close()
             self.logger.close()
         finally:

@@ -171,6 +171,7 @@ class Trainer:
         state.watch("metrics", self.metrics, spread=True)
         state.watch("rule_hooks", hooks.rule_states())
         self.hooks.hooks = hooks.ordered()
+        self.run_hooks = hooks
         self.status = StatusFile(paths.status_file, {"run": paths.name,
                                  "max_timesteps": config.max_timesteps}, [state, self.monitor],
                                  (config.checkpoint_freq, config.eval_freq))
@@ -251,6 +252,7 @@ class Trainer:
     # ------------------------------------------------------- how a run ends
     def _finish(self) -> RunOutcome:
         steps = self.state.counters.env_steps
+        self.run_hooks.record_unjudged(self.logger, steps)
         path = self.paths.periodic_checkpoint(steps)
         if self.monitor.latest_checkpoint != str(path):  # not written at this step already
             path = self.monitor.checkpoint("periodic", steps)
@@ -259,6 +261,7 @@ class Trainer:
 
     def _pause(self) -> RunOutcome:
         steps = self.state.counters.env_steps
+        self.run_hooks.record_unjudged(self.logger, steps)
         finding, path = self.monitor.take_pause(steps)
         self.write_status("paused", pause_reason=f"[{finding.rule}] {finding.message}")
         return RunOutcome("paused", steps, path, finding.message, finding.rule,

@@ -397,6 +397,23 @@ def test_diagnose_says_when_the_diagnostics_were_off(tmp_path):
     assert "diagnostics were off in this run" in table.output.replace("\n", " ")
 
 
+def test_diagnose_names_the_rules_that_had_too_little_data(tmp_path):
+    """A 300-step run with a 100-step warm-up: the ignored-action check needs 1000 random
+    steps and no_learning 5 evaluations; diagnose says so instead of only "no problems
+    found", in the table, the JSON and the page."""
+    log_dir = train(tmp_path)
+    report = json.loads(CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json"]).output)
+    assert report["unjudged"]["ignored_action"] == (
+        "a random warm-up of 100 env steps; it needs 1000 (learning_starts)")
+    assert report["unjudged"]["no_learning"] == (
+        "3 of the 5 evaluations it needs (one every eval_freq 100 env steps)")
+    assert report["unjudged"]["learning_rate"].startswith("0 of the 5 measurements")
+    table = CliRunner().invoke(cli, ["diagnose", str(log_dir)]).output
+    assert "not judged (too little data so far):" in table
+    assert "ignored_action: a random warm-up of 100 env steps" in table.replace("\n", " ")
+    assert "no_learning: 3 of the 5 evaluations" in (log_dir / "report.html").read_text()
+
+
 def test_rules_and_docs_agree():
     from rltrain.utils.config.fields import RuleConfig
     from rltrain.utils.config.schema import DiagnosticsConfig

@@ -217,6 +217,10 @@ class Flow1Diagnostics(Hook):
             self.videos.record(lambda obs: self.agent.act(self.observation(obs)), env_steps,
                                label)
 
+    def unjudged(self) -> dict[str, str]:
+        """The diagnostics' rules that could not judge the run so far, and why."""
+        return self.inputs.unjudged()
+
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         return {"reward": self.reward.state_dict(), "map": self.map.state_dict(),
@@ -247,3 +251,6 @@ class NoDiagnostics(Hook):
     @contextmanager
     def paused_collection(self) -> Iterator[None]:
         yield
+
+    def unjudged(self) -> dict[str, str]:
+        return {}

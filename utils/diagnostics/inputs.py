@@ -155,6 +155,16 @@ class InputChecks:
                     + self.rules["frozen_observation"].check(env_steps, frozen, len(rms),
                                                              frozen_rows))
 
+    def unjudged(self) -> dict[str, str]:
+        """The input rules that could not judge the run (see RuleCheck.unjudged)."""
+        rule = self.rules["ignored_action"]
+        if rule.rule.action == "off" or self.effect is not None:
+            return {}
+        warmup = self.config.learning_starts
+        why = (f"a random warm-up of {warmup} env steps; it needs {ROWS} (learning_starts)"
+               if warmup < ROWS else "no update yet")
+        return {"ignored_action": why}
+
     def state_dict(self) -> dict[str, Any]:
         return {"episodes": self.episodes.state_dict(), "action_effect": self.effect}
 

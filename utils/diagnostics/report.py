@@ -84,7 +84,19 @@ def diagnose(log_dir: Path) -> dict[str, Any]:
         found = sorted([*found, drops], key=_rank)
     return {"run": log_dir.name, "findings": found,
             "diagnostics_enabled": _diagnostics_enabled(log_dir),
-            "verifications": verifications(log_dir)}
+            "unjudged": unjudged(log_dir), "verifications": verifications(log_dir)}
+
+
+def unjudged(log_dir: Path) -> dict[str, str]:
+    """The rules that had too little data to judge the run when it last stopped, and
+    why (flow1.jsonl's newest "unjudged" line; none written: {})."""
+    lines = [d for d in read_jsonl(log_dir / DIAGNOSTICS_FILE) if d["kind"] == "unjudged"]
+    return dict(lines[-1]["rules"]) if lines else {}
+
+
+def unjudged_lines(report: dict[str, Any]) -> list[str]:
+    """`rule: why` per rule that could not judge, for the table and the page."""
+    return [f"{rule}: {why}" for rule, why in sorted(report.get("unjudged", {}).items())]
 
 
 def verifications(log_dir: Path) -> list[dict[str, Any]]:
@@ -117,13 +129,21 @@ def print_table(report: dict[str, Any]) -> None:
     if not report["diagnostics_enabled"]:
         console.print(Text(f"run {report['run']}: the diagnostics were off in this run "
                            "(diagnostics.enabled: false); only the health rules were checked"))
+    waiting = unjudged_lines(report)
+    if waiting:  # printed last: after the findings, or after "no problems found"
+        waiting = ["not judged (too little data so far):", *(f"  {w}" for w in waiting)]
     if not problems(report):
-        console.print(Text(f"run {report['run']}: no problems found"))
+        judged = " by the rules that could judge it" if waiting else ""
+        console.print(Text(f"run {report['run']}: no problems found{judged}"))
         if not report["findings"]:
+            for line in waiting:
+                console.print(Text(line))
             return
         console.print(Text("notes (info, not problems):"))
     if console.width < WIDE_TABLE:  # five columns would wrap a word per line
         _print_blocks(console, report)
+        for line in waiting:
+            console.print(Text(line))
         return
     table = Table(title=f"findings for run {report['run']}", show_lines=True)
     for column in ("severity", "rule", "steps", "evidence", "finding / hypothesis / check"):
@@ -134,6 +154,8 @@ def print_table(report: dict[str, Any]) -> None:
                       Text(evidence.text(f["evidence"])),
                       Text(f"{f['message']}\nhypothesis: {hypothesis}\ncheck: {check}"))
     console.print(table)
+    for line in waiting:
+        console.print(Text(line))
 
 
 def _print_blocks(console: Any, report: dict[str, Any]) -> None:
@@ -156,6 +178,14 @@ def _steps(finding: dict[str, Any]) -> str:
     return f"{finding['first_step']}-{finding['step']} ({finding['count']}x)"
 
 
+def _unjudged_html(report: dict[str, Any]) -> list[str]:
+    lines = unjudged_lines(report)
+    if not lines:
+        return []
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return ["<p>Not judged (too little data so far):</p>", f"<ul>{items}</ul>"]
+
+
 def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
     """logs/<run>/report.html: one self-contained page (images inlined)."""
     metrics = read_jsonl(log_dir / METRICS_FILE)
@@ -164,7 +194,8 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
     heatmaps = sorted((log_dir / "heatmaps").glob("heatmap_step_*.png"),
                       key=lambda p: int(p.stem.rsplit("_", 1)[-1]))[-2:]
     parts = [f"<h1>rltrain diagnosis: {html.escape(report['run'])}</h1>",
-             "<h2>Findings</h2>", _findings_html(report), *_verify_html(report),
+             "<h2>Findings</h2>", _findings_html(report), *_unjudged_html(report),
+             *_verify_html(report),
              "<h2>Charts</h2>"]
     parts += [f'<img alt="{html.escape(t)}" src="data:image/png;base64,{img}">'
               for t, img in charts if img]

@@ -58,6 +58,9 @@ def reward_stats(rewards: np.ndarray, returns: np.ndarray,
         "penalty_share": penalty, "bonus_share": bonus,
         "rms": float(np.sqrt(np.mean(r ** 2))),
         "median_abs": float(np.median(np.abs(r))),
+        # The typical size of the rewards that say something: the median |r| of the
+        # non-zero ones (a sparse reward's zeros do not make it small).
+        "typical_abs": float(np.median(np.abs(r[r != 0]))) if np.any(r != 0) else 0.0,
         "trend": float(np.polyfit(np.arange(len(returns)), returns, 1)[0])
         if len(returns) > 1 else 0.0,
     }

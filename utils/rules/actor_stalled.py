@@ -52,6 +52,7 @@ class ActorStalled(RuleHook):
         self.actions: np.ndarray | None = None
         self.critic: torch.Tensor | None = None
         self.stalled = 0  # measurements in a row
+        self.measured = 0  # measurements so far (the first is only a start)
 
     def on_step(self, step: Step) -> list[Finding]:
         self.probe.offer(step.env_steps, step.obs)
@@ -64,6 +65,7 @@ class ActorStalled(RuleHook):
             return []
         actions, critic = self.probe.actions(view), flat(view.critic)
         found: list[Finding] = []
+        self.measured += 1
         if self.actions is not None and self.critic is not None:
             change = float(np.abs(actions - self.actions).mean()) / every
             critic_change = relative_change(self.critic, critic) / every
@@ -87,8 +89,13 @@ class ActorStalled(RuleHook):
             f"not follow the critic; resume with --set actor_lr={proposed:g} (today {lr:g})",
             suggested_set={"actor_lr": proposed})
 
+    def unjudged(self) -> str | None:
+        return self.waiting(max(self.measured - 1, 0), self.settings.measurements,
+                            "measurements", f"one every {self.settings.every_updates} updates")
+
     def state_dict(self) -> dict[str, Any]:
-        return {"stalled": self.stalled}
+        return {"stalled": self.stalled, "measured": self.measured}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.stalled = int(state["stalled"])
+        self.measured = int(state.get("measured", 0))  # not kept before it was reported

@@ -126,6 +126,11 @@ class LearningRate(RuleHook):
                 f"runs measure about 1e-4..5e-4), so {net}_lr {lr:g} is too {way}: {where}; "
                 f"{trend}")
 
+    def unjudged(self) -> str | None:
+        return self.waiting(min(len(r) for r in self.ratios.values()),
+                            self.settings.measurements, "measurements",
+                            f"one every {self.settings.every_updates} updates")
+
     def state_dict(self) -> dict[str, Any]:
         return {"ratios": self.ratios, "losses": self.losses}
 

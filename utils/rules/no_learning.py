@@ -124,6 +124,10 @@ class NoLearning(RuleHook):
             f"{config.learning_starts})",
             suggested_set=suggested)
 
+    def unjudged(self) -> str | None:
+        return self.waiting(len(self.means), self.settings.evaluations, "evaluations",
+                            f"one every eval_freq {self.context.config.eval_freq} env steps")
+
     def state_dict(self) -> dict[str, Any]:
         return {"random_returns": self.random_returns, "means": self.means}
 

@@ -61,8 +61,8 @@ SPECS = (
         name='reward_scale',
         section='diagnostics',
         group='Reward signal',
-        fires_when='the largest |reward| is below 10^-threshold, or the median above '
-                   '10^threshold',
+        fires_when='the largest |reward|, or the median of the non-zero |rewards|, is below '
+                   '10^-threshold; or the median |reward| is above 10^threshold',
         threshold=3.0,
         action='warn',
         hypothesis='if rewards are orders of magnitude from 1, then critic targets and gradients '
@@ -137,6 +137,11 @@ class RewardScale(RuleCheck):
             return self.fire(env_steps, stats["max_abs"],
                              f"the largest |reward| so far is {stats['max_abs']:.3g}: rewards "
                              "this small give the critic almost nothing to fit")
+        if 0 < stats.get("typical_abs", 1.0) < 1 / limit:
+            return self.fire(env_steps, stats["typical_abs"],
+                             f"the typical non-zero |reward| is {stats['typical_abs']:.3g} "
+                             f"(the largest so far {stats['max_abs']:.3g}): rewards this small "
+                             "give the critic almost nothing to fit")
         if stats["median_abs"] > limit:
             return self.fire(env_steps, stats["median_abs"],
                              f"the typical |reward| is {stats['median_abs']:.3g}: targets "

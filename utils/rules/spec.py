@@ -96,6 +96,18 @@ class RuleCheck:
         # suggested_set unless the call gives one (`Rule.fire`).
         self.fire = self.rule.fire
 
+    def unjudged(self) -> str | None:
+        """Why the rule has not judged the run so far (too little data: say what it
+        needs), or None: it judged, or has nothing to wait for. A rule that is off, or
+        not about this algorithm, is never unjudged."""
+        return None
+
+    def waiting(self, have: int, need: int, what: str, then: str = "") -> str | None:
+        """`unjudged`'s words for a rule that needs `need` of `what` and has `have`."""
+        if self.rule.action == "off" or have >= need:
+            return None
+        return f"{have} of the {need} {what} it needs" + (f" ({then})" if then else "")
+
     def configured(self) -> tuple[Any, str]:
         """The rule's threshold and action: its config section's, unless it says where
         else they come from (`RuleSpec.fixed_threshold`)."""

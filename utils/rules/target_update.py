@@ -96,6 +96,12 @@ class TargetUpdate(RuleHook):
                          f"resume with --set tau={PROPOSED_TAU}",
                          suggested_set={"tau": PROPOSED_TAU})
 
+    def unjudged(self) -> str | None:
+        if self._networks() is None:
+            return None
+        return self.waiting(len(self.lags), self.settings.measurements, "measurements",
+                            f"one every {self.settings.every_updates} updates")
+
     def state_dict(self) -> dict[str, Any]:
         return {"lags": self.lags, "distances": self.distances}
 

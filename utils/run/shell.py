@@ -135,6 +135,19 @@ class RunHooks:
         return [self.metrics, *self.health.hooks, self.diagnostics, *self.rules,
                 *self.driver]
 
+    def unjudged(self) -> dict[str, str]:
+        """Each rule that could not judge the run so far (too little data), and why."""
+        found = self.diagnostics.unjudged()
+        for rule in self.rules:
+            why = rule.unjudged()
+            if why is not None:
+                found[rule.spec.name] = why
+        return found
+
+    def record_unjudged(self, logger: Any, env_steps: int) -> None:
+        """The rules that could not judge the run, for `rltrain diagnose` (flow1.jsonl)."""
+        logger.diagnostic("unjudged", env_steps, rules=self.unjudged())
+
     def rule_states(self) -> HookList:
         """The rules' hooks as one list whose state_dict a checkpoint keeps."""
         return HookList(list(self.rules), report=lambda found: None)
