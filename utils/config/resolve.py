@@ -15,8 +15,9 @@ overriding the earlier:
    then the API's keyword arguments (nested mappings or dotted keys), each read back as
    `--set` reads its text.
 
-The result is validated once (utils/config/loader.py): an unknown key, a wrong type or
-a value out of range is one `ConfigError`, the same from every caller.
+The result is validated once (utils/config/loader.py), the same for every caller: each
+unknown key, wrong type or value out of range, and each override that cannot apply, is
+named, all of them in one `ConfigError` (one line each).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import Any
 
 import yaml
 
-from rltrain.utils.config.loader import apply_overrides, config_from_dict, resolve_config_path
+from rltrain.utils.config.loader import checked_config, overridden, resolve_config_path
+from rltrain.utils.config.problems import Problems
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.config.zoo import train_mapping
 from rltrain.utils.errors import ConfigError
@@ -57,10 +59,13 @@ def resolve_config(request: ConfigRequest, note: Callable[[str], None] = lambda 
     raw, source = _source_mapping(request.config)
     raw = train_mapping(raw, source, given_value(overrides, "env_name"),
                         given_value(overrides, "algo"), note, say_default)
-    raw = apply_overrides(raw, overrides)
+    problems = Problems()
+    raw = overridden(raw, overrides, problems)
     if request.run_name is not None:
         raw["run_name"] = request.run_name
-    return config_from_dict(raw)
+    config = checked_config(raw, problems)
+    problems.raise_any()
+    return config
 
 
 def _source_mapping(config: ConfigSource | None) -> tuple[dict[str, Any] | None, str | None]:
