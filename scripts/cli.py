@@ -144,9 +144,10 @@ def train(config_name: str | None, overrides: tuple[str, ...], run_name: str | N
     """
     from rltrain.scripts.resume import prepare_train
     from rltrain.scripts.wait import supervise
+    from rltrain.utils.training.envs import check_env_id
 
     config = resolve_config(ConfigRequest(config_name, flag_overrides(overrides, **flags),
-                                          run_name=run_name), to_stderr)
+                                          run_name=run_name), to_stderr, check_env=check_env_id)
     trainer, paths = prepare_train(config)
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")

@@ -1,6 +1,8 @@
 """A config with several problems names all of them in one run of a command: one line
-each, in the order the config gives its keys, then the checks across keys. A problem
-that makes a later check meaningless skips it. No training runs here."""
+each, the env id's first, the others in the order the config gives its keys, then the
+checks across keys. A problem that makes a later check meaningless skips it. The same
+from `rltrain train`, `config show` (which checks no env id: it imports no Gymnasium),
+the Python API and a sweep's plan. No training runs here."""
 
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ import pickle
 import pytest
 from click.testing import CliRunner
 
+import rltrain
 from rltrain.scripts.cli import cli
+from rltrain.scripts.sweep_plan import plan_trials, trial_config
 from rltrain.utils.config.loader import apply_overrides, config_from_dict, load_config
-from rltrain.utils.errors import ConfigError, UserError
+from rltrain.utils.errors import ConfigError, EnvError, UserError
 
+UNKNOWN_ENV = ("unknown environment id 'Pendulm-v1'; closest registered ids: Pendulum-v1")
 NO_UPDATE = ("config key 'learning_starts' (1000) must be below max_timesteps (100): "
              "no update would run")
 
@@ -76,10 +81,66 @@ def test_several_problems_are_one_config_error_that_survives_pickling():
     assert ConfigError("one line").problems == ["one line"]
 
 
-def test_config_show_names_every_problem_one_line_each():
+def test_train_names_the_env_id_first_then_the_rest_and_makes_no_folder(tmp_path,
+                                                                       monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["train", "--config", "pendulum_ddpg.yaml",
+                                      "--env", "Pendulm-v1", "--steps", "100",
+                                      "--set", "gamma=2"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and result.exception is not None
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("Error: ") for line in lines), lines
+    assert lines[0].startswith("Error: " + UNKNOWN_ENV)
+    assert lines[1:] == ["Error: config key 'gamma' must be a number in (0, 1]; got 2",
+                         "Error: " + NO_UPDATE]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_config_show_names_every_problem_but_checks_no_env_id():
     result = CliRunner().invoke(cli, ["config", "show", "--config", "pendulum_ddpg.yaml",
                                       "--env", "Pendulm-v1", "--steps", "100",
                                       "--set", "gamma=2"])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "Error: config key 'gamma' must be a number in (0, 1]; got 2", "Error: " + NO_UPDATE]
+
+
+def test_the_api_and_the_sweep_name_the_same_problems_as_train(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    keywords = {"env_name": "Pendulm-v1", "max_timesteps": 100}
+    from_api = problems_of(rltrain.train, "pendulum_ddpg.yaml", **keywords)
+    sets = ["env_name=Pendulm-v1", "max_timesteps=100"]
+    from_sweep = problems_of(plan_trials, "pendulum_ddpg.yaml", tuple(sets), (), 1, "s")
+    assert from_api == from_sweep == problems_of(trial_config, "pendulum_ddpg.yaml", sets,
+                                                 check_env=True)
+    assert from_api[0].startswith(UNKNOWN_ENV) and from_api[1:] == [NO_UPDATE]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unknown_env_alone_is_still_an_env_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(EnvError, match=UNKNOWN_ENV):
+        rltrain.train("pendulum_ddpg.yaml", env_name="Pendulm-v1")
+    result = CliRunner().invoke(cli, ["train", "--env", "Pendulm-v1"])
+    assert result.exit_code == 2 and result.output.count("Error: ") == 1, result.output
+    assert UNKNOWN_ENV in result.output and list(tmp_path.iterdir()) == []
+
+
+def test_an_env_name_of_the_wrong_type_is_not_looked_up(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert problems_of(rltrain.train, "pendulum_ddpg.yaml", env_name=[1, 2],
+                       max_timesteps=100) == [
+        "config key 'env_name' must be a non-empty string; got [1, 2] (list)", NO_UPDATE]
+
+
+def test_a_per_env_file_without_the_misspelt_env_names_the_env_id_first(tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "td3.yml").write_text("Pendulum-v1:\n  n_timesteps: 5000\n")
+    result = CliRunner().invoke(cli, ["train", "--config", "td3.yml", "--env", "Pendulm-v1"])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 2, result.output
+    assert lines[0].startswith("Error: " + UNKNOWN_ENV)
+    assert lines[1].startswith("Error: config 'td3.yml' has no entry for env 'Pendulm-v1'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["td3.yml"]
