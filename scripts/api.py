@@ -55,14 +55,17 @@ def train(config: str | Path | Mapping[str, Any] | TrainConfig | None = None,
     config keys and their values, dotted keys for nested sections
     (`**{"monitor.q_explosion.action": "warn"}`) or nested dicts
     (`monitor={"q_explosion": {"action": "warn"}}`), validated as `--set` is.
-    Raises `ConfigError` for a bad config, `EnvError` for an unknown env, `OutputError`
+    Raises `EnvError` for an unknown env, `ConfigError` for a bad config (naming every
+    problem, one a line: an unknown env's first when there are others), `OutputError`
     when a file cannot be written, `EnvFailure` when the env's own code raises.
     """
     from rltrain.scripts.resume import prepare_train
     from rltrain.utils.config.resolve import ConfigRequest, resolve_config
     from rltrain.utils.run.progress import say
+    from rltrain.utils.training.envs import check_env_id
 
-    validated = resolve_config(ConfigRequest(config, keywords=overrides), say)
+    validated = resolve_config(ConfigRequest(config, keywords=overrides), say,
+                               check_env=check_env_id)
     trainer, paths = prepare_train(validated)
     say(f"run {paths.name}: {validated.algo} on {validated.env_name}, "
         f"{validated.max_timesteps} steps, device {trainer.device}")

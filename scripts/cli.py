@@ -74,15 +74,15 @@ class EnvFailed(click.ClickException):
 
 
 class RLTrainGroup(click.Group):
-    """Turns every `UserError` raised by a command into a one-line message and exit 2,
-    every file that could not be written into one with exit 4, and an exception raised
-    by the env into one with exit 5."""
+    """Turns every `UserError` raised by a command into a one-line message (one line per
+    problem of a config that has several) and exit 2, every file that could not be
+    written into one with exit 4, and an exception raised by the env into one with exit 5."""
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
-        except UserError as exc:
-            raise InputError(str(exc)) from None
+        except UserError as exc:  # several (a config's problems): each its own Error line
+            raise InputError("\nError: ".join(str(exc).splitlines() or [""])) from None
         except OutputError as exc:
             raise WriteFailure(str(exc)) from None
         except EnvFailure as exc:
@@ -144,9 +144,10 @@ def train(config_name: str | None, overrides: tuple[str, ...], run_name: str | N
     """
     from rltrain.scripts.resume import prepare_train
     from rltrain.scripts.wait import supervise
+    from rltrain.utils.training.envs import check_env_id
 
     config = resolve_config(ConfigRequest(config_name, flag_overrides(overrides, **flags),
-                                          run_name=run_name), to_stderr)
+                                          run_name=run_name), to_stderr, check_env=check_env_id)
     trainer, paths = prepare_train(config)
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")

@@ -176,7 +176,7 @@ def launch(config_name: str | None, overrides: tuple[str, ...], grid: tuple[str,
     each trial."""
     require_ray()
     note = say_once(to_stderr)  # which defaults were taken, as `rltrain train` says it
-    base = trial_config(config_name, overrides, note)
+    base = trial_config(config_name, overrides, note, check_env=True)
     check_gpus(base.device, per_trial["gpu"], address)
     sweep_dir = Path(base.log_dir).resolve() / name
     if sweep_dir.exists():

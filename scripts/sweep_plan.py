@@ -87,12 +87,23 @@ def _split_values(text: str) -> list[str]:
 
 
 def trial_config(config_name: str | None, overrides: Sequence[str],
-                 note: Callable[[str], None] | None = None) -> TrainConfig:
+                 note: Callable[[str], None] | None = None,
+                 check_env: bool = False) -> TrainConfig:
     """A trial's config, built as `rltrain train` builds one from `--config` and the
     overrides (which hold --env and --algo as env_name=, algo=). `note` is told which
-    defaults were taken; a trial running on Tune says nothing (the sweep said it)."""
+    defaults were taken; a trial running on Tune says nothing (the sweep said it). With
+    `check_env` the env id is checked first, as `rltrain train` checks it (the plan does;
+    a trial on Tune, planned so, makes its env)."""
     return resolve_config(ConfigRequest(config_name, tuple(overrides)),
-                          note or (lambda line: None))
+                          note or (lambda line: None),
+                          check_env=_check_env_id if check_env else None)
+
+
+def _check_env_id(env_name: str) -> None:
+    """utils/training/envs.py's check, imported (with Gymnasium) when a sweep is planned."""
+    from rltrain.utils.training.envs import check_env_id
+
+    check_env_id(env_name)
 
 
 def say_once(say: Callable[[str], None]) -> Callable[[str], None]:
@@ -116,7 +127,7 @@ def plan_trials(config_name: str | None, overrides: tuple[str, ...],
     if any(item.partition("=")[0].strip() == "run_name" for item in overrides):
         raise ConfigError(f"--set run_name: {SET_BY_SWEEP['run_name']} (<sweep>_s<seed>)")
     grid = parse_grid(grid_items)
-    base = trial_config(config_name, overrides, note)
+    base = trial_config(config_name, overrides, note, check_env=True)
     raw = config_to_dict(base)
     trials: list[Trial] = []
     for values in itertools.product(*(choices for _, choices in grid)):
@@ -127,7 +138,7 @@ def plan_trials(config_name: str | None, overrides: tuple[str, ...],
             seed = base.seed + index
             name = _slug(f"{sweep}_{point}_s{seed}" if grid else f"{sweep}_s{seed}")
             items = (*overrides, *point_items, f"seed={seed}", f"run_name={name}")
-            trial_config(config_name, items, note)  # validates the point and the name
+            trial_config(config_name, items, note, check_env=True)  # the point, the name
             same = next((t for t in trials if t.run_name == name), None)
             if same is not None:
                 raise ConfigError(f"--grid points '{same.point}' and '{point}' make the same "

@@ -62,7 +62,7 @@ CASES = {
     "nested section": ("pendulum_td3.yaml", {"td3": {"policy_delay": 3},
                                              "monitor": {"q_explosion": {"action": "warn"}}}),
     "RL Zoo file": ("ZOO", {"env_name": "Pendulum-v1", "seed": 2}),
-    "env without an entry": (None, {"algo": "td3", "env_name": "CartPoleContinuous-v9"}),
+    "env without an entry": (None, {"algo": "td3", "env_name": "InvertedPendulum-v5"}),
 }
 
 

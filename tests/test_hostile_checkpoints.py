@@ -151,3 +151,34 @@ def test_a_part_state_that_does_not_load_is_one_line_not_a_traceback(trained_run
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     assert f"checkpoint '{forged}' does not fit this run: its diagnostics state" in result.output
+
+
+def run_folders(tmp_path: Path) -> None:
+    """A run `r1` (its log folder, its checkpoint folder with two checkpoints) and a run
+    `r2` with one checkpoint; no file is a real checkpoint (none is read)."""
+    (tmp_path / "logs" / "r1").mkdir(parents=True)
+    (tmp_path / "logs" / "r1" / "config.yaml").write_text("checkpoint_dir: checkpoints\n")
+    for name in ("r1/checkpoint_step_200.pt", "r1/best_model.pt", "r2/final_model.pt"):
+        (tmp_path / "checkpoints" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "checkpoints" / name).write_bytes(b"")
+
+
+@pytest.mark.parametrize("folder, says", [
+    ("checkpoints/r1", "'checkpoints/r1' is a folder; give one of its checkpoints: "
+     "best_model.pt, checkpoint_step_200.pt (e.g. checkpoints/r1/best_model.pt)"),
+    ("logs/r1", "'logs/r1' is a run's log folder; its checkpoints are in 'checkpoints/r1': "
+     "best_model.pt, checkpoint_step_200.pt (e.g. checkpoints/r1/best_model.pt)"),
+    ("checkpoints", "'checkpoints' holds runs' checkpoint folders (r1/, r2/); give a "
+     "checkpoint of one (e.g. checkpoints/r1/best_model.pt)"),
+    ("logs", "'logs' is a folder with no checkpoint (*.pt) in it"),
+])
+@pytest.mark.parametrize("command", ["eval", "resume"])
+def test_a_run_folder_given_as_the_checkpoint_points_to_its_checkpoint_files(
+        tmp_path, monkeypatch, command, folder, says):
+    monkeypatch.chdir(tmp_path)
+    run_folders(tmp_path)
+    before = files_of(tmp_path)
+    result = CliRunner().invoke(cli, [command, "--checkpoint", folder])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.strip().splitlines() == [f"Error: {says}"]
+    assert files_of(tmp_path) == before

@@ -282,7 +282,9 @@ def test_a_sweep_stopped_before_tune_saved_anything_resumes_by_starting_anew(
 
 
 def test_a_trial_that_cannot_run_is_reported_failed_and_not_retried(tmp_path, local_ray):
-    path = config_file(tmp_path, env_name="fake_envs:FakeNoSuchEnv-v0")
+    # A registered env DDPG cannot train on (discrete actions): the plan, which looks up
+    # env ids, passes it; the trial's env refuses it.
+    path = config_file(tmp_path, env_name="CartPole-v1")
     result = CliRunner().invoke(cli, ["sweep", "--config", str(path), "--seeds", "2",
                                       "--name", "broken", "--max-failures", "3"])
     assert result.exit_code == 1, result.output
@@ -290,7 +292,8 @@ def test_a_trial_that_cannot_run_is_reported_failed_and_not_retried(tmp_path, lo
     summary = json.loads((tmp_path / "logs" / "broken" / "summary.json").read_text())
     assert [t["state"] for t in summary["trials"]] == ["failed", "failed"]
     for trial in summary["trials"]:  # one attempt each: bad input is not retried
-        assert "FakeNoSuchEnv-v0" in trial["error"] and "\n" not in trial["error"]
+        assert "'CartPole-v1' has a Discrete action space" in trial["error"]
+        assert "\n" not in trial["error"]
     assert summary["points"][0]["unfinished"] == 2
 
 

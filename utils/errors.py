@@ -17,7 +17,16 @@ class UserError(Exception):
 
 
 class ConfigError(UserError):
-    """An invalid config file, key or value."""
+    """An invalid config file, key or value; or several, one message a line, so that one
+    run of a command names every problem of a config (utils/config/loader.py)."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+
+    @property
+    def problems(self) -> list[str]:
+        """Each problem's message, in the order they were found."""
+        return str(self).splitlines()
 
 
 class CheckpointError(UserError):

@@ -3,8 +3,10 @@
 Config files and `--set key=value` values are read by utils/io/safe_yaml.py (PyYAML's
 SafeLoader, never `eval`, with bounded size, depth and alias expansion).
 Validation happens once, here: unknown keys fail with a "did you mean", types and
-ranges are checked per field, and cross-field rules at the end. Every failure is a
-`ConfigError` whose message names the key and what is allowed.
+ranges are checked per field, and the checks across keys at the end
+(utils/config/cross_checks.py). Every problem's message names the key and what is
+allowed; validation goes on past one (utils/config/problems.py), and all of them are
+raised together as one `ConfigError`, one line each.
 """
 
 from __future__ import annotations
@@ -20,16 +22,15 @@ from typing import Any, Literal
 
 import yaml
 
-from rltrain.agents.registry import ALGORITHMS, algorithm
 from rltrain.utils.config.aliases import alias_hint
+from rltrain.utils.config.cross_checks import check_cross_field
 from rltrain.utils.config.env import check_env_kwargs
 from rltrain.utils.config.fields import Range, rules_of
+from rltrain.utils.config.problems import Problems
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.io.safe_yaml import ConfigTooLarge, read_yaml_mapping
 from rltrain.utils.io.safe_yaml import load_yaml as _load_yaml
-from rltrain.utils.rules.registry import spec
-from rltrain.utils.run.notify_target import check_notify
 
 SHIPPED_CONFIGS = "rltrain.configs"
 
@@ -62,45 +63,78 @@ def resolve_config_path(name: str) -> Path:
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...],
                     option: str = "--set") -> dict[str, Any]:
     """Apply `key=value` strings (dotted keys for nested sections) to a copy of `raw`;
-    `option` is what errors call them (`rltrain sweep --grid` points are overrides too)."""
+    `option` is what errors call them (`rltrain sweep --grid` points are overrides too).
+    Every override that cannot apply is named, in one `ConfigError`."""
+    problems = Problems()
+    result = overridden(raw, overrides, problems, option)
+    problems.raise_any()
+    return result
+
+
+def overridden(raw: dict[str, Any], overrides: list[str] | tuple[str, ...],
+               problems: Problems, option: str = "--set") -> dict[str, Any]:
+    """A copy of `raw` with each override that applies applied; each one that cannot (not
+    key=value, not YAML, into a key that is no section) is a problem of its key."""
     result = _deep_copy(raw)
     for item in overrides:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ConfigError(f"{option} expects key=value, got '{item}'")
-        try:
-            value = _load_yaml(text) if text.strip() else None
-        except ConfigTooLarge as exc:
-            raise ConfigError(f"{option} {key}: value refused: {exc}") from None
-        except yaml.YAMLError:
-            raise ConfigError(f"{option} {key}: cannot parse value '{text}' as YAML") from None
-        node = result
-        parts = key.split(".")
-        for depth, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"{option} {key}: '{'.'.join(parts[:depth + 1])}' "
-                                  "is not a section")
-            node = child
-        node[parts[-1]] = value
+            problems.add(key, f"{option} expects key=value, got '{item}'")
+            continue
+        with problems.about(key):
+            _put(result, key, _override_value(key, text, option), option)
     return result
+
+
+def _override_value(key: str, text: str, option: str) -> Any:
+    try:
+        return _load_yaml(text) if text.strip() else None
+    except ConfigTooLarge as exc:
+        raise ConfigError(f"{option} {key}: value refused: {exc}") from None
+    except yaml.YAMLError:
+        raise ConfigError(f"{option} {key}: cannot parse value '{text}' as YAML") from None
+
+
+def _put(result: dict[str, Any], key: str, value: Any, option: str) -> None:
+    """`result[a][b][c] = value` for the dotted key `a.b.c`, making the sections needed."""
+    node = result
+    parts = key.split(".")
+    for depth, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{option} {key}: '{'.'.join(parts[:depth + 1])}' "
+                              "is not a section")
+        node = child
+    node[parts[-1]] = value
 
 
 def load_config(name: str, overrides: list[str] | tuple[str, ...] = (),
                 run_name: str | None = None) -> TrainConfig:
     """The validated config from a file (path or shipped name) plus `--set` overrides."""
-    raw = read_yaml_mapping(resolve_config_path(name))
-    raw = apply_overrides(raw, overrides)
+    problems = Problems()
+    raw = overridden(read_yaml_mapping(resolve_config_path(name)), overrides, problems)
     if run_name is not None:
         raw["run_name"] = run_name
-    return config_from_dict(raw)
+    config = checked_config(raw, problems)
+    problems.raise_any()
+    return config
 
 
 def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
-    """Validate a plain mapping (from YAML or a checkpoint) into a `TrainConfig`."""
-    config = _build(TrainConfig(), raw, prefix="")
-    _check_cross_field(config, raw)
+    """Validate a plain mapping (from YAML or a checkpoint) into a `TrainConfig`; every
+    problem found is named, in one `ConfigError`."""
+    problems = Problems()
+    config = checked_config(raw, problems)
+    problems.raise_any()
+    return config
+
+
+def checked_config(raw: dict[str, Any], problems: Problems) -> TrainConfig:
+    """`raw` validated as far as it goes: each problem is added to `problems` and its key
+    keeps its default, so the config returned is only meaningful when there is none."""
+    config = _build(TrainConfig(), raw, "", problems)
+    check_cross_field(config, raw, problems)
     return _off_rules_keep_their_default(config)
 
 
@@ -119,26 +153,35 @@ def _off_rules_keep_their_default(config: TrainConfig) -> TrainConfig:
     return dataclasses.replace(config, **sections)
 
 
-def _build(default: Any, raw: Any, prefix: str) -> Any:
-    """`default` (a config section instance) with the keys given in `raw` replaced."""
+def _build(default: Any, raw: Any, prefix: str, problems: Problems) -> Any:
+    """`default` (a config section instance) with the keys given in `raw` replaced, in
+    their order; a key with a problem keeps its default."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"config section '{prefix.rstrip('.')}' must be a mapping, "
-                          f"got {_show(raw)}")
+        problems.add(prefix.rstrip("."), f"config section '{prefix.rstrip('.')}' must be a "
+                                         f"mapping, got {_show(raw)}")
+        return default
     fields = {f.name: f for f in dataclasses.fields(default)}
     hints = typing.get_type_hints(type(default))
-    for key in raw:
-        if key not in fields:
-            raise ConfigError(_unknown_key_message(prefix, str(key), list(fields)))
     values = {}
     for name, value in raw.items():
-        key, current = prefix + name, getattr(default, name)
+        key = prefix + str(name)
+        if name not in fields:
+            problems.add(key, _unknown_key_message(prefix, str(name), list(fields)))
+            continue
+        current = getattr(default, name)
         if dataclasses.is_dataclass(current):
-            values[name] = _build(current, value, prefix=key + ".")
-        elif typing.get_origin(hints[name]) is dict:  # env_kwargs: plain data for the env
-            values[name] = check_env_kwargs(key, value)
-        else:
-            values[name] = _convert(key, value, hints[name], fields[name].metadata.get("range"))
+            values[name] = _build(current, value, key + ".", problems)
+            continue
+        with problems.about(key):
+            values[name] = _leaf(key, value, hints[name], fields[name])
     return dataclasses.replace(default, **values)
+
+
+def _leaf(key: str, value: Any, hint: Any, field: dataclasses.Field) -> Any:
+    """One key's value, checked and in its canonical type."""
+    if typing.get_origin(hint) is dict:  # env_kwargs: plain data for the env
+        return check_env_kwargs(key, value)
+    return _convert(key, value, hint, field.metadata.get("range"))
 
 
 def _unknown_key_message(prefix: str, key: str, valid: list[str]) -> str:
@@ -246,70 +289,6 @@ def _show(value: Any) -> str:
     if value is None:
         return "null"
     return f"{value!r} ({type(value).__name__})"
-
-
-def _check_cross_field(config: TrainConfig, raw: dict[str, Any]) -> None:
-    if config.batch_size > config.replay_buffer_size:
-        raise ConfigError(f"config key 'batch_size' ({config.batch_size}) must not exceed "
-                          f"replay_buffer_size ({config.replay_buffer_size})")
-    if config.learning_starts >= config.max_timesteps:
-        raise ConfigError(f"config key 'learning_starts' ({config.learning_starts}) must be "
-                          f"below max_timesteps ({config.max_timesteps}): no update would run")
-    for entry in ALGORITHMS.values():
-        if entry.section in raw and config.algo != entry.name:
-            raise ConfigError(f"config section '{entry.section}' applies only with algo: "
-                              f"{entry.name} (algo is {config.algo})")
-    _check_action_noise(config)
-    if config.noise_decay_steps is not None and config.exploration_noise_final is None:
-        raise ConfigError("config key 'noise_decay_steps' needs exploration_noise_final "
-                          "(the std to decay to)")
-    for section in ("monitor", "diagnostics"):
-        _check_rule_thresholds(section, getattr(config, section))
-    bounds = config.monitor.state_bounds
-    if bounds.low is not None and bounds.high is not None and len(bounds.low) != len(bounds.high):
-        raise ConfigError("config keys 'monitor.state_bounds.low' and '.high' must have the "
-                          "same length")
-    check_notify(config.notify)
-    if config.run_name is not None and not _safe_name(config.run_name):
-        raise ConfigError(f"config key 'run_name' must be a plain folder name (letters, digits, "
-                          f"'-', '_', '.'); got {config.run_name!r}")
-
-
-NOISE_KEYS = ("exploration_noise", "noise_type", "ou_theta", "exploration_noise_final",
-              "noise_decay_steps")
-
-
-def _check_action_noise(config: TrainConfig) -> None:
-    """Action-noise keys set away from their defaults for an algorithm that adds no noise
-    (SAC samples its policy): refused, as they would silently change nothing."""
-    if algorithm(config.algo).adds_action_noise:
-        return
-    default = TrainConfig()
-    changed = [k for k in NOISE_KEYS if getattr(config, k) != getattr(default, k)]
-    if changed:
-        raise ConfigError(f"config key '{changed[0]}' sets action noise, which algo "
-                          f"{config.algo} does not add: it explores by sampling its policy "
-                          f"(see the config's '{config.algo}' section)")
-
-
-def _check_rule_thresholds(name: str, section: Any) -> None:
-    """A rule whose default has no threshold cannot be given one; any other rule that is
-    not off needs a number > 0 (null would only fail later, mid-run)."""
-    defaults = rules_of(type(section)())
-    for rule_name, rule in rules_of(section).items():
-        key = f"{name}.{rule_name}.threshold"
-        if defaults[rule_name].threshold is None:
-            if rule.threshold is not None:
-                raise ConfigError(f"config key '{key}' cannot be set; its threshold is "
-                                  f"{spec(rule_name).fixed_threshold}")
-        elif rule.action != "off" and (rule.threshold is None or rule.threshold <= 0):
-            raise ConfigError(f"config key '{key}' must be a number > 0 "
-                              f"(or set {name}.{rule_name}.action: off)")
-
-
-def _safe_name(name: str) -> bool:
-    return (name not in (".", "..") and
-            all(c.isalnum() or c in "-_." for c in name))
 
 
 def _deep_copy(value: Any) -> Any:

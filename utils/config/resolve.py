@@ -15,8 +15,11 @@ overriding the earlier:
    then the API's keyword arguments (nested mappings or dotted keys), each read back as
    `--set` reads its text.
 
-The result is validated once (utils/config/loader.py): an unknown key, a wrong type or
-a value out of range is one `ConfigError`, the same from every caller.
+The result is validated once (utils/config/loader.py), the same for every caller: each
+unknown key, wrong type or value out of range, and each override that cannot apply, is
+named, all of them in one `ConfigError` (one line each). A caller that runs the env
+(not `config show`, which imports no Gymnasium) also has the env id checked
+(`check_env`): its problem comes first, an `EnvError` when it is the only one.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from typing import Any
 
 import yaml
 
-from rltrain.utils.config.loader import apply_overrides, config_from_dict, resolve_config_path
+from rltrain.utils.config.loader import checked_config, overridden, resolve_config_path
+from rltrain.utils.config.problems import Problems
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.config.zoo import train_mapping
-from rltrain.utils.errors import ConfigError
+from rltrain.utils.errors import ConfigError, EnvError
 from rltrain.utils.io.safe_yaml import load_yaml, read_yaml_mapping
 
 ConfigSource = str | Path | Mapping[str, Any] | TrainConfig
@@ -48,19 +52,53 @@ class ConfigRequest:
     run_name: str | None = None
 
 
+# Raises the `EnvError` of an env id that names no env (utils/training/envs.py's
+# `check_env_id`, handed in by the callers that import Gymnasium).
+EnvCheck = Callable[[str], None]
+
+
 def resolve_config(request: ConfigRequest, note: Callable[[str], None] = lambda line: None,
-                   say_default: bool = True) -> TrainConfig:
+                   say_default: bool = True, check_env: EnvCheck | None = None) -> TrainConfig:
     """The validated config of `request`. Which defaults were taken (rltrain's, or a
     shipped per-env entry) is said in one line to `note` (rltrain's own defaults only
-    with `say_default`)."""
+    with `say_default`). With `check_env`, the env id is checked first."""
     overrides = (*request.sets, *override_strings(request.keywords))
-    raw, source = _source_mapping(request.config)
-    raw = train_mapping(raw, source, given_value(overrides, "env_name"),
-                        given_value(overrides, "algo"), note, say_default)
-    raw = apply_overrides(raw, overrides)
+    try:
+        raw, source = _source_mapping(request.config)
+        raw = train_mapping(raw, source, given_value(overrides, "env_name"),
+                            given_value(overrides, "algo"), note, say_default)
+    except ConfigError as exc:  # no config to check further; the env id still is
+        _raise_all(_env_problem(check_env, given_value(overrides, "env_name")), exc.problems)
+        raise
+    problems = Problems()
+    raw = overridden(raw, overrides, problems)
     if request.run_name is not None:
         raw["run_name"] = request.run_name
-    return config_from_dict(raw)
+    config = checked_config(raw, problems)
+    if not problems.touch(("env_name",)):  # a wrong env_name is named as such already
+        _raise_all(_env_problem(check_env, config.env_name), problems.messages)
+    problems.raise_any()
+    return config
+
+
+def _env_problem(check_env: EnvCheck | None, env_name: str | None) -> EnvError | None:
+    if check_env is None or env_name is None:
+        return None
+    try:
+        check_env(env_name)
+    except EnvError as exc:
+        return exc
+    return None
+
+
+def _raise_all(env_problem: EnvError | None, messages: list[str]) -> None:
+    """Raises what was found, the env id's problem first: that `EnvError` alone, or one
+    `ConfigError` of every message."""
+    if env_problem is not None and not messages:
+        raise env_problem from None
+    if messages:
+        first = [str(env_problem)] if env_problem is not None else []
+        raise ConfigError(*first, *messages) from None
 
 
 def _source_mapping(config: ConfigSource | None) -> tuple[dict[str, Any] | None, str | None]:

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from rltrain.agents.registry import ALGORITHMS, algorithm
 from rltrain.utils.errors import CheckpointError, OutputError, os_error_in
+from rltrain.utils.io.checkpoint_folder import folder_message
 
 FORMAT = "rltrain-checkpoint"
 FORMAT_VERSION = 1
@@ -98,20 +99,6 @@ def checkpoint_algo(data: dict[str, Any], path: object = "") -> str:
     return algo
 
 
-def _folder_message(folder: Path) -> str:
-    """A folder given where a checkpoint file is wanted: the checkpoints in it, or for a
-    run's log folder, where its checkpoints are."""
-    found = sorted(folder.glob("*.pt"))
-    if found:
-        names = ", ".join(p.name for p in found[:6]) + (", ..." if len(found) > 6 else "")
-        return (f"'{folder}' is a folder; give one of its checkpoints: {names} "
-                f"(e.g. {folder / found[0].name})")
-    if (folder / "config.yaml").is_file():  # a run's log folder
-        return (f"'{folder}' is a run's log folder; its checkpoints are in the run's "
-                f"checkpoint folder (checkpoints/{folder.name}/ by default)")
-    return f"'{folder}' is a folder with no checkpoint (*.pt) in it"
-
-
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     """Write `payload` (with the format marker added) atomically to `path`."""
     missing = [k for k in REQUIRED_KEYS if k not in payload]
@@ -152,7 +139,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if not path.exists():
         raise CheckpointError(f"checkpoint '{path}' not found")
     if path.is_dir():
-        raise CheckpointError(_folder_message(path))
+        raise CheckpointError(folder_message(path))
     if not path.is_file():
         raise CheckpointError(f"checkpoint '{path}' is not a file")
     _check_archive(path)

@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import _find_spec as find_spec  # what gym.make looks up
 from gymnasium.wrappers import FlattenObservation
 
 from rltrain.utils.errors import Aborted, EnvError, EnvFailure, first_line
@@ -57,6 +58,25 @@ def make_env(env_name: str, render_mode: str | None = None,
     except EnvError:
         env.close()
         raise
+
+
+def check_env_id(env_name: str) -> None:
+    """Raises the `EnvError` `make_env` would for an id that names no env (unknown, or its
+    module cannot be imported), without making the env: config resolution checks the id
+    first (utils/config/resolve.py). Whatever else fails is left to `make_env`, which
+    says it as today: the env's own constructor, a package the env needs."""
+    try:
+        with warnings.catch_warnings():  # an unversioned id: gym.make warns, once
+            warnings.simplefilter("ignore")
+            find_spec(env_name)
+    except gym.error.UnregisteredEnv:
+        raise EnvError(_unknown_env_message(env_name)) from None
+    except ImportError as exc:
+        raise EnvError(f"env '{env_name}': cannot import its module ({exc})") from None
+    except gym.error.Error as exc:
+        raise EnvError(f"env '{env_name}': {first_line(exc)}") from None
+    except Exception:  # the user's module raised on import: make_env names it, with its
+        return  # traceback in a file
 
 
 @contextlib.contextmanager

@@ -1,0 +1,127 @@
+"""The config's checks across keys, run once every key has its type and range
+(utils/config/loader.py). Each check names the keys it reads: it is skipped when one of
+them already has a problem (utils/config/problems.py), and every other check still runs,
+so that one run of a command names every independent problem."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rltrain.agents.registry import ALGORITHMS, algorithm
+from rltrain.utils.config.fields import rules_of
+from rltrain.utils.config.problems import Problems
+from rltrain.utils.config.schema import TrainConfig
+from rltrain.utils.errors import ConfigError
+from rltrain.utils.rules.registry import spec
+from rltrain.utils.run.notify_target import check_notify
+
+NOISE_KEYS = ("exploration_noise", "noise_type", "ou_theta", "exploration_noise_final",
+              "noise_decay_steps")
+
+Check = Callable[[TrainConfig, dict[str, Any]], None]
+
+
+def check_cross_field(config: TrainConfig, raw: dict[str, Any], problems: Problems) -> None:
+    """Every check of `CHECKS` whose keys have no problem yet; its problem added to
+    `problems`. The rules' thresholds are checked rule by rule."""
+    for keys, check in CHECKS:
+        if not problems.touch(keys):
+            with problems.about(keys[0]):
+                check(config, raw)
+    for section in ("monitor", "diagnostics"):
+        _check_rule_thresholds(section, getattr(config, section), problems)
+    for keys, check in LAST_CHECKS:
+        if not problems.touch(keys):
+            with problems.about(keys[0]):
+                check(config, raw)
+
+
+def _batch_fits_the_buffer(config: TrainConfig, raw: dict[str, Any]) -> None:
+    if config.batch_size > config.replay_buffer_size:
+        raise ConfigError(f"config key 'batch_size' ({config.batch_size}) must not exceed "
+                          f"replay_buffer_size ({config.replay_buffer_size})")
+
+
+def _learning_starts_before_the_end(config: TrainConfig, raw: dict[str, Any]) -> None:
+    if config.learning_starts >= config.max_timesteps:
+        raise ConfigError(f"config key 'learning_starts' ({config.learning_starts}) must be "
+                          f"below max_timesteps ({config.max_timesteps}): no update would run")
+
+
+def _sections_of_the_algorithm(config: TrainConfig, raw: dict[str, Any]) -> None:
+    for entry in ALGORITHMS.values():
+        if entry.section in raw and config.algo != entry.name:
+            raise ConfigError(f"config section '{entry.section}' applies only with algo: "
+                              f"{entry.name} (algo is {config.algo})")
+
+
+def _action_noise(config: TrainConfig, raw: dict[str, Any]) -> None:
+    """Action-noise keys set away from their defaults for an algorithm that adds no noise
+    (SAC samples its policy): refused, as they would silently change nothing."""
+    if algorithm(config.algo).adds_action_noise:
+        return
+    default = TrainConfig()
+    changed = [k for k in NOISE_KEYS if getattr(config, k) != getattr(default, k)]
+    if changed:
+        raise ConfigError(f"config key '{changed[0]}' sets action noise, which algo "
+                          f"{config.algo} does not add: it explores by sampling its policy "
+                          f"(see the config's '{config.algo}' section)")
+
+
+def _noise_decay_has_an_end(config: TrainConfig, raw: dict[str, Any]) -> None:
+    if config.noise_decay_steps is not None and config.exploration_noise_final is None:
+        raise ConfigError("config key 'noise_decay_steps' needs exploration_noise_final "
+                          "(the std to decay to)")
+
+
+def _check_rule_thresholds(name: str, section: Any, problems: Problems) -> None:
+    """A rule whose default has no threshold cannot be given one; any other rule that is
+    not off needs a number > 0 (null would only fail later, mid-run)."""
+    defaults = rules_of(type(section)())
+    for rule_name, rule in rules_of(section).items():
+        key = f"{name}.{rule_name}.threshold"
+        if problems.touch((f"{name}.{rule_name}",)):
+            continue
+        if defaults[rule_name].threshold is None:
+            if rule.threshold is not None:
+                problems.add(key, f"config key '{key}' cannot be set; its threshold is "
+                                  f"{spec(rule_name).fixed_threshold}")
+        elif rule.action != "off" and (rule.threshold is None or rule.threshold <= 0):
+            problems.add(key, f"config key '{key}' must be a number > 0 "
+                              f"(or set {name}.{rule_name}.action: off)")
+
+
+def _state_bounds_match(config: TrainConfig, raw: dict[str, Any]) -> None:
+    bounds = config.monitor.state_bounds
+    if bounds.low is not None and bounds.high is not None and len(bounds.low) != len(bounds.high):
+        raise ConfigError("config keys 'monitor.state_bounds.low' and '.high' must have the "
+                          "same length")
+
+
+def _notify_target(config: TrainConfig, raw: dict[str, Any]) -> None:
+    check_notify(config.notify)
+
+
+def _run_name_is_a_folder_name(config: TrainConfig, raw: dict[str, Any]) -> None:
+    name = config.run_name
+    if name is not None and (name in (".", "..") or
+                             not all(c.isalnum() or c in "-_." for c in name)):
+        raise ConfigError(f"config key 'run_name' must be a plain folder name (letters, digits, "
+                          f"'-', '_', '.'); got {name!r}")
+
+
+# (the keys a check reads, the first one the key its problem is about; the check), in the
+# order their problems are listed.
+CHECKS: tuple[tuple[tuple[str, ...], Check], ...] = (
+    (("batch_size", "replay_buffer_size"), _batch_fits_the_buffer),
+    (("learning_starts", "max_timesteps"), _learning_starts_before_the_end),
+    (("algo",), _sections_of_the_algorithm),
+    (("algo", *NOISE_KEYS), _action_noise),
+    (("noise_decay_steps", "exploration_noise_final"), _noise_decay_has_an_end),
+)
+LAST_CHECKS: tuple[tuple[tuple[str, ...], Check], ...] = (
+    (("monitor.state_bounds",), _state_bounds_match),
+    (("notify",), _notify_target),
+    (("run_name",), _run_name_is_a_folder_name),
+)
