@@ -329,7 +329,8 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert set(report) == {"run", "findings", "diagnostics_enabled", "verifications"}
+    assert set(report) == {"run", "findings", "diagnostics_enabled", "unjudged",
+                           "verifications"}
     assert report["run"] == "r"
     assert report["diagnostics_enabled"] is True
     assert report["findings"]

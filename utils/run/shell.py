@@ -145,8 +145,10 @@ class RunHooks:
         return found
 
     def record_unjudged(self, logger: Any, env_steps: int) -> None:
-        """The rules that could not judge the run, for `rltrain diagnose` (flow1.jsonl)."""
-        logger.diagnostic("unjudged", env_steps, rules=self.unjudged())
+        """The rules that could not judge the run, for `rltrain diagnose` (flow1.jsonl,
+        which a run with its diagnostics off leaves empty)."""
+        if not isinstance(self.diagnostics, NoDiagnostics):
+            logger.diagnostic("unjudged", env_steps, rules=self.unjudged())
 
     def rule_states(self) -> HookList:
         """The rules' hooks as one list whose state_dict a checkpoint keeps."""
