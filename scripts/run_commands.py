@@ -261,22 +261,29 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
               help=f"Exit with code {EXIT_FINDINGS} when a finding is this severe or more "
                    "(pause > warning > info), after the report: for scripts and CI.")
 @click.option("--verify", is_flag=True,
-              help="Try the top findings' proposed changes: fork the run (with and without "
-                   "the change) from a checkpoint before the finding and compare them.")
-@click.option("--steps", default=5000, show_default=True, help="Env steps per --verify branch.")
-@click.option("--seeds", default=1, show_default=True,
-              help="--verify: branch pairs per finding; 1 is the exact fork, K > 1 re-seeds "
-                   "pair k with a seed from the run's seed and k.")
+              help="Try the top findings' proposed changes: train the run with and without "
+                   "the change (from the start for a fault of the set-up, else from a "
+                   "checkpoint before the finding) over several seeds and compare them.")
+@click.option("--steps", type=int, default=None,
+              help="Env steps per --verify branch (default: as many as the run made, from "
+                   "the start; 5000 after a fork).")
+@click.option("--seeds", default=3, show_default=True,
+              help="--verify: branch pairs per finding, pair k seeded from the run's seed "
+                   "and k (a fork with 1 is the exact fork).")
+@click.option("--jobs", type=int, default=None,
+              help="--verify branches trained at once (default: the CPU cores, at least 2).")
+@click.option("--from-start", is_flag=True,
+              help="--verify from the start (fresh runs), whatever the finding.")
 @click.option("--last", type=int, default=None,
               help="--verify compares the last N evaluations after the fork (default: the "
                    "last third, at least 1).")
 @click.option("--top", default=3, show_default=True,
               help="--verify tries this many findings (most severe, then earliest).")
 @click.option("--fork-step", type=int, default=None,
-              help="--verify forks at or before this step (default: the finding's first).")
+              help="--verify forks from the newest checkpoint at or before this step.")
 def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify: bool,
-             steps: int, seeds: int, last: int | None, top: int, fork_step: int | None,
-             ) -> None:
+             steps: int | None, seeds: int, jobs: int | None, from_start: bool,
+             last: int | None, top: int, fork_step: int | None) -> None:
     """Explain a run (live or not): the diagnostics' findings, hypotheses, checks, report.html.
 
     RUN is a run name under --log-dir, or a run folder. Writes <run folder>/report.html:
@@ -290,7 +297,9 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify:
         from rltrain.scripts.verify import summary_lines
         from rltrain.scripts.verify import verify as verify_run
 
-        lines = summary_lines(verify_run(folder, steps, seeds, top, fork_step, last))
+        lines = summary_lines(verify_run(folder, steps, seeds, top, fork_step, last, jobs,
+                                         lambda line: click.echo(line, err=True),
+                                         from_start))
         if not as_json:
             click.echo("\n".join(lines))
     result = reports.diagnose(folder)

@@ -1,12 +1,25 @@
 """`rltrain diagnose RUN --verify`: a finding's proposed fix, tried as a controlled experiment.
 
-For each of the top findings that propose a config change (`suggested_set`), the run is
-forked twice from the newest checkpoint at or before the step the finding was first
-seen (else the newest): one branch with the change, one without. Both are ordinary
-forks (`rltrain resume --checkpoint C --run-name NEW --set ...`), so they show in
-`rltrain status` and TensorBoard; they run at once, sharing the cores (torch_threads),
-for the same env steps, evaluate at the same steps (EVALUATIONS times) with the same
-evaluation seeds, and train through warnings (safe_mode off).
+For each of the top findings that propose a config change (`suggested_set`), two
+branches are trained, one with the change and one without, where the fault can be
+undone:
+
+- **from the start** when the fault is in the set-up: the keys the finding changes had
+  their value from step 0 (no resume changed them before the finding). Both branches
+  are fresh runs of the run's own config (`rltrain train --config <run>/config.yaml`),
+  for as many env steps as the run made (or `--steps`). A fork from a checkpoint would
+  start after the damage: an actor that a too-high learning rate already killed stays
+  dead whatever the change.
+- **from a checkpoint** when a resume set the faulty value (the fault appeared then), or
+  `--fork-step` asks for it: the newest checkpoint at or before the step the finding was
+  first seen (else the newest), forked with and without the change (`rltrain resume
+  --checkpoint C --run-name NEW --set ...`).
+
+Branches are ordinary runs beside the original, so they show in `rltrain status` and
+TensorBoard; they run `jobs` at a time, sharing the cores (torch_threads), for the same
+env steps, evaluate at the same steps (EVALUATIONS times) with the same evaluation
+seeds, and train through warnings (safe_mode off). What the experiment costs is printed
+before it starts.
 
 The branches are compared where they end up: the last `last` evaluations both reached
 (default: the last third, at least one; scripts/verify_stats.py says why), by the
@@ -14,14 +27,15 @@ difference of the mean returns (fix - control) with a 95% bootstrap interval ove
 episodes, and a verdict: confirmed (the interval lies above 0), not confirmed (it lies
 below a gain of `MARGIN` of the control's magnitude) or inconclusive.
 
-With `seeds` K = 1 the pair is an exact fork: both branches continue the checkpoint's
-random streams. With K > 1, pair k starts both its branches from the same checkpoint
-with the same new seed, derived from the run's seed and k: exploration noise, replay
-sampling, torch and the training episodes are re-seeded after the state is loaded
-(`rltrain resume --fork-seed`, internal). The pairs run one after another; the
-difference is the mean of the pairs' differences, its interval over pairs x episodes.
-The verdicts go to <run folder>/verify.json, which `diagnose --json` and report.html
-include.
+Each of the K `seeds` pairs gives both its branches one seed, derived from the run's
+seed and k: a fresh run starts from it; a fork continues the checkpoint and re-seeds
+exploration noise, replay sampling, torch and the training episodes after the state is
+loaded (`rltrain resume --fork-seed`, internal). A fork with K = 1 is the exact fork: both
+branches continue the checkpoint's random streams. The difference is the mean of the
+pairs' differences, its interval over pairs x episodes. Fork branches that end exactly
+alike started after the damage: that is said, with what to run instead, never reported
+as "no difference". The verdicts go to <run folder>/verify.json, which `diagnose --json`
+and report.html include.
 """
 
 from __future__ import annotations
@@ -29,6 +43,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +69,8 @@ from rltrain.utils.seeding import FORKS, derive_seed
 
 __all__ = ["MARGIN", "difference", "fork_point", "verdict", "verify", "summary_lines"]
 
-DEFAULT_STEPS = 5000
+DEFAULT_STEPS = 5000  # per fork branch, unless --steps
+DEFAULT_SEEDS = 3
 EVALUATIONS = 6  # per branch after the fork: the last third is then two
 TOP = 3
 
@@ -88,24 +105,28 @@ def _free_name(log_parent: Path, stem: str) -> str:
     return f"{stem}-{n}"
 
 
-def _launch(folder: Path, checkpoint: Path, name: str, changes: dict[str, Any],
-            until: int, eval_every: int, seed: int | None) -> subprocess.Popen:
-    """A fork beside the run (its log and checkpoint folders' parents); re-seeded with
-    `seed` unless it is None."""
+def _command(folder: Path, start: tuple[int, Path | None], name: str,
+             changes: dict[str, Any], until: int, eval_every: int, seed: int | None,
+             threads: int) -> list[str]:
+    """The rltrain command of one branch beside the run (its log and checkpoint folders'
+    parents): a fresh run of the run's config from step 0 (`start` = (0, None)), or a
+    fork of checkpoint `start[1]`, re-seeded with `seed` unless it is None."""
     from rltrain.utils.config.resolve import override_strings
 
-    threads = max(1, (os.cpu_count() or 2) // 2)  # two branches at once share the cores
-    sets = override_strings({**changes, "max_timesteps": until, "torch_threads": threads,
-                             "safe_mode": False, "eval_freq": eval_every,
-                             "log_dir": str(folder.parent),
-                             "checkpoint_dir": str(checkpoint.parent.parent)})
-    command = [sys.executable, "-c", "from rltrain.scripts import main; main()", "resume",
-               "--checkpoint", str(checkpoint), "--run-name", name]
-    command += ["--fork-seed", str(seed)] if seed is not None else []
-    for item in sets:
+    step, checkpoint = start
+    sets = {**changes, "max_timesteps": until, "torch_threads": threads,
+            "safe_mode": False, "eval_freq": eval_every, "log_dir": str(folder.parent),
+            "checkpoint_dir": str(_checkpoint_dir(folder).parent)}
+    command = [sys.executable, "-c", "from rltrain.scripts import main; main()"]
+    if checkpoint is None:
+        command += ["train", "--config", str(folder / CONFIG_FILE), "--run-name", name]
+        sets["seed"] = seed if seed is not None else _run_config(folder).seed
+    else:
+        command += ["resume", "--checkpoint", str(checkpoint), "--run-name", name]
+        command += ["--fork-seed", str(seed)] if seed is not None else []
+    for item in override_strings(sets):
         command += ["--set", item]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    return command
 
 
 def _evaluations(log_dir: Path, after: int) -> Evaluations:
@@ -115,41 +136,142 @@ def _evaluations(log_dir: Path, after: int) -> Evaluations:
             if m["kind"] == "eval" and m["env_steps"] > after]
 
 
-def _run_pair(folder: Path, finding: dict[str, Any], fork: tuple[int, Path], steps: int,
-              seed: int | None, stem: str) -> dict[str, Any]:
-    """One fix branch and one control branch from the fork, trained at once."""
-    step, checkpoint = fork
-    names = {"fix": _free_name(folder.parent, f"{stem}-fix"),
-             "control": _free_name(folder.parent, f"{stem}-control")}
-    procs = {kind: _launch(folder, checkpoint, name, finding["suggested_set"] if kind == "fix"
-                           else {}, step + steps, max(1, steps // EVALUATIONS), seed)
-             for kind, name in names.items()}
-    branches: dict[str, Any] = {}
-    for kind, proc in procs.items():
-        _, err = proc.communicate()
-        evaluations = _evaluations(folder.parent / names[kind], step)
-        branches[kind] = {"run": names[kind], "exit_code": proc.returncode,
-                          "evaluations": evaluations,
-                          "returns": [r for _, returns in evaluations for r in returns],
-                          "error": err.strip().splitlines()[-1] if proc.returncode not in
-                          (0, 3) and err.strip() else None}
-    return {"seed": seed, "branches": branches, "difference": None}
+def _run_branches(commands: list[list[str]], jobs: int) -> list[tuple[int, str]]:
+    """Run the branches' commands, `jobs` at a time; (exit code, stderr) of each."""
+    done: list[tuple[int, str] | None] = [None] * len(commands)
+    running: dict[int, tuple[subprocess.Popen, Any]] = {}
+    waiting = list(range(len(commands)))
+    while waiting or running:
+        while waiting and len(running) < jobs:
+            i = waiting.pop(0)
+            err = tempfile.TemporaryFile("w+")  # a file: a chatty branch never blocks
+            running[i] = (subprocess.Popen(commands[i], stdout=subprocess.DEVNULL,
+                                           stderr=err, text=True), err)
+        for i, (proc, err) in list(running.items()):
+            if proc.poll() is not None:
+                err.seek(0)
+                done[i] = (proc.returncode, err.read())
+                err.close()
+                del running[i]
+        time.sleep(0.2)
+    return [d for d in done if d is not None]
 
 
-def _verify_finding(folder: Path, finding: dict[str, Any], steps: int, seeds: int,
-                    before: int | None, last: int | None) -> dict[str, Any]:
-    first = finding["first_step"] if before is None else min(before, finding["first_step"])
+def start_point(folder: Path, finding: dict[str, Any], before: int | None,
+                from_start: bool = False) -> tuple[tuple[int, Path | None], str]:
+    """Where the branches start, and why: (0, None) from the start; (step, checkpoint) a
+    fork. `before`: --fork-step (a fork at or before it); `from_start`: --from-start."""
+    if from_start:
+        return (0, None), "from the start: --from-start"
+    if before is None:
+        changed = _changed_on_resume(folder, set(finding["suggested_set"]),
+                                     finding["first_step"])
+        if changed is None:
+            return (0, None), ("from the start: the fault is in the set-up ("
+                               f"{', '.join(sorted(finding['suggested_set']))} had its value "
+                               "from step 0)")
+        first, why = finding["first_step"], (
+            f"from the newest checkpoint before step {finding['first_step']}: a resume at "
+            f"step {changed} set the value the finding changes")
+    else:
+        first, why = min(before, finding["first_step"]), f"from --fork-step {before}"
     fork = fork_point(_checkpoint_dir(folder), first)
-    assert fork is not None  # checked by verify()
+    if fork is None:
+        raise UserError(f"run '{folder.name}' has no checkpoint to fork from "
+                        f"({_checkpoint_dir(folder)}): --verify needs one, or --from-start")
+    return fork, why
+
+
+def _changed_on_resume(folder: Path, keys: set[str], first_step: int) -> int | None:
+    """The newest resume step at or before `first_step` whose --set changed one of `keys`
+    (None: none did, they kept their value from step 0)."""
+    from rltrain.utils.run.folders import EVENTS_FILE
+
+    steps = [int(e["env_steps"]) for e in read_jsonl(folder / EVENTS_FILE)
+             if e.get("rule") == "resume" and int(e["env_steps"]) <= first_step
+             and any(str(change).split("=", 1)[0] in keys for change in e.get("value") or [])]
+    return max(steps) if steps else None
+
+
+def _plan(folder: Path, finding: dict[str, Any], steps: int | None, seeds: int,
+          before: int | None, from_start: bool) -> dict[str, Any]:
+    """One finding's experiment: where it starts, its pairs' seeds and branch names."""
+    start, why = start_point(folder, finding, before, from_start)
+    length = steps if steps is not None else (
+        DEFAULT_STEPS if start[1] is not None else _steps_made(folder))
     run_seed = _run_config(folder).seed
     stem = f"{folder.name}-verify-{finding['rule']}"
-    pairs = [_run_pair(folder, finding, fork, steps, None, stem)] if seeds == 1 else [
-        _run_pair(folder, finding, fork, steps, derive_seed(run_seed, FORKS, k),
-                  f"{stem}-pair{k}") for k in range(seeds)]
+    exact = seeds == 1 and start[1] is not None  # the exact fork: the run's own streams
+    pairs = [{"seed": None if exact else derive_seed(run_seed, FORKS, k),
+              "names": {kind: _free_name(folder.parent, f"{stem}{'' if exact else f'-pair{k}'}"
+                                                        f"-{kind}")
+                        for kind in ("fix", "control")}} for k in range(seeds)]
+    return {"finding": finding, "start": start, "why": why, "steps": length, "pairs": pairs}
+
+
+def _steps_made(folder: Path) -> int:
+    """The env steps the run made (its newest metrics line), at least one evaluation's."""
+    lines = read_jsonl(folder / METRICS_FILE)
+    return max([int(m["env_steps"]) for m in lines] or [DEFAULT_STEPS])
+
+
+def _speed(folder: Path) -> float | None:
+    """The run's own env steps per second (its metrics lines' times), if they say."""
+    lines = [m for m in read_jsonl(folder / METRICS_FILE) if "time" in m]
+    if len(lines) < 2 or lines[-1]["time"] <= lines[0]["time"]:
+        return None
+    return (lines[-1]["env_steps"] - lines[0]["env_steps"]) / (lines[-1]["time"]
+                                                               - lines[0]["time"])
+
+
+def cost_line(folder: Path, plans: list[dict[str, Any]], jobs: int) -> str:
+    """What the experiment costs, said before it starts."""
+    total = sum(2 * len(p["pairs"]) * p["steps"] for p in plans)
+    parts = ", ".join(f"{p['finding']['rule']}: {len(p['pairs'])} seed(s) x 2 branches x "
+                      f"{p['steps']:,} env steps {p['why'].split(':')[0]}" for p in plans)
+    speed = _speed(folder)
+    cores = max(1, min(jobs, os.cpu_count() or 1))
+    when = (f"; about {total / (speed * cores) / 60:.0f} min at this run's "
+            f"{speed:.0f} env steps/s, {jobs} branch(es) at once" if speed else "")
+    return f"verify: {total:,} env steps in all ({parts}){when}"
+
+
+def _verify_plan(folder: Path, plan: dict[str, Any], last: int | None,
+                 done: list[tuple[int, str]]) -> dict[str, Any]:
+    """A finding's verdict from its finished branches (`done`: exit code and stderr of
+    each, in the plan's order)."""
+    step, checkpoint = plan["start"]
+    pairs, outcomes = [], iter(done)
+    for pair in plan["pairs"]:
+        branches: dict[str, Any] = {}
+        for kind in ("fix", "control"):
+            code, err = next(outcomes)
+            name = pair["names"][kind]
+            evaluations = _evaluations(folder.parent / name, step)
+            branches[kind] = {"run": name, "exit_code": code, "evaluations": evaluations,
+                              "returns": [r for _, returns in evaluations for r in returns],
+                              "error": err.strip().splitlines()[-1] if code not in (0, 3)
+                              and err.strip() else None}
+        pairs.append({"seed": pair["seed"], "branches": branches, "difference": None})
+    finding = plan["finding"]
     result = {"rule": finding["rule"], "first_step": finding["first_step"],
-              "suggested_set": finding["suggested_set"], "checkpoint": str(fork[1]),
-              "fork_step": fork[0], "steps": steps, "seeds": seeds}
-    return {**result, **_judged(pairs, last)}
+              "suggested_set": finding["suggested_set"],
+              "checkpoint": None if checkpoint is None else str(checkpoint),
+              "fork_step": step, "start": plan["why"], "steps": plan["steps"],
+              "seeds": len(plan["pairs"])}
+    judged = {**result, **_judged(pairs, last)}
+    if checkpoint is not None and _alike(pairs):
+        judged["verdict"] = "too late"
+        judged["note"] = (f"both branches ended exactly alike from step {step}: the damage "
+                          f"was done before the fork; rerun with rltrain diagnose "
+                          f"{folder.name} --verify --from-start")
+    return judged
+
+
+def _alike(pairs: list[dict[str, Any]]) -> bool:
+    """Every pair's fix and control branch evaluated to the same returns."""
+    return all(p["branches"]["fix"]["returns"] == p["branches"]["control"]["returns"]
+               and p["branches"]["fix"]["returns"] for p in pairs)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -182,28 +304,47 @@ def _judged(pairs: list[dict[str, Any]], last: int | None) -> dict[str, Any]:
     return result
 
 
-def verify(folder: Path, steps: int = DEFAULT_STEPS, seeds: int = 1, top: int = TOP,
-           before: int | None = None, last: int | None = None) -> list[dict[str, Any]]:
-    """Try the top findings' proposed changes; writes and returns the verdicts. `before`:
-    fork at or before this step (a fault of the set-up is there from the start, well
-    before a rule can see it). `seeds`: re-seeded pairs per finding (1: the exact fork).
-    `last`: the evaluations compared (None: the last third)."""
+def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
+           top: int = TOP, before: int | None = None, last: int | None = None,
+           jobs: int | None = None, say: Any = None,
+           from_start: bool = False) -> list[dict[str, Any]]:
+    """Try the top findings' proposed changes; writes and returns the verdicts. `steps`:
+    per branch (None: as many as the run made from the start, DEFAULT_STEPS after a
+    fork). `before`: fork at or before this step instead of choosing the start (module
+    docstring). `seeds`: pairs per finding. `last`: the evaluations compared (None: the
+    last third). `jobs`: branches at once (None: the cores). `say`: where the cost line
+    goes before the branches start."""
     from rltrain.utils.diagnostics.report import findings
 
-    given = {"--steps": steps, "--seeds": seeds, "--last": 1 if last is None else last}
+    given = {"--steps": 1 if steps is None else steps, "--seeds": seeds,
+             "--last": 1 if last is None else last, "--jobs": 1 if jobs is None else jobs}
     for name, value in given.items():
         if value < 1:
             raise UserError(f"{name} must be at least 1 (got {value})")
     candidates = [f for f in findings(folder) if f["suggested_set"]][:top]
     kept = step_checkpoints(_checkpoint_dir(folder))
-    if not kept:
-        raise UserError(f"run '{folder.name}' has no checkpoint to fork from "
-                        f"({_checkpoint_dir(folder)}): --verify needs one")
-    if before is not None and kept[0][0] > before:
+    if before is not None and kept and kept[0][0] > before:
         raise UserError(f"--fork-step {before}: run '{folder.name}' keeps no checkpoint at "
                         f"or before it (the oldest is step {kept[0][0]}); choose a later "
                         f"--fork-step, or train with a larger keep_checkpoints")
-    results = [_verify_finding(folder, f, steps, seeds, before, last) for f in candidates]
+    if from_start and before is not None:
+        raise UserError("--from-start and --fork-step ask for two different starts: give one")
+    plans = [_plan(folder, f, steps, seeds, before, from_start) for f in candidates]
+    jobs = jobs if jobs is not None else max(2, os.cpu_count() or 2)
+    if plans and say is not None:
+        say(cost_line(folder, plans, jobs))
+    threads = max(1, (os.cpu_count() or 2) // jobs)  # the branches at once share the cores
+    commands = [_command(folder, p["start"], pair["names"][kind],
+                         p["finding"]["suggested_set"] if kind == "fix" else {},
+                         p["start"][0] + p["steps"], max(1, p["steps"] // EVALUATIONS),
+                         pair["seed"], threads)
+                for p in plans for pair in p["pairs"] for kind in ("fix", "control")]
+    done = _run_branches(commands, jobs)
+    results, at = [], 0
+    for plan in plans:
+        count = 2 * len(plan["pairs"])
+        results.append(_verify_plan(folder, plan, last, done[at:at + count]))
+        at += count
     atomic_write(folder / VERIFY_FILE, lambda f: f.write(to_json(results).encode()),
                  durable=False)
     return results
@@ -222,6 +363,9 @@ def _summary(r: dict[str, Any]) -> str:
     steps = r["compared_steps"]
     where = (f"last {len(steps)} of {r['evaluations']} evaluations (step "
              f"{', '.join(map(str, steps))})")
+    if r.get("verdict") == "too late":
+        return (f"verify {r['rule']} ({change}) from step {r['fork_step']}: too late: "
+                f"{r['note']}")
     if r["difference"] is None:
         numbers = "no evaluations after the fork to compare"
     elif len(r["pairs"]) == 1:
@@ -234,5 +378,6 @@ def _summary(r: dict[str, Any]) -> str:
     if r["interval"] is not None:
         numbers += f" [{r['interval'][0]:+.1f}, {r['interval'][1]:+.1f}]"
     runs = ", ".join(p["branches"][k]["run"] for p in r["pairs"] for k in ("fix", "control"))
-    return (f"verify {r['rule']} ({change}) from step {r['fork_step']} for {r['steps']} "
-            f"steps, {numbers}: {r['verdict']} (runs {runs})")
+    start = r.get("start") or f"from step {r['fork_step']}"
+    return (f"verify {r['rule']} ({change}) {start.split(':')[0]} for {r['steps']} steps, "
+            f"{numbers}: {r['verdict']} (runs {runs})")

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 MARGIN = 0.05  # a gain below this share of the control's |mean return| is no gain
+CONFIRM = 0.2  # a confirmed fix beats the control by more than this share of its |mean|
 BOOTSTRAP = 2000
 SHARE = 3  # by default the last 1/SHARE of the evaluations are compared
 
@@ -71,9 +72,11 @@ def difference(fix: list[float], base: list[float], seed: int = 0) -> dict[str, 
 
 
 def verdict(diff: dict[str, float], base_mean: float) -> str:
-    """Confirmed: the interval lies above 0; not confirmed: it lies below a gain of
-    MARGIN of the control's magnitude; else inconclusive."""
-    if diff["low"] > 0:
+    """Confirmed: the interval lies above 0 and the fix beats the control by more than
+    CONFIRM of the control's |mean return| (a gain that matters, not only one that is
+    there); not confirmed: the interval lies below a gain of MARGIN of it; else
+    inconclusive."""
+    if diff["low"] > 0 and diff["difference"] > CONFIRM * abs(base_mean):
         return "confirmed"
     if diff["high"] < MARGIN * max(abs(base_mean), 1e-9):
         return "not confirmed"

@@ -101,9 +101,9 @@ def test_a_tiny_run_with_planted_learning_rates_names_them(hot: Path, tmp_path: 
 
 def test_verify_forks_both_branches_and_gives_a_verdict(hot: Path) -> None:
     result = CliRunner().invoke(cli, ["diagnose", str(hot), "--verify", "--steps", "200",
-                                      "--json"])
+                                      "--fork-step", "400", "--seeds", "1", "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     checked = [v for v in report["verifications"] if v["rule"] == "learning_rate"]
     assert len(checked) == 1
     v = checked[0]
@@ -124,7 +124,8 @@ def test_verify_without_a_checkpoint_says_so(hot: Path, tmp_path: Path) -> None:
     folder = own_copy(hot, tmp_path)
     for checkpoint in (tmp_path / "checkpoints" / "hot").glob("*.pt"):
         checkpoint.unlink()
-    result = CliRunner().invoke(cli, ["diagnose", str(folder), "--verify"])
+    result = CliRunner().invoke(cli, ["diagnose", str(folder), "--verify", "--fork-step",
+                                      "400"])
     assert result.exit_code != 0
     assert "no checkpoint" in result.output and len(result.output.strip().splitlines()) == 1
     assert list((hot.parent.parent / "checkpoints" / "hot").glob("*.pt"))  # the original's
@@ -238,9 +239,10 @@ def test_verify_with_reseeded_pairs_reports_each_pair(hot: Path, tmp_path: Path)
     from rltrain.utils.seeding import FORKS, derive_seed
 
     result = CliRunner().invoke(cli, ["diagnose", str(hot), "--verify", "--steps", "100",
-                                      "--seeds", "2", "--top", "1", "--json"])
+                                      "--seeds", "2", "--top", "1", "--fork-step", "400",
+                                      "--json"])
     assert result.exit_code == 0, result.output
-    [v] = json.loads(result.output)["verifications"]
+    [v] = json.loads(result.stdout)["verifications"]
     seed = tiny_dict(tmp_path)["seed"]
     assert [p["seed"] for p in v["pairs"]] == [derive_seed(seed, FORKS, k) for k in (0, 1)]
     assert v["branches"] == v["pairs"][0]["branches"] and len(v["compared_steps"]) >= 1
@@ -256,3 +258,80 @@ def test_verify_with_reseeded_pairs_reports_each_pair(hot: Path, tmp_path: Path)
     assert v["difference"] == pytest.approx(np.mean([p["difference"] for p in v["pairs"]]))
     [line] = summary_lines([v])
     assert "2 re-seeded pairs, differences" in line and v["verdict"] in line
+
+
+def test_a_fault_of_the_set_up_is_verified_from_the_start(hot: Path) -> None:
+    """The learning rates were 0.1 from step 0: by default the branches are fresh runs of
+    the run's config, as long as the run, one seed per pair, with and without the fix;
+    the cost is said before they start."""
+    from rltrain.utils.seeding import FORKS, derive_seed
+
+    result = CliRunner().invoke(cli, ["diagnose", str(hot), "--verify", "--seeds", "2",
+                                      "--top", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "verify: 1,600 env steps in all (learning_rate: 2 seed(s) x 2 branches x 400 " \
+        "env steps from the start)" in result.stderr
+    [v] = json.loads(result.stdout)["verifications"]
+    assert v["fork_step"] == 0 and v["checkpoint"] is None
+    assert v["start"].startswith("from the start: the fault is in the set-up")
+    for k, pair in enumerate(v["pairs"]):
+        for kind, branch in pair["branches"].items():
+            assert branch["exit_code"] == 0 and branch["evaluations"], branch
+            config = yaml.safe_load((hot.parent / branch["run"] / "config.yaml").read_text())
+            assert config["seed"] == derive_seed(3, FORKS, k)
+            assert config["max_timesteps"] == 400
+            wanted = v["suggested_set"].get("critic_lr") if kind == "fix" else 0.1
+            assert config["critic_lr"] == (wanted or 0.1)
+            assert [e["env_steps"] for e in read_jsonl(hot.parent / branch["run"] /
+                                                        "metrics.jsonl")][0] <= 400
+    assert v["verdict"] in ("confirmed", "not confirmed", "inconclusive")
+
+
+def test_a_fault_set_on_a_resume_is_verified_from_a_checkpoint_before_it(tmp_path: Path):
+    from rltrain.scripts.verify import start_point
+
+    folder = tmp_path / "logs" / "r"
+    (tmp_path / "checkpoints" / "r").mkdir(parents=True)
+    for step in (100, 200, 300):
+        (tmp_path / "checkpoints" / "r" / f"checkpoint_step_{step}.pt").write_bytes(b"")
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(tiny_dict(tmp_path)))
+    finding = {"rule": "learning_rate", "first_step": 250,
+               "suggested_set": {"critic_lr": 0.001}}
+    assert start_point(folder, finding, None)[0] == (0, None)  # set from step 0
+    (folder / "events.jsonl").write_text(json.dumps(
+        {"env_steps": 150, "rule": "resume", "action": "resume",
+         "value": ["critic_lr=0.1"]}) + "\n")
+    (start, checkpoint), why = start_point(folder, finding, None)
+    assert start == 200 and checkpoint.name == "checkpoint_step_200.pt"
+    assert "a resume at step 150 set the value" in why
+    assert start_point(folder, finding, 120)[0][0] == 100  # --fork-step
+    assert start_point(folder, finding, None, from_start=True)[0] == (0, None)
+
+
+def test_fork_branches_that_end_alike_are_too_late_not_no_difference(tmp_path: Path):
+    from rltrain.scripts.verify import _verify_plan, summary_lines
+
+    folder = tmp_path / "logs" / "r"
+    for name in ("r", "f", "c"):
+        (tmp_path / "logs" / name).mkdir(parents=True)
+        (tmp_path / "logs" / name / "metrics.jsonl").write_text("".join(
+            json.dumps({"kind": "eval", "env_steps": s, "time": 0.0,
+                        "returns": [-1633.0, -1633.0]}) + "\n" for s in (3100, 3200, 3300)))
+    plan = {"finding": {"rule": "learning_rate", "first_step": 1600,
+                        "suggested_set": {"critic_lr": 0.001}},
+            "start": (3000, tmp_path / "checkpoint_step_3000.pt"), "why": "from --fork-step",
+            "steps": 300, "pairs": [{"seed": None, "names": {"fix": "f", "control": "c"}}]}
+    result = _verify_plan(folder, plan, None, [(0, ""), (0, "")])
+    assert result["verdict"] == "too late"
+    [line] = summary_lines([result])
+    assert "too late: both branches ended exactly alike from step 3000: the damage was " \
+           "done before the fork; rerun with rltrain diagnose r --verify --from-start" in line
+
+
+def test_a_fix_is_confirmed_only_when_it_gains_a_fifth_of_the_control():
+    small = difference([-930.0, -931.0, -929.0, -930.5], [-1010.0, -1011.0, -1009.0,
+                                                         -1010.5])
+    assert small["low"] > 0 and verdict(small, -1010.1) == "inconclusive"  # 8% better
+    large = difference([-700.0, -701.0, -699.0], [-1010.0, -1011.0, -1009.0])
+    assert verdict(large, -1010.0) == "confirmed"  # 31% better
