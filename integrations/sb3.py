@@ -32,6 +32,7 @@ except ImportError:
                       'pip install "rltrain[sb3]"') from None
 
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
+from rltrain.integrations.sb3_settings import SB3Keys
 from rltrain.integrations.sb3_view import (
     PolicyTap,
     SB3Replay,
@@ -104,7 +105,7 @@ class RltrainCallback(BaseCallback):
                                                            model.device),
                                    int(model.observation_space.shape[0]), self._save,
                                    integration, self.eval_env, noise_scale(model), start,
-                                   model._n_updates, continued)
+                                   model._n_updates, continued, SB3Keys(model).finding)
         except BaseException:
             steps.close()
             raise

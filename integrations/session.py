@@ -109,10 +109,13 @@ class Session:
     def __init__(self, config: TrainConfig, view: AgentView, buffer: Any, obs_dim: int,
                  save: Saver, integration: str, eval_env: gym.Env | None = None,
                  noise: float = 0.0, env_steps: int = 0, updates: int = 0,
-                 continued: Continuation | None = None) -> None:
+                 continued: Continuation | None = None,
+                 translate: Callable[[Finding], Finding] | None = None) -> None:
         """A new run from `env_steps`, or, with `continued`, the run `config.run_name`
-        going on in its own folders."""
+        going on in its own folders. `translate`: each finding in the library's terms
+        (its `suggested_set` in the library's settings) before it is recorded."""
         self.config, self.view, self.integration = config, view, integration
+        self.translate = translate
         if continued is not None:
             assert config.run_name is not None
             self.paths = paths_for(config, config.run_name)
@@ -194,6 +197,8 @@ class Session:
 
     # ------------------------------------------------------------ findings
     def _report(self, found: list[Finding]) -> None:
+        if self.translate is not None:
+            found = [self.translate(f) for f in found]
         self.found.extend(found)
         self.monitor.handle(found)
 
