@@ -120,6 +120,8 @@ class RltrainCallback(BaseCallback):
         before, under the name of an existing SB3 run, from the model's num_timesteps
         (from the run's own step where reset_num_timesteps restarted SB3's count)."""
         if self.session is not None:
+            if not self.session.closed:  # the last learn() raised: SB3 ended it no other way
+                self.session.close("crashed")
             return self.session.continuation("another learn() call with its callback")
         name, model = self.folders["run_name"], self.model
         if name is None:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from stable_baselines3 import TD3
+from stable_baselines3.common.callbacks import BaseCallback
 from test_sb3_callback import PauseAt, td3
 
 from rltrain.integrations.sb3 import RltrainCallback
@@ -102,3 +103,23 @@ def test_rltrain_resume_on_an_sb3_model_says_what_to_do_instead(tmp_path):
         "checkpoint: continue it in Python with SB3 (Model.load, load_replay_buffer, learn "
         'with reset_num_timesteps=False and callback=RltrainCallback(run_name="z")); '
         "`rltrain status z` prints the exact lines"]
+
+
+class RaiseAt(BaseCallback):
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at = at
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps == self.at:
+            raise RuntimeError("the user's own callback failed")
+        return True
+
+
+def test_learn_again_after_a_learn_that_raised_continues_the_run(tmp_path):
+    model, callback = td3(ENV), RltrainCallback("raised")
+    with pytest.raises(RuntimeError):
+        model.learn(200, callback=[callback, RaiseAt(60)])
+    model.learn(100, callback=callback, reset_num_timesteps=False)
+    now = status(tmp_path, "raised")
+    assert (now["state"], now["env_steps"], now["episodes"]) == ("finished", 160, 8)
