@@ -16,6 +16,7 @@ from test_sb3_callback import PauseAt, td3
 
 from rltrain.integrations.sb3 import RltrainCallback
 from rltrain.scripts.cli import cli
+from rltrain.scripts.run_commands import _say_paused
 from rltrain.utils.errors import UserError
 from rltrain.utils.run.logger import read_jsonl
 
@@ -67,8 +68,12 @@ def test_a_paused_model_loaded_and_learned_on_continues_its_run(tmp_path, capsys
              'callback=RltrainCallback(run_name="p"))')
     assert lines in printed
     assert status(tmp_path, "p")["continue_with"].endswith(lines)
-    shown = CliRunner().invoke(cli, ["status", "p"])  # what `rltrain pause p` prints too
+    shown = CliRunner().invoke(cli, ["status", "p"])
     assert shown.exit_code == 0 and 'RltrainCallback(run_name="p")' in shown.output
+    capsys.readouterr()
+    _say_paused(status(tmp_path, "p"))  # what `rltrain pause p` prints once it paused
+    said = capsys.readouterr().out
+    assert said.endswith(lines + "\n") and "rltrain resume" not in said
     # The lines it printed, run as they are
     model = TD3.load(model_file, env=gym.make(ENV), device="cpu")
     model.load_replay_buffer(buffer_file)
