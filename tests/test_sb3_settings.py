@@ -13,6 +13,7 @@ from stable_baselines3 import SAC, TD3
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 
+import rltrain
 from rltrain.integrations import Watcher
 from rltrain.integrations.sb3 import RltrainCallback
 from rltrain.integrations.sb3_settings import SB3Keys
@@ -141,3 +142,15 @@ def test_a_finding_says_its_fix_in_sb3_terms_and_what_sb3_has_no_setting_for():
     assert shown.message == ("the critic loss grew (in SB3: learning_rate=0.0001; SB3's one "
                              "learning_rate is both networks') (grad_clip_norm=1.0: no SB3 "
                              "setting does this)")
+
+
+def test_a_real_finding_on_an_sb3_run_proposes_sb3s_learning_rate(tmp_path):
+    model = TD3("MlpPolicy", ENV, learning_rate=3.0, learning_starts=100, batch_size=32,
+                policy_kwargs={"net_arch": [16, 16]}, seed=0, device="cpu")
+    model.learn(400, callback=RltrainCallback("lr"))
+    found = {f["rule"]: f for f in rltrain.diagnose("lr")}
+    explosion = found["critic_loss_explosion"]  # rltrain proposes critic_lr and a clip
+    assert explosion["suggested_set"] == {"learning_rate": 0.3}
+    assert explosion["message"].endswith(
+        "(in SB3: learning_rate=0.3; SB3's one learning_rate is both networks') "
+        "(grad_clip_norm=1.0: no SB3 setting does this)")
