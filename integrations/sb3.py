@@ -109,6 +109,7 @@ class RltrainCallback(BaseCallback):
         except BaseException:
             steps.close()
             raise
+        self.folders["run_name"] = self.session.paths.name  # a later learn() goes on in it
         self._updates_seen = model._n_updates
         self.view = view
         self.step_gradients = steps

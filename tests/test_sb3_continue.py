@@ -55,6 +55,15 @@ def test_learn_again_with_the_same_callback_continues_the_run(tmp_path, reset):
               "its rules go on")]
 
 
+def test_a_run_named_by_default_is_continued_by_its_callback_too(tmp_path):
+    model, callback = td3(ENV), RltrainCallback()
+    model.learn(120, callback=callback)
+    model.learn(80, callback=callback, reset_num_timesteps=False)
+    (folder,) = (tmp_path / "logs").iterdir()
+    assert folder.name.startswith("FakePoint-v0_td3_s0_")
+    assert status(tmp_path, folder.name)["env_steps"] == 200
+
+
 def test_a_paused_model_loaded_and_learned_on_continues_its_run(tmp_path, capsys):
     pauser = PauseAt("p", 150)
     td3(ENV).learn(1000, callback=[RltrainCallback("p"), pauser])
