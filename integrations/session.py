@@ -127,7 +127,8 @@ class Session:
         self.lock = RunLock(self.paths)
         try:
             self._open(buffer, obs_dim, save, eval_env, noise, updates,
-                       continued or Continuation(env_steps, 0, None, None, ""))
+                       continued or Continuation(env_steps, 0, None, None, ""),
+                       resumed=continued is not None)
             if continued is not None:
                 self._continue(continued)
         except BaseException:  # the run's folders stay free for another try
@@ -135,9 +136,10 @@ class Session:
             raise
 
     def _open(self, buffer: Any, obs_dim: int, save: Saver, eval_env: gym.Env | None,
-              noise: float, updates: int, start: Continuation) -> None:
+              noise: float, updates: int, start: Continuation, resumed: bool) -> None:
         config, view, env_steps = self.config, self.view, start.env_steps
-        self.logger = RunLogger(self.paths, resume_step=env_steps if start.message else None)
+        # a continued run's TensorBoard drops what an abandoned history wrote after `start`
+        self.logger = RunLogger(self.paths, resume_step=env_steps if resumed else None)
         self.logger.write_run_files(config)
         self.found: list[Finding] = []
         self.eval_env = eval_env
