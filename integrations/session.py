@@ -28,7 +28,13 @@ from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Step, Update
-from rltrain.utils.run.folders import RunLock, RunPaths, create_run, paths_for
+from rltrain.utils.run.folders import (
+    RunLock,
+    RunPaths,
+    create_run,
+    paths_for,
+    set_aside_later,
+)
 from rltrain.utils.run.health import is_finite
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.run.metrics import RunMetrics
@@ -126,6 +132,8 @@ class Session:
                 raise UserError(f"{str(exc).split(';')[0]}; choose another run_name") from None
         self.lock = RunLock(self.paths)
         try:
+            if continued is not None:  # from an earlier step: a later history is set aside
+                self.set_aside = set_aside_later(self.paths, continued.env_steps)
             self._open(buffer, obs_dim, save, eval_env, noise, updates,
                        continued or Continuation(env_steps, 0, None, None, ""),
                        resumed=continued is not None)
@@ -174,8 +182,14 @@ class Session:
             self.diagnostics.load_state_dict(state["diagnostics"])
             self.metrics.load_state_dict(state["metrics"])
             self.rules.load_state_dict(state["rule_hooks"])
-        self.logger.resume(continued.env_steps, continued.message)
-        say(f"run {self.paths.name}: {continued.message}")
+        message = continued.message
+        moved = sum(len(names) for names in self.set_aside.values())
+        if moved:
+            files = "1 file" if moved == 1 else f"{moved} files"
+            message += (f"; the {files} written after that step were moved aside, nothing "
+                        f"deleted: {', '.join(map(str, self.set_aside))}")
+        self.logger.resume(continued.env_steps, message)
+        say(f"run {self.paths.name}: {message}")
 
     def state_dict(self) -> dict[str, Any]:
         """What the watch holds beyond the logs, for a continued run (continued.py)."""

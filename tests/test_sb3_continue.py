@@ -137,3 +137,24 @@ def test_learn_again_after_a_learn_that_raised_continues_the_run(tmp_path):
     model.learn(100, callback=callback, reset_num_timesteps=False)
     now = status(tmp_path, "raised")
     assert (now["state"], now["env_steps"], now["episodes"]) == ("finished", 160, 8)
+
+
+def test_a_model_saved_earlier_continues_the_run_from_its_own_step(tmp_path):
+    model, callback = td3(ENV), RltrainCallback("back", config={
+        "diagnostics": {"heatmap_freq": 100}})
+    model.learn(200, callback=callback)
+    model.save(tmp_path / "at_200.zip")
+    model.learn(200, callback=callback, reset_num_timesteps=False)
+    heatmaps = tmp_path / "logs" / "back" / "heatmaps"
+    assert (heatmaps / "heatmap_step_400.png").is_file()
+    again = TD3.load(tmp_path / "at_200.zip", env=gym.make(ENV), device="cpu")
+    again.learn(100, reset_num_timesteps=False, callback=RltrainCallback("back", config={
+        "diagnostics": {"heatmap_freq": 100}}))
+    # the history after step 200 is left out of every reader, its files moved aside
+    assert [e["env_steps"] for e in episodes(tmp_path, "back")] == list(range(20, 301, 20))
+    assert not (heatmaps / "heatmap_step_400.png").exists()
+    (aside,) = (tmp_path / "logs" / "back").glob("superseded_after_step_200_*")
+    assert (aside / "heatmaps" / "heatmap_step_400.png").is_file()
+    events = read_jsonl(tmp_path / "logs" / "back" / "events.jsonl")
+    assert "moved aside, nothing deleted" in events[-1]["message"]
+    assert status(tmp_path, "back")["env_steps"] == 300
