@@ -1,7 +1,8 @@
 """rltrain: train DDPG, TD3 and SAC agents on Gymnasium environments, stop safely, resume
 exactly.
 
-The Python API (docs/api.md): `train`, `resume`, `load_policy`, `diagnose`, the `Run`
+The Python API (docs/api.md): `train`, `resume`, `load_policy`, `diagnose`, `verify` (an
+A/B test of a change on a model factory of your own), the `Run`
 and `Policy` they return, and the exceptions they raise for a user's mistake. Importing
 rltrain loads neither torch nor Gymnasium; calling a function does.
 
@@ -12,6 +13,7 @@ the training loop and the API that wire them together.
 """
 
 from rltrain.scripts.api import Policy, Run, diagnose, load_policy, resume, train
+from rltrain.scripts.verify_model import Verification, verify
 from rltrain.utils.errors import (
     CheckpointError,
     ConfigError,
@@ -24,5 +26,6 @@ from rltrain.utils.version import __version__
 
 __all__ = [
     "CheckpointError", "ConfigError", "EnvError", "EnvFailure", "OutputError", "Policy", "Run",
-    "UserError", "__version__", "diagnose", "load_policy", "resume", "train",
+    "UserError", "Verification", "__version__", "diagnose", "load_policy", "resume", "train",
+    "verify",
 ]

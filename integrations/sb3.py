@@ -10,7 +10,9 @@ the last one (losses from SB3's logger, gradients as each optimiser stepped with
 then of the new step. A pause (a rule, or `rltrain pause RUN`) saves the model and its replay
 buffer with SB3's own `save` and `save_replay_buffer`, records why, prints how to go
 on, and stops `learn()` (`_on_step` returns False); the step it stopped at is then not
-in the saved buffer, as with any callback that stops SB3.
+in the saved buffer, as with any callback that stops SB3. Training goes on as SB3's does
+(integrations/continued.py): another `learn()` with the callback, or a loaded model
+learning with a callback of the same run name, continues the run's folder.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ except ImportError:
     raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
                       'pip install "rltrain[sb3]"') from None
 
+from rltrain.integrations.continued import Continuation, check_continuable, from_logs
+from rltrain.integrations.sb3_settings import SB3Keys
 from rltrain.integrations.sb3_view import (
     PolicyTap,
     SB3Replay,
@@ -39,10 +43,12 @@ from rltrain.integrations.sb3_view import (
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
 from rltrain.integrations.watcher import box_dims
-from rltrain.utils.errors import ConfigError
+from rltrain.utils.errors import ConfigError, UserError
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.progress import say
+from rltrain.utils.run.status import read_status
 
+LIBRARY = "stable-baselines3"  # how status.json's `integration` begins
 LOSSES = {"train/critic_loss": "critic_loss", "train/actor_loss": "actor_loss"}
 
 
@@ -86,18 +92,55 @@ class RltrainCallback(BaseCallback):
         # critic after the critic's step, so the critic's .grad then is not its own.
         steps = StepGradients({"actor": view.actor, "critic": view.critic})
         view = dataclasses.replace(view, step_gradients=steps.gradients)
+        continued = self._continuation()
+        start = continued.env_steps if continued is not None else model.num_timesteps
+        # SB3's total_timesteps counts from its num_timesteps (0 again unless
+        # reset_num_timesteps=False); the run's steps go on from `start`.
+        this_call = int(self.locals["total_timesteps"]) - model.num_timesteps
         config = session_config(self.user_config, {
-            **sb3_config(model, int(self.locals["total_timesteps"])), **self.folders})
-        integration = f"stable-baselines3 {stable_baselines3.__version__} {type(model).__name__}"
-        self.session = Session(config, view, SB3Replay(model.replay_buffer, self.scale,
-                                                       model.device),
-                               int(model.observation_space.shape[0]), self._save, integration,
-                               self.eval_env, noise_scale(model), model.num_timesteps,
-                               model._n_updates)
+            **sb3_config(model, start + this_call), **self.folders})
+        integration = f"{LIBRARY} {stable_baselines3.__version__} {type(model).__name__}"
+        try:
+            self.session = Session(config, view, SB3Replay(model.replay_buffer, self.scale,
+                                                           model.device),
+                                   int(model.observation_space.shape[0]), self._save,
+                                   integration, self.eval_env, noise_scale(model), start,
+                                   model._n_updates, continued, SB3Keys(model).finding)
+        except BaseException:
+            steps.close()
+            raise
+        self.folders["run_name"] = self.session.paths.name  # a later learn() goes on in it
         self._updates_seen = model._n_updates
         self.view = view
         self.step_gradients = steps
         self.tap = PolicyTap(model, self.scale) if hasattr(model.actor, "mu") else None
+
+    def _continuation(self) -> Continuation | None:
+        """How this `learn()` continues an existing run, or None for a new run: a later
+        call with this callback goes on from its run's step; a model loaded (or trained)
+        before, under the name of an existing SB3 run, from the model's num_timesteps
+        (from the run's own step where reset_num_timesteps restarted SB3's count)."""
+        if self.session is not None:
+            if not self.session.closed:  # the last learn() raised: SB3 ended it no other way
+                self.session.close("crashed")
+            return self.session.continuation("another learn() call with its callback")
+        name, model = self.folders["run_name"], self.model
+        if name is None:
+            return None
+        paths = RunPaths(name, Path(self.folders["log_dir"]) / name,
+                         Path(self.folders["checkpoint_dir"]) / name)
+        status = read_status(paths.status_file)
+        if status is None:
+            return None  # a new run (or folders left by a start that failed)
+        algo = type(model).__name__
+        how = (f"to continue it, load its model ({algo}.load(PATH, env=env)) and learn "
+               f"with reset_num_timesteps=False")
+        check_continuable(paths, LIBRARY, how)
+        if model.num_timesteps == 0 and model._n_updates == 0:  # a fresh model
+            raise UserError(f"run '{name}' already exists ({paths.log_dir}); {how}, or "
+                            "choose another run_name")
+        steps = model.num_timesteps or int(status.get("env_steps", 0))
+        return from_logs(paths, steps, f"a {algo} model, learn() with its callback")
 
     # ------------------------------------------------------------- each step
     def _on_step(self) -> bool:
@@ -166,18 +209,26 @@ class RltrainCallback(BaseCallback):
         s = self.session
         assert s is not None and s.pause is not None
         finding = s.pause
-        s.pause_run()
+        s.pause_run(lambda path: self.continue_with())
         s.close("paused")
+        say(f"paused at step {s.env_steps} [{finding.rule}]: {finding.message}\n"
+            + self.continue_with())
+
+    def continue_with(self) -> str:
+        """The files a pause wrote and the SB3 lines that continue the run from them."""
+        assert self.paused_files is not None and self.session is not None
+        s = self.session
         model_file, buffer_file = self.paused_files
         left = max(s.config.max_timesteps - s.env_steps, 0)
-        algo = type(self.model).__name__
-        say(f"paused at step {s.env_steps} [{finding.rule}]: {finding.message}\n"
-            f"  model: {model_file}\n  replay buffer: {buffer_file}\n"
-            f"  once the cause is fixed, continue with:\n"
-            f"    model = {algo}.load(\"{model_file}\", env=env)\n"
-            f"    model.load_replay_buffer(\"{buffer_file}\")\n"
-            f"    model.learn({left}, reset_num_timesteps=False, "
-            f"callback=RltrainCallback(run_name=\"{s.paths.name}-2\"))")
+        folders = "".join(f", {key}=\"{self.folders[key]}\"" for key, default in
+                          (("log_dir", "logs"), ("checkpoint_dir", "checkpoints"))
+                          if self.folders[key] != default)
+        return (f"  model: {model_file}\n  replay buffer: {buffer_file}\n"
+                f"  once the cause is fixed, continue the run with:\n"
+                f"    model = {type(self.model).__name__}.load(\"{model_file}\", env=env)\n"
+                f"    model.load_replay_buffer(\"{buffer_file}\")\n"
+                f"    model.learn({left}, reset_num_timesteps=False, "
+                f"callback=RltrainCallback(run_name=\"{s.paths.name}\"{folders}))")
 
 
 __all__ = ["RltrainCallback", "check_model"]

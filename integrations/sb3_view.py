@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from rltrain.agents.registry import ALGORITHMS
+from rltrain.integrations.sb3_settings import network_arch, sb3_settings, updates_per_env_step
 from rltrain.integrations.views import Mirror, ddpg_probe
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.training.replay_buffer import Batch
@@ -141,6 +142,7 @@ def env_id(model: Any) -> str:
 def sb3_config(model: Any, total_timesteps: int) -> dict[str, Any]:
     """The model's settings as rltrain config keys (what the checks compare against)."""
     name = type(model).__name__
+    rate = float(model.lr_schedule(1.0))  # a schedule's value at the start
     derived: dict[str, Any] = {
         "env_name": env_id(model), "seed": model.seed or 0,
         "device": model.device.type if model.device.type in ("cpu", "cuda") else "auto",
@@ -149,11 +151,19 @@ def sb3_config(model: Any, total_timesteps: int) -> dict[str, Any]:
         "batch_size": model.batch_size, "learning_starts": model.learning_starts,
         "replay_buffer_size": model.replay_buffer.buffer_size * model.n_envs,
         "gamma": model.gamma, "tau": model.tau, "num_envs": model.n_envs,
-        "utd_ratio": max(model.gradient_steps, 1),
+        # rltrain counts updates per env step (one env's transition); a fraction of one
+        # is recorded as 1 (the exact count is library.gradient_steps and train_freq).
+        "utd_ratio": max(round(updates_per_env_step(model)), 1),
+        "actor_lr": rate, "critic_lr": rate,
+        "library": sb3_settings(model),
         # The algorithm the rules judge it as: SB3's own where rltrain has it (DDPG, TD3,
         # SAC); otherwise ddpg, the nearest (it only names the run).
         "algo": name.lower() if name.lower() in ALGORITHMS else "ddpg",
     }
+    derived.update(noise_config(model))
+    actor, critic = network_arch(model)
+    derived["networks"] = {"actor": {"hidden_sizes": actor or None},
+                           "critic": {"hidden_sizes": critic or None}}
     if name == "SAC":
         derived["sac"] = {"ent_coef": model.ent_coef,
                           "target_entropy": float(model.target_entropy),
@@ -165,8 +175,23 @@ def sb3_config(model: Any, total_timesteps: int) -> dict[str, Any]:
     return derived
 
 
+def noise_config(model: Any) -> dict[str, Any]:
+    """The exploration noise as rltrain's keys (none for SAC, which explores itself)."""
+    if model.action_noise is None and hasattr(model, "ent_coef"):
+        return {}  # SAC's: rltrain's sac takes no action noise either
+    scale = noise_scale(model)
+    base = getattr(model.action_noise, "base_noise", model.action_noise)
+    config: dict[str, Any] = {"exploration_noise": 0.0 if model.action_noise is None
+                              else scale if math.isfinite(scale) else 0.1}
+    if type(base).__name__ == "OrnsteinUhlenbeckActionNoise":
+        config["noise_type"] = "ou"
+        config["ou_theta"] = float(base._theta)
+    return config
+
+
 def noise_scale(model: Any) -> float:
     """The exploration noise's std relative to the action half-range (SB3's noise is in
     its [-1, 1] units already); NaN where the noise is not a Gaussian's (SAC's own)."""
-    sigma = getattr(model.action_noise, "_sigma", None)
+    noise = getattr(model.action_noise, "base_noise", model.action_noise)  # vectorised
+    sigma = getattr(noise, "_sigma", None)
     return float(np.mean(sigma)) if sigma is not None else math.nan

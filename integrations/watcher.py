@@ -98,6 +98,10 @@ class Watcher:
         obs, next_obs = np.asarray(obs, np.float32), np.asarray(next_obs, np.float32)
         batched = obs.ndim == 2
         obs_rows, next_rows = (obs, next_obs) if batched else (obs[None], next_obs[None])
+        if len(obs_rows) != self.config.num_envs:  # env steps count every env's step
+            raise ConfigError(f"after_env_step got the step of {len(obs_rows)} env(s) but "
+                              f"the Watcher's config has num_envs {self.config.num_envs}: "
+                              f"set num_envs={len(obs_rows)} in its config")
         action = np.asarray(action, np.float32).reshape(len(obs_rows), -1)
         reward = np.asarray(reward, np.float64).reshape(-1)
         terminated = np.asarray(terminated, bool).reshape(-1)

@@ -108,6 +108,8 @@ def status_report(log_dir: Path) -> dict[str, Any]:
         "updated_at": status.get("updated_at"),
         "waiting": waiting,
         "stuck": status.get("stuck") if state == "stuck" else None,
+        # a library's paused run: the lines of its own API that continue it
+        "continue_with": status.get("continue_with") if state == "paused" else None,
     }
 
 
@@ -116,7 +118,9 @@ def _say_paused(status: dict[str, Any]) -> None:
     process waits (--wait), else `rltrain resume`."""
     checkpoint = status.get("latest_checkpoint")
     click.echo(f"paused at step {status.get('env_steps')}; checkpoint: {checkpoint}")
-    if status.get("waiting") and process_alive(status):
+    if status.get("continue_with"):  # a library's run: its own API continues it
+        click.echo(status["continue_with"])
+    elif status.get("waiting") and process_alive(status):
         run = status.get("run")
         click.echo(f"the run waits: rltrain continue {run} [--set KEY=VALUE ...], or "
                    f"rltrain stop {run}")
@@ -175,6 +179,8 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
              "steps)"),
             ("last pause", report["last_pause_reason"] or "none"),
             ("latest checkpoint", report["latest_checkpoint"] or "none")]
+    if report["continue_with"]:
+        rows.append(("continue with", report["continue_with"].strip()))
     for key, value in rows:
         table.add_row(key, Text(str(value)))  # Text: no rich markup in messages
     Console(soft_wrap=True).print(table)

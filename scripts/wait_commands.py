@@ -41,6 +41,8 @@ def waiting_run(run: str, log_dir: str) -> tuple[Path, dict[str, Any]]:
     then = {"running": pause_first, "stuck": pause_first,
             "paused": f"; its process has ended: rltrain resume --checkpoint "
                       f"{status.get('latest_checkpoint')}"}.get(state, "")
+    if state == "paused" and status.get("continue_with"):  # a library's run
+        then = f"; its library continues it (`rltrain status {run}` shows how)"
     raise UserError(f"run '{run}' is not waiting for an instruction (state: {state}){then}")
 
 

@@ -58,6 +58,11 @@ BUDGETS: dict[str, list[tuple[str, str]]] = {
          '"total_timesteps": 300, "learning_starts": 100,'),
         ('"batch_size": 256, "hidden": 256,', '"batch_size": 32, "hidden": 16,'),
         ('"eval_every": 5_000,', '"eval_every": 300,'),
+        ("total_timesteps: int = 20_000", "total_timesteps: int = 300"),
+        ("learning_starts: int = 1_000", "learning_starts: int = 100"),
+        ("batch_size: int = 256", "batch_size: int = 32"),
+        ("hidden: int = 256", "hidden: int = 16"),
+        ("eval_every: int = 5_000", "eval_every: int = 300"),
     ],
 }
 SHELL = {None, "sh", "bash", "shell"}

@@ -192,6 +192,9 @@ class TrainConfig:
         (256, 256), "hidden layer widths of actor and critic (unless "
         "networks.<net>.hidden_sizes is set)", AT_LEAST_ONE)
     networks: NetworksConfig = opt(NetworksConfig(), "actor and critic architecture")
+    library: dict[str, Any] = opt(
+        {}, "a watched run's training settings as its library names them (an SB3 "
+        "model's learning_rate, buffer_size, train_freq, ...): recorded, not used")
     update_backend: Literal["auto", "autograd", "fused"] = opt(
         "auto", "how the update is computed: autograd (any network), fused (hand-written "
         "gradients, stock ReLU MLPs only, faster on the CPU), or auto (fused where it "

@@ -169,6 +169,10 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return data
 
 
+# A file in every zip archive Stable-Baselines3's `save` writes.
+SB3_MARK = "_stable_baselines3_version"
+
+
 def _check_archive(path: Path) -> None:
     """torch.save writes a zip archive; check its checksums, which torch.load does not:
     a file damaged inside a tensor's bytes would otherwise load and run."""
@@ -180,11 +184,24 @@ def _check_archive(path: Path) -> None:
                                   "archive that torch.save writes)")
         with zipfile.ZipFile(path) as archive:
             damaged = archive.testzip()
+            names = archive.namelist()
     except (zipfile.BadZipFile, OSError, EOFError, ValueError):
         raise CheckpointError(f"checkpoint '{path}' is truncated or corrupt") from None
+    if SB3_MARK in names:
+        raise CheckpointError(_sb3_model_message(path))
     if damaged is not None:
         raise CheckpointError(f"checkpoint '{path}' is corrupt: '{damaged}' in it fails its "
                               "checksum")
+
+
+def _sb3_model_message(path: Path) -> str:
+    """What to do with a Stable-Baselines3 model (an RltrainCallback run's pause or best
+    model), which rltrain's resume cannot continue: SB3 does, in Python."""
+    run = path.resolve().parent.name
+    return (f"'{path}' is a Stable-Baselines3 model, not an rltrain checkpoint: continue "
+            f"it in Python with SB3 (Model.load, load_replay_buffer, learn with "
+            f"reset_num_timesteps=False and callback=RltrainCallback(run_name=\"{run}\")); "
+            f"`rltrain status {run}` prints the exact lines")
 
 
 def check_spaces(payload: dict[str, Any], current: dict[str, Any], path: str | Path) -> None:
