@@ -65,11 +65,11 @@ class _Fields:
                                f"{shown}; it must be {must}")
 
     def number(self, field: str, value: Any, none: bool = False) -> None:
+        """A number (NaN included: an evaluation of a diverged policy returns one)."""
         if value is None and none:
             return
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not math.isfinite(value):
-            raise self.bad(field, value, "a finite number" + (" or null" if none else ""))
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.bad(field, value, "a number" + (" or null" if none else ""))
 
     def tensor(self, field: str, value: Any, shape: tuple[int, ...]) -> torch.Tensor:
         if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
@@ -198,7 +198,7 @@ def _check_trainer(fields: _Fields, trainer: Any, steps: int) -> None:
 
 
 def _check_monitor(fields: _Fields, monitor: Any, steps: int) -> None:
-    """The evaluations' record: counts in range, returns finite numbers (or none yet)."""
+    """The evaluations' record: counts in range, returns numbers (or none yet)."""
     fields.of_type("trainer.monitor", monitor, dict, "a mapping")
     evaluations = fields.integer("trainer.monitor.evaluations", monitor.get("evaluations"), 0,
                                  MAX_STEPS)
