@@ -506,9 +506,21 @@ def test_the_reward_scale_rule_judges_the_largest_and_the_typical_reward():
     [tiny] = rule.check(9, {"max_abs": 2e-4, "median_abs": 1e-4}, 10)
     assert tiny.rule == "reward_scale" and tiny.value == 2e-4 and tiny.message == (
         "the largest |reward| so far is 0.0002: rewards this small give the critic almost "
-        "nothing to fit") and tiny.suggested_set == {}
+        "nothing to fit; scale the rewards in the env, or train a new run with --set "
+        "normalize.rewards=true") and tiny.suggested_set == {"normalize.rewards": True}
+    # Pendulum's rewards x 1e-4: the largest is above 1e-3, the typical one below.
+    [typical] = rule.check(9, {"max_abs": 1.6e-3, "median_abs": 4e-4, "typical_abs": 4e-4},
+                           10)
+    assert typical.value == 4e-4 and "the typical non-zero |reward| is 0.0004" in \
+        typical.message
+    # A sparse reward's zeros do not make it small.
+    assert rule.check(9, {"max_abs": 1.0, "median_abs": 0.0, "typical_abs": 1.0}, 10) == []
     [large] = rule.check(9, {"max_abs": 5e4, "median_abs": 2e3}, 10)
     assert large.value == 2e3 and "the typical |reward| is 2e+03" in large.message
+    normalised = RewardScale(RuleContext(config_from_dict(
+        {"normalize": {"rewards": True}}), 3, 1))
+    assert normalised.check(9, {"max_abs": 2e-4, "median_abs": 1e-4}, 10)[0].suggested_set \
+        == {}
     off = RewardScale(RuleContext(config_from_dict(
         {"diagnostics": {"reward_scale": {"action": "off"}}}), 3, 1))
     assert off.check(9, {"max_abs": 2e-4, "median_abs": 1e-4}, 10) == []

@@ -37,7 +37,7 @@ SPECS = (RuleSpec(
           "already there, read the broken_gradient and action_saturation findings",
     options=(Option("critic_floor", 1e-5, "the critic's change per update (share of its "
                     "weight norm) above which it counts as learning", POSITIVE),
-             Option("every_updates", 500, "updates between two measurements", AT_LEAST_ONE),
+             Option("every_updates", 250, "updates between two measurements", AT_LEAST_ONE),
              Option("measurements", 4, "measurements in a row before the rule fires",
                     AT_LEAST_ONE)),
 ),)

@@ -150,11 +150,18 @@ class ObservationScale(RuleCheck):
         if not stats["scale"] > 10.0 ** self.rule.threshold:
             return []
         worst = int(np.argmax(rms))
+        message = (f"observation dimension {worst} has RMS {rms[worst]:.3g} over the newest "
+                   f"{min(rows, scale_rows)} transitions ({stats['scale']:.3g} over "
+                   f"sqrt({len(rms)}) dimensions): it drives the first layers and the "
+                   "critic's targets alone")
+        if self.context.config.normalize.observations:
+            return self.fire(env_steps, round(stats["scale"], 4), message)
+        # A fixed scale in the env is best; running normalisation is the fix a new run can
+        # take from its config (a resume cannot: the buffer holds unscaled observations).
         return self.fire(env_steps, round(stats["scale"], 4),
-                         f"observation dimension {worst} has RMS {rms[worst]:.3g} over the "
-                         f"newest {min(rows, scale_rows)} transitions ({stats['scale']:.3g} "
-                         f"over sqrt({len(rms)}) dimensions): it drives the first layers and "
-                         "the critic's targets alone")
+                         f"{message}; scale it in the env, or train a new run with --set "
+                         "normalize.observations=true",
+                         suggested_set={"normalize.observations": True})
 
 
 class FrozenObservation(RuleCheck):

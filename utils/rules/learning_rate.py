@@ -45,7 +45,7 @@ SPECS = (RuleSpec(
           "values); healthy runs measure an update-to-weight ratio of about 1e-4..5e-4",
     options=(Option("low", 3e-5, "a median update-to-weight ratio below this: too low a "
                     "learning rate", POSITIVE),
-             Option("every_updates", 500, "updates between two measurements", AT_LEAST_ONE),
+             Option("every_updates", 250, "updates between two measurements", AT_LEAST_ONE),
              Option("measurements", 5, "newest measurements whose median is judged",
                     AT_LEAST_ONE)),
 ),)

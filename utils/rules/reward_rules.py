@@ -134,19 +134,28 @@ class RewardScale(RuleCheck):
     def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
         limit = 10.0 ** self.rule.threshold
         if stats["max_abs"] < 1 / limit:
-            return self.fire(env_steps, stats["max_abs"],
-                             f"the largest |reward| so far is {stats['max_abs']:.3g}: rewards "
-                             "this small give the critic almost nothing to fit")
+            return self._fire(env_steps, stats["max_abs"],
+                              f"the largest |reward| so far is {stats['max_abs']:.3g}: "
+                              "rewards this small give the critic almost nothing to fit")
         if 0 < stats.get("typical_abs", 1.0) < 1 / limit:
-            return self.fire(env_steps, stats["typical_abs"],
-                             f"the typical non-zero |reward| is {stats['typical_abs']:.3g} "
-                             f"(the largest so far {stats['max_abs']:.3g}): rewards this small "
-                             "give the critic almost nothing to fit")
+            return self._fire(env_steps, stats["typical_abs"],
+                              f"the typical non-zero |reward| is {stats['typical_abs']:.3g} "
+                              f"(the largest so far {stats['max_abs']:.3g}): rewards this "
+                              "small give the critic almost nothing to fit")
         if stats["median_abs"] > limit:
-            return self.fire(env_steps, stats["median_abs"],
-                             f"the typical |reward| is {stats['median_abs']:.3g}: targets "
-                             "this large make the critic's loss explode")
+            return self._fire(env_steps, stats["median_abs"],
+                              f"the typical |reward| is {stats['median_abs']:.3g}: targets "
+                              "this large make the critic's loss explode")
         return []
+
+    def _fire(self, env_steps: int, value: float, message: str) -> list[Finding]:
+        """With the fix a new run can take: rewards scaled by their running return's std
+        (`normalize.rewards`, which a resume cannot change: the buffer holds old rewards)."""
+        if self.context.config.normalize.rewards:
+            return self.fire(env_steps, value, message)
+        return self.fire(env_steps, value, f"{message}; scale the rewards in the env, or "
+                         "train a new run with --set normalize.rewards=true",
+                         suggested_set={"normalize.rewards": True})
 
 
 # The order their findings are reported in, after each episode.

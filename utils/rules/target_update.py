@@ -37,7 +37,7 @@ SPECS = (RuleSpec(
     check="set tau into the usual 0.001..0.05 (0.005 is common)",
     options=(Option("frozen", 0.5, "a target further than this share of the online "
                     "critic's weight norm counts as frozen", POSITIVE),
-             Option("every_updates", 500, "updates between two measurements", AT_LEAST_ONE),
+             Option("every_updates", 250, "updates between two measurements", AT_LEAST_ONE),
              Option("measurements", 5, "newest measurements whose median is judged",
                     AT_LEAST_ONE)),
 ),)
