@@ -254,8 +254,8 @@ def _verify_plan(folder: Path, plan: dict[str, Any], last: int | None,
                               and err.strip() else None}
         pairs.append({"seed": pair["seed"], "branches": branches, "difference": None})
     finding = plan["finding"]
-    result = {"rule": finding["rule"], "first_step": finding["first_step"],
-              "suggested_set": finding["suggested_set"],
+    result = {"rule": finding["rule"], "also": finding.get("also", []),
+              "first_step": finding["first_step"], "suggested_set": finding["suggested_set"],
               "checkpoint": None if checkpoint is None else str(checkpoint),
               "fork_step": step, "start": plan["why"], "steps": plan["steps"],
               "seeds": len(plan["pairs"])}
@@ -304,6 +304,19 @@ def _judged(pairs: list[dict[str, Any]], last: int | None) -> dict[str, Any]:
     return result
 
 
+def _distinct(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One finding per proposed change: two rules that propose the same change (a dead
+    actor is both stalled and too fast) are one experiment, under the first's name."""
+    kept: dict[str, dict[str, Any]] = {}
+    for finding in found:
+        change = to_json(finding["suggested_set"])
+        if change in kept:
+            kept[change].setdefault("also", []).append(finding["rule"])
+        else:
+            kept[change] = dict(finding)
+    return list(kept.values())
+
+
 def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
            top: int = TOP, before: int | None = None, last: int | None = None,
            jobs: int | None = None, say: Any = None,
@@ -321,7 +334,7 @@ def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
     for name, value in given.items():
         if value < 1:
             raise UserError(f"{name} must be at least 1 (got {value})")
-    candidates = [f for f in findings(folder) if f["suggested_set"]][:top]
+    candidates = _distinct([f for f in findings(folder) if f["suggested_set"]])[:top]
     kept = step_checkpoints(_checkpoint_dir(folder))
     if before is not None and kept and kept[0][0] > before:
         raise UserError(f"--fork-step {before}: run '{folder.name}' keeps no checkpoint at "

@@ -335,3 +335,13 @@ def test_a_fix_is_confirmed_only_when_it_gains_a_fifth_of_the_control():
     assert small["low"] > 0 and verdict(small, -1010.1) == "inconclusive"  # 8% better
     large = difference([-700.0, -701.0, -699.0], [-1010.0, -1011.0, -1009.0])
     assert verdict(large, -1010.0) == "confirmed"  # 31% better
+
+
+def test_two_rules_proposing_one_change_are_one_experiment():
+    from rltrain.scripts.verify import _distinct
+
+    found = [{"rule": "actor_stalled", "suggested_set": {"actor_lr": 0.001}},
+             {"rule": "learning_rate", "suggested_set": {"actor_lr": 0.001}},
+             {"rule": "tau", "suggested_set": {"tau": 0.005}}]
+    assert [(f["rule"], f.get("also")) for f in _distinct(found)] == [
+        ("actor_stalled", ["learning_rate"]), ("tau", None)]
