@@ -94,3 +94,14 @@ def agent_settings(config):
 
     module = td3 if config.algo == "td3" else ddpg
     return module.settings(common_settings(config), algorithm_options(config))
+
+
+def load_example(name: str) -> Any:
+    """docs/examples/<name>.py imported as a module (a CleanRL-style script's main())."""
+    import importlib.util
+
+    path = TESTS_DIR.parent / "docs" / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -4,7 +4,6 @@ adds about 20 lines to the plain script."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -17,16 +16,15 @@ import rltrain
 from rltrain.scripts.cli import cli
 from rltrain.utils.run.logger import read_jsonl
 
+from conftest import load_example
+
 EXAMPLE = Path(__file__).parents[1] / "docs" / "examples" / "cleanrl_td3.py"
 SMALL = ["--batch-size", "32", "--hidden", "16"]
 
 
 @pytest.fixture(scope="module")
 def example():
-    spec = importlib.util.spec_from_file_location("cleanrl_td3", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("cleanrl_td3")
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,6 @@ with a loadable state file, and the Watcher refuses spaces it cannot watch."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -18,16 +17,15 @@ from rltrain.scripts.cli import cli
 from rltrain.utils.errors import ConfigError, UserError
 from rltrain.utils.run.logger import read_jsonl
 
+from conftest import load_example
+
 EXAMPLE = Path(__file__).parents[1] / "docs" / "examples" / "cleanrl_ddpg.py"
 SMALL = ["--batch-size", "32", "--hidden", "16", "--eval-every", "500"]
 
 
 @pytest.fixture(scope="module")
 def example():
-    spec = importlib.util.spec_from_file_location("cleanrl_ddpg", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("cleanrl_ddpg")
 
 
 @pytest.fixture(autouse=True)
