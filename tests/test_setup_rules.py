@@ -66,6 +66,24 @@ def test_learning_rate_too_high_names_both_networks_two_orders_above(tmp_path: P
     assert finding.message.count("2.0 orders of magnitude above") == 2
 
 
+def test_a_learning_rate_as_far_off_as_the_judged_one_moves_with_it(tmp_path: Path) -> None:
+    """Only the actor's update is measured as too large (its critic barely moves); the
+    critic's learning rate, set to 0.1 with it, is lowered with it too (a fix of half
+    the mistake is no fix), and said so. A usual one is left alone."""
+    def critic_step(view):  # a usual step for the critic: no verdict of its own
+        nudge(view.critic, 3e-4)
+
+    ctx = context(tmp_path, actor_lr=0.1, critic_lr=0.1, diagnostics={"learning_rate": EVERY})
+    found = updates(LearningRate(ctx), 8, share=0.2, nets=("actor",), after=critic_step)
+    assert found[-1].value == {"actor": 0.2}
+    assert found[-1].suggested_set == {"actor_lr": 1e-3, "critic_lr": 1e-3}
+    assert "critic_lr 0.1 is as far outside the usual range: moved with it" in \
+        found[-1].message
+    ctx = context(tmp_path, actor_lr=0.1, critic_lr=1e-3, diagnostics={"learning_rate": EVERY})
+    found = updates(LearningRate(ctx), 8, share=0.2, nets=("actor",), after=critic_step)
+    assert found[-1].suggested_set == {"actor_lr": 1e-3}
+
+
 def test_learning_rate_too_low_proposes_the_usual_range(tmp_path: Path) -> None:
     ctx = context(tmp_path, actor_lr=1e-6, critic_lr=1e-6, diagnostics={"learning_rate": EVERY})
     found = updates(LearningRate(ctx), 8, share=1e-6)

@@ -106,6 +106,16 @@ class LearningRate(RuleHook):
             key = f"{net}_lr"
             parts.append(self._describe(net, way, median))
             suggested[key] = _proposal(getattr(self.context.config, key), way)
+        for net in (n for n in NETS if n not in verdicts):
+            # As far outside the usual range the same way as a judged one: the same
+            # mistake (both set at once), moved with it, or the fix would leave half of it.
+            key, ways = f"{net}_lr", {way for way, _ in verdicts.values()}
+            orders = orders_of_magnitude(getattr(self.context.config, key), USUAL_LR)
+            way = "high" if orders >= FAR else "low" if orders <= -FAR else None
+            if way in ways:
+                parts.append(f"{key} {getattr(self.context.config, key):g} is as far "
+                             f"outside the usual range: moved with it")
+                suggested[key] = _proposal(getattr(self.context.config, key), way)
         change = " ".join(f"--set {k}={v:g}" for k, v in suggested.items())
         value = {net: float(f"{m:.3g}") for net, (_, m) in verdicts.items()}
         return self.rule.fire(env_steps, value, "; ".join(parts) + f"; resume with {change}",
