@@ -147,9 +147,9 @@ def test_diagnose_verify_forks_a_sac_run(tmp_path):
     assert trained.exit_code == 0, trained.output
     run = tmp_path / "logs" / "hot"
     result = CliRunner().invoke(cli, ["diagnose", str(run), "--verify", "--steps", "100",
-                                      "--json"])
+                                      "--fork-step", "400", "--seeds", "1", "--json"])
     assert result.exit_code == 0, result.output
-    checked = [v for v in json.loads(result.output)["verifications"]
+    checked = [v for v in json.loads(result.stdout)["verifications"]
                if v["rule"] == "learning_rate"]
     assert checked, "the learning_rate rule did not name the SAC run's rates"
     for kind in ("fix", "control"):
