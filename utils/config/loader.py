@@ -270,9 +270,19 @@ def _check_cross_field(config: TrainConfig, raw: dict[str, Any]) -> None:
         raise ConfigError("config keys 'monitor.state_bounds.low' and '.high' must have the "
                           "same length")
     check_notify(config.notify)
+    _check_workers(config)
     if config.run_name is not None and not _safe_name(config.run_name):
         raise ConfigError(f"config key 'run_name' must be a plain folder name (letters, digits, "
                           f"'-', '_', '.'); got {config.run_name!r}")
+
+
+def _check_workers(config: TrainConfig) -> None:
+    """Env runners keep no shared running statistics: each would normalise with its own."""
+    normalized = config.normalize.observations or config.normalize.rewards
+    if config.num_workers and normalized:
+        raise ConfigError("config key 'num_workers' cannot be combined with normalize.* yet "
+                          "(each runner would normalise with its own statistics); use "
+                          "num_workers: 0, or turn normalize off")
 
 
 NOISE_KEYS = ("exploration_noise", "noise_type", "ou_theta", "exploration_noise_final",
