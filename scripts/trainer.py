@@ -179,6 +179,8 @@ class Trainer:
                                changes=resume.changes, forked_from=resume.forked_from)
             for warning in resume.warnings:
                 self._warn(resume.env_steps, "resume", warning)
+        state.collector.report = lambda message: self._warn(
+            state.counters.env_steps, "env_runner", message)
         if state.backend_warning:
             self._warn(state.counters.env_steps, "update_backend", state.backend_warning)
 
