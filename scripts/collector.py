@@ -84,6 +84,10 @@ class Collector:
         """Nothing to add to status.json (env runners add theirs)."""
         return {}
 
+    def hooks(self, logger: Any) -> list[Any]:
+        """Nothing more to watch (env runners' throughput goes to TensorBoard)."""
+        return []
+
     def close(self) -> None:
         self.envs.close()
 

@@ -47,6 +47,8 @@ from rltrain.scripts.collector import (
 from rltrain.scripts.env_runner import EnvRunner
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import EnvFailure, UserError
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import Hook
 from rltrain.utils.training.exploration import Exploration
 from rltrain.utils.training.normalize import Normalizer
 
@@ -213,7 +215,7 @@ class DistributedCollector:
         """A chunk's transitions, each under its global env index, to be handed out."""
         self.next_index[runner] = int(chunk["next_index"])
         columns = chunk["transitions"]
-        self.stats.record(runner, len(columns.get("env", ())), chunk["seconds"])
+        self.stats.record(runner, len(columns.get("env", ())), chunk)
         if not columns:
             return
         first = runner * self.envs_per_runner
@@ -280,6 +282,21 @@ class DistributedCollector:
                             "queue_transitions": len(self.pending),
                             "chunks_in_flight": len(self.in_flight),
                             **self.stats.summary(self.updates())}}
+
+    def scalars(self) -> dict[str, float]:
+        """The status' figures as TensorBoard scalars."""
+        stats = self.stats
+        values = {"workers/learner_updates_per_s": stats.learner_rate(self.updates()),
+                  "workers/queue_transitions": float(len(self.pending))}
+        for i in range(self.num_runners):
+            values[f"workers/runner_{i}_env_steps_per_s"] = stats.steps_per_s[i]
+            values[f"workers/runner_{i}_cpu_percent"] = stats.cpu_percent[i]
+            values[f"workers/runner_{i}_memory_mb"] = stats.memory_mb[i]
+        return values
+
+    def hooks(self, logger: Any) -> list[Hook]:
+        """What watches the runners for the run: their figures in TensorBoard."""
+        return [RunnerMetrics(self, logger, self.config.log_freq)]
 
     # ------------------------------------------------------------------ state
     def state_dict(self, action_dim: int) -> dict[str, Any]:
@@ -351,32 +368,59 @@ class DistributedCollector:
 
 
 class RunnerStats:
-    """Env steps per second of each runner (over its last chunk), and the learner's
-    updates per second between two readings."""
+    """Each runner's env steps per second, CPU share and peak memory (over its last
+    chunk), and the learner's updates per second between two readings."""
 
     def __init__(self, num_runners: int) -> None:
         self.steps_per_s = [0.0] * num_runners
+        self.cpu_percent = [0.0] * num_runners
+        self.memory_mb = [0.0] * num_runners
+        self.nodes = [""] * num_runners
         self.env_steps = [0] * num_runners
         self.restarts = [0] * num_runners
         self._last: tuple[float, int] | None = None
         self.updates_per_s = 0.0
 
-    def record(self, runner: int, transitions: int, seconds: float) -> None:
+    def record(self, runner: int, transitions: int, chunk: dict[str, Any]) -> None:
         self.env_steps[runner] += transitions
+        seconds = chunk["seconds"]
         if seconds > 0:
             self.steps_per_s[runner] = transitions / seconds
+            self.cpu_percent[runner] = 100 * chunk.get("cpu_seconds", 0.0) / seconds
+        self.memory_mb[runner] = chunk.get("memory_mb", 0.0)
+        self.nodes[runner] = chunk.get("node", "")
 
-    def summary(self, updates: int) -> dict[str, Any]:
+    def learner_rate(self, updates: int) -> float:
+        """The learner's updates per second since the last call."""
         now = time.monotonic()
         if self._last is not None and now > self._last[0]:
             self.updates_per_s = (updates - self._last[1]) / (now - self._last[0])
         self._last = (now, updates)
-        return {"learner_updates_per_s": round(self.updates_per_s, 2),
-                "runners": [{"runner": i, "env_steps_per_s": round(s, 1),
-                             "env_steps": n, "restarts": r}
-                            for i, (s, n, r) in enumerate(zip(
-                                self.steps_per_s, self.env_steps, self.restarts,
-                                strict=True))]}
+        return self.updates_per_s
+
+    def summary(self, updates: int) -> dict[str, Any]:
+        return {"learner_updates_per_s": round(self.learner_rate(updates), 2),
+                "runners": [{"runner": i, "env_steps_per_s": round(self.steps_per_s[i], 1),
+                             "cpu_percent": round(self.cpu_percent[i], 1),
+                             "memory_mb": round(self.memory_mb[i], 1),
+                             "env_steps": self.env_steps[i], "restarts": self.restarts[i],
+                             "node": self.nodes[i]}
+                            for i in range(len(self.steps_per_s))]}
+
+
+class RunnerMetrics(Hook):
+    """The runners' and the learner's throughput in TensorBoard (`workers/`), every
+    `log_freq` env steps."""
+
+    name = "workers"
+
+    def __init__(self, collector: DistributedCollector, logger: Any, log_freq: int) -> None:
+        self.collector, self.logger, self.log_freq = collector, logger, log_freq
+
+    def on_step_end(self, env_steps: int) -> list[Finding]:
+        if env_steps % self.log_freq == 0:
+            self.logger.scalars(env_steps, self.collector.scalars())
+        return []
 
 
 def _cpu_copy(actor: torch.nn.Module) -> torch.nn.Module:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import resource
 import time
 from typing import Any
 
@@ -82,6 +83,7 @@ class EnvRunner:
         self.actor = actor.cpu().eval()
         self.generator = torch.Generator().manual_seed(derive_seed(self.config.seed, AGENT))
         self.next_index = 0  # the index of the next episode this runner starts
+        self.node = _node_id()  # the Ray node it runs on (status.json shows it)
 
     def start(self, first_index: int) -> None:
         """Start new episodes (at the run's start, or after the env raised or the process
@@ -89,12 +91,6 @@ class EnvRunner:
         self.collector.unstepped = None
         self.collector.start(first_index)
         self.next_index = first_index + self.collector.num_envs
-
-    def node(self) -> str:
-        """The Ray node this runner lives on (status.json shows it)."""
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
 
     def pid(self) -> int:
         """This runner's process id (tests kill it)."""
@@ -119,7 +115,7 @@ class EnvRunner:
         if not self.collector.episodes:  # a process Ray restarted: the learner starts it
             return {"runner": self.index, "transitions": {}, "failure": None, "seconds": 0.0,
                     "next_index": self.next_index, "restarted": True}
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         rows: list[Any] = []
         failure = None
         try:
@@ -129,7 +125,10 @@ class EnvRunner:
             failure = (str(exc), exc.details)
         seconds = time.perf_counter() - started
         return {"runner": self.index, "transitions": _stacked(rows), "failure": failure,
-                "seconds": seconds, "next_index": self.next_index, "restarted": False}
+                "seconds": seconds, "next_index": self.next_index, "restarted": False,
+                "cpu_seconds": time.process_time() - cpu_started,
+                "memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "node": self.node}
 
     def _next(self, env_steps: int) -> tuple[Any, ...]:
         """One transition; an episode that ends with it is followed by the next one (the
@@ -170,6 +169,16 @@ class EnvRunner:
         except EnvFailure as exc:
             return (str(exc), exc.details)
         return warnings
+
+
+def _node_id() -> str:
+    """The Ray node of this process ("" outside a Ray actor)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+    except (ImportError, RuntimeError, AttributeError):
+        return ""
 
 
 def _stacked(rows: list[tuple[Any, ...]]) -> dict[str, np.ndarray]:

@@ -108,6 +108,7 @@ def status_report(log_dir: Path) -> dict[str, Any]:
         "updated_at": status.get("updated_at"),
         "waiting": waiting,
         "stuck": status.get("stuck") if state == "stuck" else None,
+        "workers": status.get("workers"),  # num_workers: the env runners' figures
     }
 
 
@@ -175,9 +176,24 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
              "steps)"),
             ("last pause", report["last_pause_reason"] or "none"),
             ("latest checkpoint", report["latest_checkpoint"] or "none")]
+    if report["workers"]:
+        rows += _worker_rows(report["workers"])
     for key, value in rows:
         table.add_row(key, Text(str(value)))  # Text: no rich markup in messages
     Console(soft_wrap=True).print(table)
+
+
+def _worker_rows(workers: dict[str, Any]) -> list[tuple[str, str]]:
+    """The env runners' lines of `rltrain status` (num_workers)."""
+    rows = [("workers", f"{len(workers.get('runners', []))} env runners, "
+             f"{workers.get('mode')}; learner {workers.get('learner_updates_per_s')} "
+             f"updates/s, {workers.get('queue_transitions')} transitions queued")]
+    for runner in workers.get("runners", []):
+        rows.append((f"  runner {runner.get('runner')}",
+                     f"{runner.get('env_steps_per_s')} env steps/s, "
+                     f"{runner.get('cpu_percent')}% CPU, {runner.get('memory_mb')} MB, "
+                     f"{runner.get('env_steps')} env steps, {runner.get('restarts')} restarts"))
+    return rows
 
 
 def _waiting(waiting: dict[str, Any], pid: Any) -> str:

@@ -166,7 +166,8 @@ class Trainer:
         hooks = RunHooks.build(config, state.obs_dim, state.action_dim, state.view,
                                self.metrics, self.diagnostics, self.device, self.rules)
         hooks.driver = [ProgressHook(self.progress, state.counters.last_return,
-                                     self.monitor.best_eval), *self.extra_hooks]
+                                     self.monitor.best_eval),
+                        *state.collector.hooks(self.logger), *self.extra_hooks]
         state.watch("diagnostics", self.diagnostics)
         state.watch("metrics", self.metrics, spread=True)
         state.watch("rule_hooks", hooks.rule_states())

@@ -10,6 +10,7 @@ import sys
 import pytest
 import yaml
 from click.testing import CliRunner
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_resume import assert_same_state, metrics
 
 from rltrain.scripts.cli import cli
@@ -117,7 +118,15 @@ def test_an_async_run_trains_reports_its_runners_and_resumes(tmp_path):
     assert status["env_steps"] == 300 and status["workers"]["mode"] == "async"
     runners = status["workers"]["runners"]
     assert [r["runner"] for r in runners] == [0, 1]
-    assert all(r["env_steps_per_s"] > 0 for r in runners)
+    assert all(r["env_steps_per_s"] > 0 and r["memory_mb"] > 0 for r in runners)
+    assert status["workers"]["learner_updates_per_s"] >= 0
+    shown = CliRunner().invoke(cli, ["status", "async", "--log-dir", str(tmp_path / "logs")])
+    assert "2 env runners, async" in shown.output and "runner 1" in shown.output
+    events = EventAccumulator(str(tmp_path / "logs/async"))
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    assert {"workers/runner_1_env_steps_per_s", "workers/learner_updates_per_s",
+            "workers/queue_transitions"} <= set(tags)
     result = CliRunner().invoke(cli, [
         "resume", "--checkpoint", str(tmp_path / "checkpoints/async/checkpoint_step_150.pt"),
         "--run-name", "again"])
