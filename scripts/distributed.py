@@ -30,6 +30,7 @@ checkpoint.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from typing import Any, Callable
@@ -86,7 +87,8 @@ class DistributedCollector:
         self.owns_ray = not self.ray.is_initialized()
         if self.owns_ray:
             self.ray.init(address=config.ray_address, include_dashboard=False,
-                          log_to_driver=False, configure_logging=False)
+                          log_to_driver=False, configure_logging=False,
+                          runtime_env=_local_runtime_env(config.ray_address))
         remote = self.ray.remote(max_restarts=config.worker_max_restarts,
                                  max_task_retries=0)(EnvRunner)
         plain = config_to_dict(config)
@@ -204,6 +206,10 @@ class DistributedCollector:
             self._timed_out([runner])
         except self.ray.exceptions.RayActorError:
             return None
+        except self.ray.exceptions.RayError as exc:  # the cluster itself (its head) is gone
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            raise EnvFailure(f"the Ray cluster was lost: {lines[-1] if lines else exc}",
+                             str(exc)) from None
 
     def _timed_out(self, runners: list[int]) -> None:
         names = ", ".join(str(i) for i in runners)
@@ -312,7 +318,7 @@ class DistributedCollector:
             try:
                 runners.append(self.ray.get(runner.state_dict.remote(),
                                             timeout=self.config.worker_timeout))
-            except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError):
+            except self.ray.exceptions.RayError:  # lost, timed out, or the cluster gone
                 runners.append(None)
         return {**shared_state(self.episodes, self.pending, action_dim),
                 "unstepped": None, "reseeded": None,
@@ -421,6 +427,16 @@ class RunnerMetrics(Hook):
         if env_steps % self.log_freq == 0:
             self.logger.scalars(env_steps, self.collector.scalars())
         return []
+
+
+def _local_runtime_env(address: str | None) -> dict[str, Any] | None:
+    """A local Ray's runners import what this process imports from its folder and its
+    PYTHONPATH (a user's own env module, `some.module:EnvName-v0`); on a cluster, the
+    nodes need rltrain and the env's package installed."""
+    if address is not None:
+        return None
+    path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
+    return {"env_vars": {"PYTHONPATH": path}}
 
 
 def _cpu_copy(actor: torch.nn.Module) -> torch.nn.Module:
