@@ -136,10 +136,12 @@ class DistributedCollector:
         runners act with their own copy of the actor (`policy` is the learner's)."""
         while not self.pending:
             self._broadcast_if_due()
+            waiting = time.perf_counter()  # runners starve the learner when this is long
             if self.config.worker_mode == "lockstep":
                 self._lockstep_round(env_steps)
             else:
                 self._async_chunk(env_steps)
+            self.stats.learner_wait += time.perf_counter() - waiting
         t = self.pending.popleft()
         self.episodes[t.env].obs = t.next_obs
         return t
@@ -293,11 +295,13 @@ class DistributedCollector:
         """The status' figures as TensorBoard scalars."""
         stats = self.stats
         values = {"workers/learner_updates_per_s": stats.learner_rate(self.updates()),
+                  "workers/learner_waiting_percent": stats.learner_wait_percent,
                   "workers/queue_transitions": float(len(self.pending))}
         for i in range(self.num_runners):
             values[f"workers/runner_{i}_env_steps_per_s"] = stats.steps_per_s[i]
             values[f"workers/runner_{i}_cpu_percent"] = stats.cpu_percent[i]
             values[f"workers/runner_{i}_memory_mb"] = stats.memory_mb[i]
+            values[f"workers/runner_{i}_idle_percent"] = stats.idle_percent[i]
         return values
 
     def hooks(self, logger: Any) -> list[Hook]:
@@ -382,6 +386,9 @@ class RunnerStats:
         self.cpu_percent = [0.0] * num_runners
         self.memory_mb = [0.0] * num_runners
         self.nodes = [""] * num_runners
+        self.idle_percent = [0.0] * num_runners
+        self.learner_wait = 0.0  # seconds the learner waited for chunks, since the last reading
+        self.learner_wait_percent = 0.0
         self.env_steps = [0] * num_runners
         self.restarts = [0] * num_runners
         self._last: tuple[float, int] | None = None
@@ -395,19 +402,26 @@ class RunnerStats:
             self.cpu_percent[runner] = 100 * chunk.get("cpu_seconds", 0.0) / seconds
         self.memory_mb[runner] = chunk.get("memory_mb", 0.0)
         self.nodes[runner] = chunk.get("node", "")
+        busy_and_idle = seconds + chunk.get("idle_seconds", 0.0)
+        if busy_and_idle > 0:
+            self.idle_percent[runner] = 100 * chunk.get("idle_seconds", 0.0) / busy_and_idle
 
     def learner_rate(self, updates: int) -> float:
         """The learner's updates per second since the last call."""
         now = time.monotonic()
         if self._last is not None and now > self._last[0]:
             self.updates_per_s = (updates - self._last[1]) / (now - self._last[0])
-        self._last = (now, updates)
+            self.learner_wait_percent = min(100.0, 100 * self.learner_wait
+                                            / (now - self._last[0]))
+        self._last, self.learner_wait = (now, updates), 0.0
         return self.updates_per_s
 
     def summary(self, updates: int) -> dict[str, Any]:
         return {"learner_updates_per_s": round(self.learner_rate(updates), 2),
+                "learner_waiting_percent": round(self.learner_wait_percent, 1),
                 "runners": [{"runner": i, "env_steps_per_s": round(self.steps_per_s[i], 1),
                              "cpu_percent": round(self.cpu_percent[i], 1),
+                             "idle_percent": round(self.idle_percent[i], 1),
                              "memory_mb": round(self.memory_mb[i], 1),
                              "env_steps": self.env_steps[i], "restarts": self.restarts[i],
                              "node": self.nodes[i]}

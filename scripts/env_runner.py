@@ -84,6 +84,7 @@ class EnvRunner:
         self.generator = torch.Generator().manual_seed(derive_seed(self.config.seed, AGENT))
         self.next_index = 0  # the index of the next episode this runner starts
         self.node = _node_id()  # the Ray node it runs on (status.json shows it)
+        self.last_end: float | None = None  # when its last chunk was done
 
     def start(self, first_index: int) -> None:
         """Start new episodes (at the run's start, or after the env raised or the process
@@ -116,6 +117,8 @@ class EnvRunner:
             return {"runner": self.index, "transitions": {}, "failure": None, "seconds": 0.0,
                     "next_index": self.next_index, "restarted": True}
         started, cpu_started = time.perf_counter(), time.process_time()
+        # Waiting for the learner to ask again: it starves this runner when this is long.
+        idle = 0.0 if self.last_end is None else started - self.last_end
         rows: list[Any] = []
         failure = None
         try:
@@ -123,12 +126,13 @@ class EnvRunner:
                 rows.append(self._next(env_steps))
         except EnvFailure as exc:
             failure = (str(exc), exc.details)
-        seconds = time.perf_counter() - started
+        self.last_end = time.perf_counter()
+        seconds = self.last_end - started
         return {"runner": self.index, "transitions": _stacked(rows), "failure": failure,
                 "seconds": seconds, "next_index": self.next_index, "restarted": False,
                 "cpu_seconds": time.process_time() - cpu_started,
                 "memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                "node": self.node}
+                "node": self.node, "idle_seconds": idle}
 
     def _next(self, env_steps: int) -> tuple[Any, ...]:
         """One transition; an episode that ends with it is followed by the next one (the

@@ -187,11 +187,13 @@ def _worker_rows(workers: dict[str, Any]) -> list[tuple[str, str]]:
     """The env runners' lines of `rltrain status` (num_workers)."""
     rows = [("workers", f"{len(workers.get('runners', []))} env runners, "
              f"{workers.get('mode')}; learner {workers.get('learner_updates_per_s')} "
-             f"updates/s, {workers.get('queue_transitions')} transitions queued")]
+             f"updates/s, waiting for chunks {workers.get('learner_waiting_percent')}% of "
+             f"the time, {workers.get('queue_transitions')} transitions queued")]
     for runner in workers.get("runners", []):
         rows.append((f"  runner {runner.get('runner')}",
                      f"{runner.get('env_steps_per_s')} env steps/s, "
-                     f"{runner.get('cpu_percent')}% CPU, {runner.get('memory_mb')} MB, "
+                     f"{runner.get('cpu_percent')}% CPU, {runner.get('idle_percent')}% idle "
+                     f"(waiting for the learner), {runner.get('memory_mb')} MB, "
                      f"{runner.get('env_steps')} env steps, {runner.get('restarts')} restarts"))
     return rows
 

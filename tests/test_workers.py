@@ -192,3 +192,32 @@ def test_workers_without_ray_are_refused_in_one_line_with_exit_2(tmp_path, monke
     result = CliRunner().invoke(cli, ["train", "--config", str(config_file), "--workers", "2"])
     assert result.exit_code == 2
     assert 'pip install "rltrain[workers]"' in result.output
+
+
+def test_ctrl_c_in_a_terminal_pauses_a_run_with_runners_and_it_resumes(tmp_path):
+    """A terminal sends Ctrl-C to the whole foreground group, Ray's processes included:
+    the run still pauses with a checkpoint (exit 3) that resumes."""
+    import subprocess
+    from pathlib import Path
+
+    from test_signals import wait_for_steps
+
+    raw = tiny_dict(tmp_path, **{**WORKERS, "max_timesteps": 100_000, "eval_freq": 10_000})
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("rltrain")), "train", "--config", "c.yaml",
+         "--run-name", "live"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    wait_for_steps(tmp_path, 151)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3 and "[interrupt]" in out, out + err
+    paused = sorted((tmp_path / "checkpoints/live").glob("paused_at_step_*.pt"))
+    state = load_checkpoint(paused[0])
+    step = state["total_steps"]
+    assert all(r is not None for r in state["trainer"]["workers"]["runners"])
+    resumed = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused[0]),
+                                       "--set", f"max_timesteps={step + 60}"])
+    assert f"finished at step {step + 60}" in resumed.output, resumed.output
