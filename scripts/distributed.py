@@ -46,9 +46,9 @@ from rltrain.scripts.collector import (
     shared_state,
 )
 from rltrain.scripts.env_runner import EnvRunner
+from rltrain.scripts.worker_stats import RunnerMetrics, RunnerStats
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import EnvFailure, UserError
-from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Hook
 from rltrain.utils.training.exploration import Exploration
 from rltrain.utils.training.normalize import Normalizer
@@ -375,72 +375,6 @@ class DistributedCollector:
         self.next_index[runner] = first + self.envs_per_runner
         envs = range(runner * self.envs_per_runner, (runner + 1) * self.envs_per_runner)
         self.pending = deque(t for t in self.pending if t.env not in envs)
-
-
-class RunnerStats:
-    """Each runner's env steps per second, CPU share and peak memory (over its last
-    chunk), and the learner's updates per second between two readings."""
-
-    def __init__(self, num_runners: int) -> None:
-        self.steps_per_s = [0.0] * num_runners
-        self.cpu_percent = [0.0] * num_runners
-        self.memory_mb = [0.0] * num_runners
-        self.nodes = [""] * num_runners
-        self.idle_percent = [0.0] * num_runners
-        self.learner_wait = 0.0  # seconds the learner waited for chunks, since the last reading
-        self.learner_wait_percent = 0.0
-        self.env_steps = [0] * num_runners
-        self.restarts = [0] * num_runners
-        self._last: tuple[float, int] | None = None
-        self.updates_per_s = 0.0
-
-    def record(self, runner: int, transitions: int, chunk: dict[str, Any]) -> None:
-        self.env_steps[runner] += transitions
-        seconds = chunk["seconds"]
-        if seconds > 0:
-            self.steps_per_s[runner] = transitions / seconds
-            self.cpu_percent[runner] = 100 * chunk.get("cpu_seconds", 0.0) / seconds
-        self.memory_mb[runner] = chunk.get("memory_mb", 0.0)
-        self.nodes[runner] = chunk.get("node", "")
-        busy_and_idle = seconds + chunk.get("idle_seconds", 0.0)
-        if busy_and_idle > 0:
-            self.idle_percent[runner] = 100 * chunk.get("idle_seconds", 0.0) / busy_and_idle
-
-    def learner_rate(self, updates: int) -> float:
-        """The learner's updates per second since the last call."""
-        now = time.monotonic()
-        if self._last is not None and now > self._last[0]:
-            self.updates_per_s = (updates - self._last[1]) / (now - self._last[0])
-            self.learner_wait_percent = min(100.0, 100 * self.learner_wait
-                                            / (now - self._last[0]))
-        self._last, self.learner_wait = (now, updates), 0.0
-        return self.updates_per_s
-
-    def summary(self, updates: int) -> dict[str, Any]:
-        return {"learner_updates_per_s": round(self.learner_rate(updates), 2),
-                "learner_waiting_percent": round(self.learner_wait_percent, 1),
-                "runners": [{"runner": i, "env_steps_per_s": round(self.steps_per_s[i], 1),
-                             "cpu_percent": round(self.cpu_percent[i], 1),
-                             "idle_percent": round(self.idle_percent[i], 1),
-                             "memory_mb": round(self.memory_mb[i], 1),
-                             "env_steps": self.env_steps[i], "restarts": self.restarts[i],
-                             "node": self.nodes[i]}
-                            for i in range(len(self.steps_per_s))]}
-
-
-class RunnerMetrics(Hook):
-    """The runners' and the learner's throughput in TensorBoard (`workers/`), every
-    `log_freq` env steps."""
-
-    name = "workers"
-
-    def __init__(self, collector: DistributedCollector, logger: Any, log_freq: int) -> None:
-        self.collector, self.logger, self.log_freq = collector, logger, log_freq
-
-    def on_step_end(self, env_steps: int) -> list[Finding]:
-        if env_steps % self.log_freq == 0:
-            self.logger.scalars(env_steps, self.collector.scalars())
-        return []
 
 
 def _local_runtime_env(address: str | None) -> dict[str, Any] | None:
