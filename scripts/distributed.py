@@ -175,11 +175,10 @@ class DistributedCollector:
             self._check(i, chunk)
 
     def _async_chunk(self, env_steps: int) -> None:
-        """The first chunk any runner has ready; that runner is asked for its next."""
-        for i in range(self.num_runners):
-            if i not in self.in_flight.values():
-                ref = self.runners[i].collect.remote(env_steps, self.config.worker_chunk_steps)
-                self.in_flight[ref] = i
+        """The first chunk any runner has ready; that runner is asked for its next at
+        once, so it steps while the learner takes this one (a runner has at most one
+        chunk waiting and one in flight: runners wait when the learner falls behind)."""
+        self._launch_idle(env_steps)
         ready, _ = self.ray.wait(list(self.in_flight), num_returns=1,
                                  timeout=self.config.worker_timeout)
         if not ready:
@@ -189,6 +188,15 @@ class DistributedCollector:
         if chunk is not None:
             self._add(i, chunk)
         self._check(i, chunk)
+        # The env steps the learner will have counted when it reaches the next chunk.
+        self._launch_idle(env_steps + len(self.pending))
+
+    def _launch_idle(self, env_steps: int) -> None:
+        """Ask every runner without a chunk in flight for one."""
+        for i in range(self.num_runners):
+            if i not in self.in_flight.values():
+                ref = self.runners[i].collect.remote(env_steps, self.config.worker_chunk_steps)
+                self.in_flight[ref] = i
 
     def _check(self, runner: int, chunk: dict[str, Any] | None) -> None:
         """A runner lost (its process died, or Ray restarted it since its last chunk) or
