@@ -14,10 +14,11 @@ transitions at a time; the actor's weights go to them through the object store e
   the transitions not handed out and the weights the runners act with) resumes bit for
   bit.
 - **async**: each runner has one chunk in flight; the learner takes whichever is ready
-  first and asks that runner for its next. The queue is bounded (one chunk per runner
-  waiting), so runners wait when the learner falls behind and the replay ratio stays as
-  configured. A checkpoint first takes the chunks in flight; a resumed async run
-  continues correctly, not bit for bit.
+  first and asks that runner for its next at once, so runners step while the learner
+  updates. The queue is bounded (one chunk waiting and one in flight per runner), so
+  runners wait when the learner falls behind and the replay ratio stays as configured.
+  A checkpoint first takes the chunks in flight; a resumed async run continues
+  correctly, not bit for bit.
 
 Either way the learner waits at most `worker_timeout` seconds for a chunk, then stops the
 run with a checkpoint naming the runner. A runner whose process dies is restarted by
@@ -93,7 +94,8 @@ class DistributedCollector:
                                  max_task_retries=0)(EnvRunner)
         plain = config_to_dict(config)
         cpu_actor = _cpu_copy(actor)
-        self.runners = [remote.options(scheduling_strategy="SPREAD").remote(
+        spread = remote.options(scheduling_strategy="SPREAD", num_cpus=config.worker_cpus)
+        self.runners = [spread.remote(
             plain, i, self.num_runners, cpu_actor, action_noise) for i in range(self.num_runners)]
         self.weights: dict[str, torch.Tensor] | None = None  # what the runners act with
         self.synced_updates = 0  # the learner's updates when they were sent

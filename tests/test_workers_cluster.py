@@ -24,6 +24,7 @@ cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 @pytest.fixture
 def two_nodes():
+    # One CPU a node and one a runner (worker_cpus): a runner on each node.
     cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
@@ -36,7 +37,8 @@ def two_nodes():
 def test_a_run_spans_two_nodes_pauses_resumes_and_survives_a_killed_runner(
         tmp_path, two_nodes, monkeypatch):
     config_file = tmp_path / "c.yaml"
-    config_file.write_text(yaml.safe_dump(tiny_dict(tmp_path, worker_chunk_steps=10)))
+    config_file.write_text(yaml.safe_dump(tiny_dict(tmp_path, worker_chunk_steps=10,
+                                                   worker_cpus=1)))
     log_dir = tmp_path / "logs" / "spread"
     original = TrainingMonitor.after_step
     killed: list[int] = []

@@ -230,6 +230,10 @@ class TrainConfig:
         2.0, "with num_workers: runner i of N explores with exploration_noise * "
         "spread ** (2 i / (N - 1) - 1), from noise / spread to noise * spread (Ape-X's "
         "spread; 1: all alike; SAC samples its own policy and ignores it)", Range(1, None))
+    worker_cpus: float = opt(
+        0.0, "with num_workers: CPUs Ray reserves for each runner (0: any number share a "
+        "node; 1: a core each, which also spreads them over a cluster's nodes)",
+        NON_NEGATIVE)
     worker_max_restarts: int = opt(
         2, "with num_workers: restarts of a runner whose process died or whose env raised, "
         "before the run pauses with a checkpoint", NON_NEGATIVE)
