@@ -15,6 +15,8 @@ from typing import Any
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Hook
 
+MIN_WINDOW = 1.0  # seconds: the shortest span the learner's rates are measured over
+
 
 class RunnerStats:
     """Each runner's env steps per second, CPU share and peak memory (over its last
@@ -46,13 +48,17 @@ class RunnerStats:
             self.idle_percent[runner] = 100 * chunk.get("idle_seconds", 0.0) / busy_and_idle
 
     def learner_rate(self, updates: int) -> float:
-        """The learner's updates per second since the last call."""
+        """The learner's updates per second since the last reading at least
+        `MIN_WINDOW` seconds ago (readings closer together, as the status written at a
+        run's end right after a checkpoint's, keep the last figures)."""
         now = time.monotonic()
-        if self._last is not None and now > self._last[0]:
+        if self._last is None:
+            self._last = (now, updates)
+        elif now - self._last[0] >= MIN_WINDOW:
             self.updates_per_s = (updates - self._last[1]) / (now - self._last[0])
             self.learner_wait_percent = min(100.0, 100 * self.learner_wait
                                             / (now - self._last[0]))
-        self._last, self.learner_wait = (now, updates), 0.0
+            self._last, self.learner_wait = (now, updates), 0.0
         return self.updates_per_s
 
     def summary(self, updates: int) -> dict[str, Any]:
