@@ -76,6 +76,17 @@ class Collector:
         self.unstepped: np.ndarray | None = None
         # A re-seeded fork: (seed, first episode index) whose episodes reset from this seed.
         self.reseeded: tuple[int, int] | None = None
+        # What the run learns of its envs' faults (scripts/distributed.py has some).
+        self.report: Callable[[str], None] = lambda message: None
+        self.updates: Callable[[], int] = lambda: 0  # the learner's updates (unused here)
+
+    def status(self) -> dict[str, Any]:
+        """Nothing to add to status.json (env runners add theirs)."""
+        return {}
+
+    def hooks(self, logger: Any) -> list[Any]:
+        """Nothing more to watch (env runners' throughput goes to TensorBoard)."""
+        return []
 
     def close(self) -> None:
         self.envs.close()
@@ -141,21 +152,8 @@ class Collector:
 
     # ----------------------------------------------------------------- state
     def state_dict(self, action_dim: int) -> dict[str, Any]:
-        def actions(episode: Episode) -> torch.Tensor:
-            return torch.from_numpy(np.stack(episode.actions) if episode.actions
-                                    else np.zeros((0, action_dim), dtype=np.float32))
-
         return {
-            "episodes": [{"index": e.index, "obs": torch.as_tensor(np.array(e.obs)),
-                          "episode_return": e.episode_return, "length": e.length,
-                          "non_finite_rewards": e.non_finite_rewards,
-                          "actions": actions(e)} for e in self.episodes],
-            "pending": [{"env": t.env, "obs": torch.as_tensor(np.array(t.obs)),
-                         "action": torch.as_tensor(np.array(t.action)), "reward": t.reward,
-                         "next_obs": torch.as_tensor(np.array(t.next_obs)),
-                         "terminated": t.terminated, "truncated": t.truncated,
-                         "stored_reward": t.stored_reward}
-                        for t in self.pending],
+            **shared_state(self.episodes, self.pending, action_dim),
             "unstepped": None if self.unstepped is None else torch.from_numpy(
                 np.array(self.unstepped, dtype=np.float32)),
             "reseeded": None if self.reseeded is None else list(self.reseeded),
@@ -164,11 +162,12 @@ class Collector:
     def restore(self, state: dict[str, Any]) -> list[str]:
         """Rebuild every env's episode from a checkpoint; returns warnings."""
         saved = state["episodes"]
-        self.pending = deque(Transition(
-            int(t["env"]), t["obs"].numpy(), t["action"].numpy(), float(t["reward"]),
-            t["next_obs"].numpy(), bool(t["terminated"]), bool(t["truncated"]),
-            float(t.get("stored_reward", t["reward"])))  # absent: written before normalize
-            for t in state["pending"])
+        if "workers" in state:  # written with env runners, whose episodes it cannot replay
+            self.episodes, self.pending = [], deque()
+            return ["the checkpoint was written by env runners (num_workers) and this run "
+                    "has none: the episodes in progress start anew and the transitions not "
+                    "handed out are dropped, so this resume is not bit-exact"]
+        self.pending = pending_from_state(state)
         unstepped = state.get("unstepped")  # absent from checkpoints written before it
         self.unstepped = None if unstepped is None else unstepped.numpy()
         reseeded = state.get("reseeded")  # absent: never re-seeded
@@ -200,3 +199,33 @@ class Collector:
                     f"{len(actions)} actions were replayed (not deterministic under replay); "
                     "that episode restarts, so this resume is not bit-exact")
         return warnings
+
+
+def shared_state(episodes: list[Episode], pending: deque[Transition],
+                 action_dim: int) -> dict[str, Any]:
+    """The episodes in progress and the transitions not handed out, as a checkpoint holds
+    them (scripts/distributed.py writes its own in the same layout)."""
+    def actions(episode: Episode) -> torch.Tensor:
+        return torch.from_numpy(np.stack(episode.actions) if episode.actions
+                                else np.zeros((0, action_dim), dtype=np.float32))
+
+    return {
+        "episodes": [{"index": e.index, "obs": torch.as_tensor(np.array(e.obs)),
+                      "episode_return": e.episode_return, "length": e.length,
+                      "non_finite_rewards": e.non_finite_rewards,
+                      "actions": actions(e)} for e in episodes],
+        "pending": [{"env": t.env, "obs": torch.as_tensor(np.array(t.obs)),
+                     "action": torch.as_tensor(np.array(t.action)), "reward": t.reward,
+                     "next_obs": torch.as_tensor(np.array(t.next_obs)),
+                     "terminated": t.terminated, "truncated": t.truncated,
+                     "stored_reward": t.stored_reward}
+                    for t in pending],
+    }
+
+
+def pending_from_state(state: dict[str, Any]) -> deque[Transition]:
+    return deque(Transition(
+        int(t["env"]), t["obs"].numpy(), t["action"].numpy(), float(t["reward"]),
+        t["next_obs"].numpy(), bool(t["terminated"]), bool(t["truncated"]),
+        float(t.get("stored_reward", t["reward"])))  # absent: written before normalize
+        for t in state["pending"])

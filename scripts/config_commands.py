@@ -1,5 +1,5 @@
 """The everyday flags of `rltrain train` (`--env`, `--algo`, `--seed`, `--steps`,
-`--device`) and `rltrain config show`, which prints the config a run would train with.
+`--device`, `--workers`) and `rltrain config show`, which prints the config a run would train with.
 
 Each flag is exactly its `--set`: it becomes the same `key=value` override, read and
 checked the same way (so `--seed abc` fails as `--set seed=abc` does). A flag and a
@@ -26,11 +26,12 @@ FLAGS: dict[str, tuple[str, str]] = {
     "seed": ("seed", "N"),
     "steps": ("max_timesteps", "N"),
     "device": ("device", "auto|cpu|cuda"),
+    "workers": ("num_workers", "N"),
 }
 
 
 def everyday_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Adds the five flags to a command; it receives them as keyword arguments."""
+    """Adds the six flags to a command; it receives them as keyword arguments."""
     defaults = config_to_dict(TrainConfig())
     for flag, (key, metavar) in reversed(FLAGS.items()):
         command = click.option(

@@ -110,6 +110,7 @@ def status_report(log_dir: Path) -> dict[str, Any]:
         "stuck": status.get("stuck") if state == "stuck" else None,
         # a library's paused run: the lines of its own API that continue it
         "continue_with": status.get("continue_with") if state == "paused" else None,
+        "workers": status.get("workers"),  # num_workers: the env runners' figures
     }
 
 
@@ -181,9 +182,26 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
             ("latest checkpoint", report["latest_checkpoint"] or "none")]
     if report["continue_with"]:
         rows.append(("continue with", report["continue_with"].strip()))
+    if report["workers"]:
+        rows += _worker_rows(report["workers"])
     for key, value in rows:
         table.add_row(key, Text(str(value)))  # Text: no rich markup in messages
     Console(soft_wrap=True).print(table)
+
+
+def _worker_rows(workers: dict[str, Any]) -> list[tuple[str, str]]:
+    """The env runners' lines of `rltrain status` (num_workers)."""
+    rows = [("workers", f"{len(workers.get('runners', []))} env runners, "
+             f"{workers.get('mode')}; learner {workers.get('learner_updates_per_s')} "
+             f"updates/s, waiting for chunks {workers.get('learner_waiting_percent')}% of "
+             f"the time, {workers.get('queue_transitions')} transitions queued")]
+    for runner in workers.get("runners", []):
+        rows.append((f"  runner {runner.get('runner')}",
+                     f"{runner.get('env_steps_per_s')} env steps/s, "
+                     f"{runner.get('cpu_percent')}% CPU, {runner.get('idle_percent')}% idle "
+                     f"(waiting for the learner), {runner.get('memory_mb')} MB, "
+                     f"{runner.get('env_steps')} env steps, {runner.get('restarts')} restarts"))
+    return rows
 
 
 def _waiting(waiting: dict[str, Any], pid: Any) -> str:

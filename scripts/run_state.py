@@ -29,7 +29,7 @@ import torch
 from rltrain.agents.probes import gradient_probe
 from rltrain.agents.registry import algorithm
 from rltrain.scripts.agent_setup import agent_view, build_agent, network_spec
-from rltrain.scripts.collector import Collector
+from rltrain.scripts.distributed import make_collector
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import CheckpointError, EnvFailure
 from rltrain.utils.hooks.eval_result import EvalResult
@@ -104,7 +104,9 @@ class RunState:
         self.action_noise = algorithm(config.algo).adds_action_noise
         self.exploration = Exploration(config, low, high, derive_seed(config.seed, EXPLORATION),
                                        self.action_noise)
-        self.collector = Collector(config, self.exploration)
+        self.collector = make_collector(config, self.exploration, self.agent.actor,
+                                        self.action_noise)
+        self.collector.updates = lambda: self.agent.updates  # when to send weights
         self.eval_env = self.collector.normalizer.frozen_env(self.eval_env)  # normalize.*
         self.counters = Counters()
         self.redo_due = False  # what is due after the last env step, not yet done
@@ -163,8 +165,8 @@ class RunState:
         self.collector.restart(env, next_episode_index(self.counters, self.collector.num_envs))
 
     def status(self) -> dict[str, Any]:
-        """The counters, as status.json shows them."""
-        return counters_status(self.counters, self.agent.updates)
+        """The counters (and the env runners', with num_workers), as status.json shows them."""
+        return {**counters_status(self.counters, self.agent.updates), **self.collector.status()}
 
     def learning(self) -> bool:
         return (self.counters.env_steps >= self.config.learning_starts

@@ -166,7 +166,8 @@ class Trainer:
         hooks = RunHooks.build(config, state.obs_dim, state.action_dim, state.view,
                                self.metrics, self.diagnostics, self.device, self.rules)
         hooks.driver = [ProgressHook(self.progress, state.counters.last_return,
-                                     self.monitor.best_eval), *self.extra_hooks]
+                                     self.monitor.best_eval),
+                        *state.collector.hooks(self.logger), *self.extra_hooks]
         state.watch("diagnostics", self.diagnostics)
         state.watch("metrics", self.metrics, spread=True)
         state.watch("rule_hooks", hooks.rule_states())
@@ -180,6 +181,8 @@ class Trainer:
                                changes=resume.changes, forked_from=resume.forked_from)
             for warning in resume.warnings:
                 self._warn(resume.env_steps, "resume", warning)
+        state.collector.report = lambda message: self._warn(
+            state.counters.env_steps, "env_runner", message)
         if state.backend_warning:
             self._warn(state.counters.env_steps, "update_backend", state.backend_warning)
 

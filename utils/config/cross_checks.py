@@ -103,6 +103,15 @@ def _notify_target(config: TrainConfig, raw: dict[str, Any]) -> None:
     check_notify(config.notify)
 
 
+def _workers_without_normalize(config: TrainConfig, raw: dict[str, Any]) -> None:
+    """Env runners keep no shared running statistics: each would normalise with its own."""
+    normalized = config.normalize.observations or config.normalize.rewards
+    if config.num_workers and normalized:
+        raise ConfigError("config key 'num_workers' cannot be combined with normalize.* yet "
+                          "(each runner would normalise with its own statistics); use "
+                          "num_workers: 0, or turn normalize off")
+
+
 def _run_name_is_a_folder_name(config: TrainConfig, raw: dict[str, Any]) -> None:
     name = config.run_name
     if name is not None and (name in (".", "..") or
@@ -119,6 +128,7 @@ CHECKS: tuple[tuple[tuple[str, ...], Check], ...] = (
     (("algo",), _sections_of_the_algorithm),
     (("algo", *NOISE_KEYS), _action_noise),
     (("noise_decay_steps", "exploration_noise_final"), _noise_decay_has_an_end),
+    (("num_workers", "normalize"), _workers_without_normalize),
 )
 LAST_CHECKS: tuple[tuple[tuple[str, ...], Check], ...] = (
     (("monitor.state_bounds",), _state_bounds_match),

@@ -212,6 +212,37 @@ class TrainConfig:
         300.0, "seconds one env step() or reset() may take before the run stops with a "
         "checkpoint, as when the env raises (exit code 5); null: no limit. After 30 s "
         "in one call, status shows the run as stuck", POSITIVE)
+    num_workers: int = opt(
+        0, "env runners on Ray (0: the envs step in this process); each runner has its own "
+        "num_envs envs, seed and exploration scale, and the learner keeps the replay buffer "
+        "and runs the updates (needs the [workers] extra; docs/training.md)", NON_NEGATIVE)
+    ray_address: str | None = opt(
+        None, "with num_workers: the Ray cluster to join (e.g. 'auto' or 'ray://host:10001'; "
+        "null: a local Ray started for the run)")
+    worker_mode: Literal["lockstep", "async"] = opt(
+        "lockstep", "with num_workers: lockstep steps the runners in a fixed order "
+        "(reproducible, resumes bit for bit); async takes chunks as they come (faster, "
+        "resumes correctly but not bit for bit)")
+    worker_sync_every: int = opt(
+        50, "with num_workers: updates between broadcasts of the actor's weights to the "
+        "runners", AT_LEAST_ONE)
+    worker_chunk_steps: int = opt(
+        25, "with num_workers: vector steps a runner takes per chunk of transitions it "
+        "sends", AT_LEAST_ONE)
+    worker_noise_spread: float = opt(
+        2.0, "with num_workers: runner i of N explores with exploration_noise * "
+        "spread ** (2 i / (N - 1) - 1), from noise / spread to noise * spread (Ape-X's "
+        "spread; 1: all alike; SAC samples its own policy and ignores it)", Range(1, None))
+    worker_cpus: float = opt(
+        0.0, "with num_workers: CPUs Ray reserves for each runner (0: any number share a "
+        "node; 1: a core each, which also spreads them over a cluster's nodes)",
+        NON_NEGATIVE)
+    worker_max_restarts: int = opt(
+        2, "with num_workers: restarts of a runner whose process died or whose env raised, "
+        "before the run pauses with a checkpoint", NON_NEGATIVE)
+    worker_timeout: float = opt(
+        300.0, "with num_workers: seconds the learner waits for a runner's chunk before it "
+        "reports the runner and stops with a checkpoint", POSITIVE)
     noise_type: Literal["gaussian", "ou"] = opt(
         "gaussian", "exploration noise: independent gaussian, or Ornstein-Uhlenbeck")
     ou_theta: float = opt(0.15, "mean reversion rate of the OU noise", POSITIVE)
@@ -271,6 +302,12 @@ def with_algorithms(cls: type) -> type:
 
 
 TrainConfig = with_algorithms(TrainConfig)  # type: ignore[misc]
+
+
+def training_envs(config: TrainConfig) -> int:
+    """The envs whose transitions the learner takes: num_envs, in each env runner with
+    num_workers."""
+    return config.num_envs * max(1, config.num_workers)
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

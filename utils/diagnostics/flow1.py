@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from rltrain.utils.config.schema import TrainConfig
+from rltrain.utils.config.schema import TrainConfig, training_envs
 from rltrain.utils.diagnostics import ddpg_checks, plots, snapshots
 from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.inputs import InputChecks
@@ -57,9 +57,9 @@ class Flow1Diagnostics(Hook):
         self.reward_rules = [cls(context) for cls in reward_rules.CHECKS]
         self.cluster_rules = {cls.spec.name: cls(context) for cls in state_action_rules.CHECKS}
         self.ddpg = {cls.spec.name: cls(context) for cls in ddpg_rules.CHECKS}
-        self.reward = RewardAnalyzer(self.settings.window_size, config.num_envs)
+        self.reward = RewardAnalyzer(self.settings.window_size, training_envs(config))
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
-                                  config.num_envs)
+                                  training_envs(config))
         self.collecting_before_eval = self.map.collecting  # see on_eval_start
         self.gradients = GradientWatch(context, buffer, logger, paths, self._report)
         self.inputs = InputChecks(context, buffer, logger, self._report)

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from rltrain.utils.config.schema import training_envs
 from rltrain.utils.diagnostics.action_effect import MAX_ROWS, ROWS, action_effect
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.rules import input_rules
@@ -137,7 +138,7 @@ class InputChecks:
 
     def _measure_action_effect(self, env_steps: int) -> None:
         warmup = self._warmup(env_steps)
-        self.effect = None if warmup is None else action_effect(warmup, self.config.num_envs)
+        self.effect = None if warmup is None else action_effect(warmup, training_envs(self.config))
         self.logger.diagnostic("action_effect", env_steps, **(self.effect or {
             "action_effect": None, "rows": min(len(self.buffer), self.config.learning_starts),
             "why": f"fewer than {ROWS} warm-up transitions (learning_starts)"}))
