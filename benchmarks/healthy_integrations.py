@@ -4,7 +4,7 @@ with rltrain watching, and every warning or pause they got. A healthy run should
 none; before gradients were read at each optimizer's own step, SB3 TD3 got a false
 `value_policy_imbalance` and `vanishing_gradient`.
 
-    python -m benchmarks.healthy_integrations [--steps 20000] [--out FILE]
+    python -m benchmarks.healthy_integrations [--steps 20000] [--out FILE] [--only RUN]
 
 Run from the repository root; the three runs train in parallel processes, one torch
 thread each. Results: benchmarks/results/healthy_integrations.json.
@@ -77,9 +77,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--only", action="append", choices=RUNS, default=[],
+                        help="train only these runs (default: all three)")
     args = parser.parse_args()
-    with ProcessPoolExecutor(len(RUNS)) as pool:
-        results = list(pool.map(run_one, RUNS, [args.steps] * len(RUNS)))
+    runs = args.only or list(RUNS)
+    with ProcessPoolExecutor(len(runs)) as pool:
+        results = list(pool.map(run_one, runs, [args.steps] * len(runs)))
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     for r in results:
         rules = ", ".join(f"{f['rule']} ({f['action']}) at {f['env_steps']}"

@@ -121,12 +121,15 @@ def sb3_view(model: Any) -> tuple[AgentView, Scale]:
 
     nets = {name: getattr(model, name) for name in
             ("actor", "critic", "actor_target", "critic_target") if hasattr(model, name)}
+    # The probe runs SAC's deterministic action, which does not use log_std.
+    unprobed = tuple(f"actor.{name}" for name, _ in policy.named_parameters()
+                     if name.startswith("log_std."))
     view = AgentView(
         actor=policy, critic=critics, q_value=q_value,
         act=lambda obs: model.predict(obs, deterministic=True)[0],
         probe=ddpg_probe(policy, critics, q_value, model.gamma),
         updates=lambda: model._n_updates, networks=lambda: nets,
-        action_low=scale.low, action_high=scale.high, device=device)
+        action_low=scale.low, action_high=scale.high, device=device, unprobed=unprobed)
     return view, scale
 
 

@@ -154,6 +154,8 @@ def test_sac_runs_through_the_callback_on_its_deterministic_action(tmp_path):
     assert "no_learning" not in {h.spec.name for h in rule_hooks(RuleContext(
         config_from_dict(recorded), 2, model.action_space.shape[0]))}
     view, scale = sb3_view(model)  # in the env's units ([0, 4] here), as SB3's predict gives
+    # Its deterministic action does not reach log_std: gradient traces leave it unjudged.
+    assert view.unprobed == ("actor.log_std.weight", "actor.log_std.bias")
     obs = np.array([[0.5, 0.1], [-0.3, 0.9]], np.float32)
     with torch.no_grad():
         ours = view.actor(torch.as_tensor(obs)).numpy()

@@ -216,7 +216,9 @@ class GradientWatch:
         batch = self.buffer.newest(self.batch_size)
         probe = self.agent.probe(batch)
         layers = {}
+        skip = set(getattr(self.agent, "unprobed", ()))
         for net, norms in (("actor", probe.actor_layers), ("critic", probe.critic_layers)):
+            norms = {k: v for k, v in norms.items() if f"{net}.{k}" not in skip}
             strongest = strongest_weight(norms)
             layers[net] = {k: {"norm": v, "verdict": self.verdicts.verdict(
                 f"{net}.{k}", v, strongest, scale_of(max_abs_reward))} for k, v in norms.items()}

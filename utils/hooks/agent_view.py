@@ -33,3 +33,7 @@ class AgentView:
     # that (integrations/views.py `StepGradients`). None: read `.grad`, which rltrain's
     # own update leaves as each network's own loss made it.
     step_gradients: Callable[[str], dict[str, torch.Tensor | None] | None] | None = None
+    # Layers ("actor.log_std.weight") that `probe`'s losses cannot reach: SAC's log_std
+    # through a probe of its deterministic action. A gradient trace does not judge them
+    # (no gradient there is no evidence); their step gradients still are.
+    unprobed: tuple[str, ...] = ()
