@@ -125,11 +125,9 @@ class RunState:
             return
         try:
             watcher.load_state_dict(state)
-        except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
-            what = f"missing entry {exc}" if isinstance(exc, KeyError) else \
-                (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+        except MISFITS as exc:
             raise CheckpointError(f"checkpoint '{self.restored_from}' does not fit this run: "
-                                  f"its {name} state: {what}") from None
+                                  f"its {name} state: {misfit(exc)}") from None
 
     def close(self) -> None:
         """Close the envs (async vector envs run worker processes)."""
@@ -230,11 +228,9 @@ class RunState:
         self.restored_from = path
         try:
             return ([found] if found else []) + self._restore(payload)
-        except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
-            lines = str(exc).strip().splitlines()  # torch names the mismatch on the last line
-            what = f"missing entry {exc}" if isinstance(exc, KeyError) else (
-                lines[-1].strip() if lines else type(exc).__name__)
-            raise CheckpointError(f"checkpoint '{path}' does not fit this run: {what}") from None
+        except MISFITS as exc:
+            raise CheckpointError(f"checkpoint '{path}' does not fit this run: "
+                                  f"{misfit(exc)}") from None
         except EnvFailure as exc:
             raise EnvFailure(f"{exc}; the checkpoint '{path}' is unchanged", exc.details) from None
 
@@ -291,6 +287,19 @@ class RunState:
                                             np.zeros(self.action_dim), 0.0)[0]
         return [dataclasses.replace(f, message="still failing after resume: " + f.message)
                 for f in found]
+
+
+# What loading a state that does not fit raises (a missing key, a wrong shape or type).
+MISFITS = (KeyError, IndexError, TypeError, ValueError, RuntimeError)
+
+
+def misfit(exc: BaseException) -> str:
+    """One of MISFITS in words: the missing key, or the error's last line (where torch
+    names the mismatch)."""
+    if isinstance(exc, KeyError):
+        return f"missing entry {exc}"
+    lines = str(exc).strip().splitlines()
+    return lines[-1].strip() if lines else type(exc).__name__
 
 
 def check_algorithm(payload: dict[str, Any], algo: str, path: str) -> None:
