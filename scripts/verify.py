@@ -50,6 +50,17 @@ from typing import Any
 
 import numpy as np
 
+from rltrain.scripts.verify_plan import (
+    DEFAULT_STEPS,
+    checkpoint_dir,
+    cost_line,
+    distinct,
+    fork_point,
+    plan_finding,
+    run_config,
+    start_point,
+    step_checkpoints,
+)
 from rltrain.scripts.verify_stats import (
     MARGIN,
     Evaluations,
@@ -63,46 +74,15 @@ from rltrain.scripts.verify_stats import (
 from rltrain.utils.diagnostics.report import VERIFY_FILE
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import atomic_write, to_json
-from rltrain.utils.run.folders import CONFIG_FILE, METRICS_FILE, STEP_CHECKPOINT
+from rltrain.utils.run.folders import CONFIG_FILE, METRICS_FILE
 from rltrain.utils.run.logger import read_jsonl
-from rltrain.utils.seeding import FORKS, derive_seed
 
-__all__ = ["MARGIN", "difference", "fork_point", "verdict", "verify", "summary_lines"]
+__all__ = ["DEFAULT_STEPS", "MARGIN", "difference", "fork_point", "start_point", "verdict",
+           "verify", "summary_lines"]
 
-DEFAULT_STEPS = 5000  # per fork branch, unless --steps
 DEFAULT_SEEDS = 3
 EVALUATIONS = 6  # per branch after the fork: the last third is then two
 TOP = 3
-
-
-def step_checkpoints(checkpoint_dir: Path) -> list[tuple[int, Path]]:
-    """The run's step and paused checkpoints, (env steps, path), oldest first."""
-    return sorted((int(m.group(1)), p) for p in checkpoint_dir.glob("*.pt")
-                  if (m := STEP_CHECKPOINT.match(p.name)))
-
-
-def fork_point(checkpoint_dir: Path, first_step: int) -> tuple[int, Path] | None:
-    """The newest step or paused checkpoint at or before `first_step`, else the newest."""
-    found = step_checkpoints(checkpoint_dir)
-    before = [c for c in found if c[0] <= first_step]
-    return (before or found or [None])[-1]
-
-
-def _run_config(folder: Path) -> Any:
-    from rltrain.utils.config.loader import config_from_dict, read_yaml_mapping
-
-    return config_from_dict(read_yaml_mapping(folder / CONFIG_FILE))
-
-
-def _checkpoint_dir(folder: Path) -> Path:
-    return Path(_run_config(folder).checkpoint_dir) / folder.name
-
-
-def _free_name(log_parent: Path, stem: str) -> str:
-    n = 1
-    while (log_parent / f"{stem}-{n}").exists():
-        n += 1
-    return f"{stem}-{n}"
 
 
 def _command(folder: Path, start: tuple[int, Path | None], name: str,
@@ -116,11 +96,11 @@ def _command(folder: Path, start: tuple[int, Path | None], name: str,
     step, checkpoint = start
     sets = {**changes, "max_timesteps": until, "torch_threads": threads,
             "safe_mode": False, "eval_freq": eval_every, "log_dir": str(folder.parent),
-            "checkpoint_dir": str(_checkpoint_dir(folder).parent)}
+            "checkpoint_dir": str(checkpoint_dir(folder).parent)}
     command = [sys.executable, "-c", "from rltrain.scripts import main; main()"]
     if checkpoint is None:
         command += ["train", "--config", str(folder / CONFIG_FILE), "--run-name", name]
-        sets["seed"] = seed if seed is not None else _run_config(folder).seed
+        sets["seed"] = seed if seed is not None else run_config(folder).seed
     else:
         command += ["resume", "--checkpoint", str(checkpoint), "--run-name", name]
         command += ["--fork-seed", str(seed)] if seed is not None else []
@@ -155,85 +135,6 @@ def _run_branches(commands: list[list[str]], jobs: int) -> list[tuple[int, str]]
                 del running[i]
         time.sleep(0.2)
     return [d for d in done if d is not None]
-
-
-def start_point(folder: Path, finding: dict[str, Any], before: int | None,
-                from_start: bool = False) -> tuple[tuple[int, Path | None], str]:
-    """Where the branches start, and why: (0, None) from the start; (step, checkpoint) a
-    fork. `before`: --fork-step (a fork at or before it); `from_start`: --from-start."""
-    if from_start:
-        return (0, None), "from the start: --from-start"
-    if before is None:
-        changed = _changed_on_resume(folder, set(finding["suggested_set"]),
-                                     finding["first_step"])
-        if changed is None:
-            return (0, None), ("from the start: the fault is in the set-up ("
-                               f"{', '.join(sorted(finding['suggested_set']))} had its value "
-                               "from step 0)")
-        first, why = finding["first_step"], (
-            f"from the newest checkpoint before step {finding['first_step']}: a resume at "
-            f"step {changed} set the value the finding changes")
-    else:
-        first, why = min(before, finding["first_step"]), f"from --fork-step {before}"
-    fork = fork_point(_checkpoint_dir(folder), first)
-    if fork is None:
-        raise UserError(f"run '{folder.name}' has no checkpoint to fork from "
-                        f"({_checkpoint_dir(folder)}): --verify needs one, or --from-start")
-    return fork, why
-
-
-def _changed_on_resume(folder: Path, keys: set[str], first_step: int) -> int | None:
-    """The newest resume step at or before `first_step` whose --set changed one of `keys`
-    (None: none did, they kept their value from step 0)."""
-    from rltrain.utils.run.folders import EVENTS_FILE
-
-    steps = [int(e["env_steps"]) for e in read_jsonl(folder / EVENTS_FILE)
-             if e.get("rule") == "resume" and int(e["env_steps"]) <= first_step
-             and any(str(change).split("=", 1)[0] in keys for change in e.get("value") or [])]
-    return max(steps) if steps else None
-
-
-def _plan(folder: Path, finding: dict[str, Any], steps: int | None, seeds: int,
-          before: int | None, from_start: bool) -> dict[str, Any]:
-    """One finding's experiment: where it starts, its pairs' seeds and branch names."""
-    start, why = start_point(folder, finding, before, from_start)
-    length = steps if steps is not None else (
-        DEFAULT_STEPS if start[1] is not None else _steps_made(folder))
-    run_seed = _run_config(folder).seed
-    stem = f"{folder.name}-verify-{finding['rule']}"
-    exact = seeds == 1 and start[1] is not None  # the exact fork: the run's own streams
-    pairs = [{"seed": None if exact else derive_seed(run_seed, FORKS, k),
-              "names": {kind: _free_name(folder.parent, f"{stem}{'' if exact else f'-pair{k}'}"
-                                                        f"-{kind}")
-                        for kind in ("fix", "control")}} for k in range(seeds)]
-    return {"finding": finding, "start": start, "why": why, "steps": length, "pairs": pairs}
-
-
-def _steps_made(folder: Path) -> int:
-    """The env steps the run made (its newest metrics line), at least one evaluation's."""
-    lines = read_jsonl(folder / METRICS_FILE)
-    return max([int(m["env_steps"]) for m in lines] or [DEFAULT_STEPS])
-
-
-def _speed(folder: Path) -> float | None:
-    """The run's own env steps per second (its metrics lines' times), if they say."""
-    lines = [m for m in read_jsonl(folder / METRICS_FILE) if "time" in m]
-    if len(lines) < 2 or lines[-1]["time"] <= lines[0]["time"]:
-        return None
-    return (lines[-1]["env_steps"] - lines[0]["env_steps"]) / (lines[-1]["time"]
-                                                               - lines[0]["time"])
-
-
-def cost_line(folder: Path, plans: list[dict[str, Any]], jobs: int) -> str:
-    """What the experiment costs, said before it starts."""
-    total = sum(2 * len(p["pairs"]) * p["steps"] for p in plans)
-    parts = ", ".join(f"{p['finding']['rule']}: {len(p['pairs'])} seed(s) x 2 branches x "
-                      f"{p['steps']:,} env steps {p['why'].split(':')[0]}" for p in plans)
-    speed = _speed(folder)
-    cores = max(1, min(jobs, os.cpu_count() or 1))
-    when = (f"; about {total / (speed * cores) / 60:.0f} min at this run's "
-            f"{speed:.0f} env steps/s, {jobs} branch(es) at once" if speed else "")
-    return f"verify: {total:,} env steps in all ({parts}){when}"
 
 
 def _verify_plan(folder: Path, plan: dict[str, Any], last: int | None,
@@ -304,19 +205,6 @@ def _judged(pairs: list[dict[str, Any]], last: int | None) -> dict[str, Any]:
     return result
 
 
-def _distinct(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One finding per proposed change: two rules that propose the same change (a dead
-    actor is both stalled and too fast) are one experiment, under the first's name."""
-    kept: dict[str, dict[str, Any]] = {}
-    for finding in found:
-        change = to_json(finding["suggested_set"])
-        if change in kept:
-            kept[change].setdefault("also", []).append(finding["rule"])
-        else:
-            kept[change] = dict(finding)
-    return list(kept.values())
-
-
 def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
            top: int = TOP, before: int | None = None, last: int | None = None,
            jobs: int | None = None, say: Any = None,
@@ -334,15 +222,15 @@ def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
     for name, value in given.items():
         if value < 1:
             raise UserError(f"{name} must be at least 1 (got {value})")
-    candidates = _distinct([f for f in findings(folder) if f["suggested_set"]])[:top]
-    kept = step_checkpoints(_checkpoint_dir(folder))
+    candidates = distinct([f for f in findings(folder) if f["suggested_set"]])[:top]
+    kept = step_checkpoints(checkpoint_dir(folder))
     if before is not None and kept and kept[0][0] > before:
         raise UserError(f"--fork-step {before}: run '{folder.name}' keeps no checkpoint at "
                         f"or before it (the oldest is step {kept[0][0]}); choose a later "
                         f"--fork-step, or train with a larger keep_checkpoints")
     if from_start and before is not None:
         raise UserError("--from-start and --fork-step ask for two different starts: give one")
-    plans = [_plan(folder, f, steps, seeds, before, from_start) for f in candidates]
+    plans = [plan_finding(folder, f, steps, seeds, before, from_start) for f in candidates]
     jobs = jobs if jobs is not None else max(2, os.cpu_count() or 2)
     if plans and say is not None:
         say(cost_line(folder, plans, jobs))

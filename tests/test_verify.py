@@ -338,10 +338,10 @@ def test_a_fix_is_confirmed_only_when_it_gains_a_fifth_of_the_control():
 
 
 def test_two_rules_proposing_one_change_are_one_experiment():
-    from rltrain.scripts.verify import _distinct
+    from rltrain.scripts.verify_plan import distinct
 
     found = [{"rule": "actor_stalled", "suggested_set": {"actor_lr": 0.001}},
              {"rule": "learning_rate", "suggested_set": {"actor_lr": 0.001}},
              {"rule": "tau", "suggested_set": {"tau": 0.005}}]
-    assert [(f["rule"], f.get("also")) for f in _distinct(found)] == [
+    assert [(f["rule"], f.get("also")) for f in distinct(found)] == [
         ("actor_stalled", ["learning_rate"]), ("tau", None)]
