@@ -216,6 +216,28 @@ def test_no_learning_names_exploration(tmp_path: Path, means: list[float], const
         assert found[0].suggested_set == {"exploration_noise": 0.5, "noise_type": "ou"}
 
 
+def test_no_learning_judges_tiny_returns_against_the_runs_episodes(tmp_path: Path) -> None:
+    """MountainCarContinuous with too little noise: the car stands still in the valley,
+    every evaluation earns about -0.001 and no episode ended in the warm-up (100 steps):
+    flat against what the run's own episodes earned (-4.9 .. -0.9), not against the
+    evaluations' own tiny magnitude."""
+    ctx = context(tmp_path, learning_starts=100, max_timesteps=10_000)
+    _constant_actor(ctx.view)
+    hook = NoLearning(ctx)
+    _steps(hook, 2000)
+    for i, ret in enumerate((-4.9, -1.0, -1.1, -0.9, -1.0)):
+        hook.on_episode_end(EpisodeEnd((i + 1) * 999, 0, i, ret, 999, False, 0))
+    found = []
+    for i, mean in enumerate((-0.0003, -0.0021, -0.0005, -0.0011, -0.0015)):
+        nudge(ctx.view.actor, 1e-4, seed=i)
+        found += hook.on_eval(Evaluation(2000 * (i + 1), _result(mean), -0.0003, 0))
+    assert [f.env_steps for f in found] == [10_000]
+    assert found[0].suggested_set == {"exploration_noise": 0.5, "noise_type": "ou"}
+    again = NoLearning(ctx)
+    again.load_state_dict(hook.state_dict())
+    assert again.largest_return == 4.9
+
+
 @pytest.mark.parametrize("qs, fires", [([100, 150, 220, 300, 420], True),
                                        ([-300, -310, -320, -330, -340], False)])
 def test_q_divergence_against_the_reachable_returns(tmp_path: Path, qs: list[float],

@@ -4,8 +4,9 @@ does one same thing everywhere.
 The random warm-up's episodes (those ending within `learning_starts` env steps) measure
 what a random policy earns, for free. From `evaluations` evaluations on, the rule looks
 at the newest `evaluations`: their best mean return no better than the random episodes'
-mean (by less than `margin` of its magnitude), or their spread under `margin` of their
-magnitude (flat), while the policy's deterministic actions over visited states vary by
+mean (by less than `margin` of its magnitude), or their spread under `margin` of the
+returns' magnitude (theirs, the random episodes' or the largest training episode's:
+flat), while the policy's deterministic actions over visited states vary by
 less than the threshold (std over the states, share of the action half-range): the
 policy settled on one action without ever finding what pays. The usual cause is
 exploration that never reached the reward (a sparse reward behind a costly action, as
@@ -58,6 +59,7 @@ class NoLearning(RuleHook):
         super().__init__(context)
         self.probe = ProbeStates()
         self.random_returns: list[float] = []
+        self.largest_return = 0.0  # the largest |return| of a training episode so far
         self.means: list[float] = []
         self.actor: Any = None  # the actor's weights at the last evaluation
 
@@ -68,6 +70,7 @@ class NoLearning(RuleHook):
     def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
         if episode.env_steps <= self.context.config.learning_starts:
             self.random_returns.append(float(episode.episode_return))
+        self.largest_return = max(self.largest_return, abs(float(episode.episode_return)))
         return []
 
     def on_eval(self, evaluation: Evaluation) -> list[Finding]:
@@ -91,11 +94,13 @@ class NoLearning(RuleHook):
 
     def _why(self) -> str | None:
         means, margin = np.asarray(self.means), self.settings.margin
-        # Flat against the returns' own magnitude or the random policy's, whichever is
-        # larger: a policy that stands still earns about 0, random actions do not.
+        # Flat against the returns' own magnitude, the random policy's or the largest
+        # training episode's, whichever is larger: a policy that stands still earns about
+        # 0 (MountainCarContinuous: evaluations of -0.001 to -0.002), what the run's own
+        # episodes earned does not.
         scale = max(float(np.abs(means).mean()),
                     abs(float(np.mean(self.random_returns))) if self.random_returns else 0.0,
-                    1e-9)
+                    self.largest_return, 1e-9)
         if self.random_returns:
             random = float(np.mean(self.random_returns))
             if means.max() <= random + margin * max(abs(random), 1e-9):
@@ -129,8 +134,10 @@ class NoLearning(RuleHook):
                             f"one every eval_freq {self.context.config.eval_freq} env steps")
 
     def state_dict(self) -> dict[str, Any]:
-        return {"random_returns": self.random_returns, "means": self.means}
+        return {"random_returns": self.random_returns, "means": self.means,
+                "largest_return": self.largest_return}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.random_returns = [float(x) for x in state["random_returns"]]
         self.means = [float(x) for x in state["means"]]
+        self.largest_return = float(state.get("largest_return", 0.0))  # not kept before
