@@ -79,7 +79,7 @@ SPECS = (
         group='What goes into learning',
         fires_when='this many episodes in a row ended `terminated` at one same length (of at '
                    "least 50 steps): a time limit reported as the task's end?",
-        threshold=20.0,
+        threshold=10.0,
         action='warn',
         hypothesis='if a time limit is reported as `terminated` (the task ended) instead of '
                    '`truncated`, then episodes end `terminated` at one same length, and the '
