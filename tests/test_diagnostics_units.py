@@ -497,6 +497,29 @@ def test_the_action_effect_follows_each_env_in_a_vector_and_stops_at_episode_end
     assert action_effect(cut, stride=2)["lag"] == 0
 
 
+def test_the_typical_reward_is_the_warm_ups():
+    """MountainCarContinuous: random warm-up actions cost about 0.03 a step; a policy
+    that learned to stand still earns |r| of 1e-5 a step. The typical |r| is the
+    warm-up's, so standing still does not make the rewards "too small"; without a
+    warm-up, the largest episode's."""
+    from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
+
+    rng = np.random.default_rng(0)
+    warm, cold = RewardAnalyzer(window=5, warmup=100), RewardAnalyzer(window=5)
+    for analyzer in (warm, cold):
+        for scale in (5e-3, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5):
+            for r in -scale * rng.uniform(0.5, 1.5, 999):
+                analyzer.add(float(r) * (30.0 if analyzer.steps < 100 else 1.0))
+            analyzer.end_episode()
+    assert warm.stats()["typical_from_warmup"] == 1.0 and 0.1 < warm.stats()["typical_abs"] < 0.2
+    assert cold.stats()["typical_from_warmup"] == 0.0
+    assert 4e-3 < cold.stats()["typical_abs"] < 7e-3  # the first episode's, out of the window
+    for analyzer in (warm, cold):
+        again = RewardAnalyzer(window=5, warmup=analyzer.warmup)
+        again.load_state_dict(analyzer.state_dict())
+        assert again.stats() == analyzer.stats()
+
+
 def test_the_reward_scale_rule_judges_the_largest_and_the_typical_reward():
     from rltrain.utils.rules.reward_rules import RewardScale
     from rltrain.utils.rules.spec import RuleContext
@@ -511,8 +534,8 @@ def test_the_reward_scale_rule_judges_the_largest_and_the_typical_reward():
     # Pendulum's rewards x 1e-4: the largest is above 1e-3, the typical one below.
     [typical] = rule.check(9, {"max_abs": 1.6e-3, "median_abs": 4e-4, "typical_abs": 4e-4},
                            10)
-    assert typical.value == 4e-4 and "the typical non-zero |reward| is 0.0004" in \
-        typical.message
+    assert typical.value == 4e-4 and "every episode so far earned at most a typical " \
+        "non-zero |reward| of 0.0004" in typical.message
     # A sparse reward's zeros do not make it small.
     assert rule.check(9, {"max_abs": 1.0, "median_abs": 0.0, "typical_abs": 1.0}, 10) == []
     [large] = rule.check(9, {"max_abs": 5e4, "median_abs": 2e3}, 10)
@@ -524,3 +547,24 @@ def test_the_reward_scale_rule_judges_the_largest_and_the_typical_reward():
     off = RewardScale(RuleContext(config_from_dict(
         {"diagnostics": {"reward_scale": {"action": "off"}}}), 3, 1))
     assert off.check(9, {"max_abs": 2e-4, "median_abs": 1e-4}, 10) == []
+
+
+def test_a_reward_paid_at_few_steps_is_a_sparse_warning_not_spikes():
+    """Pendulum's reward summed up and paid on an episode's last step: 199 steps of 0,
+    then about -1000. `sparse_reward` warns; `reward_spikes` leaves it to it. A reward
+    that varies at every step, or never varies, is neither."""
+    from rltrain.utils.rules.reward_rules import RewardSpikes, SparseReward
+    from rltrain.utils.rules.spec import RuleContext
+
+    context = RuleContext(config_from_dict({}), 3, 1)
+    rng = np.random.default_rng(0)
+    paid_at_end = np.zeros(20 * 200)
+    paid_at_end[199::200] = -rng.uniform(500, 1500, 20)
+    stats = reward_stats(paid_at_end, returns())
+    assert stats["same_share"] == pytest.approx(0.995)
+    [sparse] = SparseReward(context).check(9, stats, 20)
+    assert sparse.action == "warn" and sparse.value == 0.995 and sparse.message.startswith(
+        "99.5% of the steps of the last 20 episodes give one same reward")
+    assert RewardSpikes(context).check(9, stats, 20) == []
+    for dense in (rng.normal(-5.0, 2.0, 4000), np.full(4000, -1.0)):
+        assert SparseReward(context).check(9, reward_stats(dense, returns()), 20) == []

@@ -57,7 +57,8 @@ class Flow1Diagnostics(Hook):
         self.reward_rules = [cls(context) for cls in reward_rules.CHECKS]
         self.cluster_rules = {cls.spec.name: cls(context) for cls in state_action_rules.CHECKS}
         self.ddpg = {cls.spec.name: cls(context) for cls in ddpg_rules.CHECKS}
-        self.reward = RewardAnalyzer(self.settings.window_size, training_envs(config))
+        self.reward = RewardAnalyzer(self.settings.window_size, training_envs(config),
+                                     warmup=config.learning_starts)
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
                                   training_envs(config))
         self.collecting_before_eval = self.map.collecting  # see on_eval_start

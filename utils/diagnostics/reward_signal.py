@@ -12,9 +12,17 @@ how each one uses them) judge statistics that separate healthy from broken signa
   term buried in the per-step signal.
 - `bonus_share`: the same for steps above the mean, every step counted: a goal bonus
   that ends the episode (MountainCar's +100) is the sparse reward it is there to note.
+- `same_share`: the share of the window's steps whose reward is its most common value
+  (the zeros of a reward paid only at the goal or the end).
 - `cv`: std / |mean| over the window.
 - `max_abs`, `median_abs`: the scale of the rewards; `max_abs` is the largest ever
   seen, not a window statistic.
+- `typical_abs`: the median |r| of the non-zero rewards (a sparse reward's zeros do not
+  make it small) that the random warm-up's actions earned (its first WARMUP_KEPT steps):
+  the env's own scale, whatever the policy learns later, since a policy that learned
+  to avoid action costs (MountainCarContinuous standing still) makes its rewards
+  legitimately tiny. A run without a warm-up of MIN_WARMUP steps takes the largest of
+  its episodes' instead; `typical_from_warmup` (1 or 0) says which.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ import numpy as np
 
 EXTREME_Z = 6.0
 MIN_EPISODES = 5
+WARMUP_KEPT = 10_000  # the warm-up's rewards kept for typical_abs
+MIN_WARMUP = 50  # fewer warm-up steps: typical_abs from the episodes
 
 
 def extreme_shares(rewards: np.ndarray) -> tuple[float, float]:
@@ -57,28 +67,41 @@ def reward_stats(rewards: np.ndarray, returns: np.ndarray,
         "kurtosis": float(np.mean(z ** 4) - 3.0) if std > 0 else 0.0,
         "penalty_share": penalty, "bonus_share": bonus,
         "rms": float(np.sqrt(np.mean(r ** 2))),
+        "same_share": float(np.unique(r, return_counts=True)[1].max() / r.size)
+        if r.size else 0.0,
         "median_abs": float(np.median(np.abs(r))),
-        # The typical size of the rewards that say something: the median |r| of the
-        # non-zero ones (a sparse reward's zeros do not make it small).
-        "typical_abs": float(np.median(np.abs(r[r != 0]))) if np.any(r != 0) else 0.0,
+        "typical_abs": typical_abs(r),
         "trend": float(np.polyfit(np.arange(len(returns)), returns, 1)[0])
         if len(returns) > 1 else 0.0,
     }
     return stats
 
 
+def typical_abs(rewards: np.ndarray) -> float:
+    """The median |r| of the non-zero rewards (0 when there are none)."""
+    nonzero = np.abs(rewards[rewards != 0])
+    return float(np.median(nonzero)) if nonzero.size else 0.0
+
+
 class RewardAnalyzer:
     """Keeps the per-step rewards of the last `window` episodes (bounded memory), each
     training env's episode in progress apart."""
 
-    def __init__(self, window: int, num_envs: int = 1) -> None:
+    def __init__(self, window: int, num_envs: int = 1, warmup: int = 0) -> None:
+        self.warmup = min(warmup, WARMUP_KEPT)  # the first steps, of random actions
+        self.warmup_rewards: list[float] = []
+        self.steps = 0
         self.episodes: deque[np.ndarray] = deque(maxlen=window)
         self.terminated: deque[bool] = deque(maxlen=window)  # each episode's ending
         self._current: list[list[float]] = [[] for _ in range(num_envs)]
         self.max_abs = 0.0  # the largest |reward| of the run
+        self.episode_typical = 0.0  # the largest episode's typical |reward|
 
     def add(self, reward: float, env: int = 0) -> None:
         self._current[env].append(reward)
+        if self.steps < self.warmup and math.isfinite(reward):
+            self.warmup_rewards.append(reward)
+        self.steps += 1
         if math.isfinite(reward):  # at once: gradients are judged against it (gradients.py)
             self.max_abs = max(self.max_abs, abs(reward))
 
@@ -89,7 +112,15 @@ class RewardAnalyzer:
             self.episodes.append(rewards)
             self.terminated.append(terminated)
             self.max_abs = max(self.max_abs, float(np.abs(rewards).max()))
+            self.episode_typical = max(self.episode_typical, typical_abs(rewards))
         return rewards
+
+    def typical(self) -> tuple[float, str]:
+        """typical_abs and where it comes from ("warm-up" or "episodes")."""
+        if (self.warmup >= MIN_WARMUP and self.steps >= self.warmup
+                and len(self.warmup_rewards) >= MIN_WARMUP):
+            return typical_abs(np.asarray(self.warmup_rewards)), "warm-up"
+        return self.episode_typical, "episodes"
 
     def stats(self) -> dict[str, float] | None:
         if len(self.episodes) < min(MIN_EPISODES, self.episodes.maxlen or MIN_EPISODES):
@@ -99,14 +130,18 @@ class RewardAnalyzer:
         last_steps = np.cumsum([len(e) for e in self.episodes]) - 1
         judged = np.ones(len(rewards), dtype=bool)  # all but a terminated episode's last
         judged[last_steps[np.array(self.terminated, dtype=bool)]] = False
-        return {**reward_stats(rewards, returns, judged), "max_abs": self.max_abs}
+        typical, source = self.typical()
+        return {**reward_stats(rewards, returns, judged), "max_abs": self.max_abs,
+                "typical_abs": typical, "typical_from_warmup": float(source == "warm-up")}
 
     def state_dict(self) -> dict[str, Any]:
         import torch
 
         return {"episodes": [torch.from_numpy(e.copy()) for e in self.episodes],
                 "terminated": list(self.terminated),
-                "current": [list(c) for c in self._current], "max_abs": self.max_abs}
+                "current": [list(c) for c in self._current], "max_abs": self.max_abs,
+                "episode_typical": self.episode_typical, "steps": self.steps,
+                "warmup_rewards": torch.tensor(self.warmup_rewards, dtype=torch.float64)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.episodes.clear()
@@ -121,3 +156,11 @@ class RewardAnalyzer:
             current = [current]
         self._current = [list(c) for c in current] or [[] for _ in self._current]
         self.max_abs = float(state["max_abs"])
+        # Not kept before: the window's episodes, and no warm-up judged.
+        kept = [typical_abs(e) for e in self.episodes]
+        self.episode_typical = float(state.get("episode_typical", max(kept, default=0.0)))
+        self.steps = int(state.get("steps", self.warmup))
+        warm = state.get("warmup_rewards")
+        self.warmup_rewards = [] if warm is None else [float(x) for x in warm.tolist()]
+        if "steps" not in state:
+            self.warmup = 0

@@ -9,14 +9,20 @@ the docs' page on diagnosing a run):
   |z| > 3 share cannot see this: for a two-level reward it is at most 10%. The last
   step of a terminated episode is left out: a crash penalty there is the env's failure
   signal (LunarLander's -100).
-- `sparse_reward`: `bonus_share`, the same for steps above the mean: rare large bonuses.
+- `sparse_reward`: `same_share`, the share of the steps that give the window's most
+  common reward: at least SAME_SHARE (a reward paid only at the goal, or summed up at
+  the episode's end) is a warning, since nearly every step says nothing about the
+  actions; `reward_spikes` leaves such a reward to it. Otherwise `bonus_share`, the
+  same as `penalty_share` for steps above the mean: rare large bonuses, a note.
 - `constant_reward`: fires when `cv`, std / |mean| over the window, is (about) zero:
   rewards that never vary carry no signal about the actions.
 - `reward_scale`: fires when even the largest reward seen so far (`max_abs`) is orders
   of magnitude below 1 (rewards scaled by 1e-5 make the critic's targets vanish), or the
-  typical one (`median_abs`) far above it. The largest ever seen, not a window
-  statistic: a policy that learned to avoid action costs (MountainCarContinuous
-  standing still) makes recent rewards legitimately tiny.
+  typical non-zero one of the random warm-up (`typical_abs`: Pendulum's rewards x1e-4,
+  whose largest is above the limit) is, or the typical one (`median_abs`) is far above
+  it. The largest ever seen and the warm-up's, not a window's: a policy that learned to
+  avoid action costs (MountainCarContinuous standing still) makes recent rewards
+  legitimately tiny.
 
 The statistics over the window of recent episodes are utils/diagnostics/reward_signal.py's
 (`RewardAnalyzer`); the flow-1 hook hands them, once per episode, to each rule's check
@@ -34,6 +40,8 @@ if TYPE_CHECKING:
 
 Stats = dict[str, float]  # reward_signal.reward_stats, with the run's max_abs
 
+SAME_SHARE = 0.95  # steps with one same reward from which it counts as sparse
+
 SPECS = (
     RuleSpec(
         name='reward_spikes',
@@ -50,13 +58,17 @@ SPECS = (
         name='sparse_reward',
         section='diagnostics',
         group='Reward signal',
-        fires_when='rare (>6 sigma) bonuses carry more than this share of the above-mean mass '
+        fires_when=f'at least {SAME_SHARE:.0%} of the steps give one same reward (warning), or '
+                   'rare (>6 sigma) bonuses carry more than this share of the above-mean mass '
                    '(info)',
         threshold=0.5,
         action='warn',
-        hypothesis='if rare large bonuses carry the return, then most steps give no learning '
-                   'signal',
-        check='informational; if learning stalls, add shaping or more exploration'),
+        hypothesis='if the reward is paid at a few steps only (a goal, the end of an episode), '
+                   'then most steps give no learning signal and the critic learns slowly '
+                   'or never',
+        check='pay for progress at every step (shaping: a distance to the goal, the terms '
+              'the end-of-episode reward sums), or explore more so that the paid steps are '
+              'met'),
     RuleSpec(
         name='reward_scale',
         section='diagnostics',
@@ -98,7 +110,7 @@ class RewardSpikes(RuleCheck):
     spec = SPECS[0]
 
     def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
-        if not stats["penalty_share"] > self.rule.threshold:
+        if not stats["penalty_share"] > self.rule.threshold or _sparse(stats):
             return []
         return self.fire(env_steps, round(stats["penalty_share"], 4),
                          f"rare penalties beyond 6 sigma carry {stats['penalty_share']:.0%} "
@@ -109,11 +121,23 @@ class SparseReward(RuleCheck):
     spec = SPECS[1]
 
     def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
+        if _sparse(stats):
+            share = stats["same_share"]
+            return self.fire(env_steps, round(share, 4),
+                             f"{share:.1%} of the steps of the last {episodes} episodes give "
+                             f"one same reward: only the other {1 - share:.1%} say anything "
+                             "about the actions")
         if not stats["bonus_share"] > self.rule.threshold:
             return []
         return self.fire(env_steps, round(stats["bonus_share"], 4),
                          f"rare bonuses beyond 6 sigma carry {stats['bonus_share']:.0%} of "
                          "the above-mean reward mass", observation=True)
+
+
+def _sparse(stats: Stats) -> bool:
+    """Nearly every step gives one same reward, but not all (a constant reward is
+    `constant_reward`'s)."""
+    return SAME_SHARE <= stats.get("same_share", 0.0) < 1.0
 
 
 class ConstantReward(RuleCheck):
@@ -138,10 +162,13 @@ class RewardScale(RuleCheck):
                               f"the largest |reward| so far is {stats['max_abs']:.3g}: "
                               "rewards this small give the critic almost nothing to fit")
         if 0 < stats.get("typical_abs", 1.0) < 1 / limit:
+            where = ("the warm-up's random actions earned" if stats.get("typical_from_warmup") ==
+                     1.0 else "every episode so far earned at most")
             return self._fire(env_steps, stats["typical_abs"],
-                              f"the typical non-zero |reward| is {stats['typical_abs']:.3g} "
-                              f"(the largest so far {stats['max_abs']:.3g}): rewards this "
-                              "small give the critic almost nothing to fit")
+                              f"{where} a typical non-zero |reward| of "
+                              f"{stats['typical_abs']:.3g} (the largest reward "
+                              f"{stats['max_abs']:.3g}): rewards this small give the critic "
+                              "almost nothing to fit")
         if stats["median_abs"] > limit:
             return self._fire(env_steps, stats["median_abs"],
                               f"the typical |reward| is {stats['median_abs']:.3g}: targets "
