@@ -255,3 +255,27 @@ def test_a_rule_still_failing_on_resume_pauses_again_at_once(tmp_path):
                                                  "--json"]).output)
     [pause] = [f for f in report["findings"] if f["severity"] == "pause"]
     assert pause["message"].endswith("; resumed at step 150 (patience=50)"), pause
+
+
+@pytest.mark.parametrize("reward, fix", [
+    (-16.0, {"critic_lr": 1e-4, "grad_clip_norm": 1.0}),     # Pendulum's own rewards
+    (-16_000.0, {"normalize.rewards": True}),                 # Pendulum's rewards x1000
+])
+def test_an_explosion_of_large_rewards_proposes_scaling_them(tmp_path, reward, fix):
+    """A reward x1000 blows the critic's loss past 1e6 before the reward rules judge:
+    the explosion's finding proposes what reward_scale would, and keeps the largest
+    reward across a resume."""
+    from rltrain.utils.hooks.hook import Step, Update
+
+    rules = HealthRules(tiny_config(tmp_path, critic_lr=1e-3), obs_dim=3,
+                        device=torch.device("cpu"))
+    [explosion] = [r for r in rules.hooks if r.spec.name == "critic_loss_explosion"]
+    obs = np.zeros(3, dtype=np.float32)
+    explosion.on_step(Step(1, 0, obs, np.zeros(1), reward, obs, False, False, True))
+    again = HealthRules(tiny_config(tmp_path, critic_lr=1e-3), obs_dim=3,
+                        device=torch.device("cpu")).by_name["critic_loss_explosion"]
+    again.load_state_dict(explosion.state_dict())
+    [found] = again.on_update(Update(600, 100, {"critic_loss": 1.3e8}))
+    assert found.suggested_set == fix
+    assert ("the largest |reward| so far is -1.6e+04" not in found.message and
+            ("the largest |reward| so far is 1.6e+04" in found.message) == (reward < -1e3))

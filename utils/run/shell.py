@@ -151,5 +151,6 @@ class RunHooks:
             logger.diagnostic("unjudged", env_steps, rules=self.unjudged())
 
     def rule_states(self) -> HookList:
-        """The rules' hooks as one list whose state_dict a checkpoint keeps."""
-        return HookList(list(self.rules), report=lambda found: None)
+        """The rules' hooks (the health rules' too) as one list whose state_dict a
+        checkpoint keeps."""
+        return HookList([*self.health.hooks, *self.rules], report=lambda found: None)

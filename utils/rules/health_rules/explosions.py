@@ -3,12 +3,17 @@
 Judged on an update's metrics (or a probe of restored weights), so on the weights: the
 weights saved at that step already fail them. An update with a NaN/inf metric is
 `non_finite`'s alone. Large rewards or observations set these rules off too
-(`input_scaled`): the finding's reading in `rltrain diagnose` says so.
+(`input_scaled`): the finding's reading in `rltrain diagnose` says so. Where the rewards
+themselves are that large (the largest |reward| so far above LARGE_REWARD), the
+explosion is theirs: the finding proposes scaling them (`normalize.rewards`, for a new
+run) instead of a smaller learning rate, since the explosion comes before the reward
+rules judge (a Pendulum reward x1000 blows the critic's loss past 1e6 within its
+first hundred updates).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rltrain.utils.rules._remedies import clip_norm, lower
 from rltrain.utils.rules.health_rules.non_finite import non_finite_metrics
@@ -16,7 +21,9 @@ from rltrain.utils.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
-    from rltrain.utils.hooks.hook import Update
+    from rltrain.utils.hooks.hook import Step, Update
+
+LARGE_REWARD = 1e3  # reward_scale's default limit for the typical |reward|
 
 SPECS = (
     RuleSpec(
@@ -66,6 +73,13 @@ class Explosion(RuleHook):
     """|metric| above the threshold, for each (metric key, its words) of `metrics`."""
 
     metrics: tuple[tuple[str, str], ...] = ()
+    largest_reward = 0.0  # the largest finite |reward| so far
+
+    def on_step(self, step: Step) -> list[Finding]:
+        reward = abs(step.reward)
+        if reward > self.largest_reward and reward != float("inf"):
+            self.largest_reward = reward
+        return []
 
     def on_update(self, update: Update) -> list[Finding]:
         return self.check_update(update.env_steps, update.metrics)
@@ -83,9 +97,29 @@ class Explosion(RuleHook):
                 if non_finite_metrics(metrics):  # only now: the usual update costs nothing
                     return []
                 beyond = f"above {threshold:g}" if value > 0 else f"below {-threshold:g}"
-                found += self.fire(env_steps, value, f"{label} {value:.4g} is {beyond}",
-                                   on_weights=True)
+                found += self.fire(env_steps, value, f"{label} {value:.4g} is {beyond}"
+                                   + self._rewards(), on_weights=True,
+                                   suggested_set=self._reward_fix())
         return found
+
+    def _rewards(self) -> str:
+        if self.largest_reward <= LARGE_REWARD:
+            return ""
+        return (f"; the largest |reward| so far is {self.largest_reward:.4g}: rewards this "
+                "large blow up the critic's targets; scale them in the env, or train a new "
+                "run with --set normalize.rewards=true")
+
+    def _reward_fix(self) -> dict[str, Any] | None:
+        """normalize.rewards where the rewards are that large (None: the spec's remedy)."""
+        if self.largest_reward <= LARGE_REWARD or self.context.config.normalize.rewards:
+            return None
+        return {"normalize.rewards": True}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"largest_reward": self.largest_reward}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.largest_reward = float(state.get("largest_reward", 0.0))
 
 
 class CriticLossExplosion(Explosion):
