@@ -101,12 +101,12 @@ def table_lines(record: dict[str, Any] | None) -> list[str]:
     if not record or not record.get("terms"):
         return []
     drive = record.get("drive")
-    lines = [f"reward terms over the last {record['episodes']} episodes "
-             "(share of the return, per-episode mean and std, correlation with the return):",
-             f"  {'term':<24} {'share':>6} {'mean':>11} {'std':>10} {'corr':>6}"]
+    lines = [f"reward terms over the last {record['episodes']} episodes (per episode; "
+             "* drives learning):",
+             f"  {'term':<26} {'share':>6} {'mean':>10} {'std':>10} {'corr':>6}"]
     for name, s in sorted(record["terms"].items(), key=lambda kv: -kv[1]["share"]):
         corr = "-" if s["corr"] is None else f"{s['corr']:.2f}"
-        mark = "  (drives learning)" if name == drive else ""
-        lines.append(f"  {name:<24} {s['share']:>6.1%} {s['mean']:>11.4g} {s['std']:>10.4g} "
-                     f"{corr:>6}{mark}")
+        shown = f"{name} *" if name == drive else name
+        lines.append(f"  {shown:<26} {s['share']:>6.1%} {s['mean']:>10.4g} {s['std']:>10.4g} "
+                     f"{corr:>6}")
     return lines

@@ -15,8 +15,11 @@ statistics over the window of recent episodes here, once per episode. Two things
   return moves with the other terms, and what the agent learns from it is theirs.
 
 The driving term is `drive_term` where set; else the term with the largest positive
-mean (a bonus the agent collects: `reward_forward`, a goal bonus). A reward made of
-costs only (Pendulum's, split) has none and is judged on the shares alone.
+mean (a bonus the agent collects: `reward_forward`, a goal bonus); in a reward made of
+costs only (Pendulum's, split), the largest cost whose name does not mark it as a
+regularizer (`REGULARIZERS`: ctrl, control, action, energy, effort, torque, contact):
+Pendulum's angle cost is about 94% of the return of a healthy run as it learns, and is
+its objective. Where every term is a regularizer there is none.
 
 The fix, where the env takes the term's weight as a keyword (its constructor names it,
 or the run's `env_kwargs` already set it), is that weight, lowered: `reward_ctrl` ->
@@ -37,6 +40,9 @@ from rltrain.utils.rules.spec import Option, RuleCheck, RuleSpec
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
 
+# Words that name a term as a regularizer (a cost on the agent's effort), never the
+# objective: MuJoCo's reward_ctrl and reward_contact, "action_rate", "energy"...
+REGULARIZERS = ("ctrl", "control", "action", "energy", "effort", "torque", "contact")
 TARGET_SHARE = 0.5  # the proposed weight makes the term about this share of the return
 # A term's name (without `reward_`) -> the other names its weight goes by.
 SYNONYMS = {"ctrl": ("ctrl", "control"), "control": ("control", "ctrl"),
@@ -54,7 +60,8 @@ SPECS = (RuleSpec(
                "return, then the agent learns the other terms, not the task",
     check="the env's weights of its reward terms (env_kwargs: ctrl_cost_weight, "
           "forward_reward_weight, healthy_reward...); the driving term is drive_term, else "
-          "the term with the largest positive mean, and a reward of costs only has none",
+          "the term with the largest positive mean, else the largest cost not named as a "
+          "regularizer (ctrl, control, action, energy, effort, torque, contact)",
     hint="the weights of the reward terms are the env's (env_kwargs), which a resume "
          "cannot change: start a new run with the term reweighted",
     options=(
@@ -63,7 +70,8 @@ SPECS = (RuleSpec(
         Option("min_episodes", 10, "episodes with reward terms in the window before the "
                "rule judges", Range(2, None)),
         Option("drive_term", None, "the reward term meant to drive learning (e.g. "
-               "reward_forward); none: the term with the largest positive mean", type=str | None),
+               "reward_forward); none: the term with the largest positive mean, else the "
+               "largest cost not named as a regularizer", type=str | None),
     ),
 ),)
 
@@ -74,12 +82,16 @@ class RewardTerms(RuleCheck):
     spec = SPECS[0]
 
     def driving(self, stats: Stats) -> str | None:
-        """The term meant to drive learning: `drive_term`, else the largest positive mean."""
+        """The term meant to drive learning: `drive_term`; else the largest positive mean;
+        else (costs only) the largest cost not named as a regularizer."""
         named = self.settings.drive_term
         if named is not None:
             return named if named in stats else None
         positive = {n: s["mean"] for n, s in stats.items() if s["mean"] > 0}
-        return max(positive, key=lambda n: positive[n]) if positive else None
+        if positive:
+            return max(positive, key=lambda n: positive[n])
+        costs = {n: -s["mean"] for n, s in stats.items() if not regularizer(n)}
+        return max(costs, key=lambda n: costs[n]) if costs else None
 
     def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
         if episodes < self.settings.min_episodes:
@@ -119,7 +131,8 @@ class RewardTerms(RuleCheck):
         corr = stats[drive]["corr"]
         if not corr < self.settings.min_correlation:
             return []
-        why = "drive_term" if self.settings.drive_term else "the largest positive mean"
+        why = ("drive_term" if self.settings.drive_term else "the largest positive mean"
+               if stats[drive]["mean"] > 0 else "the largest cost that is no regularizer")
         moving = max((n for n in stats if n != drive and stats[n]["corr"] is not None),
                      key=lambda n: stats[n]["std"], default=None)
         other = "" if moving is None else (
@@ -138,18 +151,26 @@ class RewardTerms(RuleCheck):
         if with_terms == 0 and without_terms > 0:
             workers = (" (with num_workers the env runners do not send them)"
                        if self.context.config.num_workers else "")
-            return ("the env reports no reward terms in info (reward_* entries or a "
+            return ("no reward terms reported in info (reward_* entries or a "
                     f"reward_terms dict){workers}")
         return self.waiting(with_terms, self.settings.min_episodes,
                             "episodes with reward terms")
 
 
+def regularizer(term: str) -> bool:
+    """Whether `term`'s name marks it as a cost on the agent's effort."""
+    stem = term[len("reward_"):] if term.startswith("reward_") else term
+    return any(part in REGULARIZERS for part in stem.lower().split("_"))
+
+
 def weight_fix(config: Any, term: str, factor: float) -> tuple[str, float] | None:
     """(`env_kwargs.<weight>`, its value times `factor`) for the env keyword that weighs
-    `term`, where the env takes one and its value is known; else None."""
+    `term`, where the env takes one and its value is known: set in `env_kwargs`, or the
+    env's default where rltrain made the env from the config (a watched library's env,
+    `library` set, was made by the user's code with keywords the config does not see)."""
     if not math.isfinite(factor) or factor <= 0:
         return None
-    taken = env_keywords(config.env_name)
+    taken = {} if config.library else env_keywords(config.env_name)
     for name in weight_names(term):
         value = config.env_kwargs.get(name, taken.get(name))
         if (name in config.env_kwargs or name in taken) and _number(value):

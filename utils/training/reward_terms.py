@@ -15,8 +15,9 @@ sums reach the diagnostics on its `EpisodeEnd` (utils/diagnostics/reward_terms.p
 term that is NaN or infinite at a step is left out of that step, as a non-finite
 reward is left out of the return.
 
-Infos here are a vector env's (Gymnasium's layout): each entry an array over the
-sub-envs with a `_key` mask of the sub-envs that reported it.
+`step_terms` reads a vector env's infos (Gymnasium's layout: each entry an array over
+the sub-envs with a `_key` mask of the sub-envs that reported it); `env_terms` one env's
+own info dict, as SB3's callback and a watched loop hand them over (integrations/).
 """
 
 from __future__ import annotations
@@ -73,6 +74,49 @@ def _put(found: list[dict[str, float]], name: str, values: Any, mask: Any) -> No
         value = float(values[env])
         if math.isfinite(value):
             found[env][name] = value
+
+
+def env_terms(info: dict[str, Any], keys: tuple[str, ...]) -> dict[str, float]:
+    """One env's finite reward terms in its own info dict (name -> value)."""
+    found: dict[str, float] = {}
+    for key in keys:
+        values = info.get(key)
+        items = values.items() if key == DICT_KEY and isinstance(values, dict) else (
+            [(key, values)] if key != DICT_KEY else [])
+        for name, value in items:
+            if value is not None and _numeric(value) and np.size(value) == 1:
+                number = float(np.asarray(value).reshape(()))
+                if math.isfinite(number):
+                    found[name] = number
+    return found
+
+
+class TermReader:
+    """A watched loop's reward terms (integrations/): which info keys hold them is read
+    on the first info it is handed; none there, and nothing more is read per step."""
+
+    def __init__(self) -> None:
+        self.keys: tuple[str, ...] | None = None
+
+    def of_env(self, info: dict[str, Any]) -> dict[str, float]:
+        """The terms in one env's own info dict."""
+        if self.keys is None:
+            self.keys = term_keys(info)
+        return env_terms(info, self.keys) if self.keys else {}
+
+    def of_envs(self, info: Any, num_envs: int) -> list[dict[str, float]]:
+        """Each env's terms in a list of info dicts (SB3's VecEnv), a vector env's info
+        dict (Gymnasium's layout) or, with one env, its own info dict."""
+        if isinstance(info, (list, tuple)):
+            return [self.of_env(i) if isinstance(i, dict) else {} for i in info]
+        if not isinstance(info, dict):
+            return [{} for _ in range(num_envs)]
+        if num_envs == 1 and not any(k.startswith("_") for k in info):
+            return [self.of_env(info)]
+        if self.keys is None:
+            self.keys = term_keys(info)
+        return step_terms(info, self.keys, num_envs) if self.keys else [
+            {} for _ in range(num_envs)]
 
 
 def add_terms(sums: dict[str, float], terms: dict[str, float]) -> None:
