@@ -162,7 +162,8 @@ class RltrainCallback(BaseCallback):
             truncated = done and bool(info.get("TimeLimit.truncated", False))
             final = info.get("terminal_observation") if done else None
             s.step(env, obs[env], actions[env], float(rewards[env]),
-                   new_obs[env] if final is None else final, done and not truncated, truncated)
+                   new_obs[env] if final is None else final, done and not truncated, truncated,
+                   s.terms.of_env(info))
         if s.pause is None:
             return True
         self._pause()

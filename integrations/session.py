@@ -51,6 +51,7 @@ from rltrain.utils.run.shell import (
 )
 from rltrain.utils.run.status import StatusFile
 from rltrain.utils.training.evaluation import evaluate
+from rltrain.utils.training.reward_terms import TermReader, add_terms
 
 STATUS_EVERY_SECONDS = 5.0
 # (run paths, "best" or "paused", env steps) -> the checkpoint written
@@ -168,6 +169,7 @@ class Session:
         self.hooks.hooks = hooks.ordered()
         self.run_hooks = hooks
         self.episodes = [EpisodeTally(start.episodes + i) for i in range(config.num_envs)]
+        self.terms = TermReader()  # the reward's terms in the envs' infos
         self.closed = False
         self.status_file = StatusFile(self.paths.status_file, {
             "run": self.paths.name, "max_timesteps": config.max_timesteps,
@@ -254,10 +256,14 @@ class Session:
         d.map.keep_rows(kept, states, acted)
 
     def step(self, env: int, obs: np.ndarray, action: np.ndarray, reward: float,
-             next_obs: np.ndarray, terminated: bool, truncated: bool) -> None:
+             next_obs: np.ndarray, terminated: bool, truncated: bool,
+             reward_terms: dict[str, float] | None = None) -> None:
         """One env step of training env `env`; `next_obs` is the true final observation
-        when the episode ended."""
+        when the episode ended; `reward_terms`: the terms of its reward the env reported
+        (`self.terms` reads them from its info)."""
         self.counters.env_steps += 1
+        if reward_terms:
+            add_terms(self.episodes[env].reward_terms, reward_terms)
         finite = is_finite(next_obs, action, reward)  # what rltrain would store
         step = Step(self.env_steps, env, obs, action, reward, next_obs, terminated, truncated,
                     finite)

@@ -90,9 +90,11 @@ class Watcher:
 
     # ------------------------------------------------------ what the loop calls
     def after_env_step(self, obs: Any, action: Any, reward: Any, next_obs: Any,
-                       terminated: Any, truncated: Any) -> list[Finding]:
+                       terminated: Any, truncated: Any, info: Any = None) -> list[Finding]:
         """One env step: arrays of one env, or with a leading num_envs dimension (vector
-        envs). `next_obs`: the true final observation where an episode ended."""
+        envs). `next_obs`: the true final observation where an episode ended. `info`
+        (optional): the step's info, where the reward's terms are read (a dict, a vector
+        env's info dict, or a list of dicts, one per env)."""
         s = self.session
         s.step_end()  # the previous step's updates are in: what was due after them
         obs, next_obs = np.asarray(obs, np.float32), np.asarray(next_obs, np.float32)
@@ -107,12 +109,13 @@ class Watcher:
         terminated = np.asarray(terminated, bool).reshape(-1)
         truncated = np.asarray(truncated, bool).reshape(-1)
         s.sample(obs_rows)
+        terms = s.terms.of_envs(info, len(obs_rows))
         for env in range(len(obs_rows)):
             if is_finite(next_rows[env], action[env], float(reward[env])):  # as rltrain stores
                 self.buffer.add(obs_rows[env], action[env], float(reward[env]),
                                 next_rows[env], bool(terminated[env]), bool(truncated[env]))
             s.step(env, obs_rows[env], action[env], float(reward[env]), next_rows[env],
-                   bool(terminated[env]), bool(truncated[env]))
+                   bool(terminated[env]), bool(truncated[env]), terms[env])
         return s.take()
 
     def after_update(self, critic_loss: Any = None, actor_loss: Any = None,

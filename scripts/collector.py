@@ -31,6 +31,7 @@ from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
 from rltrain.utils.training.envs import env_code, make_training_envs
 from rltrain.utils.training.exploration import Exploration
 from rltrain.utils.training.normalize import Normalizer
+from rltrain.utils.training.reward_terms import add_terms, step_terms, term_keys
 
 
 @dataclass
@@ -44,6 +45,10 @@ class Episode:
     length: int = 0
     non_finite_rewards: int = 0  # NaN/inf rewards, left out of the return
     actions: list[np.ndarray] = field(default_factory=list)
+    # The sums of the reward's terms the env reports in info (utils/training/reward_terms.py),
+    # up to the latest vector step: a step's terms are added when the envs take it, before
+    # its transition is handed out.
+    reward_terms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,9 @@ class Collector:
         self.unstepped: np.ndarray | None = None
         # A re-seeded fork: (seed, first episode index) whose episodes reset from this seed.
         self.reseeded: tuple[int, int] | None = None
+        # The info keys holding reward terms, read on the run's first env step (None: not
+        # yet); () for an env that reports none, which then costs nothing per step.
+        self.term_keys: tuple[str, ...] | None = None
         # What the run learns of its envs' faults (scripts/distributed.py has some).
         self.report: Callable[[str], None] = lambda message: None
         self.updates: Callable[[], int] = lambda: 0  # the learner's updates (unused here)
@@ -138,8 +146,14 @@ class Collector:
                 actions = self.exploration.noisy(policy(seen), env_steps)
         self.unstepped = actions  # until the envs have taken the step
         with env_code(self.config.env_name, "step"):
-            next_obs, rewards, terminated, truncated, _ = self.envs.step(actions)
+            next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
         self.unstepped = None
+        if self.term_keys is None:
+            self.term_keys = term_keys(infos)
+        if self.term_keys:
+            for episode, terms in zip(self.episodes, step_terms(infos, self.term_keys,
+                                                                 self.num_envs), strict=True):
+                add_terms(episode.reward_terms, terms)
         self.normalizer.update_observations(next_obs)
         seen_next = self.normalizer.observation(next_obs)
         stored = self.normalizer.rewards(rewards, np.logical_or(terminated, truncated))
@@ -157,6 +171,7 @@ class Collector:
             "unstepped": None if self.unstepped is None else torch.from_numpy(
                 np.array(self.unstepped, dtype=np.float32)),
             "reseeded": None if self.reseeded is None else list(self.reseeded),
+            "term_keys": None if self.term_keys is None else list(self.term_keys),
         }
 
     def restore(self, state: dict[str, Any]) -> list[str]:
@@ -172,6 +187,8 @@ class Collector:
         self.unstepped = None if unstepped is None else unstepped.numpy()
         reseeded = state.get("reseeded")  # absent: never re-seeded
         self.reseeded = None if reseeded is None else (int(reseeded[0]), int(reseeded[1]))
+        keys = state.get("term_keys")  # absent: written before reward terms, read anew
+        self.term_keys = None if keys is None else tuple(str(k) for k in keys)
         if not saved:  # stopped before the envs' first reset: the run starts them
             self.episodes = []
             return []
@@ -190,7 +207,8 @@ class Collector:
             self.episodes.append(Episode(index=index, obs=obs,
                                          episode_return=float(e["episode_return"]),
                                          length=int(e["length"]), actions=list(actions),
-                                         non_finite_rewards=int(e.get("non_finite_rewards", 0))))
+                                         non_finite_rewards=int(e.get("non_finite_rewards", 0)),
+                                         reward_terms=terms_from_state(e)))
             if not np.array_equal(np.asarray(obs), e["obs"].numpy()):
                 self.pending = deque(t for t in self.pending if t.env != env)
                 self.restart(env, index)
@@ -213,6 +231,7 @@ def shared_state(episodes: list[Episode], pending: deque[Transition],
         "episodes": [{"index": e.index, "obs": torch.as_tensor(np.array(e.obs)),
                       "episode_return": e.episode_return, "length": e.length,
                       "non_finite_rewards": e.non_finite_rewards,
+                      "reward_terms": dict(e.reward_terms),
                       "actions": actions(e)} for e in episodes],
         "pending": [{"env": t.env, "obs": torch.as_tensor(np.array(t.obs)),
                      "action": torch.as_tensor(np.array(t.action)), "reward": t.reward,
@@ -221,6 +240,11 @@ def shared_state(episodes: list[Episode], pending: deque[Transition],
                      "stored_reward": t.stored_reward}
                     for t in pending],
     }
+
+
+def terms_from_state(episode: dict[str, Any]) -> dict[str, float]:
+    """An episode's reward-term sums as a checkpoint holds them (absent: none kept)."""
+    return {str(k): float(v) for k, v in episode.get("reward_terms", {}).items()}
 
 
 def pending_from_state(state: dict[str, Any]) -> deque[Transition]:

@@ -437,7 +437,31 @@ class DriftingPointEnv(PointEnv):
         return self._obs(), info
 
 
+class TermsPointEnv(PointEnv):
+    """PointEnv (actions in [-1, 1]) whose reward is the sum of terms it reports in info,
+    as Gymnasium's MuJoCo envs do: `reward_goal` (1 - |x|, a bonus), `reward_ctrl`
+    (-ctrl_cost_weight * a^2) and, with `noise`, `reward_noise` (noise drawn from the
+    env's seeded generator, not from the action). `as_dict`: the terms as one dict,
+    info["reward_terms"] = {"goal": ..., "ctrl": ...}."""
+
+    def __init__(self, ctrl_cost_weight: float = 0.1, noise: float = 0.0,
+                 as_dict: bool = False, horizon: int = 20) -> None:
+        super().__init__(-1.0, 1.0, horizon)
+        self.ctrl_cost_weight, self.noise, self.as_dict = ctrl_cost_weight, noise, as_dict
+
+    def step(self, action):
+        obs, _, terminated, truncated, _ = super().step(action)
+        terms = {"goal": 1.0 - abs(self._x),
+                 "ctrl": -self.ctrl_cost_weight * float(action[0]) ** 2}
+        if self.noise:
+            terms["noise"] = self.noise * float(self.np_random.normal())
+        info = ({"reward_terms": terms} if self.as_dict
+                else {f"reward_{k}": v for k, v in terms.items()})
+        return obs, sum(terms.values()), terminated, truncated, info
+
+
 gym.register("FakePoint-v0", entry_point=PointEnv)
+gym.register("FakeTermsPoint-v0", entry_point=TermsPointEnv)
 gym.register("FakeTwoStepPoint-v0", entry_point=PointEnv, kwargs={"horizon": 2})
 gym.register("FakeKillOncePendulum-v0", entry_point=KillOncePendulum)
 gym.register("FakeWeakPoint-v0", entry_point=WeakPointEnv)

@@ -31,7 +31,7 @@ RULE_NAMES = {
     "constant_reward", "reward_drop", "observation_scale", "frozen_observation",
     "time_limit_terminal", "short_horizon", "small_replay", "ignored_action",
     "eval_collapse", "entropy_collapse", "learning_rate", "target_update", "long_horizon",
-    "actor_stalled", "no_learning", "q_divergence"}
+    "actor_stalled", "no_learning", "q_divergence", "reward_terms"}
 INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
                "short_horizon", "small_replay", "ignored_action"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
@@ -330,7 +330,7 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert set(report) == {"run", "findings", "diagnostics_enabled", "unjudged",
-                           "verifications"}
+                           "verifications", "reward_terms"}
     assert report["run"] == "r"
     assert report["diagnostics_enabled"] is True
     assert report["findings"]

@@ -29,7 +29,9 @@ def test_a_case_names_existing_rules_and_a_fix_the_config_takes(case, tmp_path):
         return
     raw = train_config(run, case, 2000, 0, tmp_path)
     config = config_from_dict(raw)  # the planted config is a valid one
-    if case.key:  # the expected fix is a key of the run's config
+    if case.key.startswith("env_kwargs."):  # a weight the planted env takes
+        assert case.key.split(".", 1)[1] in config.env_kwargs
+    elif case.key:  # the expected fix is a key of the run's config
         assert case.key in _keys(config)
 
 
@@ -42,7 +44,7 @@ def _keys(config) -> list[str]:
 @pytest.mark.parametrize("fault, kwargs", [
     ("reward_scale", {"factor": 1e-4}), ("observation_scale", {"factor": 1000.0}),
     ("time_limit_terminal", {}), ("ignored_action", {}), ("sparse_reward", {}),
-    ("small_action_units", {"factor": 0.1})])
+    ("small_action_units", {"factor": 0.1}), ("reward_terms", {"ctrl_cost_weight": 300.0})])
 def test_the_env_faults_run(fault, kwargs):
     env = gym.make(FAULTY_ENV, base="Pendulum-v1", fault=fault, **kwargs)
     env.reset(seed=0)
@@ -54,6 +56,21 @@ def test_the_env_faults_run(fault, kwargs):
     assert ended  # Pendulum's time limit
     if fault == "time_limit_terminal":
         assert terminated and not truncated
+
+
+def test_pendulum_split_into_terms_pays_pendulums_reward_at_its_true_weights():
+    """The healthy terms run (pendulum_terms_ddpg) learns Pendulum's own reward."""
+    run = healthy("pendulum_terms_ddpg")
+    split = gym.make(FAULTY_ENV, base=run.env, **run.env_fault)
+    plain = gym.make(run.env)
+    split.reset(seed=4)
+    plain.reset(seed=4)
+    for action in np.random.default_rng(0).uniform(-3, 3, (200, 1)).astype(np.float32):
+        _, reward, *_, info = split.step(action)
+        assert reward == pytest.approx(plain.step(action)[1], abs=1e-6)
+        assert reward == pytest.approx(sum(v for k, v in info.items()
+                                           if k.startswith("reward_")))
+    assert set(info) >= {"reward_angle", "reward_velocity", "reward_ctrl"}
 
 
 def test_the_table_judges_names_keys_and_false_alarms():

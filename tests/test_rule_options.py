@@ -16,7 +16,12 @@ from rltrain.utils.errors import ConfigError
 from rltrain.utils.rules.registry import all_specs
 from rltrain.utils.rules.spec import Option, RuleSpec
 
-OPTIONS = [(spec, option) for spec in all_specs().values() for option in spec.options]
+# Options that name something (a reward term): text or none, no range.
+TEXT = (str, str | None)
+OPTIONS = [(spec, option) for spec in all_specs().values() for option in spec.options
+           if option.type not in TEXT]
+TEXT_OPTIONS = [(spec, option) for spec in all_specs().values() for option in spec.options
+                if option.type in TEXT]
 
 
 def outside(valid: Range) -> float:
@@ -46,6 +51,18 @@ def test_an_option_outside_its_range_is_refused(spec: RuleSpec, option: Option) 
     with pytest.raises(ConfigError, match=f"config key '{key}' must be"):
         loaded(key, bad)
     config = loaded(key, option.default)
+    assert functools.reduce(getattr, key.split("."), config) == option.default
+
+
+@pytest.mark.parametrize(("spec", "option"), TEXT_OPTIONS,
+                         ids=[f"{s.name}.{o.name}" for s, o in TEXT_OPTIONS])
+def test_a_text_option_refuses_a_number_and_takes_its_default(spec: RuleSpec,
+                                                                option: Option) -> None:
+    key = f"{spec.section}.{spec.name}.{option.name}"
+    with pytest.raises(ConfigError, match=f"config key '{key}' must be a non-empty string"):
+        loaded(key, 3)
+    assert functools.reduce(getattr, key.split("."), loaded(key, "name")) == "name"
+    config = config_from_dict(config_to_dict(TrainConfig()))
     assert functools.reduce(getattr, key.split("."), config) == option.default
 
 

@@ -63,11 +63,13 @@ def train_config(run: Healthy, case: Case | None, steps: int, seed: int,
                 "learning_starts": min(raw.get("learning_starts", 100), steps // 5),
                 "log_dir": str(folder / "logs"), "checkpoint_dir": str(folder / "ck"),
                 "patience": 1000})
+    env_fault = run.env_fault
     if case is not None:
         raw.update(case.sets)
-        if case.env_fault is not None:
-            raw["env_kwargs"] = {"base": run.env, **case.env_fault}
-            raw["env_name"] = FAULTY_ENV
+        env_fault = case.env_fault or env_fault
+    if env_fault is not None:
+        raw["env_kwargs"] = {"base": run.env, **env_fault}
+        raw["env_name"] = FAULTY_ENV
     return raw
 
 
@@ -110,7 +112,7 @@ def right_key(case: Case, suggested: dict[str, Any]) -> bool:
         return False
     if case.direction not in ("up", "down"):
         return True
-    before = _dotted(case.sets, case.key)
+    before = _dotted({**case.sets, "env_kwargs": case.env_fault or {}}, case.key)
     if before is None:
         return True
     after = suggested[case.key]

@@ -21,12 +21,15 @@ FAULTY_ENV = "benchmarks.faults.envs:Faulty-v0"
 
 @dataclass(frozen=True)
 class Healthy:
-    """A healthy run: a shipped tuned config, to count false alarms on."""
+    """A healthy run: a shipped tuned config, to count false alarms on. `env_fault`: the
+    env through Faulty-v0 with these kwargs, faultless (Pendulum's reward reported as its
+    terms, at their true weights), for the cases of that env."""
 
     id: str
     algo: str
     env: str
     steps: int
+    env_fault: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ HEALTHY = (
     Healthy("mountaincar_sac", "sac", "MountainCarContinuous-v0", 10000),
     Healthy("lunarlander_td3", "td3", "LunarLanderContinuous-v3", 10000),
     Healthy("loop_pendulum", "loop", "Pendulum-v1", 6000),  # loop.py with no fault
+    Healthy("pendulum_terms_ddpg", "ddpg", "Pendulum-v1", 6000,
+            env_fault={"fault": "reward_terms"}),
 )
 
 LR_RULES = ("learning_rate", "critic_loss_explosion", "q_explosion", "grad_explosion",
@@ -107,6 +112,14 @@ CASES = (
     Case("sparse_reward", "rail-berkeley/rlkit#97 (a reward given only at the goal)",
          "env", "pendulum_ddpg", ("sparse_reward",),
          env_fault={"fault": "sparse_reward"}),
+    # Pendulum's own control weight is 0.001: at 300, random actions pay ~80x the angle
+    # and velocity costs, and the agent learns not to swing up.
+    Case("control_cost_dominates", "related: Unity-Technologies/ml-agents#2798 (an agent "
+         "that 'prefers to chill and take penalties'); matheusportela/Multiagent-RL#28 (a "
+         "penalty so high the agent turns conservative); openai/gym#2085 (what MuJoCo's "
+         "control and contact costs are for)", "env", "pendulum_terms_ddpg",
+         ("reward_terms",), "env_kwargs.ctrl_cost_weight", "down",
+         env_fault={"fault": "reward_terms", "ctrl_cost_weight": 300.0}),
     Case("ignored_action", "none found yet (an env whose action is never applied)", "env",
          "pendulum_ddpg", ("ignored_action",),
          env_fault={"fault": "ignored_action"}),

@@ -86,9 +86,34 @@ class SparseReward(gym.Wrapper):
         return obs, self.total if terminated or truncated else 0.0, terminated, truncated, info
 
 
+class PendulumTerms(gym.Wrapper):
+    """Pendulum's reward, -(theta^2 + 0.1 theta_dot^2 + 0.001 u^2), reported as its terms in
+    info (`reward_angle`, `reward_velocity`, `reward_ctrl`), as Gymnasium's MuJoCo envs
+    report theirs, with the control cost weighted by `ctrl_cost_weight` (Pendulum's own
+    is 0.001; the name is MuJoCo's). The terms are of the state before the step and the
+    clipped torque, as Pendulum computes its reward."""
+
+    def __init__(self, env: gym.Env, ctrl_cost_weight: float = 0.001) -> None:
+        super().__init__(env)
+        self.ctrl_cost_weight = ctrl_cost_weight
+
+    def step(self, action: Any) -> tuple:
+        pendulum = self.env.unwrapped
+        theta, theta_dot = pendulum.state
+        torque = float(np.clip(np.asarray(action).reshape(-1)[0], -pendulum.max_torque,
+                               pendulum.max_torque))
+        angle = ((theta + np.pi) % (2 * np.pi)) - np.pi  # Pendulum's angle_normalize
+        terms = {"reward_angle": -float(angle ** 2),
+                 "reward_velocity": -0.1 * float(theta_dot ** 2),
+                 "reward_ctrl": -self.ctrl_cost_weight * torque ** 2}
+        obs, _, terminated, truncated, info = self.env.step(action)
+        return obs, sum(terms.values()), terminated, truncated, {**info, **terms}
+
+
 FAULTS = {"reward_scale": RewardScale, "observation_scale": ObservationScale,
           "time_limit_terminal": TimeLimitTerminal, "ignored_action": IgnoredAction,
-          "small_action_units": SmallActionUnits, "sparse_reward": SparseReward}
+          "small_action_units": SmallActionUnits, "sparse_reward": SparseReward,
+          "reward_terms": PendulumTerms}
 
 
 def faulty(base: str, fault: str, **params: Any) -> gym.Env:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from rltrain.utils.config.schema import TrainConfig, training_envs
-from rltrain.utils.diagnostics import ddpg_checks, plots, snapshots
+from rltrain.utils.diagnostics import ddpg_checks, plots, reward_terms, snapshots
 from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.inputs import InputChecks
 from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
@@ -29,6 +29,7 @@ from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Hook, Step, Update
 from rltrain.utils.io.checkpoint import write_json
 from rltrain.utils.rules import ddpg_rules, reward_rules, state_action_rules
+from rltrain.utils.rules.reward_terms import RewardTerms
 from rltrain.utils.rules.spec import RuleContext
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.logger import RunLogger
@@ -59,6 +60,8 @@ class Flow1Diagnostics(Hook):
         self.ddpg = {cls.spec.name: cls(context) for cls in ddpg_rules.CHECKS}
         self.reward = RewardAnalyzer(self.settings.window_size, training_envs(config),
                                      warmup=config.learning_starts)
+        self.terms = reward_terms.TermWindow(self.settings.window_size)
+        self.terms_rule = RewardTerms(context)
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
                                   training_envs(config))
         self.collecting_before_eval = self.map.collecting  # see on_eval_start
@@ -117,12 +120,26 @@ class Flow1Diagnostics(Hook):
             self.logger.diagnostic("reward", env_steps, **stats)
             for rule in self.reward_rules:
                 self.pending += rule.check(env_steps, stats, len(self.reward.episodes))
+        self._reward_terms(episode)
         self.recent_returns.append(episode.episode_return)
         if len(self.recent_returns) == self.recent_returns.maxlen:
             baseline = self.episode_drop.update(float(np.mean(self.recent_returns)))
             if baseline is not None:
                 self._trace(env_steps, f"episode returns fell below their baseline "
                                        f"{baseline:.1f}")
+
+    def _reward_terms(self, episode: EpisodeEnd) -> None:
+        """The reward's terms (an env that reports none: counted, nothing else)."""
+        if not self.terms.add(episode.reward_terms, episode.episode_return):
+            return
+        stats = self.terms.stats()
+        if stats is None:
+            return
+        self.logger.scalars(episode.env_steps, reward_terms.scalars(stats))
+        self.logger.diagnostic("reward_terms", episode.env_steps, terms=stats,
+                               episodes=len(self.terms.terms),
+                               drive=self.terms_rule.driving(stats))
+        self.pending += self.terms_rule.check(episode.env_steps, stats, len(self.terms.terms))
 
     @hook_method
     def on_update(self, update: Update) -> None:
@@ -220,7 +237,11 @@ class Flow1Diagnostics(Hook):
 
     def unjudged(self) -> dict[str, str]:
         """The diagnostics' rules that could not judge the run so far, and why."""
-        return self.inputs.unjudged()
+        found = self.inputs.unjudged()
+        why = self.terms_rule.waiting_for(len(self.terms.terms), self.terms.without)
+        if why is not None:
+            found[self.terms_rule.spec.name] = why
+        return found
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
@@ -229,7 +250,8 @@ class Flow1Diagnostics(Hook):
                 "episode_baseline": self.episode_drop.baseline,
                 "eval_baseline": self.eval_drop.baseline,
                 "recent_returns": list(self.recent_returns),
-                "actor_pre_clip": self.actor_pre_clip, "inputs": self.inputs.state_dict()}
+                "actor_pre_clip": self.actor_pre_clip, "inputs": self.inputs.state_dict(),
+                "reward_terms": self.terms.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reward.load_state_dict(state["reward"])
@@ -241,6 +263,8 @@ class Flow1Diagnostics(Hook):
         self.actor_pre_clip = state["actor_pre_clip"]
         if "inputs" in state:  # saved before these checks existed: they start afresh
             self.inputs.load_state_dict(state["inputs"])
+        if "reward_terms" in state:  # saved before reward terms: they start afresh
+            self.terms.load_state_dict(state["reward_terms"])
 
 
 class NoDiagnostics(Hook):

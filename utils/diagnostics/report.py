@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrain.utils.config.loader import read_yaml_mapping
-from rltrain.utils.diagnostics import evidence, plots
+from rltrain.utils.diagnostics import evidence, plots, reward_terms
 from rltrain.utils.diagnostics.rules import RULES, SEVERITY
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.io.checkpoint import atomic_write
@@ -84,7 +84,17 @@ def diagnose(log_dir: Path) -> dict[str, Any]:
         found = sorted([*found, drops], key=_rank)
     return {"run": log_dir.name, "findings": found,
             "diagnostics_enabled": _diagnostics_enabled(log_dir),
-            "unjudged": unjudged(log_dir), "verifications": verifications(log_dir)}
+            "unjudged": unjudged(log_dir), "verifications": verifications(log_dir),
+            "reward_terms": latest_terms(log_dir)}
+
+
+def latest_terms(log_dir: Path) -> dict[str, Any] | None:
+    """The newest statistics of the reward's terms (flow1.jsonl; none: None): the window's
+    episodes, the driving term and per term its share, mean, std and correlation."""
+    lines = [d for d in read_jsonl(log_dir / DIAGNOSTICS_FILE) if d["kind"] == "reward_terms"]
+    if not lines:
+        return None
+    return {k: lines[-1][k] for k in ("env_steps", "episodes", "drive", "terms")}
 
 
 def unjudged(log_dir: Path) -> dict[str, str]:
@@ -130,10 +140,12 @@ def print_table(report: dict[str, Any]) -> None:
         console.print(Text(f"run {report['run']}: the diagnostics were off in this run "
                            "(diagnostics.enabled: false); only the health rules were checked"))
     waiting = unjudged_lines(report)
+    judged = " by the rules that could judge it" if waiting else ""
     if waiting:  # printed last: after the findings, or after "no problems found"
         waiting = ["not judged (too little data so far):", *(f"  {w}" for w in waiting)]
+    # The reward's terms, where the env reports them, before the rules that did not judge.
+    waiting = reward_terms.table_lines(report.get("reward_terms")) + waiting
     if not problems(report):
-        judged = " by the rules that could judge it" if waiting else ""
         console.print(Text(f"run {report['run']}: no problems found{judged}"))
         if not report["findings"]:
             for line in waiting:
@@ -195,7 +207,7 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
                       key=lambda p: int(p.stem.rsplit("_", 1)[-1]))[-2:]
     parts = [f"<h1>rltrain diagnosis: {html.escape(report['run'])}</h1>",
              "<h2>Findings</h2>", _findings_html(report), *_unjudged_html(report),
-             *_verify_html(report),
+             *_verify_html(report), *_terms_html(report),
              "<h2>Charts</h2>"]
     parts += [f'<img alt="{html.escape(t)}" src="data:image/png;base64,{img}">'
               for t, img in charts if img]
@@ -268,6 +280,14 @@ def _verify_html(report: dict[str, Any]) -> list[str]:
                  r["verdict"]]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return ["<h2>Verified fixes</h2>", "<table>" + "".join(rows) + "</table>"]
+
+
+def _terms_html(report: dict[str, Any]) -> list[str]:
+    """The table of the reward's terms (none reported: nothing)."""
+    lines = reward_terms.table_lines(report.get("reward_terms"))
+    if not lines:
+        return []
+    return ["<h2>Reward terms</h2>", f"<pre>{html.escape(chr(10).join(lines))}</pre>"]
 
 
 def _mean(branch: dict[str, Any]) -> str:

@@ -60,6 +60,9 @@ class EpisodeEnd:
     length: int
     terminated: bool  # False: truncated (a time limit)
     non_finite_rewards: int
+    # The episode's sum of each reward term the env reports in info (`reward_*` entries
+    # or a `reward_terms` dict: utils/training/reward_terms.py); None: it reports none.
+    reward_terms: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from rltrain.utils.rules import (
     no_learning,
     q_divergence,
     reward_rules,
+    reward_terms,
     run_stops,
     state_action_rules,
     target_update,
@@ -30,7 +31,7 @@ from rltrain.utils.rules.spec import RuleContext, RuleHook, RuleSpec, Section
 # In this order in the config sections, the rule reference and `rltrain diagnose`.
 MODULES = (actor_stalled, ddpg_rules, entropy_collapse, eval_collapse, gradient_rules,
            health_rules, input_rules, learning_rate, long_horizon, no_learning, q_divergence,
-           reward_rules, run_stops, state_action_rules, target_update)
+           reward_rules, reward_terms, run_stops, state_action_rules, target_update)
 
 
 def _modules() -> tuple[Any, ...]:

@@ -54,6 +54,7 @@ class Episode(Protocol):
     episode_return: float
     length: int
     non_finite_rewards: int
+    reward_terms: dict[str, float]  # sums of the reward's terms (empty: the env reports none)
 
 
 @dataclass
@@ -64,6 +65,7 @@ class EpisodeTally:
     episode_return: float = 0.0
     length: int = 0
     non_finite_rewards: int = 0
+    reward_terms: dict[str, float] = field(default_factory=dict)
 
 
 def count_step(counters: Counters, episode: Episode, step: Step,
@@ -82,7 +84,8 @@ def count_step(counters: Counters, episode: Episode, step: Step,
     counters.last_return = episode.episode_return
     counters.last_non_finite_rewards = episode.non_finite_rewards
     return EpisodeEnd(step.env_steps, step.env, episode.index, episode.episode_return,
-                      episode.length, step.terminated, episode.non_finite_rewards)
+                      episode.length, step.terminated, episode.non_finite_rewards,
+                      dict(episode.reward_terms) or None)
 
 
 def next_episode_index(counters: Counters, num_envs: int) -> int:
