@@ -297,7 +297,7 @@ class Trainer:
             trace = self.paths.env_error_file(steps)
             write_run_file(trace, exc.details)
             problem += f" (traceback: {trace})"
-        _, then = self._stop("env_error", problem, "the env is fixed")
+        _, then = self._stop(exc.rule, problem, exc.fixed)
         return EnvFailure(f"stopped at step {steps}: {problem}; {then}", exc.details)
 
     def _out_of_memory(self, exc: torch.OutOfMemoryError) -> RunOutcome:
