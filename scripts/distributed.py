@@ -23,7 +23,7 @@ transitions at a time; the actor's weights go to them through the object store e
 Runners lost, failing or silent, and the cluster lost, are scripts/worker_faults.py's:
 the run goes on past a runner restarted, or stops as on an env failure (exit code 5)
 with a checkpoint. The runners' part of checkpoints is scripts/worker_checkpoint.py's,
-their pace (status.json, TensorBoard) worker_stats.py's.
+their pace (status.json, TensorBoard, the `worker_starvation` rule) worker_stats.py's.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from rltrain.scripts.collector import Collector, Episode, Transition
 from rltrain.scripts.env_runner import EnvRunner
 from rltrain.scripts.worker_checkpoint import RunnerCheckpoint
 from rltrain.scripts.worker_faults import join_cluster, last_line
-from rltrain.scripts.worker_stats import RunnerMetrics, RunnerStats
+from rltrain.scripts.worker_stats import PaceCheck, RunnerMetrics, RunnerStats
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import EnvFailure, UserError
 from rltrain.utils.hooks.hook import Hook
@@ -239,9 +239,10 @@ class DistributedCollector(RunnerCheckpoint):
             values[f"workers/runner_{i}_idle_percent"] = stats.idle_percent[i]
         return values
 
-    def hooks(self, logger: Any) -> list[Hook]:
-        """What watches the runners for the run: their figures in TensorBoard."""
-        return [RunnerMetrics(self, logger, self.config.log_freq)]
+    def hooks(self, logger: Any, judge: PaceCheck | None = None) -> list[Hook]:
+        """What watches the runners for the run: their figures in TensorBoard, and
+        `judge` (the health rules' `check_pace`) told each new reading of the pace."""
+        return [RunnerMetrics(self, logger, self.config.log_freq, judge)]
 
 
 def _local_runtime_env(address: str | None) -> dict[str, Any] | None:

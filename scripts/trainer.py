@@ -167,7 +167,8 @@ class Trainer:
                                self.metrics, self.diagnostics, self.device, self.rules)
         hooks.driver = [ProgressHook(self.progress, state.counters.last_return,
                                      self.monitor.best_eval),
-                        *state.collector.hooks(self.logger), *self.extra_hooks]
+                        *state.collector.hooks(self.logger, self.rules.check_pace),
+                        *self.extra_hooks]
         state.watch("diagnostics", self.diagnostics)
         state.watch("metrics", self.metrics, spread=True)
         state.watch("rule_hooks", hooks.rule_states())
