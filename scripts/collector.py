@@ -92,8 +92,9 @@ class Collector:
         """Nothing to add to status.json (env runners add theirs)."""
         return {}
 
-    def hooks(self, logger: Any) -> list[Any]:
-        """Nothing more to watch (env runners' throughput goes to TensorBoard)."""
+    def hooks(self, logger: Any, judge: Any = None) -> list[Any]:
+        """Nothing more to watch (env runners' throughput goes to TensorBoard, and their
+        pace to `judge`)."""
         return []
 
     def close(self) -> None:

@@ -167,7 +167,8 @@ class Trainer:
                                self.metrics, self.diagnostics, self.device, self.rules)
         hooks.driver = [ProgressHook(self.progress, state.counters.last_return,
                                      self.monitor.best_eval),
-                        *state.collector.hooks(self.logger), *self.extra_hooks]
+                        *state.collector.hooks(self.logger, self.rules.check_pace),
+                        *self.extra_hooks]
         state.watch("diagnostics", self.diagnostics)
         state.watch("metrics", self.metrics, spread=True)
         state.watch("rule_hooks", hooks.rule_states())
@@ -297,7 +298,7 @@ class Trainer:
             trace = self.paths.env_error_file(steps)
             write_run_file(trace, exc.details)
             problem += f" (traceback: {trace})"
-        _, then = self._stop("env_error", problem, "the env is fixed")
+        _, then = self._stop(exc.rule, problem, exc.fixed)
         return EnvFailure(f"stopped at step {steps}: {problem}; {then}", exc.details)
 
     def _out_of_memory(self, exc: torch.OutOfMemoryError) -> RunOutcome:

@@ -4,13 +4,14 @@ Per runner, over its last chunk: env steps per second, CPU share, peak memory, t
 share of time it waited idle for the learner to ask again (the learner starves it), its
 Ray node; for the learner: updates per second and the share of time it waited for
 chunks (the runners starve it), between two readings. status.json, `rltrain status` and
-TensorBoard (`workers/`) show them.
+TensorBoard (`workers/`) show them, and each new reading goes to the health rule
+`worker_starvation` (utils/rules/health_rules/worker_starvation.py).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Hook
@@ -34,6 +35,7 @@ class RunnerStats:
         self.restarts = [0] * num_runners
         self._last: tuple[float, int] | None = None
         self.updates_per_s = 0.0
+        self.readings = 0  # the learner's figures measured so far (one per window)
 
     def record(self, runner: int, transitions: int, chunk: dict[str, Any]) -> None:
         self.env_steps[runner] += transitions
@@ -59,6 +61,7 @@ class RunnerStats:
             self.learner_wait_percent = min(100.0, 100 * self.learner_wait
                                             / (now - self._last[0]))
             self._last, self.learner_wait = (now, updates), 0.0
+            self.readings += 1
         return self.updates_per_s
 
     def summary(self, updates: int) -> dict[str, Any]:
@@ -73,16 +76,29 @@ class RunnerStats:
                             for i in range(len(self.steps_per_s))]}
 
 
+# A new reading of the pace judged: (env steps, learner waiting %, runners' idle %).
+PaceCheck = Callable[[int, float, list[float]], list[Finding]]
+
+
 class RunnerMetrics(Hook):
     """The runners' and the learner's throughput in TensorBoard (`workers/`), every
-    `log_freq` env steps."""
+    `log_freq` env steps; each new reading of the pace judged by `judge` (the health
+    rules' `check_pace`), whose findings go to the monitor as any hook's."""
 
     name = "workers"
 
-    def __init__(self, collector: Any, logger: Any, log_freq: int) -> None:
+    def __init__(self, collector: Any, logger: Any, log_freq: int,
+                 judge: PaceCheck | None = None) -> None:
         self.collector, self.logger, self.log_freq = collector, logger, log_freq
+        self.judge = judge
+        self.judged = 0  # the readings judged so far
 
     def on_step_end(self, env_steps: int) -> list[Finding]:
-        if env_steps % self.log_freq == 0:
-            self.logger.scalars(env_steps, self.collector.scalars())
-        return []
+        if env_steps % self.log_freq != 0:
+            return []
+        self.logger.scalars(env_steps, self.collector.scalars())
+        stats = self.collector.stats
+        if self.judge is None or stats.readings == self.judged:  # no new window yet
+            return []
+        self.judged = stats.readings
+        return self.judge(env_steps, stats.learner_wait_percent, list(stats.idle_percent))

@@ -112,8 +112,16 @@ def test_a_resume_into_another_number_of_workers_goes_on_and_says_it_is_not_exac
     assert any("not bit-exact" in m for m in warned), warned
 
 
-def test_an_async_run_trains_reports_its_runners_and_resumes(tmp_path):
-    train(tmp_path, "async", worker_mode="async")
+def test_an_async_run_trains_reports_its_runners_and_resumes(tmp_path, monkeypatch):
+    # A reading of the pace every log_freq steps, however fast the run; a threshold near 0
+    # makes the starvation rule fire on each one: its findings reach events.jsonl.
+    monkeypatch.setattr("rltrain.scripts.worker_stats.MIN_WINDOW", 1e-3)
+    train(tmp_path, "async", worker_mode="async",
+          monitor={"worker_starvation": {"threshold": 0.01, "readings": 1}})
+    starved = [e for e in read_jsonl(tmp_path / "logs/async/events.jsonl")
+               if e.get("rule") == "worker_starvation"]
+    assert starved and all(e["env_steps"] > 100 for e in starved)  # after the warm-up
+    assert {e["suggested_set"]["num_workers"] for e in starved} <= {4, 1}
     status = read_status(tmp_path / "logs/async/status.json")
     assert status["env_steps"] == 300 and status["workers"]["mode"] == "async"
     runners = status["workers"]["runners"]

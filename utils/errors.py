@@ -45,7 +45,11 @@ class OutputError(Exception):
 class EnvFailure(Exception):
     """The env's own code raised an exception (in reset or step): not a bug of rltrain's.
     The message names the exception and where it was raised; `details` holds the
-    traceback, which training writes to the run's log folder."""
+    traceback, which training writes to the run's log folder. `rule` names the stop in
+    events.jsonl; `fixed` says what must hold before the run is resumed."""
+
+    rule = "env_error"
+    fixed = "the env is fixed"
 
     def __init__(self, message: "str | EnvFailure", details: str = "") -> None:
         # An async vector env hands a worker's exception back as `type(exc)(exc)`.

@@ -1,6 +1,7 @@
 """Runs stopped by something outside the training: not configurable, always reported.
 
-scripts/trainer.py records them when the env raises or a file cannot be written.
+scripts/trainer.py records them when the env raises, a file cannot be written or the Ray
+cluster of a run's env runners is lost.
 """
 
 from __future__ import annotations
@@ -25,4 +26,14 @@ SPECS = (
         hypothesis='if the disk is full or a folder is not writable, then saving logs or '
                    'checkpoints fails',
         check='free disk space or fix the permissions, then resume the checkpoint named'),
+    RuleSpec(
+        name='ray_cluster',
+        section='none',
+        group='Runs stopped from outside the training',
+        fires_when='',
+        hypothesis='if the Ray head (or the connection to it) is lost, then every call to '
+                   'the cluster fails and the env runners are gone with it',
+        check='start the cluster again and resume the checkpoint named; or resume it with '
+              '--set ray_address=ADDRESS (another cluster) or ray_address=null (runners on '
+              'this machine); the runners start new episodes'),
 )

@@ -4,7 +4,8 @@ Each health rule (early stopping, bad returns, NaN/inf, explosions, memory, boun
 a module of utils/rules/health_rules/ with its spec, its check and its words, and a
 hook of its own. This list builds them in the order their findings are reported
 (`health_rules.CHECKS`); the loop adds `hooks` to its hook list. It also gives a
-resumed run their checks of the restored state.
+resumed run their checks of the restored state, and the env runners' watcher
+(scripts/worker_stats.py) the check of their pace (`check_pace`).
 What happens to a finding (event line, console, pause) is the monitor's job. The
 per-step checks are plain Python/NumPy on values the loop already has on the host, so
 they cost a few microseconds.
@@ -65,3 +66,9 @@ class HealthRules:
 
     def check_memory(self, env_steps: int) -> list[Finding]:
         return self.by_name["memory"].check(env_steps)
+
+    def check_pace(self, env_steps: int, learner_waiting_percent: float,
+                   runners_idle_percent: list[float]) -> list[Finding]:
+        """A new reading of the env runners' and the learner's pace (num_workers)."""
+        return self.by_name["worker_starvation"].check(env_steps, learner_waiting_percent,
+                                                       runners_idle_percent)

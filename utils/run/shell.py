@@ -141,7 +141,7 @@ class RunHooks:
     def unjudged(self) -> dict[str, str]:
         """Each rule that could not judge the run so far (too little data), and why."""
         found = self.diagnostics.unjudged()
-        for rule in self.rules:
+        for rule in [*self.health.rules, *self.rules]:
             why = rule.unjudged()
             if why is not None:
                 found[rule.spec.name] = why
