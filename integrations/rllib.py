@@ -38,12 +38,12 @@ except ImportError:
 
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
 from rltrain.integrations.rllib_record import Chunk, Recorder
-from rltrain.integrations.rllib_view import ActionScale, rllib_config, rllib_view
+from rltrain.integrations.rllib_settings import check_algorithm, rllib_config
+from rltrain.integrations.rllib_view import learner_metrics, rllib_view
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
 from rltrain.integrations.watcher import KEPT_ROWS, box_dims
 from rltrain.utils.config.schema import TrainConfig
-from rltrain.utils.errors import ConfigError
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.progress import say
@@ -53,8 +53,6 @@ from rltrain.utils.training.replay_buffer import ReplayBuffer
 
 LIBRARY = "ray.rllib"  # how status.json's `integration` begins
 MODULE = "default_policy"  # RLlib's DEFAULT_MODULE_ID: a single-agent algorithm's module
-# RLlib's SAC learner's reports -> rltrain's update metrics
-LOSSES = {"policy_loss": "actor_loss", "qf_mean": "q_mean", "alpha_value": "ent_coef"}
 
 
 def rltrain_callback(run_name: str | None = None, log_dir: str = "logs",
@@ -69,26 +67,6 @@ def rltrain_callback(run_name: str | None = None, log_dir: str = "logs",
     return type("RltrainRLlibCallback", (RltrainRLlibCallback,),
                 {"settings": settings, "recorder": Recorder(),
                  "__module__": RltrainRLlibCallback.__module__})
-
-
-def check_algorithm(algorithm: Any) -> None:
-    """RLlib's SAC on a Box action space, its learner and env runner in this process;
-    anything else is a ConfigError naming what to change."""
-    config = algorithm.config
-    if type(algorithm).__name__ != "SAC":
-        raise ConfigError(f"the rltrain callback watches RLlib's SAC, not "
-                          f"{type(algorithm).__name__}")
-    if config.num_env_runners:
-        raise ConfigError(
-            f"the rltrain callback needs RLlib's env runner in this process: set "
-            f"env_runners(num_env_runners=0), not {config.num_env_runners} (rltrain judges "
-            "every env step, which remote env runners keep in their own processes)")
-    if config.num_learners or not algorithm.learner_group.is_local:
-        raise ConfigError("the rltrain callback needs RLlib's learner in this process: "
-                          f"set learners(num_learners=0), not {config.num_learners}")
-    if config.num_envs_per_env_runner != 1:
-        raise ConfigError("the rltrain callback watches one env: set env_runners("
-                          f"num_envs_per_env_runner=1), not {config.num_envs_per_env_runner}")
 
 
 class RltrainRLlibCallback(RLlibCallback):
@@ -125,6 +103,7 @@ class RltrainRLlibCallback(RLlibCallback):
     def on_train_result(self, *, algorithm: Any, result: dict, **kwargs: Any) -> None:
         chunks = self.recorder.take_chunks()
         if self.stopped:
+            self.recorder.take_evaluations()
             result["rltrain"] = self._report()
             return
         steps = sum(len(chunk.rewards) for chunk in chunks)
@@ -136,6 +115,7 @@ class RltrainRLlibCallback(RLlibCallback):
                 self._tell_chunk(chunk)
             self._tell_updates(result)
             s.step_end()
+            self._tell_evaluation()
         except BaseException:
             self._close("crashed")
             raise
@@ -144,19 +124,6 @@ class RltrainRLlibCallback(RLlibCallback):
         elif s.env_steps >= s.config.max_timesteps:
             self._close("finished")
         result["rltrain"] = self._report()
-
-    def on_evaluate_end(self, *, algorithm: Any, evaluation_metrics: dict,
-                        **kwargs: Any) -> None:
-        """RLlib's evaluation episodes (sampled in this process) as an evaluation of the
-        run: returns and lengths (no start states: the Q check does not judge them)."""
-        episodes = self.recorder.take_evaluations()
-        if self.session is None or self.stopped or not episodes:
-            return
-        empty = np.zeros((0, self.buffer.obs_dim), np.float32)
-        returns, lengths = zip(*episodes, strict=True)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            self.session.evaluated(EvalResult(list(returns), list(lengths), [], empty,
-                                              empty, []))
 
     # ------------------------------------------------------------------ set-up
     def _spaces(self) -> tuple[Any, Any]:
@@ -208,7 +175,9 @@ class RltrainRLlibCallback(RLlibCallback):
         except BaseException:
             self.step_gradients.close()
             raise
-        self.settings = {**self.settings, "run_name": self.session.paths.name}
+        # The run's name (chosen by rltrain where none was given) on the class itself: a
+        # checkpoint's config keeps the class, and its restored algorithm continues the run.
+        type(self).settings = {**self.settings, "run_name": self.session.paths.name}
 
     def _continuation(self, config: TrainConfig, start: int) -> Continuation | None:
         """How an algorithm restored from a checkpoint (one that sampled env steps before
@@ -247,6 +216,19 @@ class RltrainRLlibCallback(RLlibCallback):
                     and np.isfinite(reward):
                 self.buffer.add(obs, actions[t], reward, next_obs, terminated, truncated)
             s.step(0, obs, actions[t], reward, next_obs, terminated, truncated)
+
+    def _tell_evaluation(self) -> None:
+        """RLlib's evaluation episodes of the iteration (its evaluation env runner is in
+        this process too, `evaluation_num_env_runners=0`): their returns and lengths, as
+        an evaluation of the run (no start states: the Q check does not judge them)."""
+        episodes = self.recorder.take_evaluations()
+        if not episodes:
+            return
+        returns, lengths = zip(*episodes, strict=True)
+        empty = np.zeros((0, self.buffer.obs_dim), np.float32)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.session.evaluated(EvalResult(list(returns), list(lengths), [], empty,
+                                              empty, []))
 
     def _tell_updates(self, result: dict) -> None:
         """The iteration's updates: each with the learner's reported losses (RLlib's
@@ -310,22 +292,6 @@ class RltrainRLlibCallback(RLlibCallback):
             self._close("finished")
 
 
-def learner_metrics(learner: Mapping[str, Any]) -> dict[str, float]:
-    """RLlib's SAC learner's report as rltrain's update metrics: `critic_loss` is the
-    twin critics' summed loss (`qf_loss` + `qf_twin_loss`), `entropy` is -`logps`;
-    RLlib's gradient norms (with `log_gradients`) keep their names."""
-    metrics = {ours: float(learner[key]) for key, ours in LOSSES.items() if key in learner}
-    if "qf_loss" in learner:
-        metrics["critic_loss"] = float(learner["qf_loss"]) + float(
-            learner.get("qf_twin_loss", 0.0))
-    if "logps" in learner:
-        metrics["entropy"] = -float(learner["logps"])
-    for key, value in learner.items():
-        if key.startswith("gradients_") and key.endswith("_global_norm"):
-            metrics[key] = float(value)
-    return metrics
-
-
 def finish(algorithm: Any) -> None:
     """End the rltrain run of `algorithm` as finished (a loop that stops before the
     callback's `max_timesteps`); nothing when the run ended already."""
@@ -340,5 +306,5 @@ def _with_gradients(view: Any, steps: StepGradients) -> Any:
     return dataclasses.replace(view, step_gradients=steps.gradients)
 
 
-__all__ = ["ActionScale", "RltrainRLlibCallback", "check_algorithm", "finish",
+__all__ = ["RltrainRLlibCallback", "check_algorithm", "finish",
            "learner_metrics", "rltrain_callback"]

@@ -1,5 +1,5 @@
 """RLlib's SAC (new API stack) as rltrain's hooks see it: its RLModule's networks as an
-`AgentView`, and its AlgorithmConfig's settings in rltrain's keys and in RLlib's names.
+`AgentView`, and its learner's report as update metrics.
 
 RLlib's SAC module (`DefaultSACTorchRLModule`) works in normalised actions: its policy
 is a squashed Gaussian on [-1, 1] (`pi_encoder`, then `pi` gives the mean and log-std),
@@ -8,23 +8,24 @@ env's bounds. The hooks work in the env's units: `RLlibActor` is the policy's
 deterministic action (tanh of the mean) in them, `RLlibCritic` the twin Q-networks
 (`qf_encoder` and `qf`, `qf_twin_encoder` and `qf_twin`) of an env-unit action. Both
 share the module's submodules and parameters under RLlib's own names. This module reads
-the module's and the config's attributes only and imports nothing of Ray.
+the module's attributes only and imports nothing of Ray.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
 from torch import nn
 
-from rltrain.integrations.sb3_settings import plain
 from rltrain.integrations.views import ddpg_probe, deterministic_act
 from rltrain.utils.hooks.agent_view import AgentView
 
 # What RLlib's batches key the observations and actions as (ray.rllib.core.columns).
 OBS, ACTIONS = "obs", "actions"
+# RLlib's SAC learner's report -> rltrain's update metrics
+LOSSES = {"policy_loss": "actor_loss", "qf_mean": "q_mean", "alpha_value": "ent_coef"}
 ENCODER_OUT = "encoder_out"  # ray.rllib.core.models.base.ENCODER_OUT
 
 
@@ -115,70 +116,17 @@ def rllib_view(module: nn.Module, low: np.ndarray, high: np.ndarray, normalized:
     return view, scale
 
 
-# ------------------------------------------------------------------ settings
-# RLlib's SAC settings recorded under config.yaml's `library`, in RLlib's names.
-SETTINGS = ("gamma", "tau", "actor_lr", "critic_lr", "alpha_lr", "lr", "initial_alpha",
-            "target_entropy", "twin_q", "n_step", "train_batch_size_per_learner",
-            "num_steps_sampled_before_learning_starts", "replay_buffer_config",
-            "training_intensity", "target_network_update_freq", "model_config",
-            "num_env_runners", "num_envs_per_env_runner", "rollout_fragment_length",
-            "num_learners", "normalize_actions", "clip_actions", "grad_clip",
-            "grad_clip_by", "log_gradients", "seed", "env", "env_config",
-            "evaluation_interval", "evaluation_duration", "evaluation_duration_unit")
-
-
-def rllib_settings(config: Any) -> dict[str, Any]:
-    """What the algorithm trains with, as RLlib's AlgorithmConfig names it."""
-    settings: dict[str, Any] = {"algorithm": type(config).__name__.removesuffix("Config")}
-    for name in SETTINGS:
-        if hasattr(config, name):
-            settings[name] = plain(getattr(config, name))
-    return settings
-
-
-def updates_per_env_step(config: Any) -> float:
-    """RLlib's SAC updates per env step: `training_intensity` (env steps trained on per
-    env step sampled) over the batch size; without it, one update per rollout fragment
-    of every env (RLlib's "native ratio")."""
-    batch = config.total_train_batch_size
-    if config.training_intensity:
-        return float(config.training_intensity) / batch
-    fragment = config.get_rollout_fragment_length()
-    return 1.0 / (fragment * config.num_envs_per_env_runner * max(config.num_env_runners, 1))
-
-
-def hidden_sizes(config: Any) -> list[int] | None:
-    sizes = config.model_config.get("fcnet_hiddens")
-    return [int(n) for n in sizes] if sizes else None
-
-
-def sac_options(config: Any) -> dict[str, Any]:
-    """RLlib's SAC temperature and target entropy as rltrain's `sac:` options (RLlib
-    always learns the temperature, from `initial_alpha`)."""
-    alpha = float(config.initial_alpha)
-    target = config.target_entropy
-    return {"ent_coef": "auto" if alpha == 1.0 else f"auto_{alpha:g}",
-            "target_entropy": "auto" if target in (None, "auto") else float(target),
-            "target_update_interval": max(int(config.target_network_update_freq or 1), 1)}
-
-
-def rllib_config(config: Any, env_name: str) -> dict[str, Any]:
-    """The algorithm's settings as rltrain config keys (what the checks compare against)."""
-    learning_starts = int(config.num_steps_sampled_before_learning_starts)
-    capacity = (config.replay_buffer_config or {}).get("capacity")
-    widths = hidden_sizes(config)
-    derived: dict[str, Any] = {
-        "algo": "sac", "env_name": env_name, "seed": int(config.seed or 0),
-        "gamma": float(config.gamma), "tau": float(config.tau),
-        "batch_size": int(config.total_train_batch_size),
-        "learning_starts": learning_starts,
-        "num_envs": int(config.num_envs_per_env_runner),
-        "actor_lr": float(config.actor_lr), "critic_lr": float(config.critic_lr),
-        # rltrain counts whole updates per env step: a fraction is recorded as 1 (the
-        # exact figures are library.training_intensity and the batch size)
-        "utd_ratio": max(round(updates_per_env_step(config)), 1),
-        "networks": {"actor": {"hidden_sizes": widths}, "critic": {"hidden_sizes": widths}},
-        "sac": sac_options(config), "library": rllib_settings(config)}
-    if capacity:
-        derived["replay_buffer_size"] = int(capacity)
-    return derived
+def learner_metrics(learner: Mapping[str, Any]) -> dict[str, float]:
+    """RLlib's SAC learner's report as rltrain's update metrics: `critic_loss` is the
+    twin critics' summed loss (`qf_loss` + `qf_twin_loss`), `entropy` is -`logps`;
+    RLlib's gradient norms (with `log_gradients`) keep their names."""
+    metrics = {ours: float(learner[key]) for key, ours in LOSSES.items() if key in learner}
+    if "qf_loss" in learner:
+        metrics["critic_loss"] = float(learner["qf_loss"]) + float(
+            learner.get("qf_twin_loss", 0.0))
+    if "logps" in learner:
+        metrics["entropy"] = -float(learner["logps"])
+    for key, value in learner.items():
+        if key.startswith("gradients_") and key.endswith("_global_norm"):
+            metrics[key] = float(value)
+    return metrics

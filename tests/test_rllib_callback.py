@@ -48,7 +48,7 @@ def tensorboard_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
             for tag in events.Tags()["scalars"]}
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def local_ray():
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     yield
@@ -56,7 +56,7 @@ def local_ray():
 
 
 @pytest.fixture(scope="module")
-def example():
+def example(local_ray):
     spec = importlib.util.spec_from_file_location("rllib_sac", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -154,19 +154,41 @@ def test_rltrain_pause_saves_a_checkpoint_that_restores_and_continues(tmp_path, 
     again.stop()
     status = json.loads(Path("logs/p/status.json").read_text())
     assert (status["state"], status["env_steps"]) == ("finished", 300)
-    assert any(e.get("kind") == "resume" or e.get("action") == "resume"
-               for e in read_jsonl(Path("logs/p/events.jsonl")))
+    resumed = [e for e in read_jsonl(Path("logs/p/events.jsonl")) if e["rule"] == "resume"]
+    assert [e["env_steps"] for e in resumed] == [200]
+    assert "its rules go on" in resumed[0]["message"]  # the watch's state from the pause
+
+
+def test_rllibs_evaluation_episodes_are_the_runs_evaluations(tmp_path, example, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = example.parse([*TINY, "--total-timesteps", "100", "--run-name", "e"])
+    config = example.sac_config(args).evaluation(
+        evaluation_interval=1, evaluation_duration=1, evaluation_duration_unit="episodes")
+    algo = config.build_algo()
+    result = algo.train()
+    algo.stop()
+    assert result["rltrain"]["state"] == "finished"
+    evaluations = [m for m in read_jsonl(Path("logs/e/metrics.jsonl")) if m["kind"] == "eval"]
+    assert len(evaluations) == 1
+    rllib_mean = result["evaluation"]["env_runners"]["episode_return_mean"]
+    assert evaluations[0]["mean_return"] == pytest.approx(rllib_mean)
+    status = json.loads(Path("logs/e/status.json").read_text())
+    assert status["evaluations"] == 1
+    assert (Path("checkpoints/e/best_checkpoint") / "rllib_checkpoint.json").is_file()
 
 
 def test_rltrain_resume_on_an_rllib_checkpoint_says_what_to_do(tmp_path):
     folder = tmp_path / "checkpoints" / "r" / "paused_at_step_200"
     folder.mkdir(parents=True)
     (folder / "rllib_checkpoint.json").write_text("{}")
-    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(folder)])
-    assert result.exit_code == 2
-    assert "RLlib checkpoint" in result.output
-    assert "Algorithm.from_checkpoint" in result.output
-    assert "Traceback" not in result.output
+    (folder / "algorithm_state.pkl").write_bytes(b"")
+    for given in (folder, folder / "algorithm_state.pkl"):
+        result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(given)])
+        assert result.exit_code == 2
+        assert f"'{folder}' is an RLlib checkpoint" in result.output
+        assert 'Algorithm.from_checkpoint(path), then train(): its config\'s callback ' \
+               'continues run "r"' in result.output
+        assert "Traceback" not in result.output
 
 
 def fake_algorithm(name: str = "SAC", runners: int = 0, learners: int = 0,
@@ -189,6 +211,13 @@ def fake_algorithm(name: str = "SAC", runners: int = 0, learners: int = 0,
 def test_what_it_cannot_watch_is_refused_in_one_line(algorithm, named):
     with pytest.raises(ConfigError, match=named):
         check_algorithm(algorithm)
+
+
+def test_a_refusal_ends_build_algo_with_the_one_line(example):
+    args = example.parse([*TINY, "--run-name", "two_envs"])
+    config = example.sac_config(args).env_runners(num_envs_per_env_runner=2)
+    with pytest.raises(ConfigError, match=r"num_envs_per_env_runner=1\), not 2"):
+        config.build_algo()
 
 
 def test_the_learners_report_becomes_rltrains_update_metrics():
