@@ -19,7 +19,7 @@ algorithm with `save_to_path` at the end of the iteration and sets
 `result["rltrain"]["should_stop"]`; `Algorithm.from_checkpoint` restores it, and the
 restored algorithm (whose config holds this callback) continues the run's folder.
 Needs the learner and the env runner in this process: `num_learners=0` and
-`num_env_runners=0` (RLlib's defaults for the learner, not for the env runners).
+`num_env_runners=0` (RLlib's defaults), one env per env runner.
 """
 
 from __future__ import annotations

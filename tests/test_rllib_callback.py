@@ -159,11 +159,12 @@ def test_rltrain_pause_saves_a_checkpoint_that_restores_and_continues(tmp_path, 
     assert "its rules go on" in resumed[0]["message"]  # the watch's state from the pause
 
 
-def test_rllibs_evaluation_episodes_are_the_runs_evaluations(tmp_path, example, monkeypatch):
+def test_rllibs_evaluations_and_gradient_norms_are_recorded(tmp_path, example, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = example.parse([*TINY, "--total-timesteps", "100", "--run-name", "e"])
     config = example.sac_config(args).evaluation(
-        evaluation_interval=1, evaluation_duration=1, evaluation_duration_unit="episodes")
+        evaluation_interval=1, evaluation_duration=1, evaluation_duration_unit="episodes",
+    ).reporting(log_gradients=True)
     algo = config.build_algo()
     result = algo.train()
     algo.stop()
@@ -175,6 +176,9 @@ def test_rllibs_evaluation_episodes_are_the_runs_evaluations(tmp_path, example, 
     status = json.loads(Path("logs/e/status.json").read_text())
     assert status["evaluations"] == 1
     assert (Path("checkpoints/e/best_checkpoint") / "rllib_checkpoint.json").is_file()
+    # RLlib's own gradient norms (log_gradients), under RLlib's names
+    tags = tensorboard_scalars(Path("logs/e"))
+    assert {"train/gradients_qf_global_norm", "train/gradients_policy_global_norm"} <= set(tags)
 
 
 def test_rltrain_resume_on_an_rllib_checkpoint_says_what_to_do(tmp_path):
