@@ -38,7 +38,7 @@ except ImportError:
 
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
 from rltrain.integrations.rllib_record import Chunk, Recorder
-from rltrain.integrations.rllib_settings import check_algorithm, rllib_config
+from rltrain.integrations.rllib_settings import RLlibKeys, check_algorithm, rllib_config
 from rltrain.integrations.rllib_view import learner_metrics, rllib_view
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
@@ -171,7 +171,8 @@ class RltrainRLlibCallback(RLlibCallback):
             self.session = Session(config, view, self.buffer, obs_dim, self._save,
                                    integration, noise=float("nan"), env_steps=start,
                                    updates=self._updates_before(result),
-                                   continued=self._continuation(config, start))
+                                   continued=self._continuation(config, start),
+                                   translate=RLlibKeys(config.batch_size).finding)
         except BaseException:
             self.step_gradients.close()
             raise

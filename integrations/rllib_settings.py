@@ -3,8 +3,10 @@
 `rllib_settings` records what the algorithm trains with as its AlgorithmConfig names it
 (`train_batch_size_per_learner`, `num_steps_sampled_before_learning_starts`,
 `replay_buffer_config`, `model_config`, ...): config.yaml keeps it under `library`,
-beside the rltrain keys the rules judge with (`rllib_config`). `check_algorithm` says
-what the callback cannot watch. This module reads the config's attributes only and
+beside the rltrain keys the rules judge with (`rllib_config`). `RLlibKeys` turns a
+finding's `suggested_set` into the RLlib settings that make the change, and says so in
+the message where RLlib has none. `check_algorithm` says what the callback cannot
+watch. This module reads the config's attributes only and
 imports nothing of Ray.
 """
 
@@ -12,8 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from rltrain.integrations.sb3_settings import plain
+from rltrain.integrations.library_keys import plain, translated
 from rltrain.utils.errors import ConfigError
+from rltrain.utils.hooks.findings import Finding
+
+# rltrain's key -> RLlib SAC's setting, where the value carries over as it is.
+SAME_VALUE = {"gamma": "gamma", "tau": "tau", "actor_lr": "actor_lr",
+              "critic_lr": "critic_lr", "batch_size": "train_batch_size_per_learner",
+              "learning_starts": "num_steps_sampled_before_learning_starts",
+              "sac.target_entropy": "target_entropy"}
 
 
 def check_algorithm(algorithm: Any) -> None:
@@ -102,3 +111,37 @@ def rllib_config(config: Any, env_name: str) -> dict[str, Any]:
     if capacity:
         derived["replay_buffer_size"] = int(capacity)
     return derived
+
+
+class RLlibKeys:
+    """A finding's `suggested_set` in RLlib SAC's settings (AlgorithmConfig's names)."""
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+
+    def translate(self, suggested: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """The RLlib settings for `suggested`, and the rltrain keys RLlib has none for."""
+        rllib: dict[str, Any] = {}
+        missing: list[str] = []
+        for key, value in suggested.items():
+            if key in SAME_VALUE:
+                rllib[SAME_VALUE[key]] = value
+            elif key == "replay_buffer_size":
+                rllib["replay_buffer_config"] = {"capacity": value}
+            elif key == "hidden_sizes":
+                rllib["model_config"] = {"fcnet_hiddens": list(value)}
+            elif key == "grad_clip_norm":
+                rllib.update(grad_clip=value, grad_clip_by="global_norm")
+            elif key == "utd_ratio":  # env steps trained on per env step sampled
+                rllib["training_intensity"] = float(value) * self.batch_size
+            elif key == "sac.ent_coef" and str(value).startswith("auto_"):
+                rllib["initial_alpha"] = float(str(value).removeprefix("auto_"))
+            else:
+                missing.append(key)
+        return rllib, missing
+
+    def finding(self, finding: Finding) -> Finding:
+        """`finding` with its fix in RLlib's settings (its message says what has none)."""
+        if not finding.suggested_set:
+            return finding
+        return translated(finding, "RLlib", *self.translate(finding.suggested_set))

@@ -14,8 +14,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from rltrain.integrations.rllib_settings import RLlibKeys
 from rltrain.scripts.cli import cli
 from rltrain.utils.errors import ConfigError
+from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.run.logger import read_jsonl
 
 ray = pytest.importorskip("ray")
@@ -231,6 +233,20 @@ def test_the_learners_report_becomes_rltrains_update_metrics():
     assert learner_metrics(report) == {
         "critic_loss": 2.0, "actor_loss": -3.0, "q_mean": 4.0, "ent_coef": 0.2,
         "entropy": 0.7, "gradients_policy_global_norm": 2.0}
+
+
+def test_a_findings_fix_is_restated_in_rllibs_settings():
+    finding = Finding(100, "grad_explosion", 1e4, 1e3, "warn", "the critic gradient grew",
+                      suggested_set={"critic_lr": 1e-4, "grad_clip_norm": 10.0,
+                                     "utd_ratio": 2, "normalize.rewards": True})
+    restated = RLlibKeys(batch_size=64).finding(finding)
+    assert restated.suggested_set == {"critic_lr": 1e-4, "grad_clip": 10.0,
+                                      "grad_clip_by": "global_norm",
+                                      "training_intensity": 128.0}
+    assert restated.message == (
+        "the critic gradient grew (in RLlib: critic_lr=0.0001, grad_clip=10.0, "
+        "grad_clip_by='global_norm', training_intensity=128.0) (normalize.rewards=True: "
+        "no RLlib setting does this)")
 
 
 def test_each_factory_call_makes_its_own_class_and_recorder():
