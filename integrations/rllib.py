@@ -24,6 +24,7 @@ Needs the learner and the env runner in this process: `num_learners=0` and
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -162,7 +163,7 @@ class RltrainRLlibCallback(RLlibCallback):
             bool(self.algorithm.config.normalize_actions), config.gamma,
             lambda: self.session.updates if self.session is not None else 0)
         self.step_gradients = StepGradients({"actor": view.actor, "critic": view.critic})
-        view = _with_gradients(view, self.step_gradients)
+        view = dataclasses.replace(view, step_gradients=self.step_gradients.gradients)
         self.buffer = ReplayBuffer(
             min(config.replay_buffer_size, config.learning_starts + KEPT_ROWS), obs_dim,
             action_dim, view.device, seed=derive_seed(config.seed, REPLAY))
@@ -299,12 +300,6 @@ def finish(algorithm: Any) -> None:
     for callback in getattr(algorithm, "callbacks", None) or []:
         if isinstance(callback, RltrainRLlibCallback):
             callback.finish()
-
-
-def _with_gradients(view: Any, steps: StepGradients) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(view, step_gradients=steps.gradients)
 
 
 __all__ = ["RltrainRLlibCallback", "check_algorithm", "finish",

@@ -170,7 +170,8 @@ def test_rllibs_evaluations_and_gradient_norms_are_recorded(tmp_path, example, m
     algo = config.build_algo()
     result = algo.train()
     algo.stop()
-    assert result["rltrain"]["state"] == "finished"
+    # the evaluation episode's 200 steps are not training steps
+    assert (result["rltrain"]["state"], result["rltrain"]["env_steps"]) == ("finished", 100)
     evaluations = [m for m in read_jsonl(Path("logs/e/metrics.jsonl")) if m["kind"] == "eval"]
     assert len(evaluations) == 1
     rllib_mean = result["evaluation"]["env_runners"]["episode_return_mean"]
