@@ -18,13 +18,15 @@ The run's folder, status and rules are those of every rltrain run, so `rltrain s
 algorithm with `save_to_path` at the end of the iteration and sets
 `result["rltrain"]["should_stop"]`; `Algorithm.from_checkpoint` restores it, and the
 restored algorithm (whose config holds this callback) continues the run's folder.
-Needs the learner and the env runner in this process: `num_learners=0` and
-`num_env_runners=0` (RLlib's defaults), one env per env runner.
+Needs the learner in this process (`num_learners=0`, RLlib's default) and one env per
+env runner; remote env runners (`num_env_runners` > 0) send their episodes back when
+the iteration ends, each runner's env one of the run's training envs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -38,7 +40,7 @@ except ImportError:
                       ) from None
 
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
-from rltrain.integrations.rllib_record import Chunk, Recorder
+from rltrain.integrations.rllib_record import Chunk, Recorder, take_recorded
 from rltrain.integrations.rllib_settings import RLlibKeys, check_algorithm, rllib_config
 from rltrain.integrations.rllib_view import learner_metrics, rllib_view
 from rltrain.integrations.session import Session, session_config
@@ -102,18 +104,18 @@ class RltrainRLlibCallback(RLlibCallback):
         self.restored = True  # the first iteration continues the run (from the checkpoint)
 
     def on_train_result(self, *, algorithm: Any, result: dict, **kwargs: Any) -> None:
-        chunks = self.recorder.take_chunks()
+        chunks = self._take_chunks()
         if self.stopped:
             self.recorder.take_evaluations()
             result["rltrain"] = self._report()
             return
-        steps = sum(len(chunk.rewards) for chunk in chunks)
+        steps = sum(len(chunk.rewards) for _, chunk in chunks)
         if self.session is None:
             self._open(result, steps)
         s = self.session
         try:
-            for chunk in chunks:
-                self._tell_chunk(chunk)
+            for env, chunk in chunks:
+                self._tell_chunk(env, chunk)
             self._tell_updates(result)
             s.step_end()
             self._tell_evaluation()
@@ -125,6 +127,18 @@ class RltrainRLlibCallback(RLlibCallback):
         elif s.env_steps >= s.config.max_timesteps:
             self._close("finished")
         result["rltrain"] = self._report()
+
+    def _take_chunks(self) -> list[tuple[int, Chunk]]:
+        """The iteration's training chunks, each with its env (its env runner's index):
+        from this process's Recorder, or from each remote env runner's."""
+        local = [(0, chunk) for chunk in self.recorder.take_chunks()]
+        if not self.algorithm.config.num_env_runners:
+            return local
+        # (the local env runner does not sample for training beside remote ones)
+        taken = self.algorithm.env_runner_group.foreach_env_runner(
+            functools.partial(take_recorded, base=RltrainRLlibCallback),
+            local_env_runner=False)
+        return [(index - 1, chunk) for index, chunks in taken for chunk in chunks]
 
     # ------------------------------------------------------------------ set-up
     def _spaces(self) -> tuple[Any, Any]:
@@ -203,7 +217,7 @@ class RltrainRLlibCallback(RLlibCallback):
         return max(lifetime - now, 0) // batch
 
     # ------------------------------------------------------------ each iteration
-    def _tell_chunk(self, chunk: Chunk) -> None:
+    def _tell_chunk(self, env: int, chunk: Chunk) -> None:
         """One episode chunk, step by step, as an env loop would have told it."""
         s = self.session
         actions = self.scale.to_env_np(chunk.actions)  # as the env got them
@@ -213,11 +227,11 @@ class RltrainRLlibCallback(RLlibCallback):
             reward = float(chunk.rewards[t])
             terminated = chunk.terminated and t == last
             truncated = chunk.truncated and t == last
-            s.sample(obs[None])
+            s.sample_env(env, obs)
             if np.isfinite(next_obs).all() and np.isfinite(actions[t]).all() \
                     and np.isfinite(reward):
                 self.buffer.add(obs, actions[t], reward, next_obs, terminated, truncated)
-            s.step(0, obs, actions[t], reward, next_obs, terminated, truncated)
+            s.step(env, obs, actions[t], reward, next_obs, terminated, truncated)
 
     def _tell_evaluation(self) -> None:
         """RLlib's evaluation episodes of the iteration (its evaluation env runner is in

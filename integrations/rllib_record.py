@@ -5,8 +5,9 @@ and `on_train_result`) and once in each env runner (which gets the episodes). Wi
 `num_env_runners=0` both are in one process: the class `rltrain_callback` makes carries
 one `Recorder`, which its env runner's instance fills at the end of each `sample()`
 (`on_sample_end`: one call per sample, not one per env step) and its algorithm's
-instance empties after each training iteration. An env runner in another process fills
-its own copy, which the algorithm never sees: so remote env runners are refused.
+instance empties after each training iteration. A remote env runner (another process)
+fills its own copy of the class's Recorder; the algorithm's instance takes it there with
+RLlib's `foreach_env_runner` (`take_recorded`), which sends back that runner's chunks.
 """
 
 from __future__ import annotations
@@ -59,3 +60,13 @@ class Recorder:
     def take_evaluations(self) -> list[tuple[float, int]]:
         found, self.evaluations = self.evaluations, []
         return found
+
+
+def take_recorded(env_runner: Any, base: type) -> tuple[int, list[Chunk]]:
+    """In an env runner's process: its index and the training chunks the Recorder of its
+    callback class (a subclass of `base`) kept, taken."""
+    classes = env_runner.config.callbacks_class
+    classes = classes if isinstance(classes, (list, tuple)) else [classes]
+    chunks = [chunk for cls in classes if isinstance(cls, type) and issubclass(cls, base)
+              for chunk in cls.recorder.take_chunks()]
+    return int(env_runner.worker_index or 0), chunks

@@ -26,17 +26,12 @@ SAME_VALUE = {"gamma": "gamma", "tau": "tau", "actor_lr": "actor_lr",
 
 
 def check_algorithm(algorithm: Any) -> None:
-    """RLlib's SAC with its learner and its env runner (of one env) in this process;
-    anything else is a ConfigError naming what to change."""
+    """RLlib's SAC with its learner in this process and one env per env runner; anything
+    else is a ConfigError naming what to change."""
     config = algorithm.config
     if type(algorithm).__name__ != "SAC":
         raise ConfigError(f"the rltrain callback watches RLlib's SAC, not "
                           f"{type(algorithm).__name__}")
-    if config.num_env_runners:
-        raise ConfigError(
-            f"the rltrain callback needs RLlib's env runner in this process: set "
-            f"env_runners(num_env_runners=0), not {config.num_env_runners} (rltrain judges "
-            "every env step, which remote env runners keep in their own processes)")
     if config.num_learners or not algorithm.learner_group.is_local:
         raise ConfigError("the rltrain callback needs RLlib's learner in this process: "
                           f"set learners(num_learners=0), not {config.num_learners}")
@@ -101,7 +96,8 @@ def rllib_config(config: Any, env_name: str) -> dict[str, Any]:
         "gamma": float(config.gamma), "tau": float(config.tau),
         "batch_size": int(config.total_train_batch_size),
         "learning_starts": learning_starts,
-        "num_envs": int(config.num_envs_per_env_runner),
+        # each env runner's env is one of rltrain's training envs
+        "num_envs": max(int(config.num_env_runners), 1) * int(config.num_envs_per_env_runner),
         "actor_lr": float(config.actor_lr), "critic_lr": float(config.critic_lr),
         # rltrain counts whole updates per env step: a fraction is recorded as 1 (the
         # exact figures are library.training_intensity and the batch size)
