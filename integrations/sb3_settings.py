@@ -10,12 +10,11 @@ the model's attributes only and imports nothing of SB3.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from typing import Any
 
 import numpy as np
 
+from rltrain.integrations.library_keys import plain, translated
 from rltrain.utils.hooks.findings import Finding
 
 # rltrain's key -> SB3's constructor argument, where the value carries over as it is.
@@ -27,24 +26,6 @@ SAME_VALUE = {"gamma": "gamma", "tau": "tau", "batch_size": "batch_size",
               "sac.target_entropy": "target_entropy",
               "sac.target_update_interval": "target_update_interval"}
 LEARNING_RATES = ("actor_lr", "critic_lr")  # SB3 has one learning_rate for both
-
-
-def plain(value: Any) -> Any:
-    """`value` as plain YAML data: classes by name, arrays as lists, other objects as
-    their repr (an SB3 setting can be any Python object)."""
-    if isinstance(value, (bool, int, str)) or value is None:
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, (np.ndarray, np.generic)):
-        return plain(value.tolist())
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, type):
-        return value.__name__
-    return repr(value)
 
 
 def action_noise(noise: Any) -> dict[str, Any] | None:
@@ -140,13 +121,6 @@ class SB3Keys:
         if not finding.suggested_set:
             return finding
         sb3, missing = self.translate(finding.suggested_set)
-        message = finding.message
-        if sb3:
-            change = ", ".join(f"{k}={v!r}" for k, v in sb3.items())
-            both = ("; SB3's one learning_rate is both networks'" if "learning_rate" in sb3
-                    and not all(k in finding.suggested_set for k in LEARNING_RATES) else "")
-            message += f" (in SB3: {change}{both})"
-        if missing:
-            message += (f" ({', '.join(f'{k}={finding.suggested_set[k]!r}' for k in missing)}"
-                        f": no SB3 setting does this)")
-        return dataclasses.replace(finding, message=message, suggested_set=sb3)
+        both = ("; SB3's one learning_rate is both networks'" if "learning_rate" in sb3
+                and not all(k in finding.suggested_set for k in LEARNING_RATES) else "")
+        return translated(finding, "SB3", sb3, missing, both)

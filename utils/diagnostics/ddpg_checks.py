@@ -28,7 +28,13 @@ from rltrain.utils.training.replay_buffer import Batch
 @torch.no_grad()
 def q_overestimation(agent: AgentView, result: EvalResult, gamma: float,
                      reward_scale: float) -> dict[str, float]:
-    """`reward_scale`: the largest |reward| seen, the floor of the relative error's scale."""
+    """`reward_scale`: the largest |reward| seen, the floor of the relative error's scale.
+    An evaluation without its episodes' start states (one a library or a loop ran) gives
+    NaN: nothing to compare."""
+    if len(result.start_obs) == 0:
+        nan = float("nan")
+        return {"q_estimate": nan, "q_obtained": nan, "q_overestimation": nan}
+
     def value(obs: np.ndarray) -> np.ndarray:
         x = torch.as_tensor(obs, dtype=torch.float32, device=agent.device)
         return agent.q_value(x, agent.actor(x))[:, 0].cpu().numpy().astype(np.float64)

@@ -111,6 +111,11 @@ class StateActionMap:
         for env in kept:
             self._keep(env, states[env], actions[env])
 
+    def keep_row(self, env: int, state: np.ndarray, action: np.ndarray) -> None:
+        """Keep training env `env`'s state and action of a step its envs did not take
+        together with the others (a library's env runners step on their own)."""
+        self._keep(env, state, action)
+
     def _keep(self, env: int, obs: np.ndarray, action: np.ndarray) -> None:
         row = self.ptr
         self.states[row] = obs

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from rltrain.agents.registry import ALGORITHMS, algorithm
 from rltrain.utils.errors import CheckpointError, OutputError, os_error_in
-from rltrain.utils.io.checkpoint_folder import folder_message
+from rltrain.utils.io.checkpoint_folder import RLLIB_MARK, folder_message
 
 FORMAT = "rltrain-checkpoint"
 FORMAT_VERSION = 1
@@ -140,6 +140,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint '{path}' not found")
     if path.is_dir():
         raise CheckpointError(folder_message(path))
+    if (path.parent / RLLIB_MARK).is_file():  # a file of an RLlib checkpoint folder
+        raise CheckpointError(folder_message(path.parent))
     if not path.is_file():
         raise CheckpointError(f"checkpoint '{path}' is not a file")
     _check_archive(path)

@@ -1,7 +1,9 @@
 """A folder given where a checkpoint file is wanted (`rltrain eval --checkpoint RUN`):
 one line naming the checkpoint files to give instead. A run's checkpoint folder lists
 its own; a run's log folder the ones in the run's checkpoint folder (its config.yaml
-says where); a folder of runs' checkpoint folders names those runs."""
+says where); a folder of runs' checkpoint folders names those runs. An RLlib checkpoint
+folder (a run watched by rltrain's RLlib callback) is said to be RLlib's, with how RLlib
+continues it."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ from rltrain.utils.errors import UserError
 from rltrain.utils.io.safe_yaml import read_yaml_mapping
 
 SHOWN = 6  # checkpoint files or runs a message names before "..."
+RLLIB_MARK = "rllib_checkpoint.json"  # in every checkpoint folder RLlib's save_to_path writes
 
 
 def folder_message(folder: Path) -> str:
     """What to give instead of `folder`, in one line."""
+    if (folder / RLLIB_MARK).is_file():
+        return _rllib_message(folder)
     found = checkpoints_in(folder)
     if found:
         return f"'{folder}' is a folder; give one of its checkpoints: {_listed(folder, found)}"
@@ -27,6 +32,15 @@ def folder_message(folder: Path) -> str:
         return (f"'{folder}' holds runs' checkpoint folders ({names}{more}); give a "
                 f"checkpoint of one (e.g. {runs[0] / checkpoints_in(runs[0])[0].name})")
     return f"'{folder}' is a folder with no checkpoint (*.pt) in it"
+
+
+def _rllib_message(folder: Path) -> str:
+    """What to do with an RLlib checkpoint (an rltrain RLlib callback run's pause or best
+    checkpoint), which rltrain's resume cannot continue: RLlib does, in Python."""
+    run = folder.resolve().parent.name
+    return (f"'{folder}' is an RLlib checkpoint, not an rltrain checkpoint: continue it in "
+            f"Python with RLlib (Algorithm.from_checkpoint(path), then train(): its config's "
+            f"callback continues run \"{run}\"); `rltrain status {run}` prints the exact lines")
 
 
 def checkpoints_in(folder: Path) -> list[Path]:
