@@ -31,7 +31,8 @@ RULE_NAMES = {
     "constant_reward", "reward_drop", "observation_scale", "frozen_observation",
     "time_limit_terminal", "short_horizon", "small_replay", "ignored_action",
     "eval_collapse", "entropy_collapse", "learning_rate", "target_update", "long_horizon",
-    "actor_stalled", "no_learning", "q_divergence"}
+    "actor_stalled", "no_learning", "q_divergence", "gradients_not_zeroed",
+    "actor_loss_steps_critic", "action_range_unused"}
 INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
                "short_horizon", "small_replay", "ignored_action"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
