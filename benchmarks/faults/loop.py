@@ -8,6 +8,10 @@ report planted by name (`FAULTS`): the plain-loop half of the fault benchmark.
                               on Pendulum's [-2, 2])
     actor_steps_critic        the actor's loss is backpropagated into the critic, which
                               its optimiser then steps
+
+Healthy, it is CleanRL's DDPG (256-unit layers, tau 0.005, batch 256, Gaussian noise
+0.1 of the half-range) with RL Zoo's Pendulum learning rate (1e-3) and a 1000-step
+random warm-up; the Watcher gets its target networks and its settings.
 """
 
 from __future__ import annotations
@@ -97,6 +101,7 @@ def run(fault: str | None, env_id: str, steps: int, seed: int, folder: Path,
     buffer = np.zeros((steps, sum(widths)), np.float32)
     config = {"env_name": env_id, "seed": seed, "max_timesteps": steps, "gamma": 0.99,
               "batch_size": 256, "learning_starts": learning_starts, "tau": 0.005,
+              "actor_lr": lr, "critic_lr": lr,
               # the buffer keeps every step: none is ever overwritten
               "replay_buffer_size": 1_000_000, "eval_freq": eval_every, **(watch or {})}
     watcher = Watcher(actor, qf, env.observation_space, space, run_name=run_name,
