@@ -66,12 +66,12 @@ class GradientSources:
                 if p.requires_grad and id(p) not in self.params:
                     self.params[id(p)] = (p, _Param(role))
         self.current: set[str] = set()  # the roles the running backward reached
-        self.counts_ = StepSources({}, {}, 0)
+        self._counts = StepSources({}, {}, 0)
         tensors = [p for p, _ in self.params.values()]
-        # First, so that on the first parameter a backward reaches it runs before the
-        # per-parameter hooks below: a new backward pass, a new set of roles.
+        # Registered first: on the first watched parameter a backward pass reaches, it
+        # runs before that parameter's own hook below and starts the pass's set of roles.
         self._handles: list[Any] = [torch.autograd.graph.register_multi_grad_hook(
-            tensors, self._new_backward, mode="any")]
+            tensors, self._new_backward, mode="any")] if tensors else []
         for p, state in self.params.values():
             self._handles.append(p.register_hook(self._before_accumulation(p, state)))
             self._handles.append(p.register_post_accumulate_grad_hook(
@@ -109,14 +109,14 @@ class GradientSources:
                     through_actor |= "actor" in state.sources | (state.pending or set())
                 state.held, state.backward_since_step = True, False
                 state.remember(p.grad)
-        c = self.counts_
+        c = self._counts
         for name in stepped:
             c.steps[name] = c.steps.get(name, 0) + 1
             c.stale[name] = c.stale.get(name, 0) + (name in stale)
         c.through_actor += through_actor
 
     def counts(self) -> StepSources:
-        return self.counts_
+        return self._counts
 
     def close(self) -> None:
         for handle in self._handles:
