@@ -91,7 +91,8 @@ class RltrainCallback(BaseCallback):
         # The gradients each optimiser steps with: SB3 runs the actor's loss through the
         # critic after the critic's step, so the critic's .grad then is not its own.
         steps = StepGradients({"actor": view.actor, "critic": view.critic})
-        view = dataclasses.replace(view, step_gradients=steps.gradients)
+        view = dataclasses.replace(view, step_gradients=steps.gradients,
+                                   step_sources=steps.sources.counts)
         continued = self._continuation()
         start = continued.env_steps if continued is not None else model.num_timesteps
         # SB3's total_timesteps counts from its num_timesteps (0 again unless

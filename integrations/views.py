@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rltrain.agents.probes import Probe, loss_layer_norms
+from rltrain.integrations.gradient_sources import GradientSources
 from rltrain.utils.training.replay_buffer import Batch
 
 QFunction = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (obs, action) -> [B, 1]
@@ -63,12 +64,14 @@ class StepGradients:
     global optimiser step pre-hook (`torch.optim.Optimizer`'s, for every optimiser of
     the process) copies the gradients of the watched parameters an optimiser is about to
     step; `gradients(name)` gives the newest copy of a network's, by parameter name.
-    `close()` removes the hook."""
+    `sources` counts where those gradients came from (integrations/gradient_sources.py).
+    `close()` removes the hooks."""
 
     def __init__(self, networks: dict[str, nn.Module]) -> None:
         self.named = {name: list(net.named_parameters()) for name, net in networks.items()}
         self.owner = {id(p): name for name, params in self.named.items() for _, p in params}
         self.latest: dict[str, dict[str, torch.Tensor | None]] = {}
+        self.sources = GradientSources(networks)
         # Here, not at the top: a loop with an optimiser has imported torch.optim already.
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
@@ -77,6 +80,8 @@ class StepGradients:
     def _before(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
         stepped = {self.owner[id(p)] for group in optimizer.param_groups
                    for p in group["params"] if id(p) in self.owner}
+        if stepped:
+            self.sources.stepped(optimizer, self.owner)
         for name in stepped:
             self.latest[name] = {key: None if p.grad is None else p.grad.detach().clone()
                                  for key, p in self.named[name]}
@@ -99,6 +104,7 @@ class StepGradients:
 
     def close(self) -> None:
         self._handle.remove()
+        self.sources.close()
 
 
 def ddpg_probe(actor: nn.Module, critic: nn.Module, q_value: QFunction,

@@ -56,13 +56,22 @@ class Watcher:
                  observation_space: gym.Space, action_space: gym.Space,
                  run_name: str | None = None, log_dir: str = "logs",
                  checkpoint_dir: str = "checkpoints",
-                 config: Mapping[str, Any] | None = None) -> None:
+                 config: Mapping[str, Any] | None = None,
+                 actor_target: nn.Module | None = None,
+                 critic_target: nn.Module | Sequence[nn.Module] | None = None) -> None:
         """`config`: rltrain config keys; those of the loop itself (gamma, batch_size,
-        learning_starts, replay_buffer_size, max_timesteps, num_envs, seed, env_name)
-        make the checks fit it; the rest set rule thresholds and actions."""
+        learning_starts, replay_buffer_size, max_timesteps, num_envs, seed, env_name,
+        tau) make the checks fit it; the rest set rule thresholds and actions.
+        `actor_target`, `critic_target`: the loop's target networks (the critic's as
+        many as the critic's), for the target_update rule, which judges how the critic's
+        target follows the critic (none given: not judged)."""
         obs_dim, action_dim = box_dims(observation_space, action_space)
         self.actor = actor
         self.critic = critic if isinstance(critic, nn.Module) else Critics(list(critic))
+        targets = {"actor_target": actor_target, "critic_target": critic_target
+                   if critic_target is None or isinstance(critic_target, nn.Module)
+                   else Critics(list(critic_target))}
+        self.targets = {name: net for name, net in targets.items() if net is not None}
         # The gradients each optimiser steps with (a loop may backpropagate the actor's loss
         # through the critic after the critic's step: its .grad then is not its own).
         self.step_gradients = StepGradients({"actor": actor, "critic": self.critic})
@@ -79,10 +88,11 @@ class Watcher:
             act=deterministic_act(actor, device),
             probe=ddpg_probe(actor, self.critic, lambda o, a: first(o, a)[..., :1], c.gamma),
             updates=lambda: self.session.updates,
-            networks=lambda: {"actor": self.actor, "critic": self.critic},
+            networks=lambda: {"actor": self.actor, "critic": self.critic, **self.targets},
             action_low=np.asarray(action_space.low, np.float32),
             action_high=np.asarray(action_space.high, np.float32), device=device,
-            step_gradients=self.step_gradients.gradients)
+            step_gradients=self.step_gradients.gradients,
+            step_sources=self.step_gradients.sources.counts)
         self.session = Session(c, view, self.buffer, obs_dim, self._save,
                                "plain PyTorch loop (rltrain.integrations.Watcher)",
                                noise=c.exploration_noise)

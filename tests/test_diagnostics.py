@@ -32,7 +32,7 @@ RULE_NAMES = {
     "time_limit_terminal", "short_horizon", "small_replay", "ignored_action",
     "eval_collapse", "entropy_collapse", "learning_rate", "target_update", "long_horizon",
     "actor_stalled", "no_learning", "q_divergence", "reward_terms", "worker_starvation",
-    "ray_cluster"}
+    "ray_cluster", "gradients_not_zeroed", "actor_loss_steps_critic", "action_range_unused"}
 INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
                "short_horizon", "small_replay", "ignored_action"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}

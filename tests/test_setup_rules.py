@@ -127,6 +127,29 @@ def test_target_update_names_a_chasing_or_frozen_target(tmp_path: Path, tau: flo
     assert found[-1].suggested_set == {"tau": 0.005}
 
 
+@pytest.mark.parametrize("tau, code", [(0.005, True), (1e-6, False)])
+def test_a_target_that_never_changes_is_code_unless_tau_explains_it(
+        tmp_path: Path, tau: float, code: bool) -> None:
+    """The loop never touches the target while the critic drifts: with a usual tau that
+    is the loop's code, no config fix; with a tau far too small, tau's frozen verdict."""
+    ctx = context(tmp_path, tau=tau, diagnostics={"target_update": {**EVERY, "frozen": 0.5}})
+    view = ctx.view
+    drift = [torch.randn_like(p) for p in view.critic.parameters()]
+    hook, found = TargetUpdate(ctx), []
+    for k in range(1, 61):
+        with torch.no_grad():
+            for p, d in zip(view.critic.parameters(), drift, strict=True):
+                p.add_(d * 0.01 * p.norm() / d.norm())
+        found += hook.on_update(Update(k, k, {"q_mean": -1.0, "actor_loss": 1.0}))
+    assert found
+    if code:
+        assert "the loop does not update its target networks" in found[0].message
+        assert found[0].suggested_set == {} and found[0].value["target_moved"] == 0.0
+    else:
+        assert all("frozen" in f.message for f in found)
+        assert found[-1].suggested_set == {"tau": 0.005}
+
+
 def _episodes(hook: Any, n: int, length: int, episode_return: float) -> None:
     for i in range(n):
         hook.on_episode_end(EpisodeEnd((i + 1) * length, 0, i, episode_return, length,

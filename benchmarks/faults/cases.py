@@ -129,8 +129,8 @@ CASES = (
     # --- code faults in a plain loop, watched by the Watcher
     Case("no_zero_grad", "pytorch/pytorch#47175 (forgetting zero_grad); "
          "tenstorrent/tt-blacksmith#711", "code", "loop_pendulum",
-         ("grad_explosion", "critic_loss_explosion", "learning_rate", "q_divergence"),
-         loop="no_zero_grad"),
+         ("gradients_not_zeroed", "grad_explosion", "critic_loss_explosion",
+          "learning_rate", "q_divergence"), loop="no_zero_grad"),
     Case("target_never_updated", "kakaoenterprise/JORLDY#120 (missing target actor "
          "update); MorvanZhou/Reinforcement-learning-with-tensorflow#106", "code",
          "loop_pendulum", ("target_update",), loop="frozen_target"),
@@ -139,11 +139,12 @@ CASES = (
          ("time_limit_terminal",), loop="done_includes_truncation"),
     Case("actions_not_rescaled", "none found yet (a tanh output sent to the env "
          "unscaled)", "code", "loop_pendulum",
-         ("action_saturation",), loop="unscaled_actions"),
+         ("action_range_unused", "action_saturation"), loop="unscaled_actions"),
     Case("actor_loss_steps_the_critic", "related: openai/spinningup#65 (which update runs "
          "first in DDPG); the fault itself: none found yet", "code",
-         "loop_pendulum", ("q_divergence", "value_policy_imbalance", "learning_rate",
-                           "critic_loss_explosion", "q_explosion"), loop="actor_steps_critic"),
+         "loop_pendulum", ("actor_loss_steps_critic", "q_divergence",
+                           "value_policy_imbalance", "learning_rate", "critic_loss_explosion",
+                           "q_explosion"), loop="actor_steps_critic"),
 )
 
 

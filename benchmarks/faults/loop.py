@@ -8,6 +8,10 @@ report planted by name (`FAULTS`): the plain-loop half of the fault benchmark.
                               on Pendulum's [-2, 2])
     actor_steps_critic        the actor's loss is backpropagated into the critic, which
                               its optimiser then steps
+
+Healthy, it is CleanRL's DDPG (256-unit layers, tau 0.005, batch 256, Gaussian noise
+0.1 of the half-range) with RL Zoo's Pendulum learning rate (1e-3) and a 1000-step
+random warm-up; the Watcher gets its target networks and its settings.
 """
 
 from __future__ import annotations
@@ -77,25 +81,32 @@ def update(nets: tuple, opts: tuple, batch: tuple, fault: str | None, gamma: flo
 
 
 def run(fault: str | None, env_id: str, steps: int, seed: int, folder: Path,
-        run_name: str, hidden: int = 64, learning_starts: int = 1000,
-        eval_every: int = 2000) -> Path:
-    """Train `steps` env steps with `fault` planted; the run's log folder."""
+        run_name: str, hidden: int = 256, learning_starts: int = 1000, lr: float = 1e-3,
+        eval_every: int | None = None, watch: dict | None = None) -> Path:
+    """Train `steps` env steps with `fault` planted; the run's log folder. Evaluated
+    every `eval_every` steps (default: a fifth of the run, as the benchmark's rltrain
+    runs are), so that the last evaluation is the policy at the end. `watch`: more
+    config keys for the Watcher (rule settings)."""
+    eval_every = eval_every or max(steps // 5, 1000)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     env, eval_env = gym.make(env_id), gym.make(env_id)
     space, obs_dim = env.action_space, env.observation_space.shape[0]
     actor = Actor(obs_dim, space, hidden, scaled=fault != "unscaled_actions")
     qf = QNetwork(*mlp(obs_dim + space.shape[0], hidden, 1))
-    nets = (actor, qf, copy.deepcopy(actor), copy.deepcopy(qf))
-    opts = (optim.Adam(actor.parameters(), lr=3e-4), optim.Adam(qf.parameters(), lr=3e-4))
+    actor_target, qf_target = copy.deepcopy(actor), copy.deepcopy(qf)
+    nets = (actor, qf, actor_target, qf_target)
+    opts = (optim.Adam(actor.parameters(), lr=lr), optim.Adam(qf.parameters(), lr=lr))
     widths = [obs_dim, obs_dim, space.shape[0], 1, 1]
     buffer = np.zeros((steps, sum(widths)), np.float32)
+    config = {"env_name": env_id, "seed": seed, "max_timesteps": steps, "gamma": 0.99,
+              "batch_size": 256, "learning_starts": learning_starts, "tau": 0.005,
+              "actor_lr": lr, "critic_lr": lr,
+              # the buffer keeps every step: none is ever overwritten
+              "replay_buffer_size": 1_000_000, "eval_freq": eval_every, **(watch or {})}
     watcher = Watcher(actor, qf, env.observation_space, space, run_name=run_name,
-                      log_dir=str(folder / "logs"), checkpoint_dir=str(folder / "ck"), config={
-                          "env_name": env_id, "seed": seed, "max_timesteps": steps,
-                          "gamma": 0.99, "batch_size": 256, "learning_starts": learning_starts,
-                          # the buffer keeps every step: none is ever overwritten
-                          "replay_buffer_size": 1_000_000, "eval_freq": eval_every})
+                      log_dir=str(folder / "logs"), checkpoint_dir=str(folder / "ck"),
+                      config=config, actor_target=actor_target, critic_target=qf_target)
     obs, _ = env.reset(seed=seed)
     for step in range(steps):
         if step < learning_starts:

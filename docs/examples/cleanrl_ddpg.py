@@ -78,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     buffer = np.zeros((n, sum(widths)), np.float32)  # the replay buffer, a row per step
     watcher = Watcher(actor, qf, env.observation_space, space, run_name=args.run_name, config={
         "env_name": args.env_id, "seed": args.seed, "max_timesteps": n, "gamma": args.gamma,
-        "batch_size": args.batch_size, "learning_starts": args.learning_starts,
-        "replay_buffer_size": n, "exploration_noise": args.exploration_noise})
+        "batch_size": args.batch_size, "learning_starts": args.learning_starts, "tau": args.tau,
+        "replay_buffer_size": n, "exploration_noise": args.exploration_noise},
+        actor_target=nets[2], critic_target=nets[3])
     obs, _ = env.reset(seed=args.seed)
     for step in range(n):
         if step < args.learning_starts:

@@ -130,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                       run_name=args.run_name, config={"algo": "td3", "num_envs": n,  # rltrain
         "env_name": args.env_id, "seed": args.seed, "gamma": args.gamma,  # rltrain
         "max_timesteps": args.total_timesteps * n, "replay_buffer_size": args.buffer_size,  #rltrain
-        "learning_starts": args.learning_starts * n, "batch_size": args.batch_size})  # rltrain
+        "learning_starts": args.learning_starts * n, "batch_size": args.batch_size,  # rltrain
+        "tau": args.tau}, actor_target=target_actor,  # rltrain
+        critic_target=[qf1_target, qf2_target])  # rltrain
     eval_env = gym.make(args.env_id)  # rltrain
 
     obs, _ = envs.reset(seed=args.seed)

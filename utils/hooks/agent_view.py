@@ -8,12 +8,24 @@ depend on no particular agent class.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 import torch
 from torch import nn
+
+
+@dataclass
+class StepSources:
+    """What a watched loop's optimisers stepped with, counted since the watch began
+    (integrations/gradient_sources.py): per network ("actor", "critic"), its optimiser
+    steps and those whose gradients still held the previous step's (never cleared);
+    the critic's steps with gradients from a backward that also reached the actor."""
+
+    steps: dict[str, int] = field(default_factory=dict)
+    stale: dict[str, int] = field(default_factory=dict)
+    through_actor: int = 0
 
 
 @dataclass(frozen=True)
@@ -37,3 +49,5 @@ class AgentView:
     # through a probe of its deterministic action. A gradient trace does not judge them
     # (no gradient there is no evidence); their step gradients still are.
     unprobed: tuple[str, ...] = ()
+    # What the optimisers stepped with (None: not watched; rltrain's own update is not)
+    step_sources: Callable[[], StepSources] | None = None

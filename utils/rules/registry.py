@@ -9,7 +9,9 @@ from functools import cache
 from typing import Any
 
 from rltrain.utils.rules import (
+    action_range,
     actor_stalled,
+    code_faults,
     ddpg_rules,
     entropy_collapse,
     eval_collapse,
@@ -29,9 +31,10 @@ from rltrain.utils.rules import (
 from rltrain.utils.rules.spec import RuleContext, RuleHook, RuleSpec, Section
 
 # In this order in the config sections, the rule reference and `rltrain diagnose`.
-MODULES = (actor_stalled, ddpg_rules, entropy_collapse, eval_collapse, gradient_rules,
-           health_rules, input_rules, learning_rate, long_horizon, no_learning, q_divergence,
-           reward_rules, reward_terms, run_stops, state_action_rules, target_update)
+MODULES = (action_range, actor_stalled, code_faults, ddpg_rules, entropy_collapse,
+           eval_collapse, gradient_rules, health_rules, input_rules, learning_rate,
+           long_horizon, no_learning, q_divergence, reward_rules, reward_terms, run_stops,
+           state_action_rules, target_update)
 
 
 def _modules() -> tuple[Any, ...]:

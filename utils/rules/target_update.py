@@ -8,7 +8,10 @@ target some tens to hundreds of updates behind. A lag below the threshold means 
 target follows within an update or two (tau near 1): the TD target moves with every
 update and the critic chases itself. A distance above `frozen` (a share of the weights'
 norm) means the target stayed near where it started (tau near 0) while the online
-critic moved on: the TD targets come from a critic that no longer exists.
+critic moved on: the TD targets come from a critic that no longer exists. A target
+that did not change at all over `measurements` spans of `every_updates` updates while
+the online critic moved, with a tau of the usual size, is not a tau to tune: the loop
+never updates it (a code fault).
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ class TargetUpdate(RuleHook):
         self.lags: list[float] = []
         self.distances: list[float] = []
         self.before: torch.Tensor | None = None
+        # The target's own change from one measurement to the next (0: it never moved)
+        # and the online critic's over the same span.
+        self.target_moves: list[float] = []
+        self.online_moves: list[float] = []
+        self.then: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def _networks(self) -> tuple[Any, Any] | None:
         view = self.context.view
@@ -74,12 +82,24 @@ class TargetUpdate(RuleHook):
             self.before = None
         if update.updates % max(1, self.settings.every_updates) == 0:
             self.before = flat(online)
+            self._span(self.before, flat(target))
             return self._judge(update.env_steps)
         return []
 
+    def _span(self, online: torch.Tensor, target: torch.Tensor) -> None:
+        """How far the target and the online critic moved since the last measurement."""
+        if self.then is not None:
+            keep = self.settings.measurements
+            self.online_moves = [*self.online_moves,
+                                 relative_change(self.then[0], online)][-keep:]
+            self.target_moves = [*self.target_moves,
+                                 relative_change(self.then[1], target)][-keep:]
+        self.then = (online, target)
+
     def _judge(self, env_steps: int) -> list[Finding]:
-        if len(self.lags) < self.settings.measurements:
-            return []
+        never = self._never_updated(env_steps)
+        if never or len(self.lags) < self.settings.measurements:
+            return never
         lag, distance = statistics.median(self.lags), statistics.median(self.distances)
         tau = self.context.config.tau
         if lag < self.rule.threshold:
@@ -96,6 +116,22 @@ class TargetUpdate(RuleHook):
                          f"resume with --set tau={PROPOSED_TAU}",
                          suggested_set={"tau": PROPOSED_TAU})
 
+    def _never_updated(self, env_steps: int) -> list[Finding]:
+        """The target did not change in any of the newest spans; the online critic did."""
+        if (len(self.target_moves) < self.settings.measurements or any(self.target_moves)
+                or not all(self.online_moves)
+                or self.context.config.tau < USUAL_TAU[0]):  # a tau too small explains it
+            return []
+        updates = len(self.target_moves) * self.settings.every_updates
+        moved = sum(self.online_moves)
+        return self.rule.fire(
+            env_steps, {"target_moved": 0.0, "online_moved": float(f"{moved:.3g}")},
+            f"the critic's target has not changed in {updates} updates while the online "
+            f"critic moved {moved:.2g} of its norm: the loop does not update its target "
+            "networks (tau is not the cause); after each update move each target toward "
+            "its network, target = (1 - tau) * target + tau * online",
+            suggested_set={})
+
     def unjudged(self) -> str | None:
         if self._networks() is None:
             return None
@@ -103,8 +139,12 @@ class TargetUpdate(RuleHook):
                             f"one every {self.settings.every_updates} updates")
 
     def state_dict(self) -> dict[str, Any]:
-        return {"lags": self.lags, "distances": self.distances}
+        return {"lags": self.lags, "distances": self.distances,
+                "target_moves": self.target_moves, "online_moves": self.online_moves}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.lags = [float(x) for x in state["lags"]]
         self.distances = [float(x) for x in state["distances"]]
+        # (saved before the spans were measured: they start afresh)
+        self.target_moves = [float(x) for x in state.get("target_moves", [])]
+        self.online_moves = [float(x) for x in state.get("online_moves", [])]

@@ -1,0 +1,148 @@
+"""Code faults of a plain loop named from the order of its backward passes and optimiser
+steps (integrations/gradient_sources.py; utils/rules/code_faults.py) and a target network
+that never moves (utils/rules/target_update.py): each planted in a hand-made loop and in
+the fault benchmark's loop, while the healthy orders (SB3's and CleanRL's among them)
+stay silent."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from stable_baselines3 import SAC, TD3
+from torch import nn
+
+from benchmarks.faults.loop import run as run_loop
+from rltrain.integrations.sb3 import RltrainCallback
+from rltrain.integrations.views import StepGradients
+from rltrain.utils.run.logger import read_jsonl
+
+CODE_RULES = {"gradients_not_zeroed", "actor_loss_steps_critic"}
+
+
+def update(kind: str, actor: nn.Module, critic: nn.Module, actor_opt: torch.optim.Optimizer,
+           critic_opt: torch.optim.Optimizer, g: torch.Generator) -> None:
+    """One DDPG-style update in the order `kind` names."""
+    obs, actions, target = (torch.randn(8, 3, generator=g), torch.randn(8, 1, generator=g),
+                            torch.randn(8, 1, generator=g))
+
+    def critic_loss() -> torch.Tensor:
+        return (critic(torch.cat([obs, actions], 1)) - target).square().mean()
+
+    if kind == "micro_batches":  # two backwards add up into one step, cleared after it
+        critic_loss().backward()
+        critic_loss().backward()
+        critic_opt.step()
+        critic_opt.zero_grad()
+    else:
+        if kind not in ("no_zero_grad", "no_zero_grad_sb3_order"):
+            critic_opt.zero_grad(set_to_none=kind != "zeroed_in_place")
+        critic_loss().backward()
+        critic_opt.step()
+    actor_loss = -critic(torch.cat([obs, actor(obs)], 1)).mean()
+    actor_opt.zero_grad()
+    if kind == "actor_steps_critic":
+        critic_opt.zero_grad()
+        actor_loss.backward()
+        critic_opt.step()
+    elif kind in ("actor_only", "no_zero_grad", "micro_batches"):
+        actor_loss.backward(inputs=list(actor.parameters()))
+    else:  # SB3's and CleanRL's: into the critic's .grad too, cleared before its next use
+        actor_loss.backward()
+    actor_opt.step()
+
+
+@pytest.mark.parametrize("kind, stale, through_actor", [
+    ("sb3_order", 0, 0), ("zeroed_in_place", 0, 0), ("actor_only", 0, 0),
+    ("micro_batches", 0, 0), ("no_zero_grad", 5, 0), ("no_zero_grad_sb3_order", 5, 0),
+    ("actor_steps_critic", 0, 6)])
+def test_each_optimiser_step_is_counted_by_where_its_gradients_came_from(
+        kind, stale, through_actor):
+    torch.manual_seed(0)
+    actor = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+    critic = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-3)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    steps = StepGradients({"actor": actor, "critic": critic})
+    g = torch.Generator().manual_seed(1)
+    try:
+        for _ in range(6):
+            update(kind, actor, critic, actor_opt, critic_opt, g)
+        counts = steps.sources.counts()
+    finally:
+        steps.close()
+    # the first step has nothing before it to still hold
+    assert counts.stale == {"actor": 0, "critic": stale}
+    assert counts.through_actor == through_actor
+    assert counts.steps == {"actor": 6, "critic": 12 if kind == "actor_steps_critic" else 6}
+
+
+def warned(log_dir) -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {}
+    for event in read_jsonl(log_dir / "events.jsonl") if (log_dir / "events.jsonl").exists() \
+            else []:
+        if event.get("action") in ("warn", "pause"):
+            found.setdefault(event["rule"], []).append(event)
+    return found
+
+
+# target_update measured every 5 updates (not 250): five spans in 25 updates
+WATCH = {"diagnostics": {"target_update": {"every_updates": 5}}}
+
+
+@pytest.mark.parametrize("fault, rule, words", [
+    (None, None, None),
+    ("no_zero_grad", "gradients_not_zeroed", "the critic's optimiser stepped "),
+    ("actor_steps_critic", "actor_loss_steps_critic", "backward(inputs=list(actor.parameters"),
+    ("frozen_target", "target_update", "the loop does not update its target networks")])
+def test_the_benchmark_loop_names_its_planted_code_fault(tmp_path, fault, rule, words):
+    log_dir = run_loop(fault, "Pendulum-v1", 300, 0, tmp_path, "loop", hidden=16,
+                       learning_starts=200, eval_every=10_000, watch=WATCH)
+    found = warned(log_dir)
+    named = set(found) & (CODE_RULES | {"target_update"})
+    assert named == ({rule} if rule else set())
+    if rule:
+        first = found[rule][0]
+        assert words in first["message"] and "suggested_set" not in first
+        assert first["env_steps"] <= 240  # within the first 40 updates
+
+
+@pytest.mark.parametrize("algo", [TD3, SAC])
+def test_sb3_order_of_updates_is_not_a_code_fault(tmp_path, monkeypatch, algo):
+    monkeypatch.chdir(tmp_path)
+    model = algo("MlpPolicy", "Pendulum-v1", policy_kwargs={"net_arch": [16, 16]},
+                 batch_size=32, learning_starts=100, seed=0, device="cpu")
+    callback = RltrainCallback("sb3", config=WATCH)
+    model.learn(300, callback=callback)
+    counts = callback.step_gradients.sources.counts()
+    assert counts.steps["critic"] == 200 and counts.stale["critic"] == 0
+    assert counts.through_actor == 0
+    assert not set(warned(tmp_path / "logs" / "sb3")) & (CODE_RULES | {"target_update"})
+
+
+def action_range_rule():
+    from rltrain.utils.config.loader import config_from_dict
+    from rltrain.utils.rules.action_range import ActionRangeUnused
+    from rltrain.utils.rules.spec import RuleContext
+
+    return ActionRangeUnused(RuleContext(config_from_dict({"env_name": "Pendulum-v1"}), 3, 1))
+
+
+@pytest.mark.parametrize("policy, fires", [
+    ("tanh_unscaled", True),       # at +-1 on [-2, 2]: half the range, piled on both sides
+    ("tanh_scaled", False),        # at the bounds +-2: action_saturation's, not this one
+    ("constant", False),           # one value everywhere: a pile on one side only
+    ("spread_small", False),       # within +-1 but nothing piled at the edge
+])
+def test_actions_piled_at_a_limit_inside_the_bounds_are_named(policy, fires):
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.0, 3.0, (512, 1))
+    actions = {"tanh_unscaled": np.tanh(x), "tanh_scaled": 2 * np.tanh(x),
+               "constant": np.full((512, 1), 0.3),
+               "spread_small": rng.uniform(-1.0, 1.0, (512, 1))}[policy]
+    low, high = np.array([-2.0]), np.array([2.0])
+    found = action_range_rule()._judge(3000, actions, low, high)
+    assert bool(found) == fires
+    if fires:
+        assert found[0].value["reach"] == 0.5 and found[0].value["at_limit"] > 0.4
+        assert "use only 50% of the env's range" in found[0].message
