@@ -103,8 +103,8 @@ def _verdict(v: dict[str, Any]) -> str:
 
 
 def verified_line(cases: list[list[dict[str, Any]]]) -> str:
-    """"verified: X/Y named fixes confirmed": of the cases whose fix `--verify` tried
-    (Y), those every seed confirmed (X), and the env steps it trained for them."""
+    """The total "verified: X/Y named fixes confirmed": of the cases whose fix `--verify`
+    tried (Y), those every seed confirmed (X), and the env steps it trained for them."""
     tried = [[r["verify"] for r in runs if r.get("verify")] for runs in cases]
     tried = [checks for checks in tried if checks]
     if not tried:
