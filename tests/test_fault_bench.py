@@ -236,3 +236,12 @@ def test_a_verify_option_below_one_is_refused_in_one_line(option, monkeypatch, c
         bench.main()
     assert exit_.value.code == 2
     assert "must be at least 1 (got 0)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, cores, jobs", [
+    ([], 2, 2), (["--jobs", "2"], 2, 1), (["--jobs", "3"], 2, 1), (["--jobs", "2"], 16, 8),
+    (["--verify-jobs", "3"], 2, 3)])
+def test_verify_runs_about_one_training_per_core_by_default(argv, cores, jobs):
+    args = bench.arguments().parse_args(["--verify", *argv])
+    assert bench.verify_options(args, cores) == {"steps": None, "seeds": 3, "jobs": jobs}
+    assert bench.verify_options(bench.arguments().parse_args(argv), cores) is None

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -113,6 +114,23 @@ def run_one(name: str, seed: int, scale: float,
 
 
 def main() -> None:
+    args = arguments().parse_args()
+    if args.table:
+        print(table([r for path in args.table for r in json.loads(path.read_text())["runs"]]))
+        return
+    names = [c.id for c in CASES] + [h.id for h in HEALTHY]
+    names = [n for n in names if not args.only or n in args.only]
+    verify = verify_options(args, os.cpu_count() or 1)
+    jobs = [(n, s, args.scale, verify) for n in names for s in range(args.seeds)]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(_safe_run, jobs))
+    args.out.parent.mkdir(exist_ok=True)
+    args.out.write_text(json.dumps({"seeds": args.seeds, "scale": args.scale,
+                                    "verify": verify, "runs": results}, indent=1))
+    print(table(results))
+
+
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=_positive, default=1)
     parser.add_argument("--jobs", type=_positive, default=1)
@@ -128,24 +146,21 @@ def main() -> None:
                         help="verify's seed pairs per fix (its default: %(default)s)")
     parser.add_argument("--verify-steps", type=_positive, default=None,
                         help="env steps per verify branch (default: as many as the run)")
-    parser.add_argument("--verify-jobs", type=_positive, default=1,
-                        help="verify branches at once per case (default 1: at most --jobs "
-                             "trainings at once)")
-    args = parser.parse_args()
-    if args.table:
-        print(table([r for path in args.table for r in json.loads(path.read_text())["runs"]]))
-        return
-    names = [c.id for c in CASES] + [h.id for h in HEALTHY]
-    names = [n for n in names if not args.only or n in args.only]
-    verify = ({"steps": args.verify_steps, "seeds": args.verify_seeds,
-               "jobs": args.verify_jobs} if args.verify else None)
-    jobs = [(n, s, args.scale, verify) for n in names for s in range(args.seeds)]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(_safe_run, jobs))
-    args.out.parent.mkdir(exist_ok=True)
-    args.out.write_text(json.dumps({"seeds": args.seeds, "scale": args.scale,
-                                    "verify": verify, "runs": results}, indent=1))
-    print(table(results))
+    parser.add_argument("--verify-jobs", type=_positive, default=None,
+                        help="verify branches at once per case (default: the cores / "
+                             "--jobs, at least 1)")
+    return parser
+
+
+def verify_options(args: argparse.Namespace, cores: int) -> dict[str, Any] | None:
+    """verify's steps, seeds and jobs per case (None without --verify): by default as
+    many branches at once as leave about one training per core with --jobs cases at
+    once. verify gives each branch cores / its jobs torch threads; two threads per branch
+    ran about a tenth as fast as one on a loaded machine (benchmarks/README.md)."""
+    if not args.verify:
+        return None
+    return {"steps": args.verify_steps, "seeds": args.verify_seeds,
+            "jobs": args.verify_jobs or max(1, cores // args.jobs)}
 
 
 def _positive(text: str) -> int:
