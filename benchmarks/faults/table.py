@@ -25,7 +25,7 @@ def right_key(case: Case, suggested: dict[str, Any]) -> bool:
         return False
     if case.direction not in ("up", "down"):
         return True
-    before = _dotted(case.sets, case.key)
+    before = _dotted({**case.sets, "env_kwargs": case.env_fault or {}}, case.key)
     if before is None:
         return True
     after = suggested[case.key]
