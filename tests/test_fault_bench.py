@@ -1,14 +1,24 @@
 """The fault benchmark's cases (benchmarks/faults/): each is a real, citable fault with
-a rule that exists and a fix the config accepts; the table judges what a run found."""
+a rule that exists and a fix the config accepts; the table judges what a run found;
+`--verify` tries the fix that named a case on the case's run."""
 
 from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from benchmarks.faults.__main__ import judge, right_key, table, train_config
+import rltrain
+from benchmarks.faults import __main__ as bench
+from benchmarks.faults import verify as bench_verify
+from benchmarks.faults.__main__ import run_one, train_config
 from benchmarks.faults.cases import CASES, FAULTY_ENV, HEALTHY, healthy
+from benchmarks.faults.table import judge, right_key, table
+from benchmarks.faults.verify import naming_finding, verify_case
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.rules.registry import all_specs
 
@@ -95,3 +105,160 @@ def test_a_run_that_could_not_run_is_left_out_and_listed():
     text = table([broken])
     assert "false alarms: 0 over 0 healthy runs" in text
     assert "could not run: pendulum_ddpg seed 0: TypeError: boom" in text
+
+
+def _case(name):
+    return next(c for c in CASES if c.id == name)
+
+
+def _warn(rule, step, suggested=None):
+    return {"env_steps": step, "rule": rule, "action": "warn", "value": 1.0,
+            "suggested_set": suggested}
+
+
+def _tried(rule, suggested, verdict, difference=None, interval=None, also=()):
+    """One finding's result as scripts/verify.py's `verify` returns it (the keys read)."""
+    return {"rule": rule, "also": list(also), "suggested_set": suggested,
+            "verdict": verdict, "difference": difference, "interval": interval,
+            "steps": 3000, "seeds": 3}
+
+
+def test_the_verify_column_and_the_confirmed_fixes_in_the_totals():
+    hit = {"name": "tau_one", "seed": 0, "steps": 3000, "final_eval": -1200.0,
+           "findings": [_warn("target_update", 2099, {"tau": 0.005})],
+           "verify": {"rule": "target_update", "suggested_set": {"tau": 0.005},
+                      "verdict": "confirmed", "difference": 412.34,
+                      "interval": [201.0, 610.55], "env_steps": 18000}}
+    missed = {"name": "lr_far_too_high", "seed": 0, "steps": 3000, "final_eval": -1300.0,
+              "findings": [_warn("learning_rate", 2099, {"critic_lr": 0.001})],
+              "verify": {"rule": "learning_rate", "suggested_set": {"critic_lr": 0.001},
+                         "verdict": "inconclusive", "difference": -5.0,
+                         "interval": [-80.0, 70.0], "env_steps": 36000}}
+    code = {"name": "no_zero_grad", "seed": 0, "steps": 3000, "final_eval": -1500.0,
+            "findings": [_warn("grad_explosion", 900)]}
+    text = table([hit, missed, code])
+    assert "| case | kind | named | right key | first step | final eval (healthy) | verify |" \
+        in text
+    assert "| tau_one | hyperparameter | yes | yes | 2099 | -1200.0 (-) | " \
+        "confirmed +412.3 [+201.0, +610.5] |" in text
+    assert "| lr_far_too_high | hyperparameter | yes | yes | 2099 | -1300.0 (-) | " \
+        "inconclusive -5.0 [-80.0, +70.0] |" in text
+    assert "| no_zero_grad | code | yes | - | 900 | -1500.0 (-) | - |" in text
+    assert "verified: 1/2 named fixes confirmed (54,000 env steps of verify branches)" in text
+
+
+def test_a_case_counts_as_confirmed_only_when_every_seed_confirmed_it():
+    def seed(k, verdict):
+        return {"name": "tau_one", "seed": k, "steps": 3000, "final_eval": -1200.0,
+                "findings": [_warn("target_update", 2099, {"tau": 0.005})],
+                "verify": {"verdict": verdict, "difference": None, "interval": None,
+                           "env_steps": 100}}
+    text = table([seed(0, "confirmed"), seed(1, "not tried")])
+    assert "| confirmed; not tried |" in text
+    assert "verified: 0/1 named fixes confirmed (200 env steps" in text
+
+
+def test_old_results_without_verify_data_still_make_a_table(tmp_path, capsys, monkeypatch):
+    old = {"seeds": 1, "scale": 0.5, "runs": [
+        {"name": "tau_one", "seed": 0, "steps": 3000, "final_eval": -1207.1,
+         "findings": [_warn("target_update", 2099, {"tau": 0.005})]}]}
+    path = tmp_path / "faults.json"
+    path.write_text(json.dumps(old))
+    monkeypatch.setattr(sys, "argv", ["faults", "--table", str(path)])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "| tau_one | hyperparameter | yes | yes | 2099 | -1207.1 (-) | - |" in out
+    assert "; verified: -" in out
+
+
+def test_the_naming_finding_is_one_of_the_case_rules_with_a_fix_the_right_key_first():
+    tau = _case("tau_one")
+    wrong, right = {"tau": 2.0}, {"tau": 0.005}
+    result = {"findings": [_warn("reward_scale", 100, {"normalize.rewards": True}),
+                           _warn("target_update", 1500, wrong),
+                           _warn("target_update", 2000, right)]}
+    assert naming_finding(tau, result)["suggested_set"] == right
+    assert naming_finding(tau, {"findings": [_warn("target_update", 1500, wrong)]}
+                          )["suggested_set"] == wrong
+    assert naming_finding(tau, {"findings": [_warn("target_update", 1500)]}) is None
+    assert naming_finding(tau, {"findings": [_warn("reward_scale", 1, right)]}) is None
+    named = {"findings": [_warn("grad_explosion", 900, {"critic_lr": 1e-4})]}
+    assert naming_finding(_case("no_zero_grad"), named) is None  # a plain-loop case
+    assert naming_finding(_case("ignored_action"),  # no config key fixes it
+                          {"findings": [_warn("ignored_action", 1, {"x": 1})]}) is None
+
+
+def test_verify_case_keeps_the_verdict_of_the_naming_fix_and_the_cost(tmp_path):
+    calls = []
+
+    def recorder(folder, **options):
+        calls.append((folder, options))
+        return [_tried("reward_scale", {"normalize.rewards": True}, "inconclusive"),
+                _tried("target_update", {"tau": 0.005}, "confirmed", 300.0, [100.0, 500.0])]
+
+    result = {"findings": [_warn("target_update", 2000, {"tau": 0.005})]}
+    options = {"steps": None, "seeds": 3, "jobs": 1}
+    got = verify_case(_case("tau_one"), result, tmp_path, options, run_verify=recorder)
+    assert calls == [(tmp_path, {"steps": None, "seeds": 3, "jobs": 1, "say": None})]
+    assert got["rule"] == "target_update" and got["verdict"] == "confirmed"
+    assert got["difference"] == 300.0 and got["interval"] == [100.0, 500.0]
+    assert got["env_steps"] == 2 * (2 * 3 * 3000)  # both experiments verify ran
+    assert [t["verdict"] for t in got["tried"]] == ["inconclusive", "confirmed"]
+    outside = verify_case(_case("tau_one"), result, tmp_path, options,
+                          run_verify=lambda folder, **o: [_tried("reward_scale", {}, "x")])
+    assert outside["verdict"] == "not tried"  # not among the top findings verify tried
+
+    def broken(folder, **options):
+        raise RuntimeError("no checkpoint")
+
+    failed = verify_case(_case("tau_one"), result, tmp_path, options, run_verify=broken)
+    assert failed["verdict"] == "error" and failed["error"] == "RuntimeError: no checkpoint"
+
+
+def test_run_one_verifies_the_named_case_in_its_run_folder(monkeypatch):
+    """The plumbing, with the training and the verify swapped for stand-ins: a real
+    verify trains 2 x seeds branches, minutes on two shared cores."""
+    seen = []
+
+    def fake_train(config, run_name):
+        log_dir = Path(config["log_dir"]) / run_name
+        log_dir.mkdir(parents=True)
+        (log_dir / "events.jsonl").write_text(json.dumps(
+            _warn("target_update", 1899, {"tau": 0.005})) + "\n")
+        (log_dir / "metrics.jsonl").write_text(json.dumps(
+            {"kind": "eval", "env_steps": 2000, "mean_return": -1300.0}) + "\n")
+
+    def recorder(folder, steps, seeds, jobs, say):
+        seen.append({"exists": (folder / "events.jsonl").exists(), "name": folder.name,
+                     "steps": steps, "seeds": seeds, "jobs": jobs})
+        say("verify: 600 env steps in all")
+        return [_tried("target_update", {"tau": 0.005}, "confirmed", 50.0, [10.0, 90.0])]
+
+    monkeypatch.setattr(rltrain, "train", fake_train)
+    monkeypatch.setattr(bench_verify, "verify", recorder)
+    options = {"steps": 300, "seeds": 1, "jobs": 1}
+    result = run_one("tau_one", 0, 0.1, options)
+    assert seen == [{"exists": True, "name": "tau_one_s0", "steps": 300, "seeds": 1,
+                     "jobs": 1}]  # before the temporary folder went
+    assert result["verify"]["verdict"] == "confirmed"
+    assert result["final_eval"] == -1300.0
+    assert "verify" not in run_one("tau_one", 0, 0.1)  # off by default
+    assert "verify" not in run_one("pendulum_ddpg", 0, 0.1, options)  # a healthy run
+
+
+@pytest.mark.parametrize("option", ["--verify-seeds", "--verify-jobs", "--verify-steps"])
+def test_a_verify_option_below_one_is_refused_in_one_line(option, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["faults", "--verify", option, "0"])
+    with pytest.raises(SystemExit) as exit_:
+        bench.main()
+    assert exit_.value.code == 2
+    assert "must be at least 1 (got 0)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, cores, jobs", [
+    ([], 2, 2), (["--jobs", "2"], 2, 1), (["--jobs", "3"], 2, 1), (["--jobs", "2"], 16, 8),
+    (["--verify-jobs", "3"], 2, 3)])
+def test_verify_runs_about_one_training_per_core_by_default(argv, cores, jobs):
+    args = bench.arguments().parse_args(["--verify", *argv])
+    assert bench.verify_options(args, cores) == {"steps": None, "seeds": 3, "jobs": jobs}
+    assert bench.verify_options(bench.arguments().parse_args(argv), cores) is None

@@ -1,0 +1,130 @@
+"""The fault benchmark's judgement and table: per case whether a run named it, with the
+right `suggested_set` key, when, its final evaluation against its healthy run's and
+what `--verify` made of the proposed fix; in total recall, the right keys, false alarms
+per healthy run, the median steps to detection and the fixes `--verify` confirmed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from benchmarks.faults.cases import CASES, HEALTHY, Case
+
+
+def judge(case: Case, result: dict[str, Any]) -> dict[str, Any]:
+    """Named, the right key, and the first step, for one case's run."""
+    named = [f for f in result["findings"] if f["rule"] in case.rules]
+    keyed = [f for f in named if right_key(case, f.get("suggested_set") or {})]
+    return {"named": bool(named), "right_key": bool(keyed) if case.key else None,
+            "first_step": min((f["env_steps"] for f in named), default=None)}
+
+
+def right_key(case: Case, suggested: dict[str, Any]) -> bool:
+    if case.key not in suggested:
+        return False
+    if case.direction not in ("up", "down"):
+        return True
+    before = _dotted({**case.sets, "env_kwargs": case.env_fault or {}}, case.key)
+    if before is None:
+        return True
+    after = suggested[case.key]
+    return after > before if case.direction == "up" else after < before
+
+
+def _dotted(sets: dict[str, Any], key: str) -> Any:
+    value: Any = sets
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """The per-case table and the totals; a run that could not run is left out of both
+    and listed below them."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        if "error" not in r:
+            by_name.setdefault(r["name"], []).append(r)
+    failed = [f"{r['name']} seed {r['seed']}: {r['error']}" for r in results if "error" in r]
+    lines = ["| case | kind | named | right key | first step | final eval (healthy) | verify |",
+             "|---|---|---|---|---|---|---|"]
+    named, keyed, keyed_of, steps = 0, 0, 0, []
+    for case in CASES:
+        runs = by_name.get(case.id)
+        if not runs:
+            continue
+        verdicts = [judge(case, r) for r in runs]
+        is_named = all(v["named"] for v in verdicts)
+        named += is_named
+        if case.key:
+            keyed_of += 1
+            keyed += all(v["right_key"] for v in verdicts)
+        steps += [v["first_step"] for v in verdicts if v["first_step"] is not None]
+        ours = _mean(r["final_eval"] for r in runs)
+        theirs = _mean(r["final_eval"] for r in by_name.get(case.healthy, []))
+        key = "-" if not case.key else ("yes" if all(v["right_key"] for v in verdicts)
+                                        else "no")
+        first = ", ".join(str(v["first_step"]) for v in verdicts)
+        lines.append(f"| {case.id} | {case.kind} | {'yes' if is_named else 'no'} | {key} | "
+                     f"{first} | {_show(ours)} ({_show(theirs)}) | {verify_cell(runs)} |")
+    cases = [c for c in CASES if c.id in by_name]
+    healthy_runs = [r for h in HEALTHY for r in by_name.get(h.id, [])]
+    alarms = sum(len(r["findings"]) for r in healthy_runs)
+    lines += ["", f"recall: {named}/{len(cases)} named; right key {keyed}/{keyed_of}; "
+              f"false alarms: {alarms} over {len(healthy_runs)} healthy runs "
+              f"({_alarm_list(healthy_runs)}); median steps to detection: "
+              f"{statistics.median(steps) if steps else '-'}; "
+              f"{verified_line([by_name.get(c.id, []) for c in cases])}"]
+    if failed:
+        lines.append("could not run: " + "; ".join(failed))
+    return "\n".join(lines)
+
+
+def verify_cell(runs: list[dict[str, Any]]) -> str:
+    """What `--verify` made of the naming finding's fix, per seed: the verdict, the
+    difference (fix - control) and its 95% interval; "-" where it did not run."""
+    checked = [r.get("verify") for r in runs]
+    if not any(checked):
+        return "-"
+    return "; ".join(_verdict(v) if v else "-" for v in checked)
+
+
+def _verdict(v: dict[str, Any]) -> str:
+    if v.get("error"):
+        return f"error ({v['error']})"
+    if v.get("difference") is None:
+        return v["verdict"]
+    low, high = v["interval"] or (None, None)
+    interval = f" [{low:+.1f}, {high:+.1f}]" if low is not None else ""
+    return f"{v['verdict']} {v['difference']:+.1f}{interval}"
+
+
+def verified_line(cases: list[list[dict[str, Any]]]) -> str:
+    """The total "verified: X/Y named fixes confirmed": of the cases whose fix `--verify`
+    tried (Y), those every seed confirmed (X), and the env steps it trained for them."""
+    tried = [[r["verify"] for r in runs if r.get("verify")] for runs in cases]
+    tried = [checks for checks in tried if checks]
+    if not tried:
+        return "verified: -"
+    confirmed = sum(all(v.get("verdict") == "confirmed" for v in checks) for checks in tried)
+    cost = sum(v.get("env_steps", 0) for checks in tried for v in checks)
+    return (f"verified: {confirmed}/{len(tried)} named fixes confirmed "
+            f"({cost:,} env steps of verify branches)")
+
+
+def _alarm_list(runs: list[dict[str, Any]]) -> str:
+    found = [f"{r['name']}: {f['rule']} at {f['env_steps']}" for r in runs
+             for f in r["findings"]]
+    return "; ".join(found) or "none"
+
+
+def _mean(values: Any) -> float | None:
+    kept = [v for v in values if v is not None]
+    return statistics.mean(kept) if kept else None
+
+
+def _show(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
