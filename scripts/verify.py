@@ -208,13 +208,14 @@ def _judged(pairs: list[dict[str, Any]], last: int | None) -> dict[str, Any]:
 def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
            top: int = TOP, before: int | None = None, last: int | None = None,
            jobs: int | None = None, say: Any = None,
-           from_start: bool = False) -> list[dict[str, Any]]:
+           from_start: bool = False, threads: int | None = None) -> list[dict[str, Any]]:
     """Try the top findings' proposed changes; writes and returns the verdicts. `steps`:
     per branch (None: as many as the run made from the start, DEFAULT_STEPS after a
     fork). `before`: fork at or before this step instead of choosing the start (module
     docstring). `seeds`: pairs per finding. `last`: the evaluations compared (None: the
     last third). `jobs`: branches at once (None: the cores). `say`: where the cost line
-    goes before the branches start."""
+    goes before the branches start. `threads`: torch threads per branch (None: the cores
+    divided by `jobs`; a caller running other trainings beside it gives fewer)."""
     from rltrain.utils.diagnostics.report import findings
 
     given = {"--steps": 1 if steps is None else steps, "--seeds": seeds,
@@ -234,7 +235,8 @@ def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
     jobs = jobs if jobs is not None else max(2, os.cpu_count() or 2)
     if plans and say is not None:
         say(cost_line(folder, plans, jobs))
-    threads = max(1, (os.cpu_count() or 2) // jobs)  # the branches at once share the cores
+    if threads is None:  # the branches at once share the cores
+        threads = max(1, (os.cpu_count() or 2) // jobs)
     commands = [_command(folder, p["start"], pair["names"][kind],
                          p["finding"]["suggested_set"] if kind == "fix" else {},
                          p["start"][0] + p["steps"], max(1, p["steps"] // EVALUATIONS),

@@ -199,7 +199,8 @@ def test_verify_case_keeps_the_verdict_of_the_naming_fix_and_the_cost(tmp_path):
     result = {"findings": [_warn("target_update", 2000, {"tau": 0.005})]}
     options = {"steps": None, "seeds": 3, "jobs": 1}
     got = verify_case(_case("tau_one"), result, tmp_path, options, run_verify=recorder)
-    assert calls == [(tmp_path, {"steps": None, "seeds": 3, "jobs": 1, "say": None})]
+    assert calls == [(tmp_path, {"steps": None, "seeds": 3, "jobs": 1, "say": None,
+                                 "threads": None})]
     assert got["rule"] == "target_update" and got["verdict"] == "confirmed"
     assert got["difference"] == 300.0 and got["interval"] == [100.0, 500.0]
     assert got["env_steps"] == 2 * (2 * 3 * 3000)  # both experiments verify ran
@@ -228,18 +229,18 @@ def test_run_one_verifies_the_named_case_in_its_run_folder(monkeypatch):
         (log_dir / "metrics.jsonl").write_text(json.dumps(
             {"kind": "eval", "env_steps": 2000, "mean_return": -1300.0}) + "\n")
 
-    def recorder(folder, steps, seeds, jobs, say):
+    def recorder(folder, steps, seeds, jobs, say, threads):
         seen.append({"exists": (folder / "events.jsonl").exists(), "name": folder.name,
-                     "steps": steps, "seeds": seeds, "jobs": jobs})
+                     "steps": steps, "seeds": seeds, "jobs": jobs, "threads": threads})
         say("verify: 600 env steps in all")
         return [_tried("target_update", {"tau": 0.005}, "confirmed", 50.0, [10.0, 90.0])]
 
     monkeypatch.setattr(rltrain, "train", fake_train)
     monkeypatch.setattr(bench_verify, "verify", recorder)
-    options = {"steps": 300, "seeds": 1, "jobs": 1}
+    options = {"steps": 300, "seeds": 1, "jobs": 1, "threads": 1}
     result = run_one("tau_one", 0, 0.1, options)
     assert seen == [{"exists": True, "name": "tau_one_s0", "steps": 300, "seeds": 1,
-                     "jobs": 1}]  # before the temporary folder went
+                     "jobs": 1, "threads": 1}]  # before the temporary folder went
     assert result["verify"]["verdict"] == "confirmed"
     assert result["final_eval"] == -1300.0
     assert "verify" not in run_one("tau_one", 0, 0.1)  # off by default
@@ -260,5 +261,6 @@ def test_a_verify_option_below_one_is_refused_in_one_line(option, monkeypatch, c
     (["--verify-jobs", "3"], 2, 3)])
 def test_verify_runs_about_one_training_per_core_by_default(argv, cores, jobs):
     args = bench.arguments().parse_args(["--verify", *argv])
-    assert bench.verify_options(args, cores) == {"steps": None, "seeds": 3, "jobs": jobs}
+    assert bench.verify_options(args, cores) == {"steps": None, "seeds": 3, "jobs": jobs,
+                                                 "threads": 1}
     assert bench.verify_options(bench.arguments().parse_args(argv), cores) is None

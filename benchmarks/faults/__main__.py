@@ -155,14 +155,14 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def verify_options(args: argparse.Namespace, cores: int) -> dict[str, Any] | None:
-    """verify's steps, seeds and jobs per case (None without --verify): by default as
-    many branches at once as leave about one training per core with --jobs cases at
-    once. verify gives each branch cores / its jobs torch threads; two threads per branch
-    ran about a tenth as fast as one on a loaded machine (benchmarks/README.md)."""
+    """verify's steps, seeds, jobs and threads per case (None without --verify): by
+    default as many branches at once as leave about one training per core with --jobs
+    cases at once, one torch thread each, as the cases' own runs have (two threads per
+    branch ran about a tenth as fast as one on a loaded machine: benchmarks/README.md)."""
     if not args.verify:
         return None
     return {"steps": args.verify_steps, "seeds": args.verify_seeds,
-            "jobs": args.verify_jobs or max(1, cores // args.jobs)}
+            "jobs": args.verify_jobs or max(1, cores // args.jobs), "threads": 1}
 
 
 def _positive(text: str) -> int:

@@ -50,8 +50,10 @@ def verify_case(case: Case, result: dict[str, Any], log_dir: Path,
                               "suggested_set": finding["suggested_set"]}
     start = time.monotonic()
     try:
-        tried = (run_verify or verify)(log_dir, steps=options.get("steps"), seeds=options["seeds"],
-                           jobs=options["jobs"], say=say)
+        tried = (run_verify or verify)(log_dir, steps=options.get("steps"),
+                                       seeds=options["seeds"],
+                                       jobs=options["jobs"], say=say,
+                                       threads=options.get("threads"))
     except Exception as exc:  # a verify that cannot run must not lose the case's run
         return {**record, "verdict": "error", "error": f"{type(exc).__name__}: {exc}",
                 "seconds": round(time.monotonic() - start, 1)}
