@@ -211,10 +211,10 @@ class InputChecks:
         warmup = self.config.learning_starts
         if warmup >= ROWS:
             return {"ignored_action": "no update yet"}
-        why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, learning_starts), "
-               f"and {len(self.explored)} of the {ROWS} steps with exploration noise after it "
-               f"it judges instead ({self.clipped} more whose policy action sat at the bounds, "
-               "which clip the noise away, do not count)")
+        why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, learning_starts); "
+               f"of the {ROWS} steps with exploration noise after it that it judges instead, "
+               f"{len(self.explored)} so far ({self.clipped} more, whose policy action sat "
+               "at the bounds, which clip the noise away, do not count)")
         small = self.noise_too_small()
         if small is not None:
             why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, "
