@@ -219,6 +219,10 @@ class InputChecks:
         if small is not None:
             why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, "
                    f"learning_starts), and {small}")
+        elif self.silent and not len(self.explored) and self.config.num_workers:
+            why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, learning_starts), "
+                   "and env runners (num_workers) do not hand on their exploration noise: set "
+                   f"learning_starts >= {ROWS}")
         elif self.silent and not len(self.explored):
             why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, learning_starts), "
                    f"and the {self.silent} actions after it carry no exploration noise to "
