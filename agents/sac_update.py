@@ -99,6 +99,9 @@ class SACAgent:
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(common.seed)
         self.updates = 0
+        # The latest sampled action's noise (standard normal) and mean action, for the
+        # ignored_action rule (Exploration.drawn).
+        self.drawn: tuple[np.ndarray, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ acting
     @torch.inference_mode()
@@ -107,8 +110,15 @@ class SACAgent:
         [obs_dim] or one per row of [N, obs_dim]."""
         obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
         rows = obs_t.unsqueeze(0) if obs_t.dim() == 1 else obs_t
-        action = (self.actor(rows) if deterministic
-                  else self.actor.sample(rows, self.generator)[0])
+        if deterministic:
+            action = self.actor(rows)
+        else:  # actor.sample's action, keeping its noise and mean action (`drawn`)
+            mean, log_std = self.actor.distribution(rows)
+            eps = torch.randn(mean.shape, device=mean.device, generator=self.generator)
+            actor = self.actor
+            action = torch.tanh(mean + log_std.exp() * eps) * actor.action_scale + actor.action_bias
+            self.drawn = tuple((x if obs_t.dim() > 1 else x[0]).cpu().numpy() for x in (
+                eps, torch.tanh(mean) * actor.action_scale + actor.action_bias))
         return action[0].cpu().numpy() if obs_t.dim() == 1 else action.cpu().numpy()
 
     # ------------------------------------------------------------------ update

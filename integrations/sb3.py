@@ -158,13 +158,16 @@ class RltrainCallback(BaseCallback):
             s.sample(obs)
         elif out is not None:
             s.sample(obs, lambda: tap.env_action(out))
+        drawn = None if out is None else tap.exploration(out, loc["buffer_actions"],
+                                                        self.model.action_noise)
         for env in range(len(dones)):
             done, info = bool(dones[env]), infos[env]
             truncated = done and bool(info.get("TimeLimit.truncated", False))
             final = info.get("terminal_observation") if done else None
             s.step(env, obs[env], actions[env], float(rewards[env]),
                    new_obs[env] if final is None else final, done and not truncated, truncated,
-                   s.terms.of_env(info))
+                   s.terms.of_env(info), *((None, None) if drawn is None
+                                           else (drawn[0][env], drawn[1][env])))
         if s.pause is None:
             return True
         self._pause()

@@ -20,6 +20,7 @@ from rltrain.agents.registry import ALGORITHMS
 from rltrain.integrations.sb3_settings import network_arch, sb3_settings, updates_per_env_step
 from rltrain.integrations.views import Mirror, ddpg_probe
 from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.training.exploration import drawn
 from rltrain.utils.training.replay_buffer import Batch
 
 
@@ -85,10 +86,49 @@ class PolicyTap:
         self.squash = "deterministic" in inspect.signature(model.actor.forward).parameters
         self.latest: torch.Tensor | None = None
         self._handle = model.actor.mu.register_forward_hook(self._keep)
+        # SAC's log-std of the same pass: its noise is recovered from the sampled action.
+        self.log_std: torch.Tensor | None = None
+        self._std_handle = (model.actor.log_std.register_forward_hook(self._keep_std)
+                            if self.squash and isinstance(getattr(model.actor, "log_std", None),
+                                                          torch.nn.Module) else None)
 
     def _keep(self, module: Any, inputs: tuple, output: torch.Tensor) -> None:
         if not torch.is_grad_enabled() and output.shape[0] == self.n_envs:
             self.latest = output
+
+    def _keep_std(self, module: Any, inputs: tuple, output: torch.Tensor) -> None:
+        if not torch.is_grad_enabled() and output.shape[0] == self.n_envs:
+            self.log_std = output
+
+    def exploration(self, out: torch.Tensor, taken: np.ndarray,
+                    action_noise: Any) -> tuple[np.ndarray, np.ndarray] | None:
+        """The exploration noise in the actions SB3 took (`taken`: its buffer_actions, in
+        [-1, 1]) after the acting pass that gave `out`, and the deterministic action:
+        SAC's standard normal draws (from the sampled action and the pass's mean and
+        log-std; NaN where tanh saturated and they cannot be told); TD3/DDPG's action
+        minus the policy's over NormalActionNoise's sigma (exploration.drawn: as the
+        bounds clipped it). None: TD3/DDPG without NormalActionNoise (none: the actions
+        are the policy's own), or a SAC whose log-std was not seen."""
+        mean = out.detach().cpu().double().numpy()
+        taken = np.asarray(taken, dtype=np.float64).reshape(mean.shape)
+        if not self.squash:
+            from stable_baselines3.common.noise import NormalActionNoise  # SB3 is installed
+
+            noise = getattr(action_noise, "base_noise", action_noise)  # vectorised
+            sigma = getattr(noise, "_sigma", None)
+            if not isinstance(noise, NormalActionNoise) or sigma is None:
+                return None  # none, or OU noise (not independent from step to step)
+            unit = np.asarray(sigma, dtype=np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = (taken - mean) / unit
+            return drawn(step, mean, unit, -1.0, 1.0)
+        inside = (np.abs(taken) < 1 - 1e-6).all(axis=1, keepdims=True)  # else saturated
+        log_std, self.log_std = self.log_std, None
+        if log_std is None:
+            return None
+        std = np.exp(np.clip(log_std.detach().cpu().double().numpy(), -20.0, 2.0))  # SB3's
+        u = np.arctanh(np.clip(taken, -1 + 1e-6, 1 - 1e-6))  # SB3's TanhBijector's bound
+        return np.where(inside, (u - mean) / std, np.nan), np.tanh(mean)
 
     def pop(self) -> torch.Tensor | None:
         """The actor's output in the latest acting pass (None: there was none, a random
@@ -103,6 +143,8 @@ class PolicyTap:
 
     def close(self) -> None:
         self._handle.remove()
+        if self._std_handle is not None:
+            self._std_handle.remove()
 
 
 def sb3_view(model: Any) -> tuple[AgentView, Scale]:

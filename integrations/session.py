@@ -269,16 +269,18 @@ class Session:
 
     def step(self, env: int, obs: np.ndarray, action: np.ndarray, reward: float,
              next_obs: np.ndarray, terminated: bool, truncated: bool,
-             reward_terms: dict[str, float] | None = None) -> None:
+             reward_terms: dict[str, float] | None = None,
+             noise: np.ndarray | None = None, steered: np.ndarray | None = None) -> None:
         """One env step of training env `env`; `next_obs` is the true final observation
         when the episode ended; `reward_terms`: the terms of its reward the env reported
-        (`self.terms` reads them from its info)."""
+        (`self.terms` reads them from its info); `noise`, `steered`: the action's
+        exploration noise and what the state decided of it (Step's), where known."""
         self.counters.env_steps += 1
         if reward_terms:
             add_terms(self.episodes[env].reward_terms, reward_terms)
         finite = is_finite(next_obs, action, reward)  # what rltrain would store
         step = Step(self.env_steps, env, obs, action, reward, next_obs, terminated, truncated,
-                    finite)
+                    finite, noise, steered)
         self.hooks.on_step(step)
         # The library decides where its episodes end (it resets its envs itself).
         ended = count_step(self.counters, self.episodes[env], step, terminated or truncated)

@@ -61,6 +61,10 @@ class Transition:
     terminated: bool
     truncated: bool
     stored_reward: float  # what learning gets: `reward`, scaled with normalize.rewards
+    # The exploration noise of the action (standard normal, independent of the env) and
+    # what the state decided of it (Exploration.drawn); None: a random or replayed action.
+    noise: np.ndarray | None = None
+    steered: np.ndarray | None = None
 
 
 class Collector:
@@ -139,12 +143,14 @@ class Collector:
 
     def _step_all(self, env_steps: int, policy: Callable[[np.ndarray], np.ndarray]) -> None:
         seen = self.normalizer.observation(np.stack([e.obs for e in self.episodes]))
-        actions = self.unstepped
+        actions, drawn = self.unstepped, None
         if actions is None:
             if env_steps < self.config.learning_starts:
                 actions = self.exploration.random_actions()
             else:
+                self.exploration.drawn = None
                 actions = self.exploration.noisy(policy(seen), env_steps)
+                drawn = self.exploration.drawn
         self.unstepped = actions  # until the envs have taken the step
         with env_code(self.config.env_name, "step"):
             next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
@@ -162,7 +168,9 @@ class Collector:
             episode.actions.append(actions[env])
             self.pending.append(Transition(env, seen[env], actions[env], float(rewards[env]),
                                            seen_next[env], bool(terminated[env]),
-                                           bool(truncated[env]), float(stored[env])))
+                                           bool(truncated[env]), float(stored[env]),
+                                           *((None, None) if drawn is None
+                                             else (drawn[0][env], drawn[1][env]))))
             episode.obs = next_obs[env]
 
     # ----------------------------------------------------------------- state
@@ -238,7 +246,10 @@ def shared_state(episodes: list[Episode], pending: deque[Transition],
                      "action": torch.as_tensor(np.array(t.action)), "reward": t.reward,
                      "next_obs": torch.as_tensor(np.array(t.next_obs)),
                      "terminated": t.terminated, "truncated": t.truncated,
-                     "stored_reward": t.stored_reward}
+                     "stored_reward": t.stored_reward,
+                     **({} if t.noise is None else {
+                         "noise": torch.as_tensor(np.array(t.noise)),
+                         "steered": torch.as_tensor(np.array(t.steered))})}
                     for t in pending],
     }
 
@@ -252,5 +263,6 @@ def pending_from_state(state: dict[str, Any]) -> deque[Transition]:
     return deque(Transition(
         int(t["env"]), t["obs"].numpy(), t["action"].numpy(), float(t["reward"]),
         t["next_obs"].numpy(), bool(t["terminated"]), bool(t["truncated"]),
-        float(t.get("stored_reward", t["reward"])))  # absent: written before normalize
+        float(t.get("stored_reward", t["reward"])),  # absent: written before normalize
+        *((t["noise"].numpy(), t["steered"].numpy()) if "noise" in t else (None, None)))
         for t in state["pending"])

@@ -145,12 +145,15 @@ class RunState:
             self.buffer.add(t.obs, t.action, t.stored_reward, t.next_obs, t.terminated,
                             t.truncated)
         return Step(self.counters.env_steps, t.env, t.obs, t.action, t.reward, t.next_obs,
-                    t.terminated, t.truncated, stored)
+                    t.terminated, t.truncated, stored, t.noise, t.steered)
 
     def _explore(self, obs: np.ndarray) -> np.ndarray:
         """The policy's actions for the collector to explore with: deterministic where the
         configured noise is added to them, sampled where the policy explores itself."""
-        return self.agent.act(obs, deterministic=self.action_noise)
+        actions = self.agent.act(obs, deterministic=self.action_noise)
+        if not self.action_noise:  # its own noise and mean action, where it keeps them
+            self.collector.exploration.drawn = getattr(self.agent, "drawn", None)
+        return actions
 
     def count_step(self, step: Step) -> EpisodeEnd | None:
         """Add the step to its episode; the episode's end, if it ended."""

@@ -178,6 +178,38 @@ def test_a_warm_up_too_short_to_judge_the_action_says_so(tmp_path):
     assert "ignored_action" not in warned(log_dir)
 
 
+@pytest.mark.parametrize("env, algo, fires", [
+    ("Pendulum-v1", "ddpg", False),
+    ("fake_envs:FakeIgnoredActionPendulum-v0", "ddpg", True),
+    ("fake_envs:FakeIgnoredActionPendulum-v0", "sac", True),
+])
+def test_a_short_warm_up_is_judged_on_the_exploration_noise_after_it(tmp_path, env, algo, fires):
+    """learning_starts 100: the first 1000 steps whose noise (DDPG's gaussian 0.3, SAC's
+    sample) reached the env are judged instead of the warm-up. A healthy policy at the
+    bounds, where the noise is clipped away, may leave it unjudged: never a warning."""
+    noise = {"exploration_noise": 0.3} if algo != "sac" else {}
+    log_dir = train(tmp_path, env_name=env, algo=algo, max_timesteps=2100, eval_freq=2100,
+                    replay_buffer_size=3000, hidden_sizes=[64, 64], batch_size=64,
+                    diagnostics=FAST["diagnostics"], **noise)
+    lines = [d for d in read_jsonl(log_dir / "flow1.jsonl")
+             if d["kind"] == "action_effect" and d.get("judged_on") == "exploration noise"]
+    assert ("ignored_action" in warned(log_dir)) == fires
+    if fires:
+        assert len(lines) == 1 and lines[0]["rows"] == 1000 and lines[0]["env_steps"] >= 1100
+        assert lines[0]["action_effect"] < 1.5
+    else:
+        assert all(line["action_effect"] >= 1.5 for line in lines)
+
+
+def test_action_noise_too_small_to_tell_leaves_ignored_action_unjudged(tmp_path):
+    log_dir = train(tmp_path, env_name="fake_envs:FakeIgnoredActionPendulum-v0",
+                    max_timesteps=1300, eval_freq=1300, replay_buffer_size=2000,
+                    exploration_noise=0.1)
+    assert "ignored_action" not in warned(log_dir)
+    report = json.loads(CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json"]).output)
+    assert "(0.1 of the half-range) is too small to tell" in report["unjudged"]["ignored_action"]
+
+
 def test_ignored_action_pauses_again_on_resume(tmp_path):
     paused = pauses_again_on_resume(
         tmp_path, "ignored_action", "make the env apply the action", 1000,
@@ -401,12 +433,14 @@ def test_diagnose_says_when_the_diagnostics_were_off(tmp_path):
 
 def test_diagnose_names_the_rules_that_had_too_little_data(tmp_path):
     """A 300-step run with a 100-step warm-up: the ignored-action check needs 1000 random
-    steps and no_learning 5 evaluations; diagnose says so instead of only "no problems
-    found", in the table, the JSON and the page."""
+    steps (its exploration noise 0.1 is too small to judge by) and no_learning 5
+    evaluations; diagnose says so instead of only "no problems found", in the table, the
+    JSON and the page."""
     log_dir = train(tmp_path)
     report = json.loads(CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json"]).output)
-    assert report["unjudged"]["ignored_action"] == (
-        "a random warm-up of 100 env steps; it needs 1000 (learning_starts)")
+    assert report["unjudged"]["ignored_action"].startswith(
+        "a random warm-up of 100 env steps (it needs 1000, learning_starts), and the "
+        "exploration noise after it (0.1 of the half-range) is too small to tell")
     assert report["unjudged"]["no_learning"] == (
         "3 of the 5 evaluations it needs (one every eval_freq 100 env steps)")
     assert report["unjudged"]["learning_rate"].startswith("0 of the 5 measurements")

@@ -166,6 +166,27 @@ def test_sac_runs_through_the_callback_on_its_deterministic_action(tmp_path):
     assert tap.pop() is None
 
 
+def test_sb3_sac_with_its_defaults_names_an_env_that_ignores_the_action():
+    """SB3's learning_starts 100 leaves too short a warm-up: SAC's sampling noise after it
+    is judged instead (its first 1000 steps whose sample was not saturated)."""
+    model = SAC("MlpPolicy", "fake_envs:FakeIgnoredActionPendulum-v0",
+                policy_kwargs=dict(TINY_NET), batch_size=32, seed=0, device="cpu")
+    model.learn(1300, callback=RltrainCallback("sac", config=REWARD_WINDOW))
+    lines = [d for d in read_jsonl(Path("logs/sac/flow1.jsonl"))
+             if d["kind"] == "action_effect" and d.get("judged_on") == "exploration noise"]
+    assert len(lines) == 1 and lines[0]["rows"] == 1000 and lines[0]["action_effect"] < 1.5
+    assert "ignored_action" in warned(rltrain.diagnose("sac"))
+
+
+def test_sb3_td3_without_action_noise_says_why_ignored_action_cannot_judge():
+    td3("fake_envs:FakeIgnoredActionPendulum-v0").learn(
+        300, callback=RltrainCallback("td3", config=REWARD_WINDOW))
+    report = json.loads(CliRunner().invoke(cli, ["diagnose", "td3", "--json"]).output)
+    why = report["unjudged"]["ignored_action"]
+    assert "the 200 actions after it carry no exploration noise" in why
+    assert "action_noise=NormalActionNoise(...)" in why and "learning_starts >= 1000" in why
+
+
 def test_two_vector_envs_count_each_envs_step_and_episode(tmp_path):
     env = make_vec_env("fake_envs:FakePoint-v0", n_envs=2, seed=0)
     model = td3(env)

@@ -25,6 +25,23 @@ ROWS: an env whose actions act only part of the time (LunarLander's main engine 
 only for a positive throttle) scored 1.35-3.25 on 1000 rows over 20 seeds, 3.44-5.46 on
 5000, chance at most 0.99.
 
+After a warm-up too short to judge, the policy explores with a = mu(s) + noise, the
+noise drawn independently of the env: the same test holds with the noise in place of the
+random action (`noise`), on the first ROWS steps where the policy's action left the
+noise room to act (utils/training/exploration.py `drawn`: a choice by the state, with
+the noise clipped symmetrically as the bounds clipped it, so it stays independent of
+the env; SB3's SAC also drops the rare steps whose tanh saturated, a choice by the
+noise that can only make an ignored action look used, never the reverse). The
+noise is small beside what the state decides of the action (the policy's action, the
+rest of an OU process), so that part (`controls`, with the observation) is fitted out of
+the changes by least squares first; the sums stay about standard normal when the action
+is ignored, since the controls are independent of the noise. Measured with
+`python -m benchmarks.noise_effect` (one seed each, docs/diagnosing.md has the table):
+healthy runs scored 6.18-9.97 where judged (Pendulum DDPG gaussian 0.3 and SAC,
+MountainCar TD3 OU 0.5, LunarLander TD3 gaussian 0.3), dropped actions 0.62-0.85; but
+LunarLander with gaussian 0.1 scored 1.08, a false alarm (its engines ignore small
+pushes), hence inputs.MIN_NOISE: smaller added noise is not judged by.
+
 An observation dimension that repeats the action (a "last action" input, |correlation|
 above ECHO) is no evidence that the env applied it: such dimensions are left out. A
 nonlinear or later copy (tanh(a), a squared, the action of the step before) is not
@@ -103,16 +120,32 @@ def _features(actions: torch.Tensor, centred: torch.Tensor,
                       *[centred[:, [k]] * centred[:, [m]] for k, m in pairs]], dim=1)
 
 
+def _residuals(changes: torch.Tensor, controls: torch.Tensor | None) -> torch.Tensor:
+    """`changes` centred, or, with `controls` (functions of the state: the observation and
+    the action the policy chose before its noise), what least squares on them leaves."""
+    changes = changes - changes.mean(dim=0)
+    if controls is None:
+        return changes
+    x = controls - controls.mean(dim=0)
+    fit = torch.linalg.lstsq(x, changes, driver="gelsd").solution
+    return changes - x @ fit
+
+
 @torch.no_grad()
-def action_effect(batch: Batch, stride: int = 1) -> dict[str, Any]:
+def action_effect(batch: Batch, stride: int = 1, noise: torch.Tensor | None = None,
+                  controls: torch.Tensor | None = None) -> dict[str, Any]:
     """The statistic above for random-action transitions in the order they were taken
-    (`stride`: training envs). Returns `action_effect` (the strongest dimension's) and
+    (`stride`: training envs); or, with `noise` [N, action_dim] (exploration noise drawn
+    independently of the env, in place of the random actions), for the policy's
+    transitions, with `controls` [N, C] (what the state decided of each action) fitted
+    out of the changes first. Returns `action_effect` (the strongest dimension's) and
     `per_dimension`; the strongest sum (`z`, in standard-normal units, before the division) and
     what it was of (`target`: "observation K" or "reward", `action`, `lag`, `as`); `rows`;
     the `echoes` left out; and whether any observation changed at all
     (`observations_moved`)."""
-    actions = batch.actions.double()
+    actions = (batch.actions if noise is None else noise).double()
     n, width = actions.shape
+    controls = None if controls is None else controls.double()
     echoed = echoes(batch)
     kept = [j for j in range(batch.obs.shape[1]) if j not in echoed]
     changes = torch.cat([batch.next_obs.double()[:, kept] - batch.obs.double()[:, kept],
@@ -132,7 +165,8 @@ def action_effect(batch: Batch, stride: int = 1) -> dict[str, Any]:
         if int(keep.sum()) < 2:
             break
         taken = features[:n - shift][keep]
-        later = changes[shift:][keep] - changes[shift:][keep].mean(dim=0)
+        later = _residuals(changes[shift:][keep],
+                           None if controls is None else controls[shift:][keep])
         sums = _sums(_standardised(taken), later)
         for dim in range(width):
             best.add(dim, sums[[dim, width + dim]], lambda k, w, lag=lag, dim=dim: {

@@ -104,6 +104,7 @@ class Flow1Diagnostics(Hook):
 
     @hook_method
     def on_step(self, step: Step) -> None:
+        self.inputs.on_step(step)
         if step.stored:  # what went into the replay buffer
             self.reward.add(step.reward, step.env)
             self.map.on_step(step.env_steps, step.env)

@@ -9,7 +9,9 @@ what they judge and hands it to them.
 The observation checks read the replay buffer's newest rows at the first update and
 every `grad_freq` updates after it (one reduction over at most `max(frozen rows, 1000)`
 rows); the action's effect is measured once, at the run's first update, on the warm-up's
-transitions; the episode checks keep the last `window_size` episode lengths.
+transitions, or, after a warm-up of fewer than ROWS steps, on the first ROWS steps after
+it whose exploration noise reached the env (Step.noise); the episode checks keep the
+last `window_size` episode lengths.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from rltrain.agents.registry import algorithm
 from rltrain.utils.config.schema import training_envs
 from rltrain.utils.diagnostics.action_effect import MAX_ROWS, ROWS, action_effect
 from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import Step
 from rltrain.utils.rules import input_rules
 from rltrain.utils.rules.spec import RuleContext
 from rltrain.utils.run.logger import RunLogger
@@ -35,6 +39,9 @@ MIN_EPISODES = 5  # episodes before the horizon is compared with their mean leng
 # while time limits are 50 steps (Reacher) or more.
 MIN_LENGTH = 50
 SCALE_ROWS = 1000  # newest transitions whose RMS is the observation scale
+# Added action noise below this std (of the half-range) is not judged by: its pushes fall
+# into dead zones (benchmarks/noise_effect.py: LunarLanderContinuous at 0.1 scored 1.08).
+MIN_NOISE = 0.3
 
 
 @torch.no_grad()
@@ -100,6 +107,30 @@ class InputChecks:
         self.episodes = EpisodeEnds(self.settings.window_size)
         self.started = False  # this process has updated: checked again after a resume
         self.effect: dict[str, Any] | None = None  # the action's, measured at update 1
+        # After a short warm-up: the steps with exploration noise (Explored), and how many
+        # steps after the warm-up had none.
+        self.explored = Explored()
+        self.silent = self.clipped = 0
+
+    def on_step(self, step: Step) -> None:
+        """After a warm-up too short to judge: keep the first ROWS steps that carry
+        exploration noise, and judge the action's effect on them."""
+        if (self.effect is not None or step.env_steps <= self.config.learning_starts
+                or self.config.learning_starts >= ROWS or self.noise_too_small() is not None
+                or self.rules["ignored_action"].rule.action == "off"):
+            return
+        if step.noise is None or not step.stored:
+            self.silent += step.noise is None
+            return
+        if np.isnan(step.noise).any():  # an action at the bounds: the noise was clipped away
+            self.clipped += 1
+            return
+        if self.explored.add(step) < ROWS:
+            return
+        self.effect = self.explored.effect(training_envs(self.config))
+        self.explored = Explored()  # judged: the rows are no longer needed
+        self.logger.diagnostic("action_effect", step.env_steps, **self.effect)
+        self.report(self.rules["ignored_action"].check(step.env_steps, self.effect))
 
     def on_episode_end(self, env_steps: int, length: int, terminated: bool) -> None:
         episodes = self.episodes
@@ -156,19 +187,93 @@ class InputChecks:
                     + self.rules["frozen_observation"].check(env_steps, frozen, len(rms),
                                                              frozen_rows))
 
+    def noise_too_small(self) -> str | None:
+        """Why added action noise is too small to judge by (None: large enough, or the
+        policy samples its own): its std below MIN_NOISE of the half-range."""
+        config = self.config
+        if not algorithm(config.algo).adds_action_noise or config.exploration_noise == 0:
+            return None  # none: the steps say they carry no noise
+        size = config.exploration_noise
+        if config.noise_type == "ou":
+            size /= math.sqrt(2 * config.ou_theta)
+        if size >= MIN_NOISE:
+            return None
+        return (f"the exploration noise after it ({size:.2g} of the half-range) is too "
+                f"small to tell (it needs {MIN_NOISE}; LunarLanderContinuous's engines "
+                "ignore small pushes): set learning_starts >= "
+                f"{ROWS}, or exploration_noise >= {MIN_NOISE}")
+
     def unjudged(self) -> dict[str, str]:
         """The input rules that could not judge the run (see RuleCheck.unjudged)."""
         rule = self.rules["ignored_action"]
         if rule.rule.action == "off" or self.effect is not None:
             return {}
         warmup = self.config.learning_starts
-        why = (f"a random warm-up of {warmup} env steps; it needs {ROWS} (learning_starts)"
-               if warmup < ROWS else "no update yet")
+        if warmup >= ROWS:
+            return {"ignored_action": "no update yet"}
+        why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, learning_starts); "
+               f"of the {ROWS} steps with exploration noise after it that it judges instead, "
+               f"{len(self.explored)} so far ({self.clipped} more, whose policy action sat "
+               "at the bounds, which clip the noise away, do not count)")
+        small = self.noise_too_small()
+        if small is not None:
+            why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, "
+                   f"learning_starts), and {small}")
+        elif self.silent and not len(self.explored) and self.config.num_workers:
+            why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, learning_starts), "
+                   "and env runners (num_workers) do not hand on their exploration noise: set "
+                   f"learning_starts >= {ROWS}")
+        elif self.silent and not len(self.explored):
+            why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, learning_starts), "
+                   f"and the {self.silent} actions after it carry no exploration noise to "
+                   "judge by: explore with action noise (SB3: "
+                   f"action_noise=NormalActionNoise(...)), or set learning_starts >= {ROWS}")
         return {"ignored_action": why}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"episodes": self.episodes.state_dict(), "action_effect": self.effect}
+        return {"episodes": self.episodes.state_dict(), "action_effect": self.effect,
+                "explored": self.explored.state_dict(), "silent": self.silent,
+                "clipped": self.clipped}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.episodes.load_state_dict(state["episodes"])
         self.effect = state.get("action_effect")  # None: saved before it was measured
+        self.explored.load_state_dict(state.get("explored", {}))  # absent: written before
+        self.silent = int(state.get("silent", 0))
+        self.clipped = int(state.get("clipped", 0))
+
+
+class Explored:
+    """Steps with exploration noise, in the order they were taken: obs, the action, its
+    noise, what the state decided of it, the reward and next_obs."""
+
+    FIELDS = ("obs", "action", "noise", "steered", "reward", "next_obs")
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[Any]] = {name: [] for name in self.FIELDS}
+
+    def __len__(self) -> int:
+        return len(self.rows["obs"])
+
+    def add(self, step: Step) -> int:
+        for name in self.FIELDS:
+            value = getattr(step, name)
+            self.rows[name].append(torch.as_tensor(np.array(value, dtype=np.float64)).reshape(-1))
+        return len(self)
+
+    def effect(self, stride: int) -> dict[str, Any]:
+        """action_effect of the noise, with the observation and the steered action as
+        controls."""
+        obs, actions, noise, steered, rewards, next_obs = (
+            torch.stack(self.rows[name]) for name in self.FIELDS)
+        batch = Batch(obs, actions, rewards, next_obs, torch.zeros_like(rewards))
+        return {**action_effect(batch, stride, noise, torch.cat([obs, steered], dim=1)),
+                "judged_on": "exploration noise"}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: torch.stack(rows) if rows else None for name, rows in self.rows.items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name in self.FIELDS:
+            saved = state.get(name)
+            self.rows[name] = [] if saved is None else list(saved.unbind(0))

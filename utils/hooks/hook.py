@@ -42,6 +42,11 @@ class Step:
     terminated: bool
     truncated: bool
     stored: bool    # it went into the replay buffer (non-finite transitions do not)
+    # The action's exploration noise, standard normal draws independent of the env, and
+    # what the state decided of the action before it (the policy's action); None: unknown
+    # (a random warm-up action, or the library does not say).
+    noise: np.ndarray | None = None
+    steered: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@
   large sample of the same few, newest, correlated transitions.
 - `ignored_action`: the warm-up's random actions changed neither the observations nor
   the reward by more than chance would (`action_effect.py`): the env does not apply them.
+  After a warm-up under 1000 steps, the exploration noise of the first 1000 steps after
+  it whose noise reached the env is judged instead (docs/diagnosing.md has the figures).
 
 The statistics are utils/diagnostics/inputs.py's (the replay buffer's newest rows, the
 episode ends) and action_effect.py's (the warm-up's random actions); the flow-1 hook
@@ -123,8 +125,9 @@ SPECS = (
         fires_when="the warm-up's random actions changed the observations and the reward no more "
                    "than chance: each action dimension's strongest link, in units of chance's "
                    'strongest, below this (all dimensions: warning, some: info; judged on the '
-                   'newest 5000 warm-up steps, or all of a shorter one; under 1000 is not '
-                   'judged)',
+                   'newest 5000 warm-up steps, or all of a shorter one; after one under 1000, '
+                   'the exploration noise of the first 1000 steps after it that it reached '
+                   'the env in)',
         threshold=1.5,
         action='warn',
         hypothesis='if the env does not apply the action (a wrapper that drops or overwrites it, '
@@ -243,12 +246,15 @@ class IgnoredAction(RuleCheck):
         idle = [d for d, e in enumerate(effect["per_dimension"]) if e < self.rule.threshold]
         echoed = (f"; observation(s) {effect['echoes']} repeat the action and do not count"
                   if effect["echoes"] else "")
+        noise = effect.get("judged_on") == "exploration noise"
+        what = (f"the exploration noise of {effect['rows']} actions after the warm-up"
+                if noise else f"the warm-up's {effect['rows']} random actions")
         if len(idle) == len(effect["per_dimension"]):
             # Here, not at the top: the measurement needs torch, the config schema not.
             from rltrain.utils.diagnostics.action_effect import MAX_LAG
 
             return self.fire(env_steps, effect["action_effect"],
-                             f"the warm-up's {effect['rows']} random actions changed neither "
+                             f"{what} changed neither "
                              f"the observations nor the reward more than chance would, "
                              f"within {MAX_LAG} steps (strongest link "
                              f"{effect['action_effect']:.2f} of chance's){echoed}: does the "
@@ -259,7 +265,7 @@ class IgnoredAction(RuleCheck):
         return self.fire(env_steps, idle,
                          f"action dimension(s) {idle} of {len(effect['per_dimension'])} "
                          "changed neither the observations nor the reward more than chance "
-                         f"would in the warm-up{echoed}", observation=True)
+                         f"would in {what}{echoed}", observation=True)
 
 
 # The checks the flow-1 hook calls, by name.

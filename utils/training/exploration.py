@@ -40,6 +40,12 @@ class Exploration:
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self.shape = (config.num_envs, len(self.low))
         self.ou_state = np.zeros(self.shape)
+        # The latest noisy() call's noise, as standard normal draws independent of the env
+        # (OU: the new step of the process), and the action the state decided before them
+        # (the policy's, plus what remains of the OU process): the `ignored_action` rule
+        # judges a run whose warm-up was too short on them (see `drawn`). None: no noise
+        # was drawn.
+        self.drawn: tuple[np.ndarray, np.ndarray] | None = None
 
     def sigma(self, env_steps: int) -> float:
         """The noise std (relative to the half-range) at this point of training (0: the
@@ -62,16 +68,20 @@ class Exploration:
         """The policy's actions [num_envs, action_dim] plus exploration noise, clipped to
         the action bounds; a sampled policy's actions as they are."""
         if not self.action_noise:
-            return action
+            return action  # a sampling policy leaves its own `drawn` here
         sigma = self.sigma(env_steps)
         if self.config.noise_type == "ou":
             theta = self.config.ou_theta
             step = self.rng.standard_normal(self.ou_state.shape)
-            self.ou_state = (self.ou_state - theta * self.ou_state * OU_DT
-                             + sigma * np.sqrt(OU_DT) * step)
+            kept = self.ou_state - theta * self.ou_state * OU_DT
+            self.ou_state = kept + sigma * np.sqrt(OU_DT) * step
             noise = self.ou_state
+            steered, unit = action + kept * self.scale, sigma * np.sqrt(OU_DT) * self.scale
         else:
-            noise = sigma * self.rng.standard_normal(self.shape)
+            step = self.rng.standard_normal(self.shape)
+            noise = sigma * step
+            steered, unit = action, sigma * self.scale
+        self.drawn = None if sigma == 0 else drawn(step, steered, unit, self.low, self.high)
         return np.clip(action + noise * self.scale, self.low, self.high).astype(np.float32)
 
     def reset(self, env: int) -> None:
@@ -90,3 +100,20 @@ class Exploration:
         self.rng.bit_generator.state = state["rng"]
         # Checkpoints from before num_envs saved one env's state, shape [action_dim].
         self.ou_state = np.asarray(state["ou_state"], dtype=np.float64).reshape(self.shape)
+
+
+ROOM = 1.0  # noise stds between the policy's action and the bounds, for the noise to count
+
+
+def drawn(step: np.ndarray, steered: np.ndarray, unit: Any, low: Any,
+          high: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The noise as the `ignored_action` rule judges it: the standard normal `step` (that
+    many `unit`s added to the `steered` action), each dimension clipped as the bounds
+    clipped it (at the room between the steered action and the nearer bound, in `unit`s:
+    symmetric, so it stays independent of the state), NaN in the rows where a dimension
+    had less room than ROOM (a policy at the bounds, where the noise is clipped away);
+    and the steered action."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = np.minimum(steered - low, high - steered) / unit
+    noise = np.clip(step, -room, room)
+    return np.where((room >= ROOM).all(axis=1, keepdims=True), noise, np.nan), steered
