@@ -133,13 +133,15 @@ def action_range_rule():
     ("tanh_scaled", False),        # at the bounds +-2: action_saturation's, not this one
     ("constant", False),           # one value everywhere: a pile on one side only
     ("spread_small", False),       # within +-1 but nothing piled at the edge
+    ("barely_acts", False),        # all within 0.01 of 0 (MountainCar SAC standing still)
 ])
 def test_actions_piled_at_a_limit_inside_the_bounds_are_named(policy, fires):
     rng = np.random.default_rng(0)
     x = rng.normal(0.0, 3.0, (512, 1))
     actions = {"tanh_unscaled": np.tanh(x), "tanh_scaled": 2 * np.tanh(x),
                "constant": np.full((512, 1), 0.3),
-               "spread_small": rng.uniform(-1.0, 1.0, (512, 1))}[policy]
+               "spread_small": rng.uniform(-1.0, 1.0, (512, 1)),
+               "barely_acts": 0.01 * np.tanh(x)}[policy]
     low, high = np.array([-2.0]), np.array([2.0])
     found = action_range_rule()._judge(3000, actions, low, high)
     assert bool(found) == fires

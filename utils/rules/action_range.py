@@ -10,9 +10,10 @@ limit on both sides of the range's middle while no action ever goes beyond it. E
 newest visited states and measures, per action dimension, the largest distance of an
 action from the middle of the range (as a share of the half-range, the `reach`) and
 the share of actions within 1% of the half-range of that largest distance, on the
-high and on the low side. A reach below `max_reach` with at least `threshold` of the
-actions at that limit, some on each side, is a limit of the policy's own inside the
-bounds: its output is not scaled to the env's range.
+high and on the low side. A reach below `max_reach` (and not below MIN_REACH: a policy that
+barely acts) with at least `threshold` of the actions at that limit, some on each side,
+is a limit of the policy's own inside the bounds: its output is not scaled to the env's
+range.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 STATES = 512  # the newest visited states the policy is run on
 MARGIN = 0.01  # "at the limit": within this share of the half-range of it
 MIN_SIDE = 0.05  # the share of the actions at the limit that each side must have
+# A limit nearer the middle than this (of the half-range) is a policy that barely acts
+# (a healthy MountainCar SAC standing still early: reach 0.005), no_learning's matter:
+# an unscaled tanh reaches 1/10 of bounds ten times wider than +-1.
+MIN_REACH = 0.1
 
 SPECS = (RuleSpec(
     name="action_range_unused", section="diagnostics", group="DDPG checks",
@@ -86,7 +91,8 @@ class ActionRangeUnused(RuleHook):
     def _judge(self, env_steps: int, actions: np.ndarray, low: np.ndarray,
                high: np.ndarray) -> list[Finding]:
         reach, high_side, low_side = limit_piles(actions, low, high)
-        piled = ((reach <= self.settings.max_reach) & (high_side >= MIN_SIDE)
+        piled = ((reach >= MIN_REACH) & (reach <= self.settings.max_reach)
+                 & (high_side >= MIN_SIDE)
                  & (low_side >= MIN_SIDE) & (high_side + low_side >= self.rule.threshold))
         if not piled.any():
             return []
