@@ -105,21 +105,27 @@ def _lerp(tau: float) -> Any:
     return soft_update
 
 
+def _drifting_critic(ctx: Any, hook: Any, update_target: Any) -> list:
+    """60 updates of a steady critic drift (the same direction every update, 1% of the
+    norm each), `update_target(view)` after each; the hook's findings."""
+    view = ctx.view
+    drift = [torch.randn_like(p) for p in view.critic.parameters()]
+    found = []
+    for k in range(1, 61):
+        with torch.no_grad():
+            for p, d in zip(view.critic.parameters(), drift, strict=True):
+                p.add_(d * 0.01 * p.norm() / d.norm())
+        update_target(view)
+        found += hook.on_update(Update(k, k, {"q_mean": -1.0, "actor_loss": 1.0}))
+    return found
+
+
 @pytest.mark.parametrize("tau, fires", [(1.0, "chases"), (0.0, "frozen"), (0.02, None)])
 def test_target_update_names_a_chasing_or_frozen_target(tmp_path: Path, tau: float,
                                                         fires: str | None) -> None:
     ctx = context(tmp_path, tau=max(tau, 1e-6),
                   diagnostics={"target_update": {**EVERY, "frozen": 0.5}})
-    # A steady drift: the same direction every update, 1% of the norm each.
-    view = ctx.view
-    drift = [torch.randn_like(p) for p in view.critic.parameters()]
-    hook, found = TargetUpdate(ctx), []
-    for k in range(1, 61):
-        with torch.no_grad():
-            for p, d in zip(view.critic.parameters(), drift, strict=True):
-                p.add_(d * 0.01 * p.norm() / d.norm())
-        _lerp(tau)(view)
-        found += hook.on_update(Update(k, k, {"q_mean": -1.0, "actor_loss": 1.0}))
+    found = _drifting_critic(ctx, TargetUpdate(ctx), _lerp(tau))
     if fires is None:
         assert found == []
         return
@@ -133,14 +139,7 @@ def test_a_target_that_never_changes_is_code_unless_tau_explains_it(
     """The loop never touches the target while the critic drifts: with a usual tau that
     is the loop's code, no config fix; with a tau far too small, tau's frozen verdict."""
     ctx = context(tmp_path, tau=tau, diagnostics={"target_update": {**EVERY, "frozen": 0.5}})
-    view = ctx.view
-    drift = [torch.randn_like(p) for p in view.critic.parameters()]
-    hook, found = TargetUpdate(ctx), []
-    for k in range(1, 61):
-        with torch.no_grad():
-            for p, d in zip(view.critic.parameters(), drift, strict=True):
-                p.add_(d * 0.01 * p.norm() / d.norm())
-        found += hook.on_update(Update(k, k, {"q_mean": -1.0, "actor_loss": 1.0}))
+    found = _drifting_critic(ctx, TargetUpdate(ctx), lambda view: None)
     assert found
     if code:
         assert "the loop does not update its target networks" in found[0].message
