@@ -315,6 +315,7 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify:
     layer, and the findings.
     """
     from rltrain.utils.diagnostics import report as reports
+    from rltrain.utils.diagnostics.report_page import write_html
 
     folder = find_run_log_dir(run, log_dir)
     if verify:
@@ -327,7 +328,7 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify:
         if not as_json:
             click.echo("\n".join(lines))
     result = reports.diagnose(folder)
-    page = reports.write_html(folder, result)
+    page = write_html(folder, result)
     if as_json:
         click.echo(to_json(result))
     else:

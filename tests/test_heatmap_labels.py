@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.diagnostics import plots, report
+from rltrain.utils.diagnostics import plots, report, report_page
 from rltrain.utils.diagnostics.plots import _label
 from rltrain.utils.diagnostics.state_action import ClusterView
 from rltrain.utils.rules.spec import RuleContext
@@ -68,7 +68,7 @@ def test_a_short_run_gets_a_heatmap_at_its_end(tmp_path: Path) -> None:
     result = report.diagnose(paths.log_dir)
     (paths.log_dir / "videos").mkdir(exist_ok=True)
     (paths.log_dir / "videos" / "step_600.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42")
-    page = report.write_html(paths.log_dir, result).read_text()
+    page = report_page.write_html(paths.log_dir, result).read_text()
     assert "Latest behaviour video" in page and "step_600.mp4" in page
     if not report.problems(result):
         assert page.index("No problems found") < page.index("<h2>Charts")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rltrain.utils.diagnostics import plots, report
+from rltrain.utils.diagnostics import plots, report, report_page
 
 LAYERS = {f"{net}.net.{i}.{kind}": 1.234567891e-09 * (i + 1)
           for net in ("actor", "critic") for i in (0, 2, 4) for kind in ("weight", "bias")}
@@ -48,7 +48,7 @@ def test_the_evidence_column_is_a_table_of_whole_values(tmp_path: Path, capsys) 
         {"env_steps": 500, "rule": "vanishing_gradient", "value": LAYERS, "threshold": 0.01,
          "action": "warn", "message": "vanishing gradient in the actor"}])
     result = report.diagnose(tmp_path)
-    page = report.write_html(tmp_path, result).read_text()
+    page = report_page.write_html(tmp_path, result).read_text()
     [cell] = re.findall(r'<table class="evidence">.*?</table>', page)
     assert re.findall(r"<tr><th>(.*?)</th><td>(.*?)</td></tr>", cell) == [
         (name, f"{norm:.4g}") for name, norm in LAYERS.items()]
@@ -66,14 +66,14 @@ def test_the_gradient_chart_marks_layers_with_zero_gradient(tmp_path: Path) -> N
                 "critic": {"net.0.weight": 2.0, "net.0.bias": 0.3}}
                for step in (100, 200, 300)]
     _write(tmp_path, "flow1.jsonl", records)
-    page = report.write_html(tmp_path, report.diagnose(tmp_path)).read_text()
+    page = report_page.write_html(tmp_path, report.diagnose(tmp_path)).read_text()
     [listed] = re.findall(r"<p>Zero gradient.*?</p>", page)
     assert "actor.net.0.weight at 2 of 3 reads (steps 200-300)" in listed
     assert "actor.net.0.bias at 3 of 3 reads (steps 100-300)" in listed
     assert "critic" not in listed
-    series, zeros = report._gradient_series(records)
+    series, zeros = report_page._gradient_series(records)
     figure = plots.line_figure(series, "gradients", "norm", log=True, zeros=zeros,
-                               zero_label=report.ZERO_GRADIENT)
+                               zero_label=report_page.ZERO_GRADIENT)
     [axes] = figure.axes
     floor = 0.3 / 10  # a decade under the smallest norm drawn
     on_floor = {line.get_label(): list(line.get_xdata()) for line in axes.get_lines()
@@ -83,4 +83,4 @@ def test_the_gradient_chart_marks_layers_with_zero_gradient(tmp_path: Path) -> N
     assert on_floor["actor.net.0.bias (zero gradient)"] == [100, 200, 300]  # never above 0
     legend = [text.get_text() for text in axes.get_legend().get_texts()]
     assert "actor.net.0.weight" in legend and "actor.net.0.bias (zero gradient)" in legend
-    assert report.ZERO_GRADIENT in [text.get_text() for text in axes.texts]
+    assert report_page.ZERO_GRADIENT in [text.get_text() for text in axes.texts]
