@@ -56,6 +56,16 @@ def updates(hook: Any, n: int, share: float, nets: tuple[str, ...] = ("actor", "
     return found
 
 
+def test_weights_that_never_move_at_a_tiny_rate_are_named_too_low(tmp_path: Path) -> None:
+    """An actor_lr of 3e-8 (SB3's learning_rate so set) moves no float32 weight: too low,
+    not "dead after too large steps"."""
+    ctx = context(tmp_path, actor_lr=3e-8, diagnostics={"learning_rate": EVERY})
+    found = updates(LearningRate(ctx), 8, share=1e-3, nets=("critic",))
+    assert found and "actor_lr 3e-08 is too low" in found[-1].message
+    assert "steps too small to change a float32 weight" in found[-1].message
+    assert "too large steps" not in found[-1].message
+
+
 def test_learning_rate_too_high_names_both_networks_two_orders_above(tmp_path: Path) -> None:
     ctx = context(tmp_path, actor_lr=0.1, critic_lr=0.1, diagnostics={"learning_rate": EVERY})
     found = updates(LearningRate(ctx), 8, share=0.2)

@@ -130,7 +130,9 @@ class LearningRate(RuleHook):
                  f"{'large' if way == 'high' else 'small'})")
         losses = self.losses[net]
         trend = (f"its loss went {losses[0]:.3g} -> {losses[-1]:.3g}" if losses else "")
-        moved = ("its weights stopped moving (dead or saturated after too large steps)"
+        stopped = ("dead or saturated after too large steps" if way == "high" else
+                   "steps too small to change a float32 weight")
+        moved = (f"its weights stopped moving ({stopped})"
                  if median == 0 else f"each update changes {median:.2g} of its weights' norm")
         return (f"{net}: {moved} (median of {len(self.ratios[net])} measurements; healthy "
                 f"runs measure about 1e-4..5e-4), so {net}_lr {lr:g} is too {way}: {where}; "
