@@ -2,6 +2,7 @@
 
     python benchmarks/workers.py                          # 20 ms steps, then Pendulum
     python benchmarks/workers.py --steps 3000 --workers 1 2 4 8
+    python benchmarks/workers.py --curve --steps 10000 --seeds 0 1   # learning curves
 
 Each setting trains `pendulum_ddpg.yaml` (256x256 networks, one update per env step,
 diagnostics off) for the same number of env steps in a fresh process: on
@@ -12,6 +13,10 @@ runners started) to the last env step, before the final evaluation; the return i
 evaluation's mean (5 episodes, deterministic policy, the run's fixed evaluation seeds).
 Ray gets the machine's cores (2 here); the runners use the default async mode unless
 named lockstep. Results: benchmarks/results/workers.txt.
+
+`--curve` trains on the 20 ms env only, for each seed, evaluating every `--eval-every`
+env steps, and tables the evaluation returns at equal env steps (each seed's and their
+mean) with each setting's env steps/s: benchmarks/results/workers_curve.txt.
 """
 
 from __future__ import annotations
@@ -48,8 +53,16 @@ def main() -> None:
                         help="env steps per run (Pendulum-v1)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=str(HERE / "results" / "workers.txt"))
+    parser.add_argument("--curve", action="store_true",
+                        help="learning curves at equal env steps on the 20 ms env")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="with --curve")
+    parser.add_argument("--eval-every", type=int, default=2000, help="with --curve")
+    parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    if args.curve:
+        curve(args)
+        return
+    args.out = args.out or str(HERE / "results" / "workers.txt")
     lines = [f"# benchmarks/workers.py --steps {args.steps} --fast-steps {args.fast_steps} "
              f"--workers {' '.join(map(str, args.workers))} --seed {args.seed}; "
              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start "
@@ -72,6 +85,40 @@ def main() -> None:
         lines.append("")
     lines.append(f"load average {os.getloadavg()[0]:.1f} at the end")
     Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def curve(args: argparse.Namespace) -> None:
+    """Each setting's evaluation returns at equal env steps, seed by seed, on the 20 ms env."""
+    out = Path(args.out or HERE / "results" / "workers_curve.txt")
+    head = (f"# benchmarks/workers.py --curve --steps {args.steps} --eval-every "
+            f"{args.eval_every} --workers {' '.join(map(str, args.workers))} --seeds "
+            f"{' '.join(map(str, args.seeds))}; {os.cpu_count()} cores, load average "
+            f"{os.getloadavg()[0]:.1f} at the start (other work shares the machine)")
+    results: dict[str, dict[int, dict]] = {}
+    for seed in args.seeds:
+        for name, extra in settings(args.workers, lockstep=False).items():
+            result = run_worker(Path(__file__), [str(args.steps), str(seed), *SLOW, *extra,
+                                                 f"eval_freq={args.eval_every}"])
+            results.setdefault(name, {})[seed] = result
+            print(f"seed {seed} {name:18s} {result['steps_per_second']:6.1f} env steps/s, "
+                  f"evaluations {result['evaluations']}", flush=True)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
+    steps = [s for s, _ in next(iter(next(iter(results.values())).values()))["evaluations"]]
+    lines = [head, "", f"## Evaluation return at equal env steps (20 ms steps), seeds "
+             f"{', '.join(map(str, args.seeds))}: mean (each seed)", "",
+             "| setting | env steps/s | " + " | ".join(f"{s} steps" for s in steps) + " |",
+             "|---|---|" + "---|" * len(steps)]
+    for name, by_seed in results.items():
+        cells = []
+        for k in range(len(steps)):
+            values = [r["evaluations"][k][1] for r in by_seed.values()]
+            cells.append(f"{sum(values) / len(values):.0f} ("
+                         + ", ".join(f"{v:.0f}" for v in values) + ")")
+        speed = sum(r["steps_per_second"] for r in by_seed.values()) / len(by_seed)
+        lines.append(f"| {name} | {speed:.1f} | " + " | ".join(cells) + " |")
+    lines += ["", f"load average {os.getloadavg()[0]:.1f} at the end"]
+    out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
@@ -115,7 +162,8 @@ def worker(steps: int, seed: int, extra: list[str]) -> dict:
     evals = [x for x in read_jsonl(Path(folder) / "logs/bench/metrics.jsonl")
              if x.get("kind") == "eval"]
     return {"steps_per_second": (steps - 101) / (marks["stop"] - marks["start"]),
-            "eval_return": evals[-1]["mean_return"], "wall_seconds": wall}
+            "eval_return": evals[-1]["mean_return"], "wall_seconds": wall,
+            "evaluations": [(x["env_steps"], x["mean_return"]) for x in evals]}
 
 
 if __name__ == "__main__":
