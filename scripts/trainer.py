@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
@@ -40,6 +40,7 @@ from rltrain.utils.errors import (
 from rltrain.utils.hooks.hook import Hook
 from rltrain.utils.io.checkpoint import remove_stale_temp_files
 from rltrain.utils.io.run_files import write_run_file
+from rltrain.utils.run.folder_watch import FolderWatch, deleted_message
 from rltrain.utils.run.folders import RunLock, RunPaths, relative_to_cwd
 from rltrain.utils.run.health import HealthRules
 from rltrain.utils.run.logger import RunLogger
@@ -64,7 +65,7 @@ class Trainer:
         self.extra_hooks: list[Hook] = []
         self.on_event: Callable[[int, dict], None] | None = None  # each events.jsonl line
         self.paths: RunPaths | None = None
-        self._folder_ids: dict[Path, tuple[int, int] | None] = {}  # the run's folders' ids
+        self.folders = FolderWatch()  # the run's folders, deleted while it runs?
         self.in_due = False
         self.run_lock: RunLock | None = None  # held from `claim` until `close`
         self.argv: list[str] | None = None  # what command.txt records (None: sys.argv)
@@ -109,17 +110,13 @@ class Trainer:
                                   f"could not all be written: {'; '.join(failed)}")
             return outcome
 
-    @contextlib.contextmanager
-    def _env_clock(self) -> Iterator[None]:
+    def _env_clock(self) -> contextlib.AbstractContextManager[None]:
         """Time the env's calls with the config's limit; status says when one is stuck."""
-        ENV_CLOCK.timeout = self.config.env_step_timeout
-        ENV_CLOCK.on_stuck = lambda call, seconds: self.write_status(
-            "stuck", stuck={"call": call, "seconds": round(seconds)})
-        ENV_CLOCK.on_unstuck = lambda: self.write_status("running")
-        try:
-            yield
-        finally:
-            ENV_CLOCK.timeout, ENV_CLOCK.on_stuck, ENV_CLOCK.on_unstuck = None, None, None
+        return ENV_CLOCK.watching(
+            self.config.env_step_timeout,
+            on_stuck=lambda call, seconds: self.write_status(
+                "stuck", stuck={"call": call, "seconds": round(seconds)}),
+            on_unstuck=lambda: self.write_status("running"))
 
     def _close_all(self) -> list[str]:
         """Close hooks (the final heatmaps), display, logs and envs; returns what could not
@@ -143,8 +140,7 @@ class Trainer:
         """Open the run's logs, monitor and hooks."""
         state, config = self.state, self.config
         self.paths = state.paths = paths
-        self._folder_ids = {folder: _folder_id(folder)
-                            for folder in (paths.log_dir, paths.checkpoint_dir)}
+        self.folders = FolderWatch((paths.log_dir, paths.checkpoint_dir))
         remove_stale_temp_files(paths.checkpoint_dir)
         paths.pause_request_file.unlink(missing_ok=True)  # meant for an earlier process
         self.logger = RunLogger(paths, resume_step=resume.env_steps if resume else None)
@@ -220,8 +216,8 @@ class Trainer:
     def _step(self) -> None:
         """One env step, the updates it allows, and everything that is due after it."""
         state, hooks = self.state, self.hooks
-        if state.counters.env_steps % 10 == 0 and self._deleted_folders():  # before a write
-            raise OutputError(_deleted_message(self._deleted_folders()))  # makes them again
+        if state.counters.env_steps % 10 == 0 and self.folders.deleted():  # before a write
+            raise OutputError(deleted_message(self.folders.deleted()))  # makes them again
         step = state.env_step()
         hooks.on_step(step)
         ended = state.count_step(step)
@@ -275,16 +271,11 @@ class Trainer:
         """A log or checkpoint could not be written (disk full, permissions, a run folder
         deleted while the run wrote to it)."""
         problem = describe_write_failure(exc)
-        deleted = self._deleted_folders()
-        if deleted and problem != _deleted_message(deleted):  # found by a failed write
-            problem = f"{_deleted_message(deleted)} ({problem})"
+        deleted = self.folders.deleted()
+        if deleted and problem != deleted_message(deleted):  # found by a failed write
+            problem = f"{deleted_message(deleted)} ({problem})"
         _, then = self._stop("write_failure", problem, "that is fixed")
         return OutputError(f"stopped at step {self.state.counters.env_steps}: {problem}; {then}")
-
-    def _deleted_folders(self) -> list[Path]:
-        """The run's folders that are gone, or were made again, since it started."""
-        return [folder for folder, known in self._folder_ids.items()
-                if _folder_id(folder) != known]
 
     def _env_failed(self, exc: EnvFailure) -> EnvFailure:
         """The env raised an exception; its traceback goes to the log folder. A failed
@@ -336,18 +327,3 @@ class Trainer:
             return None, f"{none}; the newest, {newest}, is gone (deleted with its folder?)"
         return None, f"{none}; the newest is {newest}" if newest else none
 
-
-def _folder_id(folder: Path) -> tuple[int, int] | None:
-    """Which folder `folder` is (device, inode); None when there is none."""
-    try:
-        info = folder.stat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
-def _deleted_message(folders: list[Path]) -> str:
-    named = " and ".join(f"'{folder}'" for folder in folders)
-    return (f"the run's folder{'s' if len(folders) > 1 else ''} {named} "
-            f"{'were' if len(folders) > 1 else 'was'} deleted while the run wrote to "
-            f"{'them' if len(folders) > 1 else 'it'}")

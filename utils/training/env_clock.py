@@ -20,10 +20,11 @@ not a C extension that loops without returning to Python. Elsewhere calls are no
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from rltrain.utils.errors import EnvFailure
 
@@ -49,6 +50,16 @@ class EnvClock:
         self.started = 0.0
         self._noticed = False
         self.pause_asked: str | None = None  # a pause request that came during a call
+
+    @contextlib.contextmanager
+    def watching(self, timeout: float | None, on_stuck: Callable[[str, float], None],
+                 on_unstuck: Callable[[], None]) -> Iterator[None]:
+        """Time the env's calls with `timeout` for as long as a run lasts."""
+        self.timeout, self.on_stuck, self.on_unstuck = timeout, on_stuck, on_unstuck
+        try:
+            yield
+        finally:
+            self.timeout, self.on_stuck, self.on_unstuck = None, None, None
 
     def enter(self, env_name: str, call: str) -> bool:
         """A call into the env starts; True if it is timed (then `leave` must follow)."""
