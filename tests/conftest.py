@@ -105,3 +105,21 @@ def load_example(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def kill_runner(runner: Any) -> int:
+    """SIGKILL an env runner's process (a Ray actor); returns its pid."""
+    import signal
+
+    import ray
+
+    pid = ray.get(runner.pid.remote())
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def runner_events(log_dir: Path) -> list[dict[str, Any]]:
+    """The events.jsonl lines about env runners (lost, restarted, failed)."""
+    from rltrain.utils.run.logger import read_jsonl
+
+    return [e for e in read_jsonl(log_dir / "events.jsonl") if e.get("rule") == "env_runner"]

@@ -22,7 +22,7 @@ from rltrain.utils.run.logger import read_jsonl
 from rltrain.utils.run.monitor import TrainingMonitor
 from rltrain.utils.run.status import read_status
 
-from conftest import DEVICE, TESTS_DIR, tiny_config, tiny_dict
+from conftest import DEVICE, TESTS_DIR, kill_runner, runner_events, tiny_config, tiny_dict
 
 ray = pytest.importorskip("ray")
 
@@ -148,9 +148,7 @@ def test_a_runner_killed_with_sigkill_is_restarted_and_the_run_goes_on(tmp_path,
 
     def kill_runner_at_120(self, env_steps):
         if env_steps == 120 and not killed:
-            runner = trainer.state.collector.runners[0]
-            killed.append(ray.get(runner.pid.remote()))
-            os.kill(killed[0], signal.SIGKILL)
+            killed.append(kill_runner(trainer.state.collector.runners[0]))
         return original(self, env_steps)
 
     monkeypatch.setattr(TrainingMonitor, "after_step", kill_runner_at_120)
@@ -158,8 +156,7 @@ def test_a_runner_killed_with_sigkill_is_restarted_and_the_run_goes_on(tmp_path,
     trainer = Trainer(config, DEVICE, interactive=False)
     assert trainer.run(create_run(config)).status == "finished"
     assert killed
-    events = [e for e in read_jsonl(tmp_path / "logs/killed/events.jsonl")
-              if e.get("rule") == "env_runner"]
+    events = runner_events(tmp_path / "logs/killed")
     assert len(events) == 1 and "env runner 0 was lost" in events[0]["message"]
     # Every transition counted once: the buffer holds exactly the env steps counted.
     state = checkpoint(tmp_path, "killed", 300)
@@ -174,8 +171,7 @@ CRASHING = {"env_name": "fake_envs:FakeCrashingPendulum-v0", "env_kwargs": {"at"
 
 def test_a_runner_whose_env_raises_is_started_again_while_restarts_last(tmp_path):
     train(tmp_path, "crashed", worker_max_restarts=1, **CRASHING)
-    events = [e for e in read_jsonl(tmp_path / "logs/crashed/events.jsonl")
-              if e.get("rule") == "env_runner"]
+    events = runner_events(tmp_path / "logs/crashed")
     assert len(events) == 2  # both runners' envs raised once, each at its own 60th step
     assert all("simulator crashed" in e["message"] for e in events)
 

@@ -3,20 +3,16 @@ both nodes, pauses, resumes there and goes on past a runner killed with SIGKILL.
 
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
 from rltrain.utils.io.checkpoint import load_checkpoint
-from rltrain.utils.run.logger import read_jsonl
 from rltrain.utils.run.monitor import TrainingMonitor
 from rltrain.utils.run.status import read_status
 
-from conftest import tiny_dict
+from conftest import kill_runner, runner_events, tiny_dict
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -48,9 +44,7 @@ def test_a_run_spans_two_nodes_pauses_resumes_and_survives_a_killed_runner(
             (log_dir / "paused_once").write_text("")
             (log_dir / "pause.request").write_text("test pause")
         if env_steps == 200 and not killed:
-            runner = self.run.collector.runners[1]
-            killed.append(ray.get(runner.pid.remote()))
-            os.kill(killed[0], signal.SIGKILL)
+            killed.append(kill_runner(self.run.collector.runners[1]))
         return original(self, env_steps)
 
     monkeypatch.setattr(TrainingMonitor, "after_step", pause_at_120_then_kill_at_200)
@@ -66,5 +60,5 @@ def test_a_run_spans_two_nodes_pauses_resumes_and_survives_a_killed_runner(
     assert killed
     final = load_checkpoint(tmp_path / "checkpoints/spread/checkpoint_step_300.pt")
     assert final["trainer"]["counters"]["env_steps"] == final["buffer"]["size"] == 300
-    lost = [e for e in read_jsonl(log_dir / "events.jsonl") if e.get("rule") == "env_runner"]
+    lost = runner_events(log_dir)
     assert len(lost) == 1 and "env runner 1 was lost" in lost[0]["message"]
