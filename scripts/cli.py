@@ -21,8 +21,9 @@ from rltrain.scripts.config_commands import (
     flag_overrides,
     to_stderr,
 )
+from rltrain.scripts.diagnose_command import diagnose
 from rltrain.scripts.eval_command import eval_command, load_actor  # noqa: F401 (API)
-from rltrain.scripts.run_commands import diagnose, pause, status
+from rltrain.scripts.run_commands import pause, status
 from rltrain.scripts.runs_command import runs
 from rltrain.scripts.wait_commands import continue_command, stop
 from rltrain.utils.config.fields import FIXED_ON_RESUME

@@ -1,4 +1,4 @@
-"""`rltrain status`, `pause` and `diagnose`: look at and steer a run from another terminal.
+"""`rltrain status` and `pause`: look at and steer a run from another terminal.
 
 Both work from the run's files only (status.json, events.jsonl, the checkpoint folder),
 so `status` answers for live and finished runs alike. `pause` is an instruction from
@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ from rltrain.utils.run.logger import read_jsonl
 from rltrain.utils.run.status import LIVE_STATES, effective_state, process_alive, read_status
 
 LOG_DIR_HELP = "Where run folders live, when RUN is a name (default: logs)."
-EXIT_FINDINGS = 6  # `diagnose --fail-on`: a finding at least that severe
 
 
 def _load_status(log_dir: Path) -> dict[str, Any]:
@@ -273,70 +271,3 @@ def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> No
                             f"{now.get('pause_reason') or 'no reason recorded'}")
         time.sleep(0.2)
     click.echo(f"the run has not paused within {timeout:g} s; the request stays in {request}")
-
-
-@click.command()
-@click.argument("run")
-@click.option("--log-dir", default="logs", show_default=True, help=LOG_DIR_HELP)
-@click.option("--json", "as_json", is_flag=True,
-              help='Print {"run": ..., "findings": [{"rule", "step", "evidence", "suggested_set", '
-                   '"severity", "message"}]} instead of the table.')
-@click.option("--fail-on", type=click.Choice(["pause", "warning", "info"]), default=None,
-              help=f"Exit with code {EXIT_FINDINGS} when a finding is this severe or more "
-                   "(pause > warning > info), after the report: for scripts and CI.")
-@click.option("--verify", is_flag=True,
-              help="Try the top findings' proposed changes: train the run with and without "
-                   "the change (from the start for a fault of the set-up, else from a "
-                   "checkpoint before the finding) over several seeds and compare them.")
-@click.option("--steps", type=int, default=None,
-              help="Env steps per --verify branch (default: as many as the run made, from "
-                   "the start; 5000 after a fork).")
-@click.option("--seeds", default=3, show_default=True,
-              help="--verify: branch pairs per finding, pair k seeded from the run's seed "
-                   "and k (a fork with 1 is the exact fork).")
-@click.option("--jobs", type=int, default=None,
-              help="--verify branches trained at once (default: the CPU cores, at least 2).")
-@click.option("--from-start", is_flag=True,
-              help="--verify from the start (fresh runs), whatever the finding.")
-@click.option("--last", type=int, default=None,
-              help="--verify compares the last N evaluations after the fork (default: the "
-                   "last third, at least 1).")
-@click.option("--top", default=3, show_default=True,
-              help="--verify tries this many findings (most severe, then earliest).")
-@click.option("--fork-step", type=int, default=None,
-              help="--verify forks from the newest checkpoint at or before this step.")
-def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify: bool,
-             steps: int | None, seeds: int, jobs: int | None, from_start: bool,
-             last: int | None, top: int, fork_step: int | None) -> None:
-    """Explain a run (live or not): the diagnostics' findings, hypotheses, checks, report.html.
-
-    RUN is a run name under --log-dir, or a run folder. Writes <run folder>/report.html:
-    learning curve, reward statistics, latest state-action heatmaps, gradient norms per
-    layer, and the findings.
-    """
-    from rltrain.utils.diagnostics import report as reports
-    from rltrain.utils.diagnostics.report_page import write_html
-
-    folder = find_run_log_dir(run, log_dir)
-    if verify:
-        from rltrain.scripts.verify import summary_lines
-        from rltrain.scripts.verify import verify as verify_run
-
-        lines = summary_lines(verify_run(folder, steps, seeds, top, fork_step, last, jobs,
-                                         lambda line: click.echo(line, err=True),
-                                         from_start))
-        if not as_json:
-            click.echo("\n".join(lines))
-    result = reports.diagnose(folder)
-    page = write_html(folder, result)
-    if as_json:
-        click.echo(to_json(result))
-    else:
-        reports.print_table(result)
-        click.echo(f"report: {page}")
-    failing = [] if fail_on is None else [
-        f for f in result["findings"] if reports.ORDER[f["severity"]] <= reports.ORDER[fail_on]]
-    if failing:
-        click.echo(f"{len(failing)} finding(s) at {fail_on} or more severe "
-                   f"({', '.join(sorted({f['rule'] for f in failing}))})", err=True)
-        sys.exit(EXIT_FINDINGS)
