@@ -116,6 +116,11 @@ def pauses_again_on_resume(tmp_path: Path, rule: str, hint: str, at: int,
 def test_small_replay_pauses_again_on_resume_and_says_a_new_run_is_needed(tmp_path):
     pauses_again_on_resume(tmp_path, "small_replay", "train a new run with a larger one", 100,
                            replay_buffer_size=100)
+    # Its fix, for a new run (and for diagnose --verify, which trains from the start).
+    found = [e for e in read_jsonl(tmp_path / "logs/r/events.jsonl")
+             if e.get("rule") == "small_replay"]
+    assert found[0]["suggested_set"] == {"replay_buffer_size": 100_000}
+    assert "--set replay_buffer_size=100000" in found[0]["message"]
 
 
 def test_every_rule_off_with_a_null_threshold_runs(tmp_path):

@@ -94,6 +94,10 @@ CASES = (
     Case("discount_too_close_to_one", "none found yet (RL Zoo's own MountainCar SAC entry "
          "uses gamma 0.9999)", "hyperparameter", "pendulum_ddpg",
          ("long_horizon",), "gamma", "down", sets={"gamma": 0.9999}),
+    Case("replay_buffer_too_small", "Unity-Technologies/ml-agents#4132 (SAC buffers too "
+         "small: catastrophic forgetting); DLR-RM/stable-baselines3#1885 (the buffer's size "
+         "per env)", "hyperparameter", "pendulum_ddpg", ("small_replay",),
+         "replay_buffer_size", "up", sets={"replay_buffer_size": 1000}),
     # --- env and reward
     Case("reward_too_small", "MorvanZhou/Reinforcement-learning-with-tensorflow#2 "
          "(Pendulum breaks without its reward rescaling)", "env", "pendulum_ddpg",

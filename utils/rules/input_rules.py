@@ -32,6 +32,7 @@ hands them to the checks here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ from rltrain.utils.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
+
+USUAL_REPLAY = 100_000  # small_replay's fix: the low end of off-policy control's usual sizes
 
 SPECS = (
     RuleSpec(
@@ -116,8 +119,8 @@ SPECS = (
                    'nearly the same, newest, correlated transitions; the critic fits them and '
                    'forgets the rest',
         check='raise replay_buffer_size (1e5-1e6 is usual for off-policy continuous control)',
-        hint='replay_buffer_size cannot change on resume: train a new run with a larger one, or '
-             '--set diagnostics.small_replay.action=warn'),
+        hint='replay_buffer_size cannot change on resume: train a new run with a larger one '
+             '(its suggested_set), or --set diagnostics.small_replay.action=warn'),
     RuleSpec(
         name='ignored_action',
         section='diagnostics',
@@ -230,10 +233,13 @@ class SmallReplay(RuleCheck):
         batches = config.replay_buffer_size / config.batch_size
         if not batches < self.rule.threshold:
             return []
+        larger = max(USUAL_REPLAY, math.ceil(self.rule.threshold) * config.batch_size)
         return self.fire(env_steps, round(batches, 2),
                          f"the replay buffer's capacity is {config.replay_buffer_size} "
                          f"transitions, {batches:.3g} batches of {config.batch_size}: "
-                         "the batches keep drawing on the same few, newest transitions")
+                         "the batches keep drawing on the same few, newest transitions; "
+                         f"train a new run with --set replay_buffer_size={larger}",
+                         suggested_set={"replay_buffer_size": larger})
 
 
 class IgnoredAction(RuleCheck):
