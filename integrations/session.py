@@ -258,14 +258,8 @@ class Session:
     def sample_env(self, env: int, obs: np.ndarray) -> None:
         """As `sample`, for one training env's step where the envs do not step together
         (RLlib's env runners): its row kept at the map's rate, the actor called then."""
-        d = self.diagnostics
-        if (isinstance(d, NoDiagnostics) or not d.map.collecting
-                or self.env_steps < self.config.learning_starts or not d.map.chosen(1)):
-            return
-        state = np.array(obs, np.float32)  # a copy: Ray's arrays arrive read-only
-        with torch.no_grad():  # not inference mode: the map's actor hook skips it
-            acted = self.view.actor(torch.as_tensor(state[None], device=self.view.device))
-        d.map.keep_row(env, state, acted[0].cpu().numpy())
+        if not isinstance(self.diagnostics, NoDiagnostics):
+            self.diagnostics.sample_env(env, obs, self.env_steps)
 
     def step(self, env: int, obs: np.ndarray, action: np.ndarray, reward: float,
              next_obs: np.ndarray, terminated: bool, truncated: bool,

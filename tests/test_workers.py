@@ -225,3 +225,15 @@ def test_ctrl_c_in_a_terminal_pauses_a_run_with_runners_and_it_resumes(tmp_path)
     resumed = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused[0]),
                                        "--set", f"max_timesteps={step + 60}"])
     assert f"finished at step {step + 60}" in resumed.output, resumed.output
+
+
+def test_the_state_action_map_samples_the_policy_at_the_runners_states(tmp_path):
+    """The actor acts in the runners, so its forward hook sees nothing here: the map
+    keeps the runners' states (after the warm-up) with the learner's action there."""
+    trainer = train(tmp_path, "map", env_name="fake_envs:FakeShortPendulum-v0",
+                    max_timesteps=400, diagnostics={"heatmap_freq": 200})
+    assert (tmp_path / "logs/map/heatmaps/heatmap_step_400.png").exists()
+    kept = trainer.run_hooks.diagnostics.map
+    assert 250 < kept.size <= 300  # the steps after the 100-step warm-up, at a rate near 1
+    low, high = kept.low, kept.high
+    assert ((kept.actions[:kept.size] >= low) & (kept.actions[:kept.size] <= high)).all()

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import numpy as np
+import torch
 
 from rltrain.utils.config.schema import TrainConfig, training_envs
 from rltrain.utils.diagnostics import ddpg_checks, plots, reward_terms, snapshots
@@ -65,6 +66,7 @@ class Flow1Diagnostics(Hook):
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
                                   training_envs(config))
         self.collecting_before_eval = self.map.collecting  # see on_eval_start
+        self.runners = config.num_workers > 0  # the envs step in Ray env runners
         self.gradients = GradientWatch(context, buffer, logger, paths, self._report)
         self.inputs = InputChecks(context, buffer, logger, self._report)
         self.episode_drop = DropDetector(self.settings.trace_drop)
@@ -107,7 +109,23 @@ class Flow1Diagnostics(Hook):
         self.inputs.on_step(step)
         if step.stored:  # what went into the replay buffer
             self.reward.add(step.reward, step.env)
+            if self.runners:  # the actor acted in the runners: the map samples it here
+                self.sample_env(step.env, step.obs, step.env_steps - 1)
             self.map.on_step(step.env_steps, step.env)
+
+    def sample_env(self, env: int, obs: np.ndarray, env_steps: int) -> None:
+        """One training env's state and the policy's deterministic action there, where
+        the envs step outside this process (rltrain's env runners, RLlib's), so the actor's
+        hook sees no acting call: its row kept at the map's rate, the actor called only
+        for a kept row. `env_steps`: the steps before this one (none in the warm-up,
+        whose actions are random, as where the actor acts here)."""
+        if (not self.map.collecting or env_steps < self.config.learning_starts
+                or not self.map.chosen(1)):
+            return
+        state = np.array(obs, np.float32)  # a copy: Ray's arrays arrive read-only
+        with torch.no_grad():  # not inference mode: the map's actor hook skips it
+            acted = self.agent.actor(torch.as_tensor(state[None], device=self.agent.device))
+        self.map.keep_row(env, state, acted[0].cpu().numpy())
 
     @hook_method
     def on_episode_end(self, episode: EpisodeEnd) -> None:
