@@ -57,6 +57,9 @@ def main() -> None:
                         help="learning curves at equal env steps on the 20 ms env")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="with --curve")
     parser.add_argument("--eval-every", type=int, default=2000, help="with --curve")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="with --curve: the learner's torch threads (on a shared machine, "
+                             "one keeps a busy core from stalling it)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     if args.curve:
@@ -92,14 +95,16 @@ def curve(args: argparse.Namespace) -> None:
     """Each setting's evaluation returns at equal env steps, seed by seed, on the 20 ms env."""
     out = Path(args.out or HERE / "results" / "workers_curve.txt")
     head = (f"# benchmarks/workers.py --curve --steps {args.steps} --eval-every "
-            f"{args.eval_every} --workers {' '.join(map(str, args.workers))} --seeds "
+            f"{args.eval_every} --threads {args.threads} --workers "
+            f"{' '.join(map(str, args.workers))} --seeds "
             f"{' '.join(map(str, args.seeds))}; {os.cpu_count()} cores, load average "
             f"{os.getloadavg()[0]:.1f} at the start (other work shares the machine)")
     results: dict[str, dict[int, dict]] = {}
     for seed in args.seeds:
         for name, extra in settings(args.workers, lockstep=False).items():
             result = run_worker(Path(__file__), [str(args.steps), str(seed), *SLOW, *extra,
-                                                 f"eval_freq={args.eval_every}"])
+                                                 f"eval_freq={args.eval_every}",
+                                                 f"torch_threads={args.threads}"])
             results.setdefault(name, {})[seed] = result
             print(f"seed {seed} {name:18s} {result['steps_per_second']:6.1f} env steps/s, "
                   f"evaluations {result['evaluations']}", flush=True)
