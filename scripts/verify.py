@@ -7,7 +7,8 @@ undone:
 - **from the start** when the fault is in the set-up: the keys the finding changes had
   their value from step 0 (no resume changed them before the finding). Both branches
   are fresh runs of the run's own config (`rltrain train --config <run>/config.yaml`),
-  for as many env steps as the run made (or `--steps`). A fork from a checkpoint would
+  for as many env steps as the run made, at least DEFAULT_STEPS past its warm-up within
+  its max_timesteps (or `--steps`). A fork from a checkpoint would
   start after the damage: an actor that a too-high learning rate already killed stays
   dead whatever the change.
 - **from a checkpoint** when a resume set the faulty value (the fault appeared then), or
@@ -210,7 +211,8 @@ def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
            jobs: int | None = None, say: Any = None,
            from_start: bool = False, threads: int | None = None) -> list[dict[str, Any]]:
     """Try the top findings' proposed changes; writes and returns the verdicts. `steps`:
-    per branch (None: as many as the run made from the start, DEFAULT_STEPS after a
+    per branch (None: from the start, as many as the run made, at least DEFAULT_STEPS
+    past the warm-up within max_timesteps; DEFAULT_STEPS after a
     fork). `before`: fork at or before this step instead of choosing the start (module
     docstring). `seeds`: pairs per finding. `last`: the evaluations compared (None: the
     last third). `jobs`: branches at once (None: the cores). `say`: where the cost line

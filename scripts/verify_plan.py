@@ -83,7 +83,7 @@ def plan_finding(folder: Path, finding: dict[str, Any], steps: int | None, seeds
     """One finding's experiment: where it starts, its pairs' seeds and branch names."""
     start, why = start_point(folder, finding, before, from_start)
     length = steps if steps is not None else (
-        DEFAULT_STEPS if start[1] is not None else _steps_made(folder))
+        DEFAULT_STEPS if start[1] is not None else _from_start_steps(folder))
     run_seed = run_config(folder).seed
     stem = f"{folder.name}-verify-{finding['rule']}"
     exact = seeds == 1 and start[1] is not None  # the exact fork: the run's own streams
@@ -93,10 +93,14 @@ def plan_finding(folder: Path, finding: dict[str, Any], steps: int | None, seeds
                         for kind in ("fix", "control")}} for k in range(seeds)]
     return {"finding": finding, "start": start, "why": why, "steps": length, "pairs": pairs}
 
-def _steps_made(folder: Path) -> int:
-    """The env steps the run made (its newest metrics line), at least one evaluation's."""
-    lines = read_jsonl(folder / METRICS_FILE)
-    return max([int(m["env_steps"]) for m in lines] or [DEFAULT_STEPS])
+def _from_start_steps(folder: Path) -> int:
+    """Branches from the start train as long as the run did (its newest metrics line),
+    but at least DEFAULT_STEPS past the random warm-up, as far as the run's own
+    max_timesteps: a run that paused early (a critic exploding in its first updates)
+    would otherwise give branches that end in their warm-up, alike whatever the change."""
+    config = run_config(folder)
+    made = max([int(m["env_steps"]) for m in read_jsonl(folder / METRICS_FILE)] or [0])
+    return min(config.max_timesteps, max(made, config.learning_starts + DEFAULT_STEPS))
 
 def _speed(folder: Path) -> float | None:
     """The run's own env steps per second (its metrics lines' times), if they say."""

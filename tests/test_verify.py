@@ -345,3 +345,24 @@ def test_two_rules_proposing_one_change_are_one_experiment():
              {"rule": "tau", "suggested_set": {"tau": 0.005}}]
     assert [(f["rule"], f.get("also")) for f in distinct(found)] == [
         ("actor_stalled", ["learning_rate"]), ("tau", None)]
+
+
+@pytest.mark.parametrize("made, max_timesteps, expected", [
+    (1000, 6000, 6000),    # paused in its first updates: past the warm-up, to its budget
+    (1000, 20000, 6000),   # ... 5000 steps past the 1000-step warm-up
+    (12000, 20000, 12000),  # as long as the run
+    (None, 3000, 3000),    # no metrics yet: the run's budget
+])
+def test_branches_from_the_start_train_past_the_warm_up(tmp_path: Path, made, max_timesteps,
+                                                         expected) -> None:
+    from rltrain.scripts.verify_plan import plan_finding
+
+    folder = tmp_path / "logs" / "r"
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(tiny_dict(
+        tmp_path, learning_starts=1000, max_timesteps=max_timesteps)))
+    lines = [] if made is None else [{"kind": "eval", "env_steps": made, "mean_return": -1.0}]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    finding = {"rule": "learning_rate", "first_step": 900, "suggested_set": {"critic_lr": 1e-3}}
+    plan = plan_finding(folder, finding, None, 3, None, False)
+    assert plan["start"] == (0, None) and plan["steps"] == expected
