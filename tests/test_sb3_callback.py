@@ -187,6 +187,18 @@ def test_sb3_td3_without_action_noise_says_why_ignored_action_cannot_judge():
     assert "action_noise=NormalActionNoise(...)" in why and "learning_starts >= 1000" in why
 
 
+def test_sb3_td3_with_ou_noise_says_its_noise_is_not_handed_on():
+    from stable_baselines3.common.noise import OrnsteinUhlenbeckActionNoise
+
+    noise = OrnsteinUhlenbeckActionNoise(np.zeros(1), 0.5 * np.ones(1))
+    td3("fake_envs:FakeIgnoredActionPendulum-v0", action_noise=noise).learn(
+        300, callback=RltrainCallback("ou", config=REWARD_WINDOW))
+    report = json.loads(CliRunner().invoke(cli, ["diagnose", "ou", "--json"]).output)
+    why = report["unjudged"]["ignored_action"]
+    assert "carry Ornstein-Uhlenbeck noise, which the library does not hand on" in why
+    assert "NormalActionNoise(...)" in why and "learning_starts >= 1000" in why
+
+
 def test_two_vector_envs_count_each_envs_step_and_episode(tmp_path):
     env = make_vec_env("fake_envs:FakePoint-v0", n_envs=2, seed=0)
     model = td3(env)

@@ -223,6 +223,13 @@ class InputChecks:
             why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, learning_starts), "
                    "and env runners (num_workers) do not hand on their exploration noise: set "
                    f"learning_starts >= {ROWS}")
+        elif (self.silent and not len(self.explored) and self.config.noise_type == "ou"
+              and self.config.exploration_noise > 0):
+            why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, learning_starts), "
+                   f"and the {self.silent} actions after it carry Ornstein-Uhlenbeck noise, "
+                   "which the library does not hand on (each draw depends on the last ones): "
+                   "explore with independent noise (SB3: action_noise=NormalActionNoise(...)), "
+                   f"or set learning_starts >= {ROWS}")
         elif self.silent and not len(self.explored):
             why = (f"a random warm-up of {warmup} env steps (it needs {ROWS}, learning_starts), "
                    f"and the {self.silent} actions after it carry no exploration noise to "
