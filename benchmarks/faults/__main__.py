@@ -147,7 +147,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--verify-seeds", type=_positive, default=DEFAULT_SEEDS,
                         help="verify's seed pairs per fix (its default: %(default)s)")
     parser.add_argument("--verify-steps", type=_positive, default=None,
-                        help="env steps per verify branch (default: as many as the run)")
+                        help="env steps per verify branch (default verify's: as many as the run, "
+                             "at least 5000 past its warm-up)")
     parser.add_argument("--verify-jobs", type=_positive, default=None,
                         help="verify branches at once per case (default: the cores / "
                              "--jobs, at least 1)")
