@@ -60,6 +60,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1,
                         help="with --curve: the learner's torch threads (on a shared machine, "
                              "one keeps a busy core from stalling it)")
+    parser.add_argument("--set", dest="runner_set", action="append", default=[],
+                        metavar="KEY=VALUE", help="with --curve: a config key for the runs "
+                        "with runners (e.g. worker_sync_every=5)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     if args.curve:
@@ -96,12 +99,14 @@ def curve(args: argparse.Namespace) -> None:
     out = Path(args.out or HERE / "results" / "workers_curve.txt")
     head = (f"# benchmarks/workers.py --curve --steps {args.steps} --eval-every "
             f"{args.eval_every} --threads {args.threads} --workers "
-            f"{' '.join(map(str, args.workers))} --seeds "
+            f"{' '.join(map(str, args.workers))} "
+            f"{''.join(f'--set {x} ' for x in args.runner_set)}--seeds "
             f"{' '.join(map(str, args.seeds))}; {os.cpu_count()} cores, load average "
             f"{os.getloadavg()[0]:.1f} at the start (other work shares the machine)")
     results: dict[str, dict[int, dict]] = {}
     for seed in args.seeds:
         for name, extra in settings(args.workers, lockstep=False).items():
+            extra = [*extra, *args.runner_set] if extra else extra  # runner settings
             result = run_worker(Path(__file__), [str(args.steps), str(seed), *SLOW, *extra,
                                                  f"eval_freq={args.eval_every}",
                                                  f"torch_threads={args.threads}"])
