@@ -63,6 +63,9 @@ def main() -> None:
     parser.add_argument("--set", dest="runner_set", action="append", default=[],
                         metavar="KEY=VALUE", help="with --curve: a config key for the runs "
                         "with runners (e.g. worker_sync_every=5)")
+    parser.add_argument("--runners-only", action="store_true",
+                        help="with --curve: leave out the single process (its runs do not "
+                             "depend on --set)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     if args.curve:
@@ -106,6 +109,8 @@ def curve(args: argparse.Namespace) -> None:
     results: dict[str, dict[int, dict]] = {}
     for seed in args.seeds:
         for name, extra in settings(args.workers, lockstep=False).items():
+            if args.runners_only and not extra:
+                continue
             extra = [*extra, *args.runner_set] if extra else extra  # runner settings
             result = run_worker(Path(__file__), [str(args.steps), str(seed), *SLOW, *extra,
                                                  f"eval_freq={args.eval_every}",
