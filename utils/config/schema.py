@@ -224,11 +224,13 @@ class TrainConfig:
         "(reproducible, resumes bit for bit); async takes chunks as they come (faster, "
         "resumes correctly but not bit for bit)")
     worker_sync_every: int = opt(
-        50, "with num_workers: updates between broadcasts of the actor's weights to the "
-        "runners", AT_LEAST_ONE)
+        5, "with num_workers: updates between broadcasts of the actor's weights to the "
+        "runners (a runner takes new weights between chunks; the lag of its policy behind "
+        "the learner's slows learning at equal env steps: docs/performance.md)", AT_LEAST_ONE)
     worker_chunk_steps: int = opt(
-        25, "with num_workers: vector steps a runner takes per chunk of transitions it "
-        "sends", AT_LEAST_ONE)
+        5, "with num_workers: vector steps a runner takes per chunk of transitions it "
+        "sends (longer: less of Ray's cost per step, for fast envs; more policy lag)",
+        AT_LEAST_ONE)
     worker_noise_spread: float = opt(
         2.0, "with num_workers: runner i of N explores with exploration_noise * "
         "spread ** (2 i / (N - 1) - 1), from noise / spread to noise * spread (Ape-X's "
