@@ -103,8 +103,11 @@ def _from_start_steps(folder: Path) -> int:
     return min(config.max_timesteps, max(made, config.learning_starts + DEFAULT_STEPS))
 
 def _speed(folder: Path) -> float | None:
-    """The run's own env steps per second (its metrics lines' times), if they say."""
-    lines = [m for m in read_jsonl(folder / METRICS_FILE) if "time" in m]
+    """The run's own env steps per second once it updated (its metrics lines' times after
+    the random warm-up, which steps far faster), if they say."""
+    warmup = run_config(folder).learning_starts
+    lines = [m for m in read_jsonl(folder / METRICS_FILE)
+             if "time" in m and m["env_steps"] > warmup]
     if len(lines) < 2 or lines[-1]["time"] <= lines[0]["time"]:
         return None
     return (lines[-1]["env_steps"] - lines[0]["env_steps"]) / (lines[-1]["time"]

@@ -366,3 +366,25 @@ def test_branches_from_the_start_train_past_the_warm_up(tmp_path: Path, made, ma
     finding = {"rule": "learning_rate", "first_step": 900, "suggested_set": {"critic_lr": 1e-3}}
     plan = plan_finding(folder, finding, None, 3, None, False)
     assert plan["start"] == (0, None) and plan["steps"] == expected
+
+
+def test_the_cost_line_times_the_run_after_its_warm_up(tmp_path: Path) -> None:
+    """The warm-up's random steps run far faster than the updates: the estimate leaves
+    them out, and says nothing where the run never got past them."""
+    from rltrain.scripts.verify_plan import cost_line, plan_finding
+
+    folder = tmp_path / "logs" / "r"
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(tiny_dict(
+        tmp_path, learning_starts=1000, max_timesteps=6000)))
+    finding = {"rule": "learning_rate", "first_step": 900, "suggested_set": {"critic_lr": 1e-3}}
+    warmup = [{"kind": "episode", "env_steps": s, "time": s / 1000} for s in (200, 1000)]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in warmup))
+    plans = [plan_finding(folder, finding, None, 3, None, False)]
+    assert "about" not in cost_line(folder, plans, 2)  # only warm-up steps: no estimate
+    later = [{"kind": "episode", "env_steps": s, "time": 1 + (s - 1000) / 50}
+             for s in (1200, 2200)]  # 50 env steps/s once it updates
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in warmup + later))
+    line = cost_line(folder, plans, 2)
+    assert "at this run's 50 env steps/s" in line  # 6000 steps x 2 x 3 = 36,000: 6 min
+    assert "about 6 min" in line
