@@ -264,3 +264,29 @@ def test_verify_runs_about_one_training_per_core_by_default(argv, cores, jobs):
     assert bench.verify_options(args, cores) == {"steps": None, "seeds": 3, "jobs": jobs,
                                                  "threads": 1}
     assert bench.verify_options(bench.arguments().parse_args(argv), cores) is None
+
+
+def test_results_are_written_after_every_run(tmp_path, monkeypatch):
+    """A benchmark stopped halfway (hours of --verify) keeps the runs it finished."""
+    class Pool:  # one run finishes, then the benchmark is stopped
+        def __init__(self, max_workers):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def map(self, fn, jobs):
+            yield {"name": "tau_one", "seed": 0, "steps": 1, "final_eval": -1.0,
+                   "findings": []}
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "ProcessPoolExecutor", Pool)
+    out = tmp_path / "r.json"
+    monkeypatch.setattr(sys, "argv", ["faults", "--only", "tau_one", "--only", "pendulum_ddpg",
+                                      "--out", str(out)])
+    with pytest.raises(KeyboardInterrupt):
+        bench.main()
+    assert [r["name"] for r in json.loads(out.read_text())["runs"]] == ["tau_one"]

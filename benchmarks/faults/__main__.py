@@ -124,11 +124,14 @@ def main() -> None:
     names = [n for n in names if not args.only or n in args.only]
     verify = verify_options(args, os.cpu_count() or 1)
     jobs = [(n, s, args.scale, verify) for n in names for s in range(args.seeds)]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(_safe_run, jobs))
     args.out.parent.mkdir(exist_ok=True)
-    args.out.write_text(json.dumps({"seeds": args.seeds, "scale": args.scale,
-                                    "verify": verify, "runs": results}, indent=1))
+    results: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for result in pool.map(_safe_run, jobs):  # in order, each as soon as it is in
+            results.append(result)
+            # Written after every run: a benchmark stopped halfway keeps what it measured.
+            args.out.write_text(json.dumps({"seeds": args.seeds, "scale": args.scale,
+                                            "verify": verify, "runs": results}, indent=1))
     print(table(results))
 
 
