@@ -154,7 +154,6 @@ def _verify_plan(folder: Path, plan: dict[str, Any], last: int | None,
                               "returns": [r for _, returns in evaluations for r in returns],
                               "error": err.strip().splitlines()[-1] if code not in (0, 3)
                               and err.strip() else None}
-        carry_paused(branches)
         pairs.append({"seed": pair["seed"], "branches": branches, "difference": None})
     finding = plan["finding"]
     result = {"rule": finding["rule"], "also": finding.get("also", []),
@@ -169,22 +168,6 @@ def _verify_plan(folder: Path, plan: dict[str, Any], last: int | None,
                           f"was done before the fork; rerun with rltrain diagnose "
                           f"{folder.name} --verify --from-start")
     return judged
-
-
-def carry_paused(branches: dict[str, dict[str, Any]]) -> None:
-    """A branch that a rule paused (exit code 3: the fault, or the fix, stopped it) keeps
-    its policy from then on: its last evaluation stands for the steps the other branch
-    evaluated after it (marked `carried`), so the two are compared where the finished one
-    ended rather than where the paused one stopped. A branch paused before its first
-    evaluation has none to carry."""
-    for kind, branch in branches.items():
-        other = branches["control" if kind == "fix" else "fix"]
-        if branch["exit_code"] != 3 or not branch["evaluations"]:
-            continue
-        last_step, last_returns = branch["evaluations"][-1]
-        later = [step for step, _ in other["evaluations"] if step > last_step]
-        branch["carried"] = later
-        branch["evaluations"] = branch["evaluations"] + [(step, last_returns) for step in later]
 
 
 def _alike(pairs: list[dict[str, Any]]) -> bool:

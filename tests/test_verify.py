@@ -388,30 +388,3 @@ def test_the_cost_line_times_the_run_after_its_warm_up(tmp_path: Path) -> None:
     line = cost_line(folder, plans, 2)
     assert "at this run's 50 env steps/s" in line  # 6000 steps x 2 x 3 = 36,000: 6 min
     assert "about 6 min" in line
-
-
-def test_a_branch_the_fault_paused_is_compared_where_the_other_ended() -> None:
-    """The control's critic exploded and a rule paused it at step 1000: its policy stays
-    as it was, so its last evaluation stands for the fix's later ones; compared only
-    where both evaluated, the fix would be judged on its warm-up and 'not confirmed'."""
-    from rltrain.scripts.verify import _judged, carry_paused
-
-    def branch(code: int, evals: list[tuple[int, float]]) -> dict:
-        rng = np.random.default_rng(len(evals))
-        evaluations = [(s, list(m + rng.normal(0, 20, 5))) for s, m in evals]
-        return {"exit_code": code, "evaluations": evaluations,
-                "returns": [r for _, rs in evaluations for r in rs]}
-
-    pairs = []
-    for _ in range(3):
-        branches = {"fix": branch(0, [(1000, -1500), (3000, -600), (6000, -180)]),
-                    "control": branch(3, [(1000, -1500)])}
-        carry_paused(branches)
-        assert branches["control"]["carried"] == [3000, 6000]
-        pairs.append({"seed": None, "branches": branches, "difference": None})
-    judged = _judged(pairs, None)
-    assert judged["compared_steps"] == [6000] and judged["verdict"] == "confirmed"
-    # Finished branches are not touched; a pause before any evaluation leaves nothing.
-    done = {"fix": branch(0, [(1000, -1.0)]), "control": branch(3, [])}
-    carry_paused(done)
-    assert "carried" not in done["fix"] and done["control"]["evaluations"] == []
