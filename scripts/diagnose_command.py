@@ -32,8 +32,9 @@ EXIT_FINDINGS = 6  # `diagnose --fail-on`: a finding at least that severe
                    "the change (from the start for a fault of the set-up, else from a "
                    "checkpoint before the finding) over several seeds and compare them.")
 @click.option("--steps", type=int, default=None,
-              help="Env steps per --verify branch (default: as many as the run made, from "
-                   "the start; 5000 after a fork).")
+              help="Env steps per --verify branch (default: from the start, as many as the "
+                   "run made, at least 5000 past its warm-up within max_timesteps; 5000 "
+                   "after a fork).")
 @click.option("--seeds", default=3, show_default=True,
               help="--verify: branch pairs per finding, pair k seeded from the run's seed "
                    "and k (a fork with 1 is the exact fork).")
