@@ -28,10 +28,11 @@ import torch
 
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
-from rltrain.utils.training.envs import env_code, make_training_envs
+from rltrain.utils.training.envs import env_code
 from rltrain.utils.training.exploration import Exploration
 from rltrain.utils.training.normalize import Normalizer
 from rltrain.utils.training.reward_terms import add_terms, step_terms, term_keys
+from rltrain.utils.training.vector_envs import make_training_envs
 
 
 @dataclass
