@@ -4,6 +4,7 @@ a rule that exists and a fix the config accepts; the table judges what a run fou
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -16,33 +17,57 @@ import rltrain
 from benchmarks.faults import __main__ as bench
 from benchmarks.faults import verify as bench_verify
 from benchmarks.faults.__main__ import run_one, train_config
-from benchmarks.faults.cases import CASES, FAULTY_ENV, HEALTHY, healthy
+from benchmarks.faults.case_types import PLANNED_RULES
+from benchmarks.faults.cases import (
+    CASES,
+    FAMILIES,
+    FAULTY_ENV,
+    HALVES,
+    HEALTHY,
+    SPLIT_SEED,
+    half,
+    healthy,
+)
+from benchmarks.faults.loop import FAULTS as LOOP_FAULTS
 from benchmarks.faults.table import judge, right_key, table
 from benchmarks.faults.verify import naming_finding, verify_case
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.rules.registry import all_specs
 
 
-def test_there_are_twenty_cases_of_every_kind_and_six_healthy_runs():
-    assert len(CASES) >= 20 and len({c.id for c in CASES}) == len(CASES)
-    assert {c.kind for c in CASES} == {"hyperparameter", "env", "code"}
-    assert len([h for h in HEALTHY if h.algo != "loop"]) >= 6
-    assert {h.algo for h in HEALTHY} >= {"ddpg", "td3", "sac"}
+def test_the_benchmark_is_large_and_spread_over_families_envs_and_halves():
+    assert len(CASES) >= 50 and len({c.id for c in CASES}) == len(CASES)
+    assert {c.kind for c in CASES} == set(FAMILIES)
+    assert len({healthy(c.healthy).env for c in CASES}) >= 6
+    assert len(HEALTHY) >= 12
+    for env in {h.env for h in HEALTHY if h.algo != "loop"}:  # two algorithms per env
+        assert len({h.algo for h in HEALTHY if h.env == env}) >= 2, env
+    assert {c.half for c in CASES} == set(HALVES) == {h.half for h in HEALTHY}
+
+
+def test_the_split_is_a_seeded_hash_of_the_id():
+    assert half("tau_one") == half("tau_one")
+    assert {half(f"case_{i}") for i in range(20)} == {"tune", "test"}
+    digest = hashlib.sha256(f"{SPLIT_SEED}:tau_one".encode()).digest()
+    assert half("tau_one") == HALVES[digest[0] % 2]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_a_case_names_existing_rules_and_a_fix_the_config_takes(case, tmp_path):
-    assert case.source and case.rules and set(case.rules) <= set(all_specs())
+def test_a_case_names_known_rules_and_a_fix_the_config_takes(case, tmp_path):
+    assert case.source and case.source != "SOURCE" and case.rules
+    assert set(case.rules) <= set(all_specs()) | PLANNED_RULES
     run = healthy(case.healthy)
     if run.algo == "loop":
-        assert case.loop is not None
+        assert case.loop in LOOP_FAULTS
         return
     raw = train_config(run, case, 2000, 0, tmp_path)
     config = config_from_dict(raw)  # the planted config is a valid one
-    if case.key.startswith("env_kwargs."):  # a weight the planted env takes
-        assert case.key.split(".", 1)[1] in config.env_kwargs
-    elif case.key:  # the expected fix is a key of the run's config
-        assert case.key in _keys(config)
+    for key in case.key.split("|") if case.key else ():
+        if key.startswith("env_kwargs."):  # a keyword the planted env takes
+            kwargs = {**config.env_kwargs, **config.env_kwargs.get("base_kwargs", {})}
+            assert key.split(".", 1)[1] in kwargs
+        else:  # the expected fix is a key of the run's config
+            assert key in _keys(config)
 
 
 def _keys(config) -> list[str]:
@@ -95,8 +120,11 @@ def test_the_table_judges_names_keys_and_false_alarms():
     calm = {"name": "pendulum_ddpg", "seed": 0, "steps": 6000, "final_eval": -180.0,
             "findings": [{"env_steps": 10, "rule": "reward_scale", "action": "warn"}]}
     text = table([hit, calm])
-    assert "| tau_one | hyperparameter | yes | yes | 3000 | -900.0 (-180.0) |" in text
-    assert "recall: 1/1 named; right key 1/1; false alarms: 1 over 1 healthy runs" in text
+    assert "| tau_one | test | hyperparameter | yes | yes | 3000 | -900.0 (-180.0) |" in text
+    half = case.half
+    assert (f"{half}: recall 1/1 named (100%); right key 1/1 (100%); false alarms: "
+            f"{1 if healthy('pendulum_ddpg').half == half else 0} over") in text
+    assert "all: recall 1/1 named (100%); right key 1/1 (100%); false alarms: 1 over 1" in text
 
 
 def test_a_run_that_could_not_run_is_left_out_and_listed():
@@ -137,13 +165,13 @@ def test_the_verify_column_and_the_confirmed_fixes_in_the_totals():
     code = {"name": "no_zero_grad", "seed": 0, "steps": 3000, "final_eval": -1500.0,
             "findings": [_warn("grad_explosion", 900)]}
     text = table([hit, missed, code])
-    assert "| case | kind | named | right key | first step | final eval (healthy) | verify |" \
-        in text
-    assert "| tau_one | hyperparameter | yes | yes | 2099 | -1200.0 (-) | " \
+    assert ("| case | half | family | named | right key | first step | final eval (healthy) "
+            "| verify |") in text
+    assert "| tau_one | test | hyperparameter | yes | yes | 2099 | -1200.0 (-) | " \
         "confirmed +412.3 [+201.0, +610.5] |" in text
-    assert "| lr_far_too_high | hyperparameter | yes | yes | 2099 | -1300.0 (-) | " \
+    assert "| lr_far_too_high | test | hyperparameter | yes | yes | 2099 | -1300.0 (-) | " \
         "inconclusive -5.0 [-80.0, +70.0] |" in text
-    assert "| no_zero_grad | code | yes | - | 900 | -1500.0 (-) | - |" in text
+    assert "| no_zero_grad | tune | code | yes | - | 900 | -1500.0 (-) | - |" in text
     assert "verified: 1/2 named fixes confirmed (54,000 env steps of verify branches)" in text
 
 
@@ -167,7 +195,7 @@ def test_old_results_without_verify_data_still_make_a_table(tmp_path, capsys, mo
     monkeypatch.setattr(sys, "argv", ["faults", "--table", str(path)])
     bench.main()
     out = capsys.readouterr().out
-    assert "| tau_one | hyperparameter | yes | yes | 2099 | -1207.1 (-) | - |" in out
+    assert "| tau_one | test | hyperparameter | yes | yes | 2099 | -1207.1 (-) | - |" in out
     assert "; verified: -" in out
 
 

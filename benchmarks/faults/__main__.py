@@ -30,7 +30,16 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.faults.cases import CASES, FAULTY_ENV, HEALTHY, Case, Healthy, healthy
+from benchmarks.faults.cases import (
+    CASES,
+    FAULTY_ENV,
+    HALVES,
+    HEALTHY,
+    Case,
+    Healthy,
+    half,
+    healthy,
+)
 from benchmarks.faults.table import table
 from benchmarks.faults.verify import DEFAULT_SEEDS, verify_case
 
@@ -58,24 +67,50 @@ def final_eval(log_dir: Path) -> float | None:
 def train_config(run: Healthy, case: Case | None, steps: int, seed: int,
                  folder: Path) -> dict[str, Any]:
     """The keyword arguments of rltrain.train for a healthy run or a planted case."""
-    from rltrain.utils.config.zoo import per_env_section, shipped_per_env_file
-    from rltrain.utils.io.safe_yaml import read_yaml_mapping
-
-    path = shipped_per_env_file(run.algo)
-    raw = per_env_section({run.env: read_yaml_mapping(path)[run.env]}, run.env, path.name)
+    raw = base_config(run)
     raw.update({"max_timesteps": steps, "seed": seed, "torch_threads": 1,
                 "eval_freq": max(steps // 5, 1000), "checkpoint_freq": steps,
-                "learning_starts": min(raw.get("learning_starts", 100), steps // 5),
+                "learning_starts": min(raw["learning_starts"], steps // 5),
                 "log_dir": str(folder / "logs"), "checkpoint_dir": str(folder / "ck"),
                 "patience": 1000})
     env_fault = run.env_fault
     if case is not None:
-        raw.update(case.sets)
+        raw = merged(raw, case.sets)
         env_fault = case.env_fault or env_fault
     if env_fault is not None:
-        raw["env_kwargs"] = {"base": run.env, **env_fault}
+        raw["env_kwargs"] = {"base": run.env, **env_fault,
+                             **({"base_kwargs": raw["env_kwargs"]} if raw.get("env_kwargs")
+                                else {})}
         raw["env_name"] = FAULTY_ENV
     return raw
+
+
+def base_config(run: Healthy) -> dict[str, Any]:
+    """The run's tuned settings: the shipped per-env entry (RL Zoo's), or rltrain's
+    defaults for the algorithm; `learning_starts` always present."""
+    from rltrain.utils.config.schema import TrainConfig
+    from rltrain.utils.config.zoo import per_env_section, shipped_per_env_file
+    from rltrain.utils.io.safe_yaml import read_yaml_mapping
+
+    if run.config == "defaults":
+        raw: dict[str, Any] = {"algo": run.algo, "env_name": run.env}
+    else:
+        path = shipped_per_env_file(run.algo)
+        raw = per_env_section({run.env: read_yaml_mapping(path)[run.env]}, run.env,
+                              path.name)
+    raw.setdefault("learning_starts", TrainConfig().learning_starts)
+    return raw
+
+
+def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `changes`, nested sections merged key by key."""
+    result = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = value
+    return result
 
 
 def run_one(name: str, seed: int, scale: float,
@@ -121,9 +156,11 @@ def main() -> None:
         print(table([r for path in args.table for r in json.loads(path.read_text())["runs"]]))
         return
     names = [c.id for c in CASES] + [h.id for h in HEALTHY]
-    names = [n for n in names if not args.only or n in args.only]
+    names = [n for n in names if (not args.only or n in args.only)
+             and (args.half is None or half(n) == args.half)]
     verify = verify_options(args, os.cpu_count() or 1)
-    jobs = [(n, s, args.scale, verify) for n in names for s in range(args.seeds)]
+    jobs = [(n, s, args.scale, verify) for n in names
+            for s in range(max(args.seeds, seeds_of(n)))]
     args.out.parent.mkdir(exist_ok=True)
     results: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -137,11 +174,14 @@ def main() -> None:
 
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=_positive, default=1)
+    parser.add_argument("--seeds", type=_positive, default=1,
+                        help="seeds per run, at least (a case may ask for more: its `seeds`)")
     parser.add_argument("--jobs", type=_positive, default=1)
     parser.add_argument("--scale", type=float, default=1.0,
                         help="budget relative to each healthy run's steps")
     parser.add_argument("--only", action="append", default=[], help="case or healthy ids")
+    parser.add_argument("--half", choices=HALVES, default=None,
+                        help="only the cases and healthy runs of this half of the split")
     parser.add_argument("--table", type=Path, nargs="+",
                         help="print the table of results files (their runs together)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
@@ -167,6 +207,11 @@ def verify_options(args: argparse.Namespace, cores: int) -> dict[str, Any] | Non
         return None
     return {"steps": args.verify_steps, "seeds": args.verify_seeds,
             "jobs": args.verify_jobs or max(1, cores // args.jobs), "threads": 1}
+
+
+def seeds_of(name: str) -> int:
+    """The seeds a case asks for (a healthy run: 1)."""
+    return next((c.seeds for c in CASES if c.id == name), 1)
 
 
 def _positive(text: str) -> int:

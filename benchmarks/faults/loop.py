@@ -8,6 +8,14 @@ report planted by name (`FAULTS`): the plain-loop half of the fault benchmark.
                               on Pendulum's [-2, 2])
     actor_steps_critic        the actor's loss is backpropagated into the critic, which
                               its optimiser then steps
+    next_obs_is_obs           the buffer stores the observation as its own next observation
+    previous_reward           the buffer stores the previous step's reward with each step
+    samples_recent_only       batches are drawn from the newest 256 transitions only
+    samples_unfilled_rows     batches are drawn from the whole preallocated buffer, the
+                              zero rows not yet written included
+    actor_updates_per_critic  the actor takes 5 optimiser steps per critic step
+    no_reset_at_truncation    the env is not reset when its time limit cuts an episode
+    actor_minimises_q         the actor's loss is +Q: it descends the critic's value
 
 Healthy, it is CleanRL's DDPG (256-unit layers, tau 0.005, batch 256, Gaussian noise
 0.1 of the half-range) with RL Zoo's Pendulum learning rate (1e-3) and a 1000-step
@@ -27,7 +35,10 @@ from torch import nn, optim
 from rltrain.integrations import Watcher
 
 FAULTS = ("no_zero_grad", "frozen_target", "done_includes_truncation", "unscaled_actions",
-          "actor_steps_critic")
+          "actor_steps_critic", "next_obs_is_obs", "previous_reward", "samples_recent_only",
+          "samples_unfilled_rows", "actor_updates_per_critic", "no_reset_at_truncation",
+          "actor_minimises_q")
+ACTOR_STEPS = 5  # actor_updates_per_critic: actor steps per critic step
 
 
 def mlp(inputs: int, hidden: int, outputs: int) -> nn.Sequential:
@@ -64,7 +75,20 @@ def update(nets: tuple, opts: tuple, batch: tuple, fault: str | None, gamma: flo
         q_opt.zero_grad()
     q_loss.backward()
     q_opt.step()
-    actor_loss = -qf(o, actor(o)).mean()
+    for _ in range(ACTOR_STEPS if fault == "actor_updates_per_critic" else 1):
+        actor_loss = actor_step(actor, qf, (actor_opt, q_opt), o, fault)
+    if fault != "frozen_target":
+        for net, target_net in ((actor, actor_target), (qf, qf_target)):
+            for p, tp in zip(net.parameters(), target_net.parameters(), strict=True):
+                tp.data.lerp_(p.data, tau)
+    return {"critic_loss": q_loss, "actor_loss": actor_loss, "q_mean": q.mean()}
+
+
+def actor_step(actor: nn.Module, qf: nn.Module, opts: tuple, o: torch.Tensor,
+               fault: str | None) -> torch.Tensor:
+    actor_opt, q_opt = opts
+    q_of_policy = qf(o, actor(o)).mean()
+    actor_loss = q_of_policy if fault == "actor_minimises_q" else -q_of_policy
     actor_opt.zero_grad()
     if fault == "actor_steps_critic":
         q_opt.zero_grad()
@@ -73,11 +97,27 @@ def update(nets: tuple, opts: tuple, batch: tuple, fault: str | None, gamma: flo
     else:
         actor_loss.backward(inputs=list(actor.parameters()))
     actor_opt.step()
-    if fault != "frozen_target":
-        for net, target_net in ((actor, actor_target), (qf, qf_target)):
-            for p, tp in zip(net.parameters(), target_net.parameters(), strict=True):
-                tp.data.lerp_(p.data, tau)
-    return {"critic_loss": q_loss, "actor_loss": actor_loss, "q_mean": q.mean()}
+    return actor_loss
+
+
+def stored(fault: str | None, obs: np.ndarray, next_obs: np.ndarray, action: np.ndarray,
+           reward: float, previous_reward: float, done: bool) -> np.ndarray:
+    """The buffer's row for one step, as the loop (with `fault`) writes it."""
+    if fault == "next_obs_is_obs":
+        next_obs = obs
+    if fault == "previous_reward":
+        reward = previous_reward
+    return np.concatenate([obs, next_obs, action, [reward, done]])
+
+
+def batch_rows(fault: str | None, step: int, capacity: int,
+               rng: np.random.Generator) -> np.ndarray:
+    """The buffer rows of one batch of 256, after `step` + 1 rows were written."""
+    if fault == "samples_recent_only":
+        return rng.integers(max(0, step - 255), step + 1, 256)
+    if fault == "samples_unfilled_rows":
+        return rng.integers(0, capacity, 256)
+    return rng.integers(0, step + 1, 256)
 
 
 def run(fault: str | None, env_id: str, steps: int, seed: int, folder: Path,
@@ -108,6 +148,8 @@ def run(fault: str | None, env_id: str, steps: int, seed: int, folder: Path,
                       log_dir=str(folder / "logs"), checkpoint_dir=str(folder / "ck"),
                       config=config, actor_target=actor_target, critic_target=qf_target)
     obs, _ = env.reset(seed=seed)
+    space.seed(seed)  # the warm-up's random actions
+    previous_reward = 0.0
     for step in range(steps):
         if step < learning_starts:
             action = space.sample()
@@ -117,11 +159,14 @@ def run(fault: str | None, env_id: str, steps: int, seed: int, folder: Path,
             action = np.clip(action + noise, space.low, space.high).astype(np.float32)
         next_obs, reward, terminated, truncated, _ = env.step(action)
         done = terminated or (truncated and fault == "done_includes_truncation")
-        buffer[step] = np.concatenate([obs, next_obs, action, [reward, done]])
+        buffer[step] = stored(fault, obs, next_obs, action, reward, previous_reward, done)
+        previous_reward = float(reward)
         watcher.after_env_step(obs, action, reward, next_obs, terminated, truncated)
-        obs = env.reset()[0] if terminated or truncated else next_obs
+        ended = terminated or (truncated and fault != "no_reset_at_truncation")
+        obs = env.reset()[0] if ended else next_obs
         if step >= learning_starts:
-            batch = torch.as_tensor(buffer[rng.integers(0, step + 1, 256)])
+            rows = batch_rows(fault, step, len(buffer), rng)
+            batch = torch.as_tensor(buffer[rows])
             watcher.after_update(**update(nets, opts, batch.split(widths, dim=1), fault,
                                           0.99, 0.005))
         if (step + 1) % eval_every == 0:

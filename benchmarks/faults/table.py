@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.faults.cases import CASES, HEALTHY, Case
+from benchmarks.faults.cases import CASES, HALVES, HEALTHY, Case
 
 
 def judge(case: Case, result: dict[str, Any]) -> dict[str, Any]:
@@ -21,15 +21,25 @@ def judge(case: Case, result: dict[str, Any]) -> dict[str, Any]:
 
 
 def right_key(case: Case, suggested: dict[str, Any]) -> bool:
-    if case.key not in suggested:
+    """Whether `suggested` holds the case's key (one of its `|` alternatives) moved in its
+    direction. Layer widths compare by their sum."""
+    keys = case.key.split("|")
+    chosen = next((k for k in keys if k in suggested), None)
+    if chosen is None:
         return False
     if case.direction not in ("up", "down"):
         return True
-    before = _dotted({**case.sets, "env_kwargs": case.env_fault or {}}, case.key)
+    planted = {**case.sets, "env_kwargs": {**case.sets.get("env_kwargs", {}),
+                                           **(case.env_fault or {})}}
+    before = next((v for k in keys if (v := _dotted(planted, k)) is not None), None)
     if before is None:
         return True
-    after = suggested[case.key]
+    after, before = _size(suggested[chosen]), _size(before)
     return after > before if case.direction == "up" else after < before
+
+
+def _size(value: Any) -> Any:
+    return sum(value) if isinstance(value, (list, tuple)) else value
 
 
 def _dotted(sets: dict[str, Any], key: str) -> Any:
@@ -42,45 +52,62 @@ def _dotted(sets: dict[str, Any], key: str) -> Any:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    """The per-case table and the totals; a run that could not run is left out of both
-    and listed below them."""
+    """The per-case table and the totals of each half of the split and of both; a run
+    that could not run is left out of both and listed below them."""
     by_name: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         if "error" not in r:
             by_name.setdefault(r["name"], []).append(r)
     failed = [f"{r['name']} seed {r['seed']}: {r['error']}" for r in results if "error" in r]
-    lines = ["| case | kind | named | right key | first step | final eval (healthy) | verify |",
-             "|---|---|---|---|---|---|---|"]
-    named, keyed, keyed_of, steps = 0, 0, 0, []
+    lines = ["| case | half | family | named | right key | first step | final eval (healthy) "
+             "| verify |", "|---|---|---|---|---|---|---|---|"]
     for case in CASES:
         runs = by_name.get(case.id)
-        if not runs:
-            continue
-        verdicts = [judge(case, r) for r in runs]
-        is_named = all(v["named"] for v in verdicts)
-        named += is_named
+        if runs:
+            lines.append(_row(case, runs, by_name))
+    lines.append("")
+    for which in (*HALVES, None):
+        lines.append(totals(by_name, which))
+    if failed:
+        lines.append("could not run: " + "; ".join(failed))
+    return "\n".join(lines)
+
+
+def _row(case: Case, runs: list[dict[str, Any]], by_name: dict[str, list]) -> str:
+    verdicts = [judge(case, r) for r in runs]
+    named = all(v["named"] for v in verdicts)
+    key = "-" if not case.key else ("yes" if all(v["right_key"] for v in verdicts) else "no")
+    first = ", ".join(str(v["first_step"]) for v in verdicts)
+    ours = _mean(r["final_eval"] for r in runs)
+    theirs = _mean(r["final_eval"] for r in by_name.get(case.healthy, []))
+    return (f"| {case.id} | {case.half} | {case.kind} | {'yes' if named else 'no'} | {key} | "
+            f"{first} | {_show(ours)} ({_show(theirs)}) | {verify_cell(runs)} |")
+
+
+def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None) -> str:
+    """One half's totals (None: both): recall, right keys, false alarms on its healthy
+    runs, the median step of detection and the fixes verify confirmed."""
+    cases = [c for c in CASES if c.id in by_name and which in (None, c.half)]
+    named, keyed, keyed_of, steps = 0, 0, 0, []
+    for case in cases:
+        verdicts = [judge(case, r) for r in by_name[case.id]]
+        named += all(v["named"] for v in verdicts)
         if case.key:
             keyed_of += 1
             keyed += all(v["right_key"] for v in verdicts)
         steps += [v["first_step"] for v in verdicts if v["first_step"] is not None]
-        ours = _mean(r["final_eval"] for r in runs)
-        theirs = _mean(r["final_eval"] for r in by_name.get(case.healthy, []))
-        key = "-" if not case.key else ("yes" if all(v["right_key"] for v in verdicts)
-                                        else "no")
-        first = ", ".join(str(v["first_step"]) for v in verdicts)
-        lines.append(f"| {case.id} | {case.kind} | {'yes' if is_named else 'no'} | {key} | "
-                     f"{first} | {_show(ours)} ({_show(theirs)}) | {verify_cell(runs)} |")
-    cases = [c for c in CASES if c.id in by_name]
-    healthy_runs = [r for h in HEALTHY for r in by_name.get(h.id, [])]
+    healthy_runs = [r for h in HEALTHY if which in (None, h.half)
+                    for r in by_name.get(h.id, [])]
     alarms = sum(len(r["findings"]) for r in healthy_runs)
-    lines += ["", f"recall: {named}/{len(cases)} named; right key {keyed}/{keyed_of}; "
-              f"false alarms: {alarms} over {len(healthy_runs)} healthy runs "
-              f"({_alarm_list(healthy_runs)}); median steps to detection: "
-              f"{statistics.median(steps) if steps else '-'}; "
-              f"{verified_line([by_name.get(c.id, []) for c in cases])}"]
-    if failed:
-        lines.append("could not run: " + "; ".join(failed))
-    return "\n".join(lines)
+    return (f"{which or 'all'}: recall {named}/{len(cases)} named ({_share(named, len(cases))}); "
+            f"right key {keyed}/{keyed_of} ({_share(keyed, keyed_of)}); false alarms: {alarms} "
+            f"over {len(healthy_runs)} healthy runs ({_alarm_list(healthy_runs)}); median steps "
+            f"to detection: {statistics.median(steps) if steps else '-'}; "
+            f"{verified_line([by_name.get(c.id, []) for c in cases])}")
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.0%}" if whole else "-"
 
 
 def verify_cell(runs: list[dict[str, Any]]) -> str:
