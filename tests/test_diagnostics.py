@@ -381,7 +381,7 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
         assert 0 < finding["first_step"] <= finding["step"] and finding["count"] >= 1
     # Notes last; before them causes first (rules/registry.py), then the most severe, then
     # in the order the findings first appeared.
-    from rltrain.utils.rules.registry import cause_rank
+    from rltrain.utils.diagnosis.rules.registry import cause_rank
 
     order = {"pause": 0, "warning": 1, "info": 2}
     keys = [(f["severity"] == "info", cause_rank(f["rule"]), order[f["severity"]],

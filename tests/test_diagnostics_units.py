@@ -462,9 +462,9 @@ def test_action_dimensions_that_act_only_together_count_for_both():
 
 def test_each_action_dimension_is_judged_and_one_unused_is_an_info_note():
     from rltrain.utils.config.loader import config_from_dict
+    from rltrain.utils.diagnosis.rules.input_rules import IgnoredAction
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
     from rltrain.utils.diagnostics.action_effect import action_effect
-    from rltrain.utils.rules.input_rules import IgnoredAction
-    from rltrain.utils.rules.spec import RuleContext
 
     found = action_effect(_transitions(lambda a: a[0], actions=3))
     assert found["per_dimension"][0] > 4 and max(found["per_dimension"][1:]) < 1.5
@@ -521,8 +521,8 @@ def test_the_typical_reward_is_the_warm_ups():
 
 
 def test_the_reward_scale_rule_judges_the_largest_and_the_typical_reward():
-    from rltrain.utils.rules.reward_rules import RewardScale
-    from rltrain.utils.rules.spec import RuleContext
+    from rltrain.utils.diagnosis.rules.reward_rules import RewardScale
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
 
     rule = RewardScale(RuleContext(config_from_dict({}), 3, 1))  # threshold 3: 1e-3 .. 1e3
     assert rule.check(9, {"max_abs": 16.0, "median_abs": 5.0}, 10) == []
@@ -553,8 +553,8 @@ def test_a_reward_paid_at_few_steps_is_a_sparse_warning_not_spikes():
     """Pendulum's reward summed up and paid on an episode's last step: 199 steps of 0,
     then about -1000. `sparse_reward` warns; `reward_spikes` leaves it to it. A reward
     that varies at every step, or never varies, is neither."""
-    from rltrain.utils.rules.reward_rules import RewardSpikes, SparseReward
-    from rltrain.utils.rules.spec import RuleContext
+    from rltrain.utils.diagnosis.rules.reward_rules import RewardSpikes, SparseReward
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
 
     context = RuleContext(config_from_dict({}), 3, 1)
     rng = np.random.default_rng(0)

@@ -20,7 +20,7 @@ from benchmarks.faults.cases import CASES, FAULTY_ENV, HEALTHY, healthy
 from benchmarks.faults.table import judge, right_key, table
 from benchmarks.faults.verify import naming_finding, verify_case
 from rltrain.utils.config.loader import config_from_dict
-from rltrain.utils.rules.registry import all_specs
+from rltrain.utils.diagnosis.rules.registry import all_specs
 
 
 def test_there_are_twenty_cases_of_every_kind_and_six_healthy_runs():

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from rltrain.scripts.trainer import Trainer
+from rltrain.utils.diagnosis.rules.spec import RuleContext
+from rltrain.utils.diagnosis.rules.state_action_rules import FixatedCluster
 from rltrain.utils.diagnostics import plots, report, report_page
 from rltrain.utils.diagnostics.plots import _label
 from rltrain.utils.diagnostics.state_action import ClusterView
-from rltrain.utils.rules.spec import RuleContext
-from rltrain.utils.rules.state_action_rules import FixatedCluster
 from rltrain.utils.run.folders import create_run
 
 from conftest import DEVICE, tiny_config

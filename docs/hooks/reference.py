@@ -17,8 +17,8 @@ from typing import Any, Callable
 from rltrain.agents.registry import ALGORITHMS
 from rltrain.utils.config.fields import RuleConfig
 from rltrain.utils.config.schema import TrainConfig
+from rltrain.utils.diagnosis.rules.registry import all_specs
 from rltrain.utils.diagnostics.rules import RULES
-from rltrain.utils.rules.registry import all_specs
 
 # The rule reference's sections, in the order `rltrain diagnose` thinks about a run.
 # Each heading names the section of diagnosing.md that tells how the rules were set.

@@ -19,6 +19,9 @@ import numpy as np
 import torch
 
 from rltrain.utils.config.schema import TrainConfig, training_envs
+from rltrain.utils.diagnosis.rules import critic_rules, reward_rules, state_action_rules
+from rltrain.utils.diagnosis.rules.reward_terms import RewardTerms
+from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.diagnostics import ddpg_checks, plots, reward_terms, snapshots
 from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnostics.inputs import InputChecks
@@ -29,9 +32,6 @@ from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Hook, Step, Update
 from rltrain.utils.io.checkpoint import write_json
-from rltrain.utils.rules import ddpg_rules, reward_rules, state_action_rules
-from rltrain.utils.rules.reward_terms import RewardTerms
-from rltrain.utils.rules.spec import RuleContext
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.training.replay_buffer import ReplayBuffer
@@ -58,7 +58,7 @@ class Flow1Diagnostics(Hook):
         context = RuleContext(config, obs_dim, len(low), agent)
         self.reward_rules = [cls(context) for cls in reward_rules.CHECKS]
         self.cluster_rules = {cls.spec.name: cls(context) for cls in state_action_rules.CHECKS}
-        self.ddpg = {cls.spec.name: cls(context) for cls in ddpg_rules.CHECKS}
+        self.ddpg = {cls.spec.name: cls(context) for cls in critic_rules.CHECKS}
         self.reward = RewardAnalyzer(self.settings.window_size, training_envs(config),
                                      warmup=config.learning_starts)
         self.terms = reward_terms.TermWindow(self.settings.window_size)

@@ -31,10 +31,10 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from rltrain.utils.diagnosis.rules import gradient_rules
+from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.io.checkpoint import save_tensors, write_json
-from rltrain.utils.rules import gradient_rules
-from rltrain.utils.rules.spec import RuleContext
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.training.replay_buffer import ReplayBuffer

@@ -3,7 +3,7 @@
 A review that planted common faults in Pendulum found runs that learn nothing while
 the reward, gradient and action rules stay quiet, because the fault is in what goes
 into learning, not in how the networks respond to it. Six rules look there
-(utils/rules/input_rules.py says what each one judges, and why); this module measures
+(utils/diagnosis/rules/input_rules.py says what each one judges, and why); this module measures
 what they judge and hands it to them.
 
 The observation checks read the replay buffer's newest rows at the first update and
@@ -25,11 +25,11 @@ import torch
 
 from rltrain.agents.registry import algorithm
 from rltrain.utils.config.schema import training_envs
+from rltrain.utils.diagnosis.rules import input_rules
+from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.diagnostics.action_effect import MAX_ROWS, ROWS, action_effect
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Step
-from rltrain.utils.rules import input_rules
-from rltrain.utils.rules.spec import RuleContext
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.training.replay_buffer import Batch, ReplayBuffer
 
@@ -96,7 +96,7 @@ class EpisodeEnds:
 
 class InputChecks:
     """The statistics of the six rules above, handed to their checks
-    (utils/rules/input_rules.py); `report` takes the findings they return."""
+    (utils/diagnosis/rules/input_rules.py); `report` takes the findings they return."""
 
     def __init__(self, context: RuleContext, buffer: ReplayBuffer, logger: RunLogger,
                  report: Callable[[list[Finding]], None]) -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from rltrain.utils.config.loader import read_yaml_mapping
+from rltrain.utils.diagnosis.rules.registry import cause_rank
 from rltrain.utils.diagnostics import evidence, reward_terms
 from rltrain.utils.diagnostics.rules import RULES, SEVERITY
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.rules.registry import cause_rank
 from rltrain.utils.run.folders import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE
 from rltrain.utils.run.logger import read_jsonl
 

@@ -2,7 +2,7 @@
 
 The textbook statistics are kept and logged (coefficient of variation, now on |mean|,
 since its formula breaks for negative rewards; the share of |z| > 3 steps; the trend
-of the episode return), but the reward rules (utils/rules/reward_rules.py, which says
+of the episode return), but the reward rules (utils/diagnosis/rules/reward_rules.py, which says
 how each one uses them) judge statistics that separate healthy from broken signals:
 
 - `penalty_share`: the share of the below-mean deviation mass carried by steps more

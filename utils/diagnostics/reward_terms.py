@@ -10,7 +10,7 @@ episodes with terms, per term:
   (None where either does not vary: the correlation is undefined).
 
 A term an episode did not report counts as 0 in it. The `reward_terms` rule
-(utils/rules/reward_terms.py) judges these; the flow-1 hook writes them to TensorBoard
+(utils/diagnosis/rules/reward_terms.py) judges these; the flow-1 hook writes them to TensorBoard
 (`reward_terms/<term>/share`, `/corr`, `/mean`, `/std`) and flow1.jsonl, where
 `rltrain diagnose` finds the table of terms.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rltrain.utils.rules.spec import RuleCheck, RuleSpec
+from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding

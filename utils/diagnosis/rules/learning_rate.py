@@ -16,16 +16,16 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
-from rltrain.utils.hooks.findings import Finding
-from rltrain.utils.hooks.hook import Update
-from rltrain.utils.rules._weights import (
+from rltrain.utils.diagnosis.rules._weights import (
     USUAL_LR,
     flat,
     orders_of_magnitude,
     relative_change,
     toward_usual,
 )
-from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
+from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import Update
 
 if TYPE_CHECKING:
     import torch

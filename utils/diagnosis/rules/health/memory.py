@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rltrain.utils.config.fields import POSITIVE, RuleAction, opt
-from rltrain.utils.rules.spec import RuleHook, RuleSpec
+from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding

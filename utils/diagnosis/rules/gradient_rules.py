@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltrain.utils.rules._remedies import clip_norm
-from rltrain.utils.rules.spec import RuleCheck, RuleSpec
+from rltrain.utils.diagnosis.rules._remedies import clip_norm
+from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding

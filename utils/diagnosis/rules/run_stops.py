@@ -6,7 +6,7 @@ cluster of a run's env runners is lost.
 
 from __future__ import annotations
 
-from rltrain.utils.rules.spec import RuleSpec
+from rltrain.utils.diagnosis.rules.spec import RuleSpec
 
 SPECS = (
     RuleSpec(

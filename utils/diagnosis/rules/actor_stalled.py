@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
+from rltrain.utils.diagnosis.rules._probe import ProbeStates
+from rltrain.utils.diagnosis.rules._weights import USUAL_LR, flat, relative_change, toward_usual
+from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Step, Update
-from rltrain.utils.rules._probe import ProbeStates
-from rltrain.utils.rules._weights import USUAL_LR, flat, relative_change, toward_usual
-from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     import torch

@@ -14,9 +14,9 @@ import math
 from typing import Any
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, Range
+from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Step, Update
-from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
 
 LR_FACTOR = 0.1  # the critic_lr proposed, relative to today's
 LR_FLOOR = 1e-5

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rltrain.utils.rules.spec import RuleHook, RuleSpec
+from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.agent_view import StepSources

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
+from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Update
-from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
 
 USUAL_GAMMA = 0.99
 EPISODES = 20  # newest episodes whose mean length is compared

@@ -8,15 +8,15 @@ import dataclasses
 from functools import cache
 from typing import Any
 
-from rltrain.utils.rules import (
+from rltrain.utils.diagnosis.rules import (
     action_range,
     actor_stalled,
     code_faults,
-    ddpg_rules,
+    critic_rules,
     entropy_collapse,
     eval_collapse,
     gradient_rules,
-    health_rules,
+    health,
     input_rules,
     learning_rate,
     long_horizon,
@@ -28,11 +28,11 @@ from rltrain.utils.rules import (
     state_action_rules,
     target_update,
 )
-from rltrain.utils.rules.spec import RuleContext, RuleHook, RuleSpec, Section
+from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook, RuleSpec, Section
 
 # In this order in the config sections, the rule reference and `rltrain diagnose`.
-MODULES = (action_range, actor_stalled, code_faults, ddpg_rules, entropy_collapse,
-           eval_collapse, gradient_rules, health_rules, input_rules, learning_rate,
+MODULES = (action_range, actor_stalled, code_faults, critic_rules, entropy_collapse,
+           eval_collapse, gradient_rules, health, input_rules, learning_rate,
            long_horizon, no_learning, q_divergence, reward_rules, reward_terms, run_stops,
            state_action_rules, target_update)
 

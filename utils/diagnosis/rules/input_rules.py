@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltrain.utils.rules.spec import RuleCheck, RuleSpec
+from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rltrain.utils.config.fields import RuleAction, opt
+from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding

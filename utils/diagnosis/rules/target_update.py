@@ -20,10 +20,10 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
+from rltrain.utils.diagnosis.rules._weights import USUAL_TAU, flat, relative_change
+from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Update
-from rltrain.utils.rules._weights import USUAL_TAU, flat, relative_change
-from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     import torch

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rltrain.utils.config.fields import AT_LEAST_ONE
-from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
+from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rltrain.utils.rules._remedies import clip_norm, lower
-from rltrain.utils.rules.health_rules.non_finite import non_finite_metrics
-from rltrain.utils.rules.spec import RuleHook, RuleSpec
+from rltrain.utils.diagnosis.rules._remedies import clip_norm, lower
+from rltrain.utils.diagnosis.rules.health.non_finite import non_finite_metrics
+from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding

@@ -36,7 +36,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from rltrain.utils.config.fields import Range
-from rltrain.utils.rules.spec import Option, RuleCheck, RuleSpec
+from rltrain.utils.diagnosis.rules.spec import Option, RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding

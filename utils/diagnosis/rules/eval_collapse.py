@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE
-from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
+from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, UNIT_INTERVAL
-from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
+from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding

@@ -16,9 +16,9 @@ import math
 from typing import Any
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
+from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Evaluation, Update
-from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
 
 SPECS = (RuleSpec(
     name="entropy_collapse", section="diagnostics", threshold=1.0, action="warn",

@@ -12,7 +12,7 @@ rule's check, which decides and words the findings (message, `suggested_set`):
 - a `RuleHook` subclass, a rule that is its own hook. The trainer (and any integration)
   builds one of each module's `RuleHook`s from `rule_hooks()`, so a new rule is one new
   module here and its test;
-- the health rules (`health_rules/`, one module per rule): `RuleHook`s too, built and
+- the health rules (`health/`, one module per rule): `RuleHook`s too, built and
   called in order by their family hook (utils/run/health.py);
 - the flow-1 rules (`*_rules.py`): a `RuleCheck` per rule, which the diagnostics'
   hooks (utils/diagnostics/) hand the statistics they collect.

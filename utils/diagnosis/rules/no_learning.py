@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from rltrain.utils.config.fields import NON_NEGATIVE, Range
+from rltrain.utils.diagnosis.rules._probe import ProbeStates
+from rltrain.utils.diagnosis.rules._weights import flat, relative_change
+from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Step
-from rltrain.utils.rules._probe import ProbeStates
-from rltrain.utils.rules._weights import flat, relative_change
-from rltrain.utils.rules.spec import Option, RuleHook, RuleSpec
 
 NOISE_AFTER = 0.5  # the exploration noise proposed (at least), relative to the half-range
 

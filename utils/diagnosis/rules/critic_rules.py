@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rltrain.utils.rules._remedies import lower
-from rltrain.utils.rules.spec import RuleCheck, RuleSpec
+from rltrain.utils.diagnosis.rules._remedies import lower
+from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding

@@ -9,7 +9,7 @@ loop has anyway, by one hook, `HealthRules` (utils/run/health.py), which calls t
 
 from __future__ import annotations
 
-from rltrain.utils.rules.health_rules import (
+from rltrain.utils.diagnosis.rules.health import (
     catastrophic_reward,
     early_stopping,
     explosions,
