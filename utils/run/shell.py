@@ -27,7 +27,7 @@ from typing import Any, Callable, Protocol
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.diagnosis.rules.registry import rule_hooks
 from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook
-from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
+from rltrain.utils.diagnosis.watch import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.hook import EpisodeEnd, Hook, HookList, Step
 from rltrain.utils.run.folders import RunPaths

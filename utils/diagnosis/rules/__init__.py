@@ -14,8 +14,9 @@ rule's check, which decides and words the findings (message, `suggested_set`):
   module here and its test;
 - the health rules (`health/`, one module per rule): `RuleHook`s too, built and
   called in order by their family hook (utils/run/health.py);
-- the flow-1 rules (`*_rules.py`): a `RuleCheck` per rule, which the diagnostics'
-  hooks (utils/diagnostics/) hand the statistics they collect.
+- the flow-1 rules (`*_rules.py`, `reward_terms.py`): a `RuleCheck` per rule, which
+  the flow-1 hook (utils/diagnosis/watch.py) and its measurements (utils/diagnosis/
+  measure/) hand the statistics they collect.
 
 Nothing here imports torch or Gymnasium: the config schema is built from these specs
 when utils/config/schema.py is imported.

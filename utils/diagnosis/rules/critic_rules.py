@@ -1,6 +1,7 @@
-"""The DDPG checks' rules: saturated actions, Q over-estimation, dead ReLUs.
+"""The critic checks' rules: saturated actions, Q over-estimation, dead ReLUs. They judge
+the runs of every algorithm.
 
-Their statistics are measured by utils/diagnostics/ddpg_checks.py (Q, dead units) and
+Their statistics are measured by utils/diagnosis/measure/critic.py (Q, dead units) and
 the state-action map (saturation); the flow-1 hook hands them to the checks here, after
 each evaluation and each heatmap.
 """
@@ -77,7 +78,7 @@ class QOverestimation(RuleCheck):
     spec = SPECS[1]
 
     def check(self, env_steps: int, q: dict[str, float], updates: int) -> list[Finding]:
-        """`q`: ddpg_checks.q_overestimation's; judged once the critic has had
+        """`q`: measure/critic.py's q_overestimation; judged once the critic has had
         diagnostics.q_warmup_updates updates."""
         warm = updates >= self.context.config.diagnostics.q_warmup_updates
         if not (warm and q["q_overestimation"] > self.rule.threshold):

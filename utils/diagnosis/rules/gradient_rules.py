@@ -1,7 +1,7 @@
 """The gradient flow's rules: broken, vanishing and exploding layers, and the critic's
 updates dwarfing the actor's.
 
-utils/diagnostics/gradients.py reads the per-layer gradient norms (every `grad_freq`
+utils/diagnosis/measure/gradients.py reads the per-layer gradient norms (every `grad_freq`
 updates, and in a trace after a reward drop) and asks the layer rules here for each
 layer's verdict (`verdict`); the findings and their words are these rules'.
 """

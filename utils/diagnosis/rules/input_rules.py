@@ -25,7 +25,7 @@
   After a warm-up under 1000 steps, the exploration noise of the first 1000 steps after
   it whose noise reached the env is judged instead (docs/diagnosing.md has the figures).
 
-The statistics are utils/diagnostics/inputs.py's (the replay buffer's newest rows, the
+The statistics are utils/diagnosis/measure/inputs.py's (the replay buffer's newest rows, the
 episode ends) and action_effect.py's (the warm-up's random actions); the flow-1 hook
 hands them to the checks here.
 """
@@ -257,7 +257,7 @@ class IgnoredAction(RuleCheck):
                 if noise else f"the warm-up's {effect['rows']} random actions")
         if len(idle) == len(effect["per_dimension"]):
             # Here, not at the top: the measurement needs torch, the config schema not.
-            from rltrain.utils.diagnostics.action_effect import MAX_LAG
+            from rltrain.utils.diagnosis.measure.action_effect import MAX_LAG
 
             return self.fire(env_steps, effect["action_effect"],
                              f"{what} changed neither "

@@ -104,18 +104,3 @@ def remedies() -> dict[str, Any]:
     """Every rule whose spec proposes a config change: name -> its remedy."""
     return {name: spec.remedy for name, spec in all_specs().items() if spec.remedy}
 
-
-# The rules' groups from causes to their consequences: what stopped a run from outside,
-# what goes into learning and the set-up come before the reward's shape, the policy's
-# map, the gradients and the health rules, which see what the causes lead to.
-CAUSE_ORDER = ("Runs stopped from outside the training", "What goes into learning",
-               "Training set-up", "Reward signal", "State-action map", "Gradient flow",
-               "DDPG checks", "Health rules")
-
-
-def cause_rank(rule: str) -> int:
-    """Where `rule` stands from cause to consequence (an unknown rule: last)."""
-    spec = all_specs().get(rule)
-    if spec is None or spec.group not in CAUSE_ORDER:
-        return len(CAUSE_ORDER)
-    return CAUSE_ORDER.index(spec.group)

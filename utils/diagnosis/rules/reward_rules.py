@@ -24,7 +24,7 @@ the docs' page on diagnosing a run):
   avoid action costs (MountainCarContinuous standing still) makes recent rewards
   legitimately tiny.
 
-The statistics over the window of recent episodes are utils/diagnostics/reward_signal.py's
+The statistics over the window of recent episodes are utils/diagnosis/measure/reward_signal.py's
 (`RewardAnalyzer`); the flow-1 hook hands them, once per episode, to each rule's check
 here, in `CHECKS` order. `reward_drop` is recorded by the hook itself, as a note.
 """

@@ -3,7 +3,7 @@ learning does not move with the return.
 
 Where the env reports the terms of its reward in `info` (`reward_*` entries, as
 Gymnasium's MuJoCo envs do, or a `reward_terms` dict), the flow-1 hook keeps each
-episode's sum of every term (utils/diagnostics/reward_terms.py) and hands their
+episode's sum of every term (utils/diagnosis/measure/reward_terms.py) and hands their
 statistics over the window of recent episodes here, once per episode. Two things fire:
 
 - a term other than the driving one that is more than `threshold` of the return (its
@@ -76,7 +76,7 @@ SPECS = (RuleSpec(
     ),
 ),)
 
-Stats = dict[str, dict[str, Any]]  # utils/diagnostics/reward_terms.term_stats
+Stats = dict[str, dict[str, Any]]  # utils/diagnosis/measure/reward_terms.term_stats
 
 
 class RewardTerms(RuleCheck):

@@ -1,6 +1,6 @@
 """The state-action map's rules: blind, chaotic and fixated clusters of states.
 
-utils/diagnostics/state_action.py clusters the sampled states and bins the policy's
+utils/diagnosis/measure/state_action.py clusters the sampled states and bins the policy's
 actions in each cluster; it asks `verdict` for each (cluster, action dimension) with
 enough samples, and the flow-1 hook hands each rule the clusters it flagged at a heatmap.
 A flagged cluster is a warning where its return-to-go dropped since the last heatmap,

@@ -25,9 +25,9 @@ import torch
 
 from rltrain.agents.registry import algorithm
 from rltrain.utils.config.schema import training_envs
+from rltrain.utils.diagnosis.measure.action_effect import MAX_ROWS, ROWS, action_effect
 from rltrain.utils.diagnosis.rules import input_rules
 from rltrain.utils.diagnosis.rules.spec import RuleContext
-from rltrain.utils.diagnostics.action_effect import MAX_ROWS, ROWS, action_effect
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Step
 from rltrain.utils.run.logger import RunLogger

@@ -1,4 +1,5 @@
-"""DDPG-specific checks: saturation, Q over-estimation, dead ReLUs.
+"""The critic checks' statistics, for every algorithm: saturation, Q over-estimation, dead
+ReLUs (their rules: rules/critic_rules.py).
 
 - `action_saturation`: the share of the policy's actions within 1% of the action bounds
   (from the state-action samples): a tanh pushed into saturation stops passing

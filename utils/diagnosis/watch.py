@@ -1,4 +1,6 @@
-"""Flow1Diagnostics: the flow-1 diagnostics as one hook (utils/hooks/hook.py).
+"""Flow1Diagnostics: the flow-1 diagnostics as one hook (utils/hooks/hook.py), the part of
+the diagnosis engine the training loop talks to: it measures (measure/) and hands the
+statistics to the rules (rules/).
 
 It observes through hooks only (a forward hook on the actor, `.grad` read after
 updates, probes that restore what they touch) and never changes the agent, its
@@ -19,15 +21,16 @@ import numpy as np
 import torch
 
 from rltrain.utils.config.schema import TrainConfig, training_envs
+from rltrain.utils.diagnosis.measure import critic, reward_terms, snapshots
+from rltrain.utils.diagnosis.measure.gradients import DropDetector, GradientWatch
+from rltrain.utils.diagnosis.measure.inputs import InputChecks
+from rltrain.utils.diagnosis.measure.reward_signal import RewardAnalyzer
+from rltrain.utils.diagnosis.measure.state_action import ClusterView, StateActionMap
+from rltrain.utils.diagnosis.measure.timing import hook_method, load_libraries, timed
+from rltrain.utils.diagnosis.report import plots
 from rltrain.utils.diagnosis.rules import critic_rules, reward_rules, state_action_rules
 from rltrain.utils.diagnosis.rules.reward_terms import RewardTerms
 from rltrain.utils.diagnosis.rules.spec import RuleContext
-from rltrain.utils.diagnostics import ddpg_checks, plots, reward_terms, snapshots
-from rltrain.utils.diagnostics.gradients import DropDetector, GradientWatch
-from rltrain.utils.diagnostics.inputs import InputChecks
-from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
-from rltrain.utils.diagnostics.state_action import ClusterView, StateActionMap
-from rltrain.utils.diagnostics.timing import hook_method, load_libraries, timed
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Hook, Step, Update
@@ -38,7 +41,7 @@ from rltrain.utils.training.replay_buffer import ReplayBuffer
 
 
 class Flow1Diagnostics(Hook):
-    """Reward signal, state-action map, gradient flow, DDPG checks and snapshots. Every
+    """Reward signal, state-action map, gradient flow, critic checks and snapshots. Every
     call the loop makes and the actor hook are timed: `seconds` is what they took."""
 
     name = "diagnostics"
@@ -58,7 +61,7 @@ class Flow1Diagnostics(Hook):
         context = RuleContext(config, obs_dim, len(low), agent)
         self.reward_rules = [cls(context) for cls in reward_rules.CHECKS]
         self.cluster_rules = {cls.spec.name: cls(context) for cls in state_action_rules.CHECKS}
-        self.ddpg = {cls.spec.name: cls(context) for cls in critic_rules.CHECKS}
+        self.critic_checks = {cls.spec.name: cls(context) for cls in critic_rules.CHECKS}
         self.reward = RewardAnalyzer(self.settings.window_size, training_envs(config),
                                      warmup=config.learning_starts)
         self.terms = reward_terms.TermWindow(self.settings.window_size)
@@ -198,15 +201,18 @@ class Flow1Diagnostics(Hook):
         env_steps, result = evaluation.env_steps, evaluation.result
         self.map.collecting = self.collecting_before_eval
         with self.paused_collection():
-            q = ddpg_checks.q_overestimation(self.agent, result, self.config.gamma,
+            q = critic.q_overestimation(self.agent, result, self.config.gamma,
                                              self.reward.max_abs)
-            dead = ddpg_checks.dead_relu(self.agent, self.buffer.newest(
+            dead = critic.dead_relu(self.agent, self.buffer.newest(
                 self.config.batch_size)) if len(self.buffer) else {}
         self.logger.scalars(env_steps, {f"flow1/{k}": v for k, v in q.items()})
         self.logger.scalars(env_steps, {f"flow1/dead_relu/{k}": v for k, v in dead.items()})
+        # Kind "ddpg", from before these checks were named for the critic of every
+        # algorithm: flow1.jsonl's kinds are a file format that run folders keep.
         self.logger.diagnostic("ddpg", env_steps, **q, dead_relu=dead)
-        self.pending += (self.ddpg["q_overestimation"].check(env_steps, q, self.agent.updates())
-                         + self.ddpg["dead_relu"].check(env_steps, dead))
+        checks = self.critic_checks
+        self.pending += (checks["q_overestimation"].check(env_steps, q, self.agent.updates())
+                         + checks["dead_relu"].check(env_steps, dead))
         baseline = self.eval_drop.update(result.mean)
         if baseline is not None:
             self._trace(env_steps, f"eval return {result.mean:.1f} fell below its baseline "
@@ -241,7 +247,7 @@ class Flow1Diagnostics(Hook):
                                png=str(folder / f"heatmap_step_{env_steps}.png"),
                                verdicts={k: len(v) for k, v in view.verdicts.items()})
         self._cluster_findings(env_steps, view)
-        self.pending += self.ddpg["action_saturation"].check(env_steps, saturation)
+        self.pending += self.critic_checks["action_saturation"].check(env_steps, saturation)
 
     def _cluster_findings(self, env_steps: int, view: ClusterView) -> None:
         for rule, found in view.verdicts.items():

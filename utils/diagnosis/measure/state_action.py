@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rltrain.utils.diagnosis.measure.kmeans import kmeans, label_sums, nearest
 from rltrain.utils.diagnosis.rules import state_action_rules
-from rltrain.utils.diagnostics.kmeans import kmeans, label_sums, nearest
 
 MIN_CLUSTER_SAMPLES = 20
 MIN_SAMPLES = 200

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rltrain.utils.diagnostics.state_action import ClusterView
+from rltrain.utils.diagnosis.measure.state_action import ClusterView
 from rltrain.utils.io.checkpoint import atomic_write
 
 MARKS = {"fixated_cluster": "F", "chaotic_cluster": "C", "blind_cluster": "B"}

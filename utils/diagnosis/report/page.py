@@ -1,5 +1,5 @@
 """`rltrain diagnose`'s HTML page: logs/<run>/report.html, one self-contained page of a
-run's findings (report.py's), what was not judged, the verdicts of `--verify`, the
+run's findings (findings.py's), what was not judged, the verdicts of `--verify`, the
 reward terms, the charts and the latest state-action heatmaps, images inlined.
 """
 
@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rltrain.utils.diagnostics import evidence, plots, reward_terms
-from rltrain.utils.diagnostics.report import problems, seen_at, unjudged_lines
-from rltrain.utils.diagnostics.rules import RULES
+from rltrain.utils.diagnosis.report import evidence, plots
+from rltrain.utils.diagnosis.report.findings import RULES, problems
+from rltrain.utils.diagnosis.report.table import reward_terms_lines, seen_at, unjudged_lines
 from rltrain.utils.io.checkpoint import atomic_write
 from rltrain.utils.run.folders import DIAGNOSTICS_FILE, METRICS_FILE
 from rltrain.utils.run.logger import eval_curve, read_jsonl
@@ -115,7 +115,7 @@ def _verify_html(report: dict[str, Any]) -> list[str]:
 
 def _terms_html(report: dict[str, Any]) -> list[str]:
     """The table of the reward's terms (none reported: nothing)."""
-    lines = reward_terms.table_lines(report.get("reward_terms"))
+    lines = reward_terms_lines(report.get("reward_terms"))
     if not lines:
         return []
     return ["<h2>Reward terms</h2>", f"<pre>{html.escape(chr(10).join(lines))}</pre>"]

@@ -1,9 +1,10 @@
-"""`rltrain diagnose`: a run's findings as a table and a JSON document (the HTML page is
-report_page.py's).
+"""`rltrain diagnose`: a run's findings, read from its files into one JSON document (the
+table is table.py's, the HTML page page.py's).
 
 Everything is read from the run's files (events.jsonl, metrics.jsonl, flow1.jsonl,
 heatmaps/), so a live run and a finished one are read the same way. Findings are the
-events of the named rules (see `rules.RULES`), the latest one per rule and severity.
+events of the named rules (`RULES`), the latest one per rule and severity, in the order
+of ranking.py.
 """
 
 from __future__ import annotations
@@ -13,25 +14,31 @@ from pathlib import Path
 from typing import Any
 
 from rltrain.utils.config.loader import read_yaml_mapping
-from rltrain.utils.diagnosis.rules.registry import cause_rank
-from rltrain.utils.diagnostics import evidence, reward_terms
-from rltrain.utils.diagnostics.rules import RULES, SEVERITY
+from rltrain.utils.diagnosis.ranking import finding_rank
+from rltrain.utils.diagnosis.rules.registry import all_specs
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.run.folders import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE
 from rltrain.utils.run.logger import read_jsonl
 
-ORDER = {"pause": 0, "warning": 1, "info": 2}
+# Every rule rltrain can report -> (hypothesis, suggested check), as `diagnose` shows them
+# (each rule declares both in its spec, rules/). Each hypothesis is falsifiable: "if X,
+# then Y should be observable". The names are part of the JSON output that users script
+# against: never rename one.
+RULES: dict[str, tuple[str, str]] = {name: (spec.hypothesis, spec.check)
+                                     for name, spec in all_specs().items()}
+
+# events.jsonl's action -> the finding's severity ("stop": stopped without a checkpoint).
+SEVERITY = {"info": "info", "warn": "warning", "pause": "pause", "stop": "pause"}
+
 VERIFY_FILE = "verify.json"  # the verdicts of `diagnose --verify` (scripts/verify.py)
-WIDE_TABLE = 120  # terminal columns from which the findings are printed as a table
 
 
 def findings(log_dir: Path) -> list[dict[str, Any]]:
     """The latest finding per (rule, severity) with the step it was first seen at and how
     often it was seen; warnings and pauses before notes, and among them causes first
-    (rules/registry.py `cause_rank`: a learning rate or a reward scale before the
-    explosions they set off), then the most severe, then in the order they first
-    appeared. A pause that the run was resumed from says so
-    in its message, with the changes made on resume."""
+    (ranking.py: a learning rate or a reward scale before the explosions they set off),
+    then the most severe, then in the order they first appeared. A pause that the run
+    was resumed from says so in its message, with the changes made on resume."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for event in read_jsonl(log_dir / EVENTS_FILE):
         rule, action = event.get("rule"), event.get("action")
@@ -51,14 +58,7 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
                                     "evidence": event.get("value"), "severity": severity,
                                     "message": event.get("message", ""),
                                     "suggested_set": dict(event.get("suggested_set") or {})}
-    return sorted(latest.values(), key=_rank)
-
-
-def _rank(finding: dict[str, Any]) -> tuple[bool, int, int, int, str]:
-    """Warnings and pauses before notes; among them causes first, then the most severe,
-    then in the order they first appeared."""
-    return (finding["severity"] == "info", cause_rank(finding["rule"]),
-            ORDER[finding["severity"]], finding["first_step"], finding["rule"])
+    return sorted(latest.values(), key=finding_rank)
 
 
 def reward_drops(log_dir: Path) -> dict[str, Any] | None:
@@ -78,7 +78,7 @@ def diagnose(log_dir: Path) -> dict[str, Any]:
     found = findings(log_dir)
     drops = reward_drops(log_dir)
     if drops is not None:
-        found = sorted([*found, drops], key=_rank)
+        found = sorted([*found, drops], key=finding_rank)
     return {"run": log_dir.name, "findings": found,
             "diagnostics_enabled": _diagnostics_enabled(log_dir),
             "unjudged": unjudged(log_dir), "verifications": verifications(log_dir),
@@ -101,11 +101,6 @@ def unjudged(log_dir: Path) -> dict[str, str]:
     return dict(lines[-1]["rules"]) if lines else {}
 
 
-def unjudged_lines(report: dict[str, Any]) -> list[str]:
-    """`rule: why` per rule that could not judge, for the table and the page."""
-    return [f"{rule}: {why}" for rule, why in sorted(report.get("unjudged", {}).items())]
-
-
 def verifications(log_dir: Path) -> list[dict[str, Any]]:
     """The verdicts of the newest `diagnose --verify` of this run (none: [])."""
     try:
@@ -125,63 +120,3 @@ def _diagnostics_enabled(log_dir: Path) -> bool:
         return bool(read_yaml_mapping(log_dir / CONFIG_FILE)["diagnostics"]["enabled"])
     except (ConfigError, KeyError, TypeError):
         return True
-
-
-def print_table(report: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = Console(soft_wrap=False)
-    if not report["diagnostics_enabled"]:
-        console.print(Text(f"run {report['run']}: the diagnostics were off in this run "
-                           "(diagnostics.enabled: false); only the health rules were checked"))
-    waiting = unjudged_lines(report)
-    judged = " by the rules that could judge it" if waiting else ""
-    if waiting:  # printed last: after the findings, or after "no problems found"
-        waiting = ["not judged (too little data so far):", *(f"  {w}" for w in waiting)]
-    # The reward's terms, where the env reports them, before the rules that did not judge.
-    waiting = reward_terms.table_lines(report.get("reward_terms")) + waiting
-    if not problems(report):
-        console.print(Text(f"run {report['run']}: no problems found{judged}"))
-        if not report["findings"]:
-            for line in waiting:
-                console.print(Text(line))
-            return
-        console.print(Text("notes (info, not problems):"))
-    if console.width < WIDE_TABLE:  # five columns would wrap a word per line
-        _print_blocks(console, report)
-        for line in waiting:
-            console.print(Text(line))
-        return
-    table = Table(title=f"findings for run {report['run']}", show_lines=True)
-    for column in ("severity", "rule", "steps", "evidence", "finding / hypothesis / check"):
-        table.add_column(column, overflow="fold")
-    for f in report["findings"]:
-        hypothesis, check = RULES[f["rule"]]
-        table.add_row(Text(f["severity"]), Text(f["rule"]), Text(seen_at(f)),
-                      Text(evidence.text(f["evidence"])),
-                      Text(f"{f['message']}\nhypothesis: {hypothesis}\ncheck: {check}"))
-    console.print(table)
-    for line in waiting:
-        console.print(Text(line))
-
-
-def _print_blocks(console: Any, report: dict[str, Any]) -> None:
-    """The findings one after another, for a terminal too narrow for the table."""
-    from rich.text import Text
-
-    console.print(Text(f"findings for run {report['run']}"))
-    for f in report["findings"]:
-        hypothesis, check = RULES[f["rule"]]
-        shown = evidence.text(f["evidence"]).replace("\n", "\n    ")
-        console.print(Text(f"\n[{f['severity']}] {f['rule']}, steps {seen_at(f)}, evidence "
-                           f"{shown}\n  {f['message']}\n  hypothesis: "
-                           f"{hypothesis}\n  check: {check}"))
-
-
-def seen_at(finding: dict[str, Any]) -> str:
-    """"1000" once, "1000-12000 (963x)" for a finding seen again and again."""
-    if finding["count"] == 1:
-        return str(finding["step"])
-    return f"{finding['first_step']}-{finding['step']} ({finding['count']}x)"

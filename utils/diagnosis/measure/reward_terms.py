@@ -93,20 +93,3 @@ def scalars(stats: TermStats) -> dict[str, float]:
             if s[key] is not None:
                 values[f"reward_terms/{name}/{key}"] = s[key]
     return values
-
-
-def table_lines(record: dict[str, Any] | None) -> list[str]:
-    """The newest statistics (flow1.jsonl's "reward_terms" line) as a text table, for
-    `rltrain diagnose`; none recorded: no lines."""
-    if not record or not record.get("terms"):
-        return []
-    drive = record.get("drive")
-    lines = [f"reward terms over the last {record['episodes']} episodes (per episode; "
-             "* drives learning):",
-             f"  {'term':<26} {'share':>6} {'mean':>10} {'std':>10} {'corr':>6}"]
-    for name, s in sorted(record["terms"].items(), key=lambda kv: -kv[1]["share"]):
-        corr = "-" if s["corr"] is None else f"{s['corr']:.2f}"
-        shown = f"{name} *" if name == drive else name
-        lines.append(f"  {shown:<26} {s['share']:>6.1%} {s['mean']:>10.4g} {s['std']:>10.4g} "
-                     f"{corr:>6}")
-    return lines
