@@ -55,11 +55,11 @@ from typing import Any
 
 import torch
 
+from rltrain.utils.diagnosis.rules.input_rules import MAX_LAG
 from rltrain.utils.training.replay_buffer import Batch
 
 ROWS = 1000  # a shorter warm-up is not judged
 MAX_ROWS = 5000  # the newest warm-up transitions judged, where there are that many
-MAX_LAG = 2  # an action may first show this many steps after it was taken
 ECHO = 0.999  # an observation this correlated with an action dimension repeats it
 
 

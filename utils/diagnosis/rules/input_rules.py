@@ -25,8 +25,8 @@
   After a warm-up under 1000 steps, the exploration noise of the first 1000 steps after
   it whose noise reached the env is judged instead (docs/diagnosing.md has the figures).
 
-The statistics are utils/diagnosis/measure/inputs.py's (the replay buffer's newest rows, the
-episode ends) and action_effect.py's (the warm-up's random actions); the flow-1 hook
+The statistics are utils/diagnosis/measure/inputs.py's (the replay buffer's newest rows,
+the episode ends) and action_effect.py's (the warm-up's random actions); the flow-1 hook
 hands them to the checks here.
 """
 
@@ -42,6 +42,10 @@ from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
+
+# `ignored_action` counts an effect that shows up to this many steps after the action
+# (an action that shows one or two steps late); measure/action_effect.py sums that far.
+MAX_LAG = 2
 
 USUAL_REPLAY = 100_000  # small_replay's fix: the low end of off-policy control's usual sizes
 
@@ -256,9 +260,6 @@ class IgnoredAction(RuleCheck):
         what = (f"the exploration noise of {effect['rows']} actions after the warm-up"
                 if noise else f"the warm-up's {effect['rows']} random actions")
         if len(idle) == len(effect["per_dimension"]):
-            # Here, not at the top: the measurement needs torch, the config schema not.
-            from rltrain.utils.diagnosis.measure.action_effect import MAX_LAG
-
             return self.fire(env_steps, effect["action_effect"],
                              f"{what} changed neither "
                              f"the observations nor the reward more than chance would, "
