@@ -30,7 +30,7 @@ GROUPS: dict[str, str] = {
     "Reward signal": "reward-signal",
     "State-action map": "state-action-map",
     "Gradient flow": "gradient-flow",
-    "DDPG checks": "ddpg-checks",
+    "Critic checks": "critic-checks",
     "What goes into learning": "what-goes-into-learning",
 }
 

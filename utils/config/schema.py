@@ -88,7 +88,7 @@ MonitorConfig = with_rules(MonitorConfig, "monitor")  # type: ignore[misc]
 @dataclass(frozen=True)
 class DiagnosticsConfig:
     """Diagnostics of why an agent misbehaves: reward signal, state-action map, gradient
-    flow, DDPG checks, inputs, behaviour snapshots. Every finding is a rule of the
+    flow, critic checks, inputs, behaviour snapshots. Every finding is a rule of the
     monitor's shape, `warn` by default; thresholds are calibrated (see the docs' page on
     diagnosing a run)."""
 

@@ -17,7 +17,7 @@ from rltrain.utils.diagnosis.rules.registry import all_specs
 # map, the gradients and the health rules, which see what the causes lead to.
 CAUSE_ORDER = ("Runs stopped from outside the training", "What goes into learning",
                "Training set-up", "Reward signal", "State-action map", "Gradient flow",
-               "DDPG checks", "Health rules")
+               "Critic checks", "Health rules")
 
 # A finding's severity, the most severe first (`diagnose --fail-on` counts down from it).
 SEVERITY_ORDER = {"pause": 0, "warning": 1, "info": 2}

@@ -38,7 +38,7 @@ MIN_SIDE = 0.05  # the share of the actions at the limit that each side must hav
 MIN_REACH = 0.1
 
 SPECS = (RuleSpec(
-    name="action_range_unused", section="diagnostics", group="DDPG checks",
+    name="action_range_unused", section="diagnostics", group="Critic checks",
     threshold=0.2, action="warn",
     fires_when="at least this share of the policy's actions sit at a limit of its own "
                "(on both sides) that lies within `max_reach` of the action bounds' "

@@ -20,7 +20,7 @@ SPECS = (
     RuleSpec(
         name='action_saturation',
         section='diagnostics',
-        group='DDPG checks',
+        group='Critic checks',
         fires_when='share of policy actions within 1% of the action bounds',
         threshold=0.9,
         action='warn',
@@ -35,7 +35,7 @@ SPECS = (
     RuleSpec(
         name='q_overestimation',
         section='diagnostics',
-        group='DDPG checks',
+        group='Critic checks',
         fires_when='critic Q at eval start states over the discounted return obtained, relative',
         threshold=0.5,
         action='warn',
@@ -49,7 +49,7 @@ SPECS = (
     RuleSpec(
         name='dead_relu',
         section='diagnostics',
-        group='DDPG checks',
+        group='Critic checks',
         fires_when="share of a layer's hidden units never active on a replay batch (healthy "
                    'MountainCar runs reach 99.7%, one unit of 300, while the car stands '
                    'still, and recover)',
