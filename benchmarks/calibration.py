@@ -54,7 +54,7 @@ SCENARIOS = {
     # Not a fault here: gradient clipping at 1.0 (a common default); Adam's steps barely
     # depend on the gradient scale.
     "clip-1.0": ("pendulum_ddpg.yaml", ["grad_clip_norm=1.0"], 20_000, None),
-    # What goes into learning (utils/diagnostics/inputs.py): the review's faults that no
+    # What goes into learning (utils/diagnosis/measure/inputs.py): the review's faults that no
     # reward, gradient or action rule named.
     "time-limit-terminal": ("pendulum_ddpg.yaml", [
         "env_name=fake_envs:FakeTimeLimitTerminalPendulum-v0"], 20_000, None),
@@ -125,7 +125,7 @@ def summarise(records: list[dict], warm: int, min_norm: float) -> dict[str, floa
     scale of their record."""
     import numpy as np
 
-    from rltrain.utils.diagnostics.gradients import HISTORY
+    from rltrain.utils.diagnosis.measure.gradients import HISTORY
 
     def of(kind: str) -> list[dict]:
         return [r for r in records if r["kind"] == kind]
@@ -169,7 +169,7 @@ def summarise(records: list[dict], warm: int, min_norm: float) -> dict[str, floa
 def input_stats(records: list[dict], metrics: list[dict], config) -> dict[str, float | None]:
     """The input rules' statistics: the observation checks' flow1.jsonl lines, and the
     episode lines of metrics.jsonl fed through the rules' own episode bookkeeping."""
-    from rltrain.utils.diagnostics.inputs import EpisodeEnds
+    from rltrain.utils.diagnosis.measure.inputs import EpisodeEnds
 
     inputs = [r for r in records if r["kind"] == "inputs"]
     ends, streaks, shares = EpisodeEnds(config.diagnostics.window_size), [], []

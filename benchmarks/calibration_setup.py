@@ -1,4 +1,4 @@
-"""Calibration of the training set-up rules (utils/rules/): healthy runs and planted
+"""Calibration of the training set-up rules (utils/diagnosis/rules/): healthy runs and planted
 faults on Pendulum-v1, MountainCarContinuous-v0 and LunarLanderContinuous-v3.
 
     python benchmarks/calibration_setup.py                   # every scenario

@@ -7,7 +7,7 @@
     python benchmarks/input_stats.py --action-effect   # ignored_action's statistic
 
 For each env: random actions for `--steps` env steps, then the statistics that
-`utils/diagnostics/inputs.py` computes from the same functions: the largest dimension's
+`utils/diagnosis/measure/inputs.py` computes from the same functions: the largest dimension's
 RMS over the newest 1000 transitions, and over sqrt(obs_dim) (`observation_scale`), the
 dimensions no step changed over the newest 1000 (`frozen_observation`), the longest run
 of episodes that ended `terminated` at one length (`time_limit_terminal`) and gamma
@@ -18,8 +18,8 @@ half-range, clipped, as exploration adds), the policy a saturated tanh gives: su
 policy falls at one same step every episode, which is what `time_limit_terminal`'s
 minimum length is for.
 
-`--action-effect` measures `ignored_action`'s statistic instead (`utils/diagnostics/
-action_effect.py`) on a warm-up of `--rows` random actions (1000), for `--seeds` seeds
+`--action-effect` measures `ignored_action`'s statistic instead (`utils/diagnosis/
+measure/action_effect.py`) on a warm-up of `--rows` random actions (1000), for `--seeds` seeds
 (3): with the env as it is, and with three planted faults: the action dropped (the env
 gets 0), applied one step late (within the statistic's lags: the env still uses it) and
 scaled by 1/100; and with the same rollout's actions shuffled (chance alone, whatever
@@ -36,8 +36,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rltrain.utils.diagnostics.action_effect import ROWS, action_effect
-from rltrain.utils.diagnostics.inputs import SCALE_ROWS, EpisodeEnds, observation_stats
+from rltrain.utils.diagnosis.measure.action_effect import ROWS, action_effect
+from rltrain.utils.diagnosis.measure.inputs import SCALE_ROWS, EpisodeEnds, observation_stats
 from rltrain.utils.seeding import derive_seed
 from rltrain.utils.training.replay_buffer import Batch
 

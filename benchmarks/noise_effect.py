@@ -4,7 +4,7 @@
 
 Trains each case with learning_starts 100 for 2000 more steps, in which the rule judges
 the first 1000 steps after the warm-up whose exploration noise reached the env
-(utils/diagnostics/inputs.py), healthy and with the env's action dropped
+(utils/diagnosis/measure/inputs.py), healthy and with the env's action dropped
 (benchmarks/faults/envs.py IgnoredAction), and prints the statistic it judged and at
 which env step (`action_effect`@step, or unjudged; the rule warns below 1.5).
 Networks 64x64, batches of 64.
@@ -16,7 +16,7 @@ import argparse
 import tempfile
 
 from rltrain.scripts.api import train
-from rltrain.utils.diagnostics.action_effect import ROWS
+from rltrain.utils.diagnosis.measure.action_effect import ROWS
 from rltrain.utils.run.logger import read_jsonl
 
 LEARNING_STARTS = 100

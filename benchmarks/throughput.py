@@ -105,7 +105,7 @@ def diagnostics_ab_worker(steps: int) -> dict:
     import torch
 
     from rltrain.scripts.trainer import Trainer
-    from rltrain.utils.diagnostics.flow1 import NoDiagnostics
+    from rltrain.utils.diagnosis.watch import NoDiagnostics
     from rltrain.utils.run.folders import create_run
 
     # No loss logging: it reads the diagnostics' timer, which the swaps below would skew.

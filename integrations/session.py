@@ -22,7 +22,7 @@ import torch
 from rltrain.integrations.continued import Continuation, save_watch_state
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.config.schema import TrainConfig
-from rltrain.utils.diagnostics.flow1 import NoDiagnostics
+from rltrain.utils.diagnosis.watch import NoDiagnostics
 from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.eval_result import EvalResult

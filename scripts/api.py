@@ -163,8 +163,8 @@ def diagnose(run: str | Path | Run, log_dir: str | Path = "logs") -> list[dict[s
     with "rule", "step", "evidence", "severity" ("pause", "warning" or "info") and
     "message". `run`: a `Run`, a run folder, or a run name under `log_dir`. Writes
     nothing (no report.html). Raises `UserError` when the run is not found."""
-    from rltrain.utils.diagnostics import report
+    from rltrain.utils.diagnosis.report import findings
     from rltrain.utils.run.folders import find_run_log_dir
 
     folder = run.log_dir if isinstance(run, Run) else find_run_log_dir(str(run), str(log_dir))
-    return report.diagnose(Path(folder))["findings"]
+    return findings.diagnose(Path(folder))["findings"]

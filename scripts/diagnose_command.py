@@ -1,7 +1,7 @@
 """`rltrain diagnose`: the findings of a run (live or not), its report page, and with
 `--verify` a test of the proposed changes (scripts/verify.py).
 
-The findings come from the run's files (utils/diagnostics/report.py); `--fail-on` turns
+The findings come from the run's files (utils/diagnosis/report/); `--fail-on` turns
 them into an exit code for scripts and CI.
 """
 
@@ -58,8 +58,10 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify:
     learning curve, reward statistics, latest state-action heatmaps, gradient norms per
     layer, and the findings.
     """
-    from rltrain.utils.diagnostics import report as reports
-    from rltrain.utils.diagnostics.report_page import write_html
+    from rltrain.utils.diagnosis.ranking import SEVERITY_ORDER
+    from rltrain.utils.diagnosis.report.findings import diagnose as read_findings
+    from rltrain.utils.diagnosis.report.page import write_html
+    from rltrain.utils.diagnosis.report.table import print_table
 
     folder = find_run_log_dir(run, log_dir)
     if verify:
@@ -71,15 +73,16 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify:
                                          from_start))
         if not as_json:
             click.echo("\n".join(lines))
-    result = reports.diagnose(folder)
+    result = read_findings(folder)
     page = write_html(folder, result)
     if as_json:
         click.echo(to_json(result))
     else:
-        reports.print_table(result)
+        print_table(result)
         click.echo(f"report: {page}")
     failing = [] if fail_on is None else [
-        f for f in result["findings"] if reports.ORDER[f["severity"]] <= reports.ORDER[fail_on]]
+        f for f in result["findings"]
+        if SEVERITY_ORDER[f["severity"]] <= SEVERITY_ORDER[fail_on]]
     if failing:
         click.echo(f"{len(failing)} finding(s) at {fail_on} or more severe "
                    f"({', '.join(sorted({f['rule'] for f in failing}))})", err=True)

@@ -45,7 +45,7 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
     import torch
 
     from rltrain.scripts.agent_setup import checkpoint_config
-    from rltrain.utils.diagnostics import snapshots
+    from rltrain.utils.diagnosis.measure import snapshots
     from rltrain.utils.io.checkpoint import load_checkpoint
     from rltrain.utils.training.evaluation import evaluate
     from rltrain.utils.training.normalize import normalizer_from_checkpoint

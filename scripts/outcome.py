@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rltrain.utils.diagnosis.rules.registry import all_specs
 from rltrain.utils.io.checkpoint import periodic_checkpoints
-from rltrain.utils.rules.registry import all_specs
 from rltrain.utils.run.folders import relative_to_cwd
 
 

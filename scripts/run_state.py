@@ -253,7 +253,7 @@ class RunState:
         self.restored = {"monitor": state["monitor"], "diagnostics": state["diagnostics"],
                          "metrics": {"losses": state["losses"],
                                      "recent_episodes": state.get("recent_episodes", ())},
-                         "rule_hooks": state.get("rule_hooks", {})}  # none before utils/rules
+                         "rule_hooks": state.get("rule_hooks", {})}  # none in older checkpoints
         set_global_rng_state(state["rng"])
         warnings = [] if all(continued) else [
             "the checkpoint was written on another kind of device than this run's "

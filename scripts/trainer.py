@@ -3,7 +3,7 @@
 The run's state (agent, replay buffer, envs, counters, random states) is a `RunState`
 (scripts/run_state.py), which takes the env steps and the updates. The loop puts them in
 order and tells the hooks (utils/hooks/hook.py: metrics, health rules, diagnostics, the rules
-of utils/rules/, progress, and any the caller adds) of each step, update, episode and
+of utils/diagnosis/rules/, progress, and any the caller adds) of each step, update, episode and
 evaluation; the TrainingMonitor records what they find, evaluates and checkpoints.
 Per vector step the loop does one action transfer (the diagnostics' actor hook two more
 when it keeps that step's states) and, per update, one transfer of a few scalar

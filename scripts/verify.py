@@ -72,7 +72,7 @@ from rltrain.scripts.verify_stats import (
     returns_at,
     verdict,
 )
-from rltrain.utils.diagnostics.report import VERIFY_FILE
+from rltrain.utils.diagnosis.report.findings import VERIFY_FILE
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import atomic_write, to_json
 from rltrain.utils.run.folders import CONFIG_FILE, METRICS_FILE
@@ -218,7 +218,7 @@ def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
     last third). `jobs`: branches at once (None: the cores). `say`: where the cost line
     goes before the branches start. `threads`: torch threads per branch (None: the cores
     divided by `jobs`; a caller running other trainings beside it gives fewer)."""
-    from rltrain.utils.diagnostics.report import findings
+    from rltrain.utils.diagnosis.report.findings import findings
 
     given = {"--steps": 1 if steps is None else steps, "--seeds": seeds,
              "--last": 1 if last is None else last, "--jobs": 1 if jobs is None else jobs}

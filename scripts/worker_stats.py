@@ -5,7 +5,7 @@ share of time it waited idle for the learner to ask again (the learner starves i
 Ray node; for the learner: updates per second and the share of time it waited for
 chunks (the runners starve it), between two readings. status.json, `rltrain status` and
 TensorBoard (`workers/`) show them, and each new reading goes to the health rule
-`worker_starvation` (utils/rules/health_rules/worker_starvation.py).
+`worker_starvation` (utils/diagnosis/rules/health/worker_starvation.py).
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ from rltrain.agents.registry import ALGORITHMS
 from rltrain.scripts.cli import cli
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
+from rltrain.utils.diagnosis.rules.registry import rule_hooks
+from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.io.checkpoint import load_checkpoint, save_tensors
-from rltrain.utils.rules.registry import rule_hooks
-from rltrain.utils.rules.spec import RuleContext
 
 from conftest import tiny_config
 

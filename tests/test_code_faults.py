@@ -1,6 +1,6 @@
 """Code faults of a plain loop named from the order of its backward passes and optimiser
-steps (integrations/gradient_sources.py; utils/rules/code_faults.py) and a target network
-that never moves (utils/rules/target_update.py): each planted in a hand-made loop and in
+steps (integrations/gradient_sources.py; utils/diagnosis/rules/code_faults.py) and a target network
+that never moves (utils/diagnosis/rules/target_update.py): each planted in a hand-made loop and in
 the fault benchmark's loop, while the healthy orders (SB3's and CleanRL's among them)
 stay silent."""
 
@@ -122,8 +122,8 @@ def test_sb3_order_of_updates_is_not_a_code_fault(tmp_path, monkeypatch, algo):
 
 def action_range_rule():
     from rltrain.utils.config.loader import config_from_dict
-    from rltrain.utils.rules.action_range import ActionRangeUnused
-    from rltrain.utils.rules.spec import RuleContext
+    from rltrain.utils.diagnosis.rules.action_range import ActionRangeUnused
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
 
     return ActionRangeUnused(RuleContext(config_from_dict({"env_name": "Pendulum-v1"}), 3, 1))
 

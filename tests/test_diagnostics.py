@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.diagnostics import snapshots
+from rltrain.utils.diagnosis.measure import snapshots
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
 from rltrain.utils.run.logger import read_jsonl
@@ -282,7 +282,7 @@ def test_the_time_the_diagnostics_take_is_logged(tmp_path, monkeypatch):
     with the diagnostics off the share is 0."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from rltrain.utils.diagnostics.state_action import StateActionMap
+    from rltrain.utils.diagnosis.measure.state_action import StateActionMap
 
     original = StateActionMap.hook
 
@@ -316,7 +316,7 @@ def test_the_time_the_diagnostics_take_is_logged(tmp_path, monkeypatch):
 
 def test_close_stops_and_attach_resumes_sampling_the_actor(tmp_path, monkeypatch):
     """What benchmarks/throughput.py relies on to compare on and off in one process."""
-    from rltrain.utils.diagnostics.state_action import StateActionMap
+    from rltrain.utils.diagnosis.measure.state_action import StateActionMap
 
     calls = []
     monkeypatch.setattr(StateActionMap, "hook", lambda self, *args: calls.append(1))
@@ -379,16 +379,16 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
         assert finding["severity"] in {"info", "warning", "pause"}
         assert isinstance(finding["step"], int) and finding["message"]
         assert 0 < finding["first_step"] <= finding["step"] and finding["count"] >= 1
-    # Notes last; before them causes first (rules/registry.py), then the most severe, then
+    # Notes last; before them causes first (ranking.py), then the most severe, then
     # in the order the findings first appeared.
-    from rltrain.utils.rules.registry import cause_rank
+    from rltrain.utils.diagnosis.ranking import cause_rank
 
     order = {"pause": 0, "warning": 1, "info": 2}
     keys = [(f["severity"] == "info", cause_rank(f["rule"]), order[f["severity"]],
              f["first_step"]) for f in report["findings"]]
     assert keys == sorted(keys)
     # Each finding counts every event of its rule and severity, held-back ones included.
-    from rltrain.utils.diagnostics.rules import SEVERITY
+    from rltrain.utils.diagnosis.report.findings import SEVERITY
 
     events = read_jsonl(log_dir / "events.jsonl")
     for finding in (f for f in report["findings"] if f["rule"] != "reward_drop"):
@@ -458,7 +458,7 @@ def test_diagnose_names_the_rules_that_had_too_little_data(tmp_path):
 def test_rules_and_docs_agree():
     from rltrain.utils.config.fields import RuleConfig
     from rltrain.utils.config.schema import DiagnosticsConfig
-    from rltrain.utils.diagnostics.rules import RULES
+    from rltrain.utils.diagnosis.report.findings import RULES
 
     assert set(RULES) == RULE_NAMES
     diagnostics = {f for f, v in vars(DiagnosticsConfig()).items() if isinstance(v, RuleConfig)}

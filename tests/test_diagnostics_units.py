@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from rltrain.utils.config.loader import config_from_dict
-from rltrain.utils.diagnostics.gradients import DropDetector, GradientVerdicts, pre_clip
-from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer, reward_stats
-from rltrain.utils.diagnostics.state_action import StateActionMap
+from rltrain.utils.diagnosis.measure.gradients import DropDetector, GradientVerdicts, pre_clip
+from rltrain.utils.diagnosis.measure.reward_signal import RewardAnalyzer, reward_stats
+from rltrain.utils.diagnosis.measure.state_action import StateActionMap
 
 from conftest import DEVICE
 
@@ -251,7 +251,7 @@ def test_q_overestimation_is_relative_to_the_return_with_the_reward_scale_as_flo
     import torch
 
     from rltrain.scripts.agent_setup import agent_view, build_agent
-    from rltrain.utils.diagnostics.ddpg_checks import q_overestimation
+    from rltrain.utils.diagnosis.measure.critic import q_overestimation
     from rltrain.utils.hooks.eval_result import EvalResult
 
     low, high = np.array([-1.0], np.float32), np.array([1.0], np.float32)
@@ -289,7 +289,7 @@ def test_drop_detection_is_sign_aware():
 def test_a_timed_call_inside_another_is_counted_once():
     import time
 
-    from rltrain.utils.diagnostics.timing import timed
+    from rltrain.utils.diagnosis.measure.timing import timed
 
     class Diagnostics:
         seconds, timing = 0.0, False
@@ -314,7 +314,7 @@ def test_an_actor_without_any_gradient_is_an_infinite_imbalance():
     # It used to be logged as 0 (perfect balance) exactly when it was infinite.
     import torch
 
-    from rltrain.utils.diagnostics.gradients import GradientWatch
+    from rltrain.utils.diagnosis.measure.gradients import GradientWatch
 
     watch = types.SimpleNamespace(agent=types.SimpleNamespace(
         actor=torch.nn.Linear(2, 2), critic=torch.nn.Linear(2, 2)))
@@ -328,7 +328,7 @@ def test_diagnose_lists_the_return_drops_the_run_detected(tmp_path):
     # They were only files in traces/; diagnose did not mention them.
     import json
 
-    from rltrain.utils.diagnostics.report import diagnose
+    from rltrain.utils.diagnosis.report.findings import diagnose
 
     lines = {"events.jsonl": [{"env_steps": 500, "rule": "q_overestimation", "value": 0.6,
                                "threshold": 0.5, "action": "warn", "message": "Q high"}],
@@ -346,7 +346,7 @@ def test_diagnose_lists_the_return_drops_the_run_detected(tmp_path):
 
 
 def test_a_time_limit_streak_needs_terminated_episodes_of_one_length():
-    from rltrain.utils.diagnostics.inputs import EpisodeEnds
+    from rltrain.utils.diagnosis.measure.inputs import EpisodeEnds
 
     ends = EpisodeEnds(window=100)
     for _ in range(4):
@@ -366,7 +366,7 @@ def test_a_time_limit_streak_needs_terminated_episodes_of_one_length():
 
 
 def test_the_horizon_share_is_gammas_horizon_over_the_mean_episode_length():
-    from rltrain.utils.diagnostics.inputs import MIN_EPISODES, EpisodeEnds
+    from rltrain.utils.diagnosis.measure.inputs import MIN_EPISODES, EpisodeEnds
 
     ends = EpisodeEnds(window=3)
     for length in (100, 300, 200, 200):  # the window keeps the last 3
@@ -383,7 +383,7 @@ def test_the_horizon_share_is_gammas_horizon_over_the_mean_episode_length():
 def test_observation_stats_find_far_from_unit_and_unchanged_dimensions():
     import torch
 
-    from rltrain.utils.diagnostics.inputs import SCALE_ROWS, observation_stats
+    from rltrain.utils.diagnosis.measure.inputs import SCALE_ROWS, observation_stats
 
     gen = torch.Generator().manual_seed(0)
     obs = torch.randn(1500, 4, generator=gen)
@@ -426,7 +426,7 @@ def _transitions(effect, n: int = 1000, seed: int = 0, envs: int = 1, actions: i
     (lambda a: 2 * abs(a), 4.0, 99.0, "distance from mean"),  # only how hard
 ])
 def test_the_action_effect_is_in_units_of_chances_strongest_sum(effect, lo, hi, seen_as):
-    from rltrain.utils.diagnostics.action_effect import action_effect
+    from rltrain.utils.diagnosis.measure.action_effect import action_effect
 
     found = [action_effect(_transitions(effect, seed=seed)) for seed in range(5)]
     assert all(lo <= f["action_effect"] < hi for f in found), found
@@ -439,7 +439,7 @@ def test_an_effect_through_the_state_counts_and_an_echo_of_the_action_does_not()
     that repeats the action while the env ignores it is not."""
     import torch
 
-    from rltrain.utils.diagnostics.action_effect import action_effect
+    from rltrain.utils.diagnosis.measure.action_effect import action_effect
 
     batch = _transitions(lambda a: 0.0)
     context = torch.randn(1000, 1)
@@ -454,7 +454,7 @@ def test_an_effect_through_the_state_counts_and_an_echo_of_the_action_does_not()
 
 
 def test_action_dimensions_that_act_only_together_count_for_both():
-    from rltrain.utils.diagnostics.action_effect import action_effect
+    from rltrain.utils.diagnosis.measure.action_effect import action_effect
 
     found = action_effect(_transitions(lambda a: 2 * a[0] * a[1], actions=2))
     assert min(found["per_dimension"]) > 4 and found["as"] == "value x action 1", found
@@ -462,9 +462,9 @@ def test_action_dimensions_that_act_only_together_count_for_both():
 
 def test_each_action_dimension_is_judged_and_one_unused_is_an_info_note():
     from rltrain.utils.config.loader import config_from_dict
-    from rltrain.utils.diagnostics.action_effect import action_effect
-    from rltrain.utils.rules.input_rules import IgnoredAction
-    from rltrain.utils.rules.spec import RuleContext
+    from rltrain.utils.diagnosis.measure.action_effect import action_effect
+    from rltrain.utils.diagnosis.rules.input_rules import IgnoredAction
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
 
     found = action_effect(_transitions(lambda a: a[0], actions=3))
     assert found["per_dimension"][0] > 4 and max(found["per_dimension"][1:]) < 1.5
@@ -481,7 +481,7 @@ def test_the_action_effect_follows_each_env_in_a_vector_and_stops_at_episode_end
     """Two envs' rows in turn; the action shows one step late in its own env only."""
     import torch
 
-    from rltrain.utils.diagnostics.action_effect import action_effect
+    from rltrain.utils.diagnosis.measure.action_effect import action_effect
     from rltrain.utils.training.replay_buffer import Batch
 
     batch = _transitions(lambda a: 0.0, n=2000, envs=2)
@@ -502,7 +502,7 @@ def test_the_typical_reward_is_the_warm_ups():
     that learned to stand still earns |r| of 1e-5 a step. The typical |r| is the
     warm-up's, so standing still does not make the rewards "too small"; without a
     warm-up, the largest episode's."""
-    from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
+    from rltrain.utils.diagnosis.measure.reward_signal import RewardAnalyzer
 
     rng = np.random.default_rng(0)
     warm, cold = RewardAnalyzer(window=5, warmup=100), RewardAnalyzer(window=5)
@@ -521,8 +521,8 @@ def test_the_typical_reward_is_the_warm_ups():
 
 
 def test_the_reward_scale_rule_judges_the_largest_and_the_typical_reward():
-    from rltrain.utils.rules.reward_rules import RewardScale
-    from rltrain.utils.rules.spec import RuleContext
+    from rltrain.utils.diagnosis.rules.reward_rules import RewardScale
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
 
     rule = RewardScale(RuleContext(config_from_dict({}), 3, 1))  # threshold 3: 1e-3 .. 1e3
     assert rule.check(9, {"max_abs": 16.0, "median_abs": 5.0}, 10) == []
@@ -553,8 +553,8 @@ def test_a_reward_paid_at_few_steps_is_a_sparse_warning_not_spikes():
     """Pendulum's reward summed up and paid on an episode's last step: 199 steps of 0,
     then about -1000. `sparse_reward` warns; `reward_spikes` leaves it to it. A reward
     that varies at every step, or never varies, is neither."""
-    from rltrain.utils.rules.reward_rules import RewardSpikes, SparseReward
-    from rltrain.utils.rules.spec import RuleContext
+    from rltrain.utils.diagnosis.rules.reward_rules import RewardSpikes, SparseReward
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
 
     context = RuleContext(config_from_dict({}), 3, 1)
     rng = np.random.default_rng(0)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from rltrain.utils.config.schema import TrainConfig, iter_fields
-from rltrain.utils.diagnostics.rules import RULES
+from rltrain.utils.diagnosis.report.findings import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 

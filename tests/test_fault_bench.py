@@ -32,7 +32,7 @@ from benchmarks.faults.loop import FAULTS as LOOP_FAULTS
 from benchmarks.faults.table import judge, right_key, table
 from benchmarks.faults.verify import naming_finding, verify_case
 from rltrain.utils.config.loader import config_from_dict
-from rltrain.utils.rules.registry import all_specs
+from rltrain.utils.diagnosis.rules.registry import all_specs
 
 
 def test_the_benchmark_is_large_and_spread_over_families_envs_and_halves():

@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.diagnostics import plots, report, report_page
-from rltrain.utils.diagnostics.plots import _label
-from rltrain.utils.diagnostics.state_action import ClusterView
-from rltrain.utils.rules.spec import RuleContext
-from rltrain.utils.rules.state_action_rules import FixatedCluster
+from rltrain.utils.diagnosis.measure.state_action import ClusterView
+from rltrain.utils.diagnosis.report import findings, plots
+from rltrain.utils.diagnosis.report import page as report_page
+from rltrain.utils.diagnosis.report.plots import _label
+from rltrain.utils.diagnosis.rules.spec import RuleContext
+from rltrain.utils.diagnosis.rules.state_action_rules import FixatedCluster
 from rltrain.utils.run.folders import create_run
 
 from conftest import DEVICE, tiny_config
@@ -65,10 +66,10 @@ def test_a_short_run_gets_a_heatmap_at_its_end(tmp_path: Path) -> None:
     Trainer(config, DEVICE, interactive=False).run(paths)
     assert [p.name for p in (paths.log_dir / "heatmaps").glob("heatmap_step_*.png")] == [
         "heatmap_step_600.png"]
-    result = report.diagnose(paths.log_dir)
+    result = findings.diagnose(paths.log_dir)
     (paths.log_dir / "videos").mkdir(exist_ok=True)
     (paths.log_dir / "videos" / "step_600.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42")
     page = report_page.write_html(paths.log_dir, result).read_text()
     assert "Latest behaviour video" in page and "step_600.mp4" in page
-    if not report.problems(result):
+    if not findings.problems(result):
         assert page.index("No problems found") < page.index("<h2>Charts")

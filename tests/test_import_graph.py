@@ -30,6 +30,18 @@ def module_name(path: Path) -> str:
     parts = ("rltrain", *path.relative_to(ROOT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
+# The diagnosis engine's concerns (utils/diagnosis/__init__.py): which of the others each
+# may import. The rules judge without knowing how their statistics are measured, ranked
+# or shown; the hook in watch.py wires the measurements to the rules.
+ENGINE = "rltrain.utils.diagnosis"
+ENGINE_ALLOWED = {
+    "rules": set(),
+    "measure": {"rules"},  # gradients, inputs, state_action call their rules' checks
+    "ranking": {"rules"},
+    "report": {"rules", "ranking", "measure"},  # plots draws measure's ClusterView
+    "watch": {"rules", "measure", "report"},  # report: plots, for each heatmap
+}
+
 
 def modules() -> dict[str, Path]:
     found = {"rltrain": ROOT / "__init__.py"}
@@ -126,3 +138,20 @@ def test_layers_import_one_way(part: str) -> None:
         if other.split(".")[1:2] and other.split(".")[1] != part
         and other.split(".")[1] not in ALLOWED[part])
     assert wrong == []
+
+
+def engine_part(name: str) -> str | None:
+    """`rules`, `measure`, ... for a module of the diagnosis engine, else None."""
+    if not name.startswith(ENGINE + "."):
+        return None
+    return name.removeprefix(ENGINE + ".").split(".")[0]
+
+
+@pytest.mark.parametrize("part", sorted(ENGINE_ALLOWED))
+def test_the_diagnosis_engine_imports_one_way(part: str) -> None:
+    wrong = sorted(
+        f"{name} -> {other}" for name, targets in graph().items()
+        if engine_part(name) == part for other in targets
+        if engine_part(other) not in (None, part, *ENGINE_ALLOWED[part]))
+    assert wrong == []
+    assert {engine_part(name) for name in graph()} - {None} == set(ENGINE_ALLOWED)

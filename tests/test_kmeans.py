@@ -3,7 +3,7 @@ states that are all the same."""
 
 import numpy as np
 
-from rltrain.utils.diagnostics.kmeans import kmeans, nearest
+from rltrain.utils.diagnosis.measure.kmeans import kmeans, nearest
 
 
 def blobs(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -172,7 +172,7 @@ def test_behaviour_videos_act_on_the_observations_normalised_and_frozen(tmp_path
     normalised with the run's current statistics, which its episode does not change."""
     import gymnasium as gym
 
-    from rltrain.utils.diagnostics import snapshots
+    from rltrain.utils.diagnosis.measure import snapshots
 
     config = tiny_config(tmp_path, max_timesteps=150, run_name="video",
                          normalize={"observations": True}, diagnostics={"snapshot_freq": 150})

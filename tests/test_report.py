@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from rltrain.utils.diagnostics import plots, report, report_page
+from rltrain.utils.diagnosis.report import findings, plots, table
+from rltrain.utils.diagnosis.report import page as report_page
 
 LAYERS = {f"{net}.net.{i}.{kind}": 1.234567891e-09 * (i + 1)
           for net in ("actor", "critic") for i in (0, 2, 4) for kind in ("weight", "bias")}
@@ -37,7 +38,7 @@ def _write(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
 ])
 def test_evidence_rows_flatten_and_round_whole_values(value: Any,
                                                       rows: list[tuple[str, str]]) -> None:
-    from rltrain.utils.diagnostics import evidence
+    from rltrain.utils.diagnosis.report import evidence
 
     assert evidence.rows(value) == rows
 
@@ -47,13 +48,13 @@ def test_the_evidence_column_is_a_table_of_whole_values(tmp_path: Path, capsys) 
     _write(tmp_path, "events.jsonl", [
         {"env_steps": 500, "rule": "vanishing_gradient", "value": LAYERS, "threshold": 0.01,
          "action": "warn", "message": "vanishing gradient in the actor"}])
-    result = report.diagnose(tmp_path)
+    result = findings.diagnose(tmp_path)
     page = report_page.write_html(tmp_path, result).read_text()
     [cell] = re.findall(r'<table class="evidence">.*?</table>', page)
     assert re.findall(r"<tr><th>(.*?)</th><td>(.*?)</td></tr>", cell) == [
         (name, f"{norm:.4g}") for name, norm in LAYERS.items()]
     assert "critic.net.4.bias</th><td>6.173e-09<" in cell and "..." not in page
-    report.print_table(result)  # 80 columns under pytest: one block per finding
+    table.print_table(result)  # 80 columns under pytest: one block per finding
     printed = capsys.readouterr().out
     assert "critic.net.4.bias: 6.173e-09" in printed
     assert "1.234567891e-09" not in printed
@@ -66,7 +67,7 @@ def test_the_gradient_chart_marks_layers_with_zero_gradient(tmp_path: Path) -> N
                 "critic": {"net.0.weight": 2.0, "net.0.bias": 0.3}}
                for step in (100, 200, 300)]
     _write(tmp_path, "flow1.jsonl", records)
-    page = report_page.write_html(tmp_path, report.diagnose(tmp_path)).read_text()
+    page = report_page.write_html(tmp_path, findings.diagnose(tmp_path)).read_text()
     [listed] = re.findall(r"<p>Zero gradient.*?</p>", page)
     assert "actor.net.0.weight at 2 of 3 reads (steps 200-300)" in listed
     assert "actor.net.0.bias at 3 of 3 reads (steps 100-300)" in listed

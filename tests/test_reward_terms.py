@@ -14,10 +14,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rltrain.scripts import collector
 from rltrain.scripts.cli import cli
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.diagnostics.reward_terms import TermWindow, term_stats
+from rltrain.utils.diagnosis.measure.reward_terms import TermWindow, term_stats
+from rltrain.utils.diagnosis.rules.reward_terms import RewardTerms, weight_fix
+from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.io.checkpoint import load_checkpoint
-from rltrain.utils.rules.reward_terms import RewardTerms, weight_fix
-from rltrain.utils.rules.spec import RuleContext
 from rltrain.utils.run.folders import create_run
 from rltrain.utils.run.logger import read_jsonl
 from rltrain.utils.training.reward_terms import TermReader, step_terms, term_keys

@@ -12,9 +12,9 @@ from rltrain.scripts.cli import cli
 from rltrain.utils.config.fields import Range
 from rltrain.utils.config.loader import apply_overrides, config_from_dict
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
+from rltrain.utils.diagnosis.rules.registry import all_specs
+from rltrain.utils.diagnosis.rules.spec import Option, RuleSpec
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.rules.registry import all_specs
-from rltrain.utils.rules.spec import Option, RuleSpec
 
 # Options that name something (a reward term): text or none, no range.
 TEXT = (str, str | None)

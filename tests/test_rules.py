@@ -1,4 +1,4 @@
-"""The rule catalogue (utils/rules/): one spec per rule, the config and the reference
+"""The rule catalogue (utils/diagnosis/rules/): one spec per rule, the config and the reference
 generated from it, and rules that are their own hooks."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import pytest
 
 from rltrain.utils.config.loader import apply_overrides, config_from_dict
 from rltrain.utils.config.schema import TrainConfig
-from rltrain.utils.diagnostics.rules import RULES
+from rltrain.utils.diagnosis.report.findings import RULES
+from rltrain.utils.diagnosis.rules.entropy_collapse import EntropyCollapse
+from rltrain.utils.diagnosis.rules.eval_collapse import EvalCollapse
+from rltrain.utils.diagnosis.rules.registry import all_specs, hook_classes, rule_hooks
+from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleContext
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.hook import Evaluation
-from rltrain.utils.rules.entropy_collapse import EntropyCollapse
-from rltrain.utils.rules.eval_collapse import EvalCollapse
-from rltrain.utils.rules.registry import all_specs, hook_classes, rule_hooks
-from rltrain.utils.rules.spec import RuleCheck, RuleContext
 
 from conftest import tiny_config
 
@@ -52,10 +52,10 @@ def test_every_configurable_rule_has_one_check_beside_its_spec() -> None:
         assert spec in sys.modules[checks[name][0].__module__].SPECS, name
 
 
-def test_the_health_rules_are_built_by_their_family_hook_only(tmp_path: Path) -> None:
+def test_each_health_rule_is_built_by_its_family_hook_only(tmp_path: Path) -> None:
     import torch
 
-    from rltrain.utils.rules.health_rules import CHECKS, SPECS
+    from rltrain.utils.diagnosis.rules.health import CHECKS, SPECS
     from rltrain.utils.run.health import HealthRules
 
     health = HealthRules(tiny_config(tmp_path), obs_dim=3, device=torch.device("cpu"))
@@ -132,7 +132,7 @@ def test_the_report_puts_a_cause_before_what_it_set_off(tmp_path: Path) -> None:
     """A learning rate found late is still listed before the explosions it caused."""
     import json
 
-    from rltrain.utils.diagnostics.report import findings
+    from rltrain.utils.diagnosis.report.findings import findings
 
     events = [{"env_steps": 100, "rule": "critic_loss_explosion", "action": "pause",
                "message": "critic loss exploded", "value": 1e9},

@@ -14,12 +14,12 @@ import rltrain
 from rltrain.scripts.cli import cli
 from rltrain.scripts.run_state import RunState
 from rltrain.utils.config.loader import config_from_dict
+from rltrain.utils.diagnosis.rules.entropy_collapse import EntropyCollapse
+from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.errors import CheckpointError
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.hook import Evaluation, Update
 from rltrain.utils.io.checkpoint import load_checkpoint
-from rltrain.utils.rules.entropy_collapse import EntropyCollapse
-from rltrain.utils.rules.spec import RuleContext
 
 from conftest import DEVICE, tiny_dict
 

@@ -23,9 +23,9 @@ from rltrain.integrations.sb3 import RltrainCallback
 from rltrain.integrations.sb3_view import PolicyTap, SB3Replay, sb3_view
 from rltrain.scripts.cli import cli
 from rltrain.utils.config.loader import config_from_dict
+from rltrain.utils.diagnosis.rules.registry import rule_hooks
+from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.rules.registry import rule_hooks
-from rltrain.utils.rules.spec import RuleContext
 from rltrain.utils.run.logger import read_jsonl
 
 from conftest import tiny_dict

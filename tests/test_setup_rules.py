@@ -1,4 +1,4 @@
-"""The training set-up rules (utils/rules/): each fires on a tiny planted case, fed the
+"""The training set-up rules (utils/diagnosis/rules/): each fires on a tiny planted case, fed the
 hook records directly, with a suggested_set that moves the right key the right way, and
 stays silent on a healthy one."""
 
@@ -12,15 +12,15 @@ import pytest
 import torch
 
 from rltrain.scripts.agent_setup import agent_view, build_agent
+from rltrain.utils.diagnosis.rules.actor_stalled import ActorStalled
+from rltrain.utils.diagnosis.rules.learning_rate import LearningRate
+from rltrain.utils.diagnosis.rules.long_horizon import LongHorizon
+from rltrain.utils.diagnosis.rules.no_learning import NoLearning
+from rltrain.utils.diagnosis.rules.q_divergence import QDivergence
+from rltrain.utils.diagnosis.rules.spec import RuleContext
+from rltrain.utils.diagnosis.rules.target_update import TargetUpdate
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Step, Update
-from rltrain.utils.rules.actor_stalled import ActorStalled
-from rltrain.utils.rules.learning_rate import LearningRate
-from rltrain.utils.rules.long_horizon import LongHorizon
-from rltrain.utils.rules.no_learning import NoLearning
-from rltrain.utils.rules.q_divergence import QDivergence
-from rltrain.utils.rules.spec import RuleContext
-from rltrain.utils.rules.target_update import TargetUpdate
 
 from conftest import tiny_config
 

@@ -10,7 +10,7 @@ from test_resume import assert_fork_matches_the_full_run, assert_same_state, ful
 from rltrain.scripts.cli import cli
 from rltrain.scripts.trainer import Trainer
 from rltrain.utils.config.loader import load_config
-from rltrain.utils.diagnostics.reward_signal import RewardAnalyzer
+from rltrain.utils.diagnosis.measure.reward_signal import RewardAnalyzer
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
 from rltrain.utils.run.logger import read_jsonl

@@ -168,7 +168,7 @@ def test_a_link_planted_in_a_run_folder_is_not_written_through(tmp_path):
 def test_a_full_disk_for_the_final_heatmap_is_exit_4_naming_the_file(tmp_path, monkeypatch):
     """The run finishes (its checkpoint written), then its last heatmap cannot be written:
     not exit 0 with a warning, but exit 4 naming the file and the checkpoint."""
-    from rltrain.utils.diagnostics import plots
+    from rltrain.utils.diagnosis.report import plots
 
     real = plots.atomic_write
 

@@ -1,9 +1,9 @@
 """MkDocs hook: the config and rule reference pages, generated from the code at build time.
 
 The config reference is read from the schema (the dataclasses of `utils/config/schema.py`, each
-field's default, help text and allowed range), the rule reference from the rules
-(`utils/diagnostics/rules.py`: what each rule's finding means and what to check) and
-their config. The pages exist only in the build, never in `docs/`, so they cannot drift
+field's default, help text and allowed range), the rule reference from the rules' specs
+(`utils/diagnosis/rules/`: each rule's group, what its finding means and what to check)
+and their config. The pages exist only in the build, never in `docs/`, so they cannot drift
 from the code. `tests/test_docs.py` calls the two page functions directly.
 """
 
@@ -17,8 +17,8 @@ from typing import Any, Callable
 from rltrain.agents.registry import ALGORITHMS
 from rltrain.utils.config.fields import RuleConfig
 from rltrain.utils.config.schema import TrainConfig
-from rltrain.utils.diagnostics.rules import RULES
-from rltrain.utils.rules.registry import all_specs
+from rltrain.utils.diagnosis.report.findings import RULES
+from rltrain.utils.diagnosis.rules.registry import all_specs
 
 # The rule reference's sections, in the order `rltrain diagnose` thinks about a run.
 # Each heading names the section of diagnosing.md that tells how the rules were set.
@@ -30,7 +30,7 @@ GROUPS: dict[str, str] = {
     "Reward signal": "reward-signal",
     "State-action map": "state-action-map",
     "Gradient flow": "gradient-flow",
-    "DDPG checks": "ddpg-checks",
+    "Critic checks": "critic-checks",
     "What goes into learning": "what-goes-into-learning",
 }
 

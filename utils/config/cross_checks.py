@@ -12,8 +12,8 @@ from rltrain.agents.registry import ALGORITHMS, algorithm
 from rltrain.utils.config.fields import rules_of
 from rltrain.utils.config.problems import Problems
 from rltrain.utils.config.schema import TrainConfig
+from rltrain.utils.diagnosis.rules.registry import spec
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.rules.registry import spec
 from rltrain.utils.run.notify_target import check_notify
 
 NOISE_KEYS = ("exploration_noise", "noise_type", "ou_theta", "exploration_noise_final",

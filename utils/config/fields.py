@@ -1,6 +1,6 @@
 """The building blocks of the config schema: a field with its help and allowed range
 (`opt`), and the shape every rule's config has (`RuleConfig`). utils/config/schema.py builds the
-schema from them, and so do the rules declared in utils/rules/."""
+schema from them, and so do the rules declared in utils/diagnosis/rules/."""
 
 from __future__ import annotations
 

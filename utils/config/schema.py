@@ -24,8 +24,8 @@ from rltrain.utils.config.fields import (
     Range,
     opt,
 )
-from rltrain.utils.rules.registry import config_fields
-from rltrain.utils.rules.spec import Section
+from rltrain.utils.diagnosis.rules.registry import config_fields
+from rltrain.utils.diagnosis.rules.spec import Section
 
 __all__ = ["Range", "opt", "TrainConfig", "NormalizeConfig"]
 
@@ -66,7 +66,7 @@ class MonitorConfig:
 
 
 def with_rules(cls: type, section: Section) -> type:
-    """`cls` with a field for every rule of `section` declared in utils/rules/ (its spec
+    """`cls` with a field for every rule of `section` declared in utils/diagnosis/rules/ (its spec
     says the default threshold, action and help) that `cls` does not define itself."""
     own = {f.name for f in dataclasses.fields(cls)}
     return extended(cls, [f for f in config_fields(section) if f[0] not in own])
@@ -88,7 +88,7 @@ MonitorConfig = with_rules(MonitorConfig, "monitor")  # type: ignore[misc]
 @dataclass(frozen=True)
 class DiagnosticsConfig:
     """Diagnostics of why an agent misbehaves: reward signal, state-action map, gradient
-    flow, DDPG checks, inputs, behaviour snapshots. Every finding is a rule of the
+    flow, critic checks, inputs, behaviour snapshots. Every finding is a rule of the
     monitor's shape, `warn` by default; thresholds are calibrated (see the docs' page on
     diagnosing a run)."""
 

@@ -1,9 +1,9 @@
 """The health rules of the TrainingMonitor as one list: `HealthRules`.
 
 Each health rule (early stopping, bad returns, NaN/inf, explosions, memory, bounds) is
-a module of utils/rules/health_rules/ with its spec, its check and its words, and a
+a module of utils/diagnosis/rules/health/ with its spec, its check and its words, and a
 hook of its own. This list builds them in the order their findings are reported
-(`health_rules.CHECKS`); the loop adds `hooks` to its hook list. It also gives a
+(`health.CHECKS`); the loop adds `hooks` to its hook list. It also gives a
 resumed run their checks of the restored state, and the env runners' watcher
 (scripts/worker_stats.py) the check of their pace (`check_pace`).
 What happens to a finding (event line, console, pause) is the monitor's job. The
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltrain.utils.rules.health_rules import CHECKS
-from rltrain.utils.rules.health_rules.non_finite import is_finite
-from rltrain.utils.rules.spec import RuleContext, RuleHook
+from rltrain.utils.diagnosis.rules.health import CHECKS
+from rltrain.utils.diagnosis.rules.health.non_finite import is_finite
+from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook
 
 if TYPE_CHECKING:
     import torch

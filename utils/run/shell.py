@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from rltrain.utils.config.schema import TrainConfig
-from rltrain.utils.diagnostics.flow1 import Flow1Diagnostics, NoDiagnostics
+from rltrain.utils.diagnosis.rules.registry import rule_hooks
+from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook
+from rltrain.utils.diagnosis.watch import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.hook import EpisodeEnd, Hook, HookList, Step
-from rltrain.utils.rules.registry import rule_hooks
-from rltrain.utils.rules.spec import RuleContext, RuleHook
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.health import HealthRules
 from rltrain.utils.run.logger import RunLogger

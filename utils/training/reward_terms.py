@@ -11,7 +11,7 @@ Two conventions are read, both per env step:
 Which keys an env reports is looked at once, on the run's first env step
 (`term_keys`): an env that reports none then costs nothing more per step. The
 collector (scripts/collector.py) sums each step's terms into its episode; the episode's
-sums reach the diagnostics on its `EpisodeEnd` (utils/diagnostics/reward_terms.py). A
+sums reach the diagnostics on its `EpisodeEnd` (utils/diagnosis/measure/reward_terms.py). A
 term that is NaN or infinite at a step is left out of that step, as a non-finite
 reward is left out of the return.
 

@@ -1,0 +1,72 @@
+"""The critic checks' statistics, for every algorithm: saturation, Q over-estimation, dead
+ReLUs (their rules: rules/critic_rules.py).
+
+- `action_saturation`: the share of the policy's actions within 1% of the action bounds
+  (from the state-action samples): a tanh pushed into saturation stops passing
+  gradient, and bang-bang behaviour is often an action-scale problem.
+- `q_overestimation`: the critic's Q1 at the evaluation start states against the
+  discounted return those episodes actually obtained (plus gamma^T Q at the last state
+  when a time limit cut the episode), relative to max(|return|, largest |reward| seen):
+  the floor keeps a return near 0 (MountainCarContinuous before the goal is found) from
+  turning any small error into a huge relative one. DDPG's critic is known to
+  over-estimate (Fujimoto et al. 2018); the twin-min target counters it.
+- `dead_relu`: per hidden ReLU, the share of units that are zero for every sample of
+  the newest replay batch. The ReLUs are found as `nn.ReLU` modules, in any network; a
+  network with another activation has none to judge.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.hooks.eval_result import EvalResult
+from rltrain.utils.training.replay_buffer import Batch
+
+
+@torch.no_grad()
+def q_overestimation(agent: AgentView, result: EvalResult, gamma: float,
+                     reward_scale: float) -> dict[str, float]:
+    """`reward_scale`: the largest |reward| seen, the floor of the relative error's scale.
+    An evaluation without its episodes' start states (one a library or a loop ran) gives
+    NaN: nothing to compare."""
+    if len(result.start_obs) == 0:
+        nan = float("nan")
+        return {"q_estimate": nan, "q_obtained": nan, "q_overestimation": nan}
+
+    def value(obs: np.ndarray) -> np.ndarray:
+        x = torch.as_tensor(obs, dtype=torch.float32, device=agent.device)
+        return agent.q_value(x, agent.actor(x))[:, 0].cpu().numpy().astype(np.float64)
+
+    tail = np.where(result.truncated, gamma ** np.asarray(result.lengths), 0.0)
+    obtained = np.asarray(result.discounted_returns) + tail * value(result.final_obs)
+    estimate = float(value(result.start_obs).mean())
+    actual = float(obtained.mean())
+    return {"q_estimate": estimate, "q_obtained": actual,
+            "q_overestimation": (estimate - actual) / max(abs(actual), reward_scale, 1e-12)}
+
+
+@torch.no_grad()
+def dead_relu(agent: AgentView, batch: Batch) -> dict[str, float]:
+    """Share of never-active units per hidden ReLU, e.g. {"actor.0": 0.02, "critic.1": 0.1}."""
+    shares = {}
+    for name, net, inputs in (("actor", agent.actor, (batch.obs,)),
+                              ("critic", agent.critic, (batch.obs, batch.actions))):
+        for i, h in enumerate(relu_outputs(net, *inputs)):  # [..., B, W]
+            shares[f"{name}.{i}"] = float((h <= 0).all(dim=-2).float().mean())
+    return shares
+
+
+def relu_outputs(net: nn.Module, *inputs: torch.Tensor) -> list[torch.Tensor]:
+    """The output of every `nn.ReLU` of `net` in one forward pass on `inputs`."""
+    outputs: list[torch.Tensor] = []
+    hooks = [m.register_forward_hook(lambda _m, _in, out: outputs.append(out))
+             for m in net.modules() if isinstance(m, nn.ReLU)]
+    try:
+        net(*inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return outputs

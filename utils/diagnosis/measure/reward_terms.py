@@ -1,0 +1,95 @@
+"""Statistics of the reward's terms over a window of recent episodes.
+
+Where the env reports the terms of its reward in `info` (utils/training/reward_terms.py),
+each episode's end carries its sum of every term. Over the newest `window_size`
+episodes with terms, per term:
+
+- `mean`, `std`: its sum per episode (std over the episodes, numpy's population std);
+- `share`: |mean| over the sum of every term's |mean|: how much of the return it makes;
+- `corr`: the Pearson correlation of its per-episode sums with the episode returns
+  (None where either does not vary: the correlation is undefined).
+
+A term an episode did not report counts as 0 in it. The `reward_terms` rule
+(utils/diagnosis/rules/reward_terms.py) judges these; the flow-1 hook writes them to TensorBoard
+(`reward_terms/<term>/share`, `/corr`, `/mean`, `/std`) and flow1.jsonl, where
+`rltrain diagnose` finds the table of terms.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+MIN_EPISODES = 5  # episodes with terms before their statistics are logged
+
+TermStats = dict[str, dict[str, Any]]  # term -> {mean, std, share, corr}
+
+
+def term_stats(episodes: list[dict[str, float]], returns: list[float]) -> TermStats:
+    """The statistics of each term over `episodes` (each a term -> sum mapping) against
+    the episodes' `returns`."""
+    names = sorted({name for terms in episodes for name in terms})
+    sums = np.array([[terms.get(n, 0.0) for n in names] for terms in episodes],
+                    dtype=np.float64).reshape(len(episodes), len(names))  # [E, T]
+    returns_ = np.asarray(returns, dtype=np.float64)
+    means, stds = sums.mean(axis=0), sums.std(axis=0)
+    total = float(np.abs(means).sum())
+    stats: TermStats = {}
+    for i, name in enumerate(names):
+        stats[name] = {"mean": float(means[i]), "std": float(stds[i]),
+                       "share": float(abs(means[i]) / total) if total > 0 else 0.0,
+                       "corr": _pearson(sums[:, i], returns_)}
+    return stats
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float | None:
+    if len(x) < 2 or x.std() == 0 or y.std() == 0:
+        return None
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+class TermWindow:
+    """The newest `window` episodes' term sums and returns, and how many episodes ended
+    with and without terms (an env that reports none is said so, not waited on)."""
+
+    def __init__(self, window: int) -> None:
+        self.terms: deque[dict[str, float]] = deque(maxlen=window)
+        self.returns: deque[float] = deque(maxlen=window)
+        self.without = 0  # episodes that ended without terms
+
+    def add(self, terms: dict[str, float] | None, episode_return: float) -> bool:
+        """Keep one episode's terms; False (and counted) when it had none."""
+        if not terms:
+            self.without += 1
+            return False
+        self.terms.append(dict(terms))
+        self.returns.append(float(episode_return))
+        return True
+
+    def stats(self) -> TermStats | None:
+        if len(self.terms) < min(MIN_EPISODES, self.terms.maxlen or MIN_EPISODES):
+            return None
+        return term_stats(list(self.terms), list(self.returns))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"terms": [dict(t) for t in self.terms], "returns": list(self.returns),
+                "without": self.without}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.terms.clear()
+        self.terms.extend({str(k): float(v) for k, v in t.items()} for t in state["terms"])
+        self.returns.clear()
+        self.returns.extend(float(r) for r in state["returns"])
+        self.without = int(state["without"])
+
+
+def scalars(stats: TermStats) -> dict[str, float]:
+    """The TensorBoard scalars of the statistics (an undefined correlation left out)."""
+    values = {}
+    for name, s in stats.items():
+        for key in ("share", "mean", "std", "corr"):
+            if s[key] is not None:
+                values[f"reward_terms/{name}/{key}"] = s[key]
+    return values

@@ -1,0 +1,103 @@
+"""The critic checks' rules: saturated actions, Q over-estimation, dead ReLUs. They judge
+the runs of every algorithm.
+
+Their statistics are measured by utils/diagnosis/measure/critic.py (Q, dead units) and
+the state-action map (saturation); the flow-1 hook hands them to the checks here, after
+each evaluation and each heatmap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rltrain.utils.diagnosis.rules._remedies import lower
+from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
+
+if TYPE_CHECKING:
+    from rltrain.utils.hooks.findings import Finding
+
+SPECS = (
+    RuleSpec(
+        name='action_saturation',
+        section='diagnostics',
+        group='Critic checks',
+        fires_when='share of policy actions within 1% of the action bounds',
+        threshold=0.9,
+        action='warn',
+        hypothesis='if the critic keeps pushing the policy past the action bounds, then its '
+                   'actions sit at the bounds and its tanh output stops passing gradient; the '
+                   'push comes from a reward that rewards extremes (a wrong sign?), observations '
+                   'far from unit scale, too high a learning rate, or an action range too small '
+                   'for the task',
+        check="check the reward's sign and terms, the observation scale (observation_scale) and "
+              "the learning rates first (see the other findings), then the env's action units "
+              'and bounds'),
+    RuleSpec(
+        name='q_overestimation',
+        section='diagnostics',
+        group='Critic checks',
+        fires_when='critic Q at eval start states over the discounted return obtained, relative',
+        threshold=0.5,
+        action='warn',
+        hypothesis='if the critic over-estimates, then Q at the start states exceeds the return '
+                   'the episodes actually obtain; a critic still catching up with a poor policy '
+                   'does the same while its Q falls toward that return',
+        check='if eval/mean_reward is not improving, the policy is the problem (see the other '
+              'findings); if Q keeps rising above the return, use algo: td3, lower critic_lr or '
+              'gamma',
+        remedy=lambda c: {"critic_lr": lower(c.critic_lr, 0.3)}),
+    RuleSpec(
+        name='dead_relu',
+        section='diagnostics',
+        group='Critic checks',
+        fires_when="share of a layer's hidden units never active on a replay batch (healthy "
+                   'MountainCar runs reach 99.7%, one unit of 300, while the car stands '
+                   'still, and recover)',
+        threshold=0.999,
+        action='warn',
+        hypothesis='if units die, then a share of hidden units is zero for every input',
+        check='lower learning rates; check input scaling',
+        remedy=lambda c: {"actor_lr": lower(c.actor_lr, 0.3),
+                          "critic_lr": lower(c.critic_lr, 0.3)}),
+)
+
+
+class ActionSaturation(RuleCheck):
+    spec = SPECS[0]
+
+    def check(self, env_steps: int, saturation: float | None) -> list[Finding]:
+        """`saturation`: the share of sampled actions near the bounds (None: no samples)."""
+        if saturation is None or not saturation > self.rule.threshold:
+            return []
+        return self.fire(env_steps, round(saturation, 4),
+                         f"{saturation:.1%} of the policy's actions are within 1% of the "
+                         "action bounds (tanh saturated)")
+
+
+class QOverestimation(RuleCheck):
+    spec = SPECS[1]
+
+    def check(self, env_steps: int, q: dict[str, float], updates: int) -> list[Finding]:
+        """`q`: measure/critic.py's q_overestimation; judged once the critic has had
+        diagnostics.q_warmup_updates updates."""
+        warm = updates >= self.context.config.diagnostics.q_warmup_updates
+        if not (warm and q["q_overestimation"] > self.rule.threshold):
+            return []
+        return self.fire(env_steps, round(q["q_overestimation"], 4),
+                         f"Q at the start states is {q['q_estimate']:.1f} but the episodes "
+                         f"obtained {q['q_obtained']:.1f} (discounted)")
+
+
+class DeadRelu(RuleCheck):
+    spec = SPECS[2]
+
+    def check(self, env_steps: int, dead: dict[str, float]) -> list[Finding]:
+        """`dead`: the share of never-active units per hidden ReLU layer."""
+        worst = max(dead.items(), key=lambda kv: kv[1], default=None)
+        if not (worst and worst[1] > self.rule.threshold):
+            return []
+        return self.fire(env_steps, round(worst[1], 4),
+                         f"{worst[1]:.1%} of layer {worst[0]}'s units are never active")
+
+
+CHECKS = (ActionSaturation, QOverestimation, DeadRelu)

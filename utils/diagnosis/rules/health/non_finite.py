@@ -1,0 +1,98 @@
+"""`non_finite`: NaN/inf in an observation, reward or action, a loss, Q, a gradient norm,
+the parameters or an evaluation return.
+
+The loop stores only finite transitions (`is_finite`); this rule says where a NaN/inf
+came from. An update's non-finite metrics are judged on the weights: that optimiser
+step was skipped, and the explosion rules leave such an update to this one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
+
+if TYPE_CHECKING:
+    from rltrain.utils.hooks.findings import Finding
+    from rltrain.utils.hooks.hook import Evaluation, Step, Update
+
+SPECS = (RuleSpec(
+    name='non_finite',
+    section='monitor',
+    group='Health rules',
+    fires_when='NaN/inf in an observation, reward, action, loss or Q value',
+    action='pause',
+    hypothesis='if NaN/inf enters observations, rewards or losses, then updates produce NaN '
+               'weights',
+    check='the finding says where: in an observation or reward, assert finite values in the '
+          "env's step and check its divisions; in an update's loss, Q or gradients, the "
+          'critic diverged: lower the learning rates, clip gradients (grad_clip_norm), check '
+          'the reward scale',
+    fixed_threshold='nothing: any NaN/inf fires it',
+    hint='fix the env (its NaN/inf transitions are not stored), or --set '
+         'monitor.non_finite.action=warn to train on without them',
+    weight_hint='--set critic_lr=1e-4 --set actor_lr=1e-4 --set grad_clip_norm=10'),)
+
+
+def is_finite(obs: np.ndarray, action: np.ndarray, reward: float) -> bool:
+    """Whether a transition may be stored (NaN/inf values are never learnt from)."""
+    return bool(np.isfinite(obs).all() and math.isfinite(reward) and np.isfinite(action).all())
+
+
+def non_finite_metrics(metrics: dict[str, float]) -> list[str]:
+    """The update metrics that are NaN/inf."""
+    return [k for k, v in metrics.items() if not math.isfinite(v)]
+
+
+class NonFinite(RuleHook):
+    spec = SPECS[0]
+
+    def on_step(self, step: Step) -> list[Finding]:
+        if step.stored:  # the loop found it finite (`is_finite`)
+            return []
+        return self.check_transition(step.env_steps, step.next_obs, step.action, step.reward)
+
+    def on_update(self, update: Update) -> list[Finding]:
+        return self.check_update(update.env_steps, update.metrics)
+
+    def on_eval(self, evaluation: Evaluation) -> list[Finding]:
+        steps, mean = evaluation.env_steps, evaluation.result.mean
+        if np.isfinite(mean):
+            return []
+        return self.fire(steps, "evaluation return",
+                         f"the evaluation return at env step {steps} is {mean}: the env gave "
+                         "NaN/inf rewards in evaluation (training leaves such rewards out)")
+
+    def check_transition(self, env_steps: int, obs: np.ndarray, action: np.ndarray,
+                         reward: float) -> list[Finding]:
+        bad = [name for name, ok in (("observation", np.isfinite(obs).all()),
+                                     ("reward", math.isfinite(reward)),
+                                     ("action", np.isfinite(action).all())) if not ok]
+        if not bad:
+            return []
+        return self.fire(env_steps, ", ".join(bad),
+                         f"non-finite {' and '.join(bad)} at env step {env_steps}; the "
+                         "transition was not stored")
+
+    def check_update(self, env_steps: int, metrics: dict[str, float],
+                     probe: bool = False) -> list[Finding]:
+        """After an update (or, `probe`, the restored weights' loss, Q and gradients on a
+        batch)."""
+        bad = non_finite_metrics(metrics)
+        if not bad:
+            return []
+        where = ("in the restored weights, probed on the newest replay batch" if probe
+                 else f"in the update at env step {env_steps}; that optimiser step was "
+                 "skipped")
+        return self.fire(env_steps, ", ".join(bad), f"non-finite {', '.join(bad)} {where}",
+                         on_weights=True)
+
+    def check_parameters(self, env_steps: int, finite: bool) -> list[Finding]:
+        """The restored networks' parameters (`finite`: none is NaN/inf)."""
+        if finite:
+            return []
+        return self.fire(env_steps, "parameters", "the network parameters contain NaN/inf",
+                         on_weights=True)

@@ -1,0 +1,106 @@
+"""Every rule module, listed once: the specs, the rules that are their own hooks, and the
+config fields generated from the specs. A new rule is one module in this package and one
+line in `MODULES`."""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+from typing import Any
+
+from rltrain.utils.diagnosis.rules import (
+    action_range,
+    actor_stalled,
+    code_faults,
+    critic_rules,
+    entropy_collapse,
+    eval_collapse,
+    gradient_rules,
+    health,
+    input_rules,
+    learning_rate,
+    long_horizon,
+    no_learning,
+    q_divergence,
+    reward_rules,
+    reward_terms,
+    run_stops,
+    state_action_rules,
+    target_update,
+)
+from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook, RuleSpec, Section
+
+# In this order in the config sections, the rule reference and `rltrain diagnose`.
+MODULES = (action_range, actor_stalled, code_faults, critic_rules, entropy_collapse,
+           eval_collapse, gradient_rules, health, input_rules, learning_rate,
+           long_horizon, no_learning, q_divergence, reward_rules, reward_terms, run_stops,
+           state_action_rules, target_update)
+
+
+def _modules() -> tuple[Any, ...]:
+    return MODULES
+
+
+@cache
+def all_specs() -> dict[str, RuleSpec]:
+    """Every rule by name, in the order of their modules."""
+    specs: dict[str, RuleSpec] = {}
+    for module in _modules():
+        for spec in getattr(module, "SPECS", ()):
+            assert spec.name not in specs, f"rule {spec.name} declared twice"
+            specs[spec.name] = spec
+    return specs
+
+
+def spec(name: str) -> RuleSpec:
+    return all_specs()[name]
+
+
+def hook_classes() -> list[type[RuleHook]]:
+    """The rules that are their own hooks (a subpackage's are its family hook's)."""
+    return [value for module in _modules() for value in vars(module).values()
+            if isinstance(value, type) and issubclass(value, RuleHook)
+            and value is not RuleHook and value.__module__ == module.__name__]
+
+
+def rule_hooks(context: RuleContext) -> list[RuleHook]:
+    """One hook per rule that is its own hook, except those switched off."""
+    hooks = []
+    for cls in hook_classes():
+        section = getattr(context.config, cls.spec.section)
+        if (getattr(section, cls.spec.name).action != "off"
+                and cls.spec.judges(context.config.algo)):
+            hooks.append(cls(context))
+    return hooks
+
+
+def config_fields(section: Section) -> list[tuple[str, type, Any]]:
+    """The config fields of the rules set in `section`, for dataclasses.make_dataclass."""
+    from rltrain.utils.config.fields import RuleConfig, opt
+
+    fields = []
+    for rule in all_specs().values():
+        if rule.section != section:
+            continue
+        cls = rule.config_class or _config_class(rule, RuleConfig, opt)
+        default = cls() if rule.config_class else cls(rule.threshold, rule.action)
+        fields.append((rule.name, cls, opt(default, rule.fires_when)))
+    return fields
+
+
+def _config_class(rule: RuleSpec, base: type, opt: Any) -> type:
+    if not rule.options:
+        return base
+    extra = [(o.name, o.type or type(o.default), opt(o.default, o.help, o.valid))
+             for o in rule.options]
+    name = "".join(part.title() for part in rule.name.split("_")) + "Config"
+    cls = dataclasses.make_dataclass(name, extra, bases=(base,), frozen=True,
+                                     namespace={"__doc__": f"The `{rule.name}` rule."})
+    cls.__module__ = "rltrain.utils.config.schema"
+    return cls
+
+
+def remedies() -> dict[str, Any]:
+    """Every rule whose spec proposes a config change: name -> its remedy."""
+    return {name: spec.remedy for name, spec in all_specs().items() if spec.remedy}
+

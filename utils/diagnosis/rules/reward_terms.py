@@ -1,0 +1,214 @@
+"""`reward_terms`: one term of the reward outweighs the others, or the term meant to drive
+learning does not move with the return.
+
+Where the env reports the terms of its reward in `info` (`reward_*` entries, as
+Gymnasium's MuJoCo envs do, or a `reward_terms` dict), the flow-1 hook keeps each
+episode's sum of every term (utils/diagnosis/measure/reward_terms.py) and hands their
+statistics over the window of recent episodes here, once per episode. Two things fire:
+
+- a term other than the driving one that is more than `threshold` of the return (its
+  |mean| over the sum of every term's |mean|), with 2+ terms: a control cost weighted so
+  that paying it is most of what the agent does, which then learns not to act. The
+  driving term itself may be all of the return: a walker that has learned to run is
+  meant to earn far more forward reward than it pays in control cost.
+- the driving term correlating under `min_correlation` with the episode return: the
+  return moves with the other terms, and what the agent learns from it is theirs.
+
+The driving term is `drive_term` where set; else the term with the largest positive
+mean (a bonus the agent collects: `reward_forward`, a goal bonus); in a reward made of
+costs only (Pendulum's, split), the largest cost whose name does not mark it as a
+regularizer (`REGULARIZERS`: ctrl, control, action, energy, effort, torque, contact):
+Pendulum's angle cost was 94% of the return of a healthy run as it learned (the fault
+benchmark's `pendulum_terms_ddpg`, step 2000), and is its objective. Where every term
+is a regularizer there is none.
+
+The fix, where the env takes the term's weight as a keyword (its constructor names it,
+or the run's `env_kwargs` already set it), is that weight, lowered: `reward_ctrl` ->
+`ctrl_cost_weight` (or `control_cost_weight`, `reward_control_weight`...),
+`reward_survive` -> `healthy_reward`. `env_kwargs` cannot change on resume: it is a new
+run's setting. Elsewhere the message says to reweight the term in the env.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import TYPE_CHECKING, Any
+
+from rltrain.utils.config.fields import Range
+from rltrain.utils.diagnosis.rules.spec import Option, RuleCheck, RuleSpec
+
+if TYPE_CHECKING:
+    from rltrain.utils.hooks.findings import Finding
+
+# Words that name a term as a regularizer (a cost on the agent's effort), never the
+# objective: MuJoCo's reward_ctrl and reward_contact, "action_rate", "energy"...
+REGULARIZERS = ("ctrl", "control", "action", "energy", "effort", "torque", "contact")
+TARGET_SHARE = 0.5  # the proposed weight makes the term about this share of the return
+# A term's name (without `reward_`) -> the other names its weight goes by.
+SYNONYMS = {"ctrl": ("ctrl", "control"), "control": ("control", "ctrl"),
+            "survive": ("healthy", "survive"), "healthy": ("healthy", "survive")}
+
+SPECS = (RuleSpec(
+    name="reward_terms", section="diagnostics", group="Reward signal",
+    threshold=0.9, action="warn",
+    fires_when="a reward term other than the driving one carries more than this share of "
+               "the return (2+ terms reported in info); or the driving term correlates "
+               "under min_correlation with the episode return",
+    hypothesis="if one term of the reward outweighs the others (a control cost weighted too "
+               "heavily), then it is most of the return and the agent learns to avoid it "
+               "(not to act); if the term meant to drive learning barely moves with the "
+               "return, then the agent learns the other terms, not the task",
+    check="the env's weights of its reward terms (env_kwargs: ctrl_cost_weight, "
+          "forward_reward_weight, healthy_reward...); the driving term is drive_term, else "
+          "the term with the largest positive mean, else the largest cost not named as a "
+          "regularizer (ctrl, control, action, energy, effort, torque, contact)",
+    hint="the weights of the reward terms are the env's (env_kwargs), which a resume "
+         "cannot change: start a new run with the term reweighted",
+    options=(
+        Option("min_correlation", 0.3, "the driving term correlating with the episode "
+               "return under this fires", Range(-1, 1)),
+        Option("min_episodes", 10, "episodes with reward terms in the window before the "
+               "rule judges", Range(2, None)),
+        Option("drive_term", None, "the reward term meant to drive learning (e.g. "
+               "reward_forward); none: the term with the largest positive mean, else the "
+               "largest cost not named as a regularizer", type=str | None),
+    ),
+),)
+
+Stats = dict[str, dict[str, Any]]  # utils/diagnosis/measure/reward_terms.term_stats
+
+
+class RewardTerms(RuleCheck):
+    spec = SPECS[0]
+
+    def driving(self, stats: Stats) -> str | None:
+        """The term meant to drive learning: `drive_term`; else the largest positive mean;
+        else (costs only) the largest cost not named as a regularizer."""
+        named = self.settings.drive_term
+        if named is not None:
+            return named if named in stats else None
+        positive = {n: s["mean"] for n, s in stats.items() if s["mean"] > 0}
+        if positive:
+            return max(positive, key=lambda n: positive[n])
+        costs = {n: -s["mean"] for n, s in stats.items() if not regularizer(n)}
+        return max(costs, key=lambda n: costs[n]) if costs else None
+
+    def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
+        if episodes < self.settings.min_episodes:
+            return []
+        drive = self.driving(stats)
+        return self._dominant(env_steps, stats, drive) + self._uncorrelated(
+            env_steps, stats, drive, episodes)
+
+    def _dominant(self, env_steps: int, stats: Stats, drive: str | None) -> list[Finding]:
+        if len(stats) < 2:
+            return []
+        shares = {n: s["share"] for n, s in stats.items() if n != drive}
+        if not shares:
+            return []
+        name = max(shares, key=lambda n: shares[n])
+        if not shares[name] > self.rule.threshold:
+            return []
+        others = sum(abs(s["mean"]) for n, s in stats.items() if n != name)
+        mean = stats[name]["mean"]
+        message = (f"reward term {name} is {shares[name]:.0%} of the return (mean {mean:.4g} "
+                   f"per episode; the other terms together {others:.4g} in size)")
+        fix = weight_fix(self.context.config, name, others / abs(mean) * TARGET_SHARE
+                         / (1 - TARGET_SHARE) if mean else 1.0)
+        if fix is None:
+            return self.fire(env_steps, round(shares[name], 4),
+                             f"{message}: lower its weight in the env")
+        key, value = fix
+        return self.fire(env_steps, round(shares[name], 4),
+                         f"{message}: start a new run with --set {key}={value:g}, which makes "
+                         f"it about {TARGET_SHARE:.0%} of the return at today's behaviour",
+                         suggested_set={key: value})
+
+    def _uncorrelated(self, env_steps: int, stats: Stats, drive: str | None,
+                      episodes: int) -> list[Finding]:
+        if drive is None or stats[drive]["corr"] is None:
+            return []
+        corr = stats[drive]["corr"]
+        if not corr < self.settings.min_correlation:
+            return []
+        why = ("drive_term" if self.settings.drive_term else "the largest positive mean"
+               if stats[drive]["mean"] > 0 else "the largest cost that is no regularizer")
+        moving = max((n for n in stats if n != drive and stats[n]["corr"] is not None),
+                     key=lambda n: stats[n]["std"], default=None)
+        other = "" if moving is None else (
+            f"; it moves most with {moving} (correlation {stats[moving]['corr']:.2f}, std "
+            f"{stats[moving]['std']:.4g} per episode against {stats[drive]['std']:.4g})")
+        return self.fire(env_steps, round(corr, 3),
+                         f"reward term {drive}, the one meant to drive learning ({why}), "
+                         f"correlates {corr:.2f} with the episode return over the last "
+                         f"{episodes} episodes{other}: reweight the terms in the env so that "
+                         "the return follows it", suggested_set={})
+
+    def waiting_for(self, with_terms: int, without_terms: int) -> str | None:
+        """`unjudged`'s reason, from the episodes that ended with and without terms."""
+        if self.rule.action == "off":
+            return None
+        if with_terms == 0 and without_terms > 0:
+            workers = (" (with num_workers the env runners do not send them)"
+                       if self.context.config.num_workers else "")
+            return ("no reward terms reported in info (reward_* entries or a "
+                    f"reward_terms dict){workers}")
+        return self.waiting(with_terms, self.settings.min_episodes,
+                            "episodes with reward terms")
+
+
+def regularizer(term: str) -> bool:
+    """Whether `term`'s name marks it as a cost on the agent's effort."""
+    stem = term[len("reward_"):] if term.startswith("reward_") else term
+    return any(part in REGULARIZERS for part in stem.lower().split("_"))
+
+
+def weight_fix(config: Any, term: str, factor: float) -> tuple[str, float] | None:
+    """(`env_kwargs.<weight>`, its value times `factor`) for the env keyword that weighs
+    `term`, where the env takes one and its value is known: set in `env_kwargs`, or the
+    env's default where rltrain made the env from the config (a watched library's env,
+    `library` set, was made by the user's code with keywords the config does not see)."""
+    if not math.isfinite(factor) or factor <= 0:
+        return None
+    taken = {} if config.library else env_keywords(config.env_name)
+    for name in weight_names(term):
+        value = config.env_kwargs.get(name, taken.get(name))
+        if (name in config.env_kwargs or name in taken) and _number(value):
+            return f"env_kwargs.{name}", float(f"{value * factor:.3g}")
+    return None
+
+
+def weight_names(term: str) -> list[str]:
+    """The keyword names an env's weight of `term` goes by (MuJoCo's and the like)."""
+    stem = term[len("reward_"):] if term.startswith("reward_") else term
+    names = []
+    for s in SYNONYMS.get(stem, (stem,)):
+        names += [f"{s}_cost_weight", f"{s}_reward_weight", f"reward_{s}_weight",
+                  f"{s}_weight", f"{s}_reward"]
+    return names
+
+
+def env_keywords(env_name: str) -> dict[str, Any]:
+    """The keywords the env's constructor names, with their values (the registration's
+    kwargs over the defaults); none where it cannot be looked up."""
+    from gymnasium.envs.registration import _find_spec, load_env_creator  # as gym.make
+
+    try:
+        spec = _find_spec(env_name)
+        creator = spec.entry_point if callable(spec.entry_point) else load_env_creator(
+            spec.entry_point)
+        target = creator.__init__ if inspect.isclass(creator) else creator
+        parameters = inspect.signature(target).parameters
+    except Exception:  # an env that cannot be looked up has no weights to propose
+        return {}
+    taken = {name: p.default for name, p in parameters.items()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {**taken, **{k: v for k, v in spec.kwargs.items() if k in taken}}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+CHECKS = (RewardTerms,)

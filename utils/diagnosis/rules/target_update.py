@@ -1,0 +1,150 @@
+"""`target_update`: target networks that are frozen, or that chase the online ones.
+
+Measured every `every_updates` updates on the critic and its target (the networks the
+agent's view names `critic_target`; an integration without targets is not judged): the
+distance ||target - online|| / ||online||, in units of one update's own step
+||dw||/||w||, a lag in updates. Soft updates with the usual tau (0.001..0.05) keep the
+target some tens to hundreds of updates behind. A lag below the threshold means the
+target follows within an update or two (tau near 1): the TD target moves with every
+update and the critic chases itself. A distance above `frozen` (a share of the weights'
+norm) means the target stayed near where it started (tau near 0) while the online
+critic moved on: the TD targets come from a critic that no longer exists. A target
+that did not change at all over `measurements` spans of `every_updates` updates while
+the online critic moved, with a tau of the usual size, is not a tau to tune: the loop
+never updates it (a code fault).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
+from rltrain.utils.diagnosis.rules._weights import USUAL_TAU, flat, relative_change
+from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import Update
+
+if TYPE_CHECKING:
+    import torch
+
+PROPOSED_TAU = 0.005
+
+SPECS = (RuleSpec(
+    name="target_update", section="diagnostics", threshold=2.0, action="warn",
+    fires_when="the critic's target is fewer than this many updates' steps behind the "
+               "online critic (chasing), or further than `frozen` of its norm (frozen)",
+    hypothesis="if tau is far too high, then the target network equals the online one "
+               "within an update or two and the TD targets move with every update; if far "
+               "too low, the target stays near its start while the online critic moves away",
+    check="set tau into the usual 0.001..0.05 (0.005 is common)",
+    options=(Option("frozen", 0.5, "a target further than this share of the online "
+                    "critic's weight norm counts as frozen", POSITIVE),
+             Option("every_updates", 250, "updates between two measurements", AT_LEAST_ONE),
+             Option("measurements", 5, "newest measurements whose median is judged",
+                    AT_LEAST_ONE)),
+),)
+
+
+class TargetUpdate(RuleHook):
+    spec = SPECS[0]
+
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        self.lags: list[float] = []
+        self.distances: list[float] = []
+        self.before: torch.Tensor | None = None
+        # The target's own change from one measurement to the next (0: it never moved)
+        # and the online critic's over the same span.
+        self.target_moves: list[float] = []
+        self.online_moves: list[float] = []
+        self.then: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def _networks(self) -> tuple[Any, Any] | None:
+        view = self.context.view
+        if view is None:
+            return None
+        target = view.networks().get("critic_target")
+        return None if target is None else (view.critic, target)
+
+    def on_update(self, update: Update) -> list[Finding]:
+        nets = self._networks()
+        if nets is None:
+            return []
+        online, target = nets
+        if self.before is not None and "actor_loss" in update.metrics:  # targets moved too
+            after = flat(online)
+            step = relative_change(self.before, after)
+            distance = relative_change(after, flat(target))
+            keep = self.settings.measurements
+            self.lags = [*self.lags, distance / step if step > 0 else float("inf")][-keep:]
+            self.distances = [*self.distances, distance][-keep:]
+            self.before = None
+        if update.updates % max(1, self.settings.every_updates) == 0:
+            self.before = flat(online)
+            self._span(self.before, flat(target))
+            return self._judge(update.env_steps)
+        return []
+
+    def _span(self, online: torch.Tensor, target: torch.Tensor) -> None:
+        """How far the target and the online critic moved since the last measurement."""
+        if self.then is not None:
+            keep = self.settings.measurements
+            self.online_moves = [*self.online_moves,
+                                 relative_change(self.then[0], online)][-keep:]
+            self.target_moves = [*self.target_moves,
+                                 relative_change(self.then[1], target)][-keep:]
+        self.then = (online, target)
+
+    def _judge(self, env_steps: int) -> list[Finding]:
+        never = self._never_updated(env_steps)
+        if never or len(self.lags) < self.settings.measurements:
+            return never
+        lag, distance = statistics.median(self.lags), statistics.median(self.distances)
+        tau = self.context.config.tau
+        if lag < self.rule.threshold:
+            what = (f"the critic's target is {lag:.2g} updates' steps behind the online "
+                    f"critic (distance {distance:.2g} of its norm): it chases it, tau {tau:g}")
+        elif distance > self.settings.frozen:
+            what = (f"the critic's target is {distance:.2g} of the online critic's norm away "
+                    f"({lag:.3g} updates' steps): it is frozen near its start, tau {tau:g}")
+        else:
+            return []
+        return self.rule.fire(env_steps, {"lag_updates": float(f"{lag:.3g}"),
+                                     "distance": float(f"{distance:.3g}")},
+                         f"{what}; the usual tau is {USUAL_TAU[0]:g}..{USUAL_TAU[1]:g}: "
+                         f"resume with --set tau={PROPOSED_TAU}",
+                         suggested_set={"tau": PROPOSED_TAU})
+
+    def _never_updated(self, env_steps: int) -> list[Finding]:
+        """The target did not change in any of the newest spans; the online critic did."""
+        if (len(self.target_moves) < self.settings.measurements or any(self.target_moves)
+                or not all(self.online_moves)
+                or self.context.config.tau < USUAL_TAU[0]):  # a tau too small explains it
+            return []
+        updates = len(self.target_moves) * self.settings.every_updates
+        moved = sum(self.online_moves)
+        return self.rule.fire(
+            env_steps, {"target_moved": 0.0, "online_moved": float(f"{moved:.3g}")},
+            f"the critic's target has not changed in {updates} updates while the online "
+            f"critic moved {moved:.2g} of its norm: the loop does not update its target "
+            "networks (tau is not the cause); after each update move each target toward "
+            "its network, target = (1 - tau) * target + tau * online",
+            suggested_set={})
+
+    def unjudged(self) -> str | None:
+        if self._networks() is None:
+            return None
+        return self.waiting(len(self.lags), self.settings.measurements, "measurements",
+                            f"one every {self.settings.every_updates} updates")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"lags": self.lags, "distances": self.distances,
+                "target_moves": self.target_moves, "online_moves": self.online_moves}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.lags = [float(x) for x in state["lags"]]
+        self.distances = [float(x) for x in state["distances"]]
+        # (saved before the spans were measured: they start afresh)
+        self.target_moves = [float(x) for x in state.get("target_moves", [])]
+        self.online_moves = [float(x) for x in state.get("online_moves", [])]

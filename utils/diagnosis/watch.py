@@ -1,0 +1,306 @@
+"""Flow1Diagnostics: the flow-1 diagnostics as one hook (utils/hooks/hook.py), the part of
+the diagnosis engine the training loop talks to: it measures (measure/) and hands the
+statistics to the rules (rules/).
+
+It observes through hooks only (a forward hook on the actor, `.grad` read after
+updates, probes that restore what they touch) and never changes the agent, its
+random state or the replay sampling: a run with diagnostics learns exactly what it
+learns without them. Each hook method returns the findings it made; they have the
+monitor's rule shape and go through the monitor (events.jsonl, console, TensorBoard);
+statistics go to TensorBoard under `flow1/` and `gradients/` and to
+`logs/<run>/flow1.jsonl` for `rltrain diagnose`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from rltrain.utils.config.schema import TrainConfig, training_envs
+from rltrain.utils.diagnosis.measure import critic, reward_terms, snapshots
+from rltrain.utils.diagnosis.measure.gradients import DropDetector, GradientWatch
+from rltrain.utils.diagnosis.measure.inputs import InputChecks
+from rltrain.utils.diagnosis.measure.reward_signal import RewardAnalyzer
+from rltrain.utils.diagnosis.measure.state_action import ClusterView, StateActionMap
+from rltrain.utils.diagnosis.measure.timing import hook_method, load_libraries, timed
+from rltrain.utils.diagnosis.report import plots
+from rltrain.utils.diagnosis.rules import critic_rules, reward_rules, state_action_rules
+from rltrain.utils.diagnosis.rules.reward_terms import RewardTerms
+from rltrain.utils.diagnosis.rules.spec import RuleContext
+from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Hook, Step, Update
+from rltrain.utils.io.checkpoint import write_json
+from rltrain.utils.run.folders import RunPaths
+from rltrain.utils.run.logger import RunLogger
+from rltrain.utils.training.replay_buffer import ReplayBuffer
+
+
+class Flow1Diagnostics(Hook):
+    """Reward signal, state-action map, gradient flow, critic checks and snapshots. Every
+    call the loop makes and the actor hook are timed: `seconds` is what they took."""
+
+    name = "diagnostics"
+
+    def __init__(self, config: TrainConfig, obs_dim: int, agent: AgentView,
+                 buffer: ReplayBuffer, paths: RunPaths, logger: RunLogger,
+                 say: Callable[[str], None], seed: int,
+                 observation: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        """`observation`: what the agent sees of an env's observation (with
+        normalize.observations, the run's current statistics, frozen); the videos use it."""
+        self.config, self.settings = config, config.diagnostics
+        self.agent, self.buffer, self.paths, self.logger = agent, buffer, paths, logger
+        self.say, self.env_steps = say, 0
+        self.pending: list[Finding] = []  # made during the hook method being called
+        low, high = agent.action_low, agent.action_high
+        self.low, self.high = low, high
+        context = RuleContext(config, obs_dim, len(low), agent)
+        self.reward_rules = [cls(context) for cls in reward_rules.CHECKS]
+        self.cluster_rules = {cls.spec.name: cls(context) for cls in state_action_rules.CHECKS}
+        self.critic_checks = {cls.spec.name: cls(context) for cls in critic_rules.CHECKS}
+        self.reward = RewardAnalyzer(self.settings.window_size, training_envs(config),
+                                     warmup=config.learning_starts)
+        self.terms = reward_terms.TermWindow(self.settings.window_size)
+        self.terms_rule = RewardTerms(context)
+        self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
+                                  training_envs(config))
+        self.collecting_before_eval = self.map.collecting  # see on_eval_start
+        self.runners = config.num_workers > 0  # the envs step in Ray env runners
+        self.gradients = GradientWatch(context, buffer, logger, paths, self._report)
+        self.inputs = InputChecks(context, buffer, logger, self._report)
+        self.episode_drop = DropDetector(self.settings.trace_drop)
+        self.eval_drop = DropDetector(self.settings.trace_drop)
+        self.recent_returns: deque[float] = deque(maxlen=5)
+        self.actor_pre_clip: float | None = None
+        self.seconds, self.timing = 0.0, False
+        self._hook = None
+        self.attach()
+        self.videos = snapshots.BehaviourVideos(config, paths.log_dir / "videos", say, logger)
+        self.observation = observation or (lambda obs: obs)
+        load_libraries()
+
+    def attach(self) -> None:
+        """Start sampling the actor's forward passes (done at construction; again after
+        `close()`, as benchmarks/throughput.py does to compare on and off in one process).
+        Attaching twice still samples each forward pass once."""
+        if self._hook is not None:
+            self._hook.remove()
+        self._hook = self.agent.actor.register_forward_hook(self._sample)
+
+    def close(self) -> None:
+        """Stop sampling the actor's forward passes; a run too short for a scheduled
+        heatmap gets one at its end."""
+        self._hook.remove()
+        if not (self.paths.log_dir / "heatmaps").exists() and self.map.ready():
+            self._heatmap(self.env_steps)
+
+    # ---------------------------------------------------------------- findings
+    def _report(self, found: list[Finding]) -> None:
+        self.pending += found
+
+    # ------------------------------------------------------------ loop hooks
+    @timed
+    def _sample(self, module: Any, inputs: tuple, output: Any) -> None:
+        self.map.hook(module, inputs, output)
+
+    @hook_method
+    def on_step(self, step: Step) -> None:
+        self.inputs.on_step(step)
+        if step.stored:  # what went into the replay buffer
+            self.reward.add(step.reward, step.env)
+            if self.runners:  # the actor acted in the runners: the map samples it here
+                self.sample_env(step.env, step.obs, step.env_steps - 1)
+            self.map.on_step(step.env_steps, step.env)
+
+    def sample_env(self, env: int, obs: np.ndarray, env_steps: int) -> None:
+        """One training env's state and the policy's deterministic action there, where
+        the envs step outside this process (rltrain's env runners, RLlib's), so the actor's
+        hook sees no acting call: its row kept at the map's rate, the actor called only
+        for a kept row. `env_steps`: the steps before this one (none in the warm-up,
+        whose actions are random, as where the actor acts here)."""
+        if (not self.map.collecting or env_steps < self.config.learning_starts
+                or not self.map.chosen(1)):
+            return
+        state = np.array(obs, np.float32)  # a copy: Ray's arrays arrive read-only
+        with torch.no_grad():  # not inference mode: the map's actor hook skips it
+            acted = self.agent.actor(torch.as_tensor(state[None], device=self.agent.device))
+        self.map.keep_row(env, state, acted[0].cpu().numpy())
+
+    @hook_method
+    def on_episode_end(self, episode: EpisodeEnd) -> None:
+        env_steps, env = episode.env_steps, episode.env
+        self.inputs.on_episode_end(env_steps, episode.length, episode.terminated)
+        rewards = self.reward.end_episode(env, episode.terminated)
+        self.map.end_episode(rewards.astype(np.float64), env)
+        stats = self.reward.stats()
+        if stats is not None:
+            self.logger.scalars(env_steps, {f"flow1/reward_{k}": v for k, v in stats.items()})
+            self.logger.diagnostic("reward", env_steps, **stats)
+            for rule in self.reward_rules:
+                self.pending += rule.check(env_steps, stats, len(self.reward.episodes))
+        self._reward_terms(episode)
+        self.recent_returns.append(episode.episode_return)
+        if len(self.recent_returns) == self.recent_returns.maxlen:
+            baseline = self.episode_drop.update(float(np.mean(self.recent_returns)))
+            if baseline is not None:
+                self._trace(env_steps, f"episode returns fell below their baseline "
+                                       f"{baseline:.1f}")
+
+    def _reward_terms(self, episode: EpisodeEnd) -> None:
+        """The reward's terms (an env that reports none: counted, nothing else)."""
+        if not self.terms.add(episode.reward_terms, episode.episode_return):
+            return
+        stats = self.terms.stats()
+        if stats is None:
+            return
+        self.logger.scalars(episode.env_steps, reward_terms.scalars(stats))
+        self.logger.diagnostic("reward_terms", episode.env_steps, terms=stats,
+                               episodes=len(self.terms.terms),
+                               drive=self.terms_rule.driving(stats))
+        self.pending += self.terms_rule.check(episode.env_steps, stats, len(self.terms.terms))
+
+    @hook_method
+    def on_update(self, update: Update) -> None:
+        metrics = update.metrics
+        if "actor_grad_norm" in metrics:
+            self.actor_pre_clip = metrics["actor_grad_norm"]
+        self.inputs.after_update(update.env_steps, update.updates)
+        if update.updates % self.settings.grad_freq == 0:
+            self.gradients.record(update.env_steps, self.actor_pre_clip,
+                                  metrics.get("critic_grad_norm"), self.reward.max_abs)
+
+    @hook_method
+    def on_step_end(self, env_steps: int) -> None:
+        s, self.env_steps = self.settings, env_steps
+        if env_steps % s.heatmap_freq == 0 and self.map.ready():
+            with self.paused_collection():
+                self._heatmap(env_steps)
+        if s.snapshot_freq is not None and env_steps % s.snapshot_freq == 0:
+            self.snapshot(env_steps, "step")
+
+    @contextmanager
+    def paused_collection(self) -> Iterator[None]:
+        """No (state, action) sampling inside: evaluation and the diagnostics' own work."""
+        previous, self.map.collecting = self.map.collecting, False
+        try:
+            yield
+        finally:
+            self.map.collecting = previous
+
+    def on_eval_start(self, env_steps: int) -> list[Finding]:
+        """No (state, action) sampling from the evaluation's episodes (until `on_eval`)."""
+        self.collecting_before_eval, self.map.collecting = self.map.collecting, False
+        return []
+
+    @hook_method
+    def on_eval(self, evaluation: Evaluation) -> None:
+        env_steps, result = evaluation.env_steps, evaluation.result
+        self.map.collecting = self.collecting_before_eval
+        with self.paused_collection():
+            q = critic.q_overestimation(self.agent, result, self.config.gamma,
+                                             self.reward.max_abs)
+            dead = critic.dead_relu(self.agent, self.buffer.newest(
+                self.config.batch_size)) if len(self.buffer) else {}
+        self.logger.scalars(env_steps, {f"flow1/{k}": v for k, v in q.items()})
+        self.logger.scalars(env_steps, {f"flow1/dead_relu/{k}": v for k, v in dead.items()})
+        # Kind "ddpg", from before these checks were named for the critic of every
+        # algorithm: flow1.jsonl's kinds are a file format that run folders keep.
+        self.logger.diagnostic("ddpg", env_steps, **q, dead_relu=dead)
+        checks = self.critic_checks
+        self.pending += (checks["q_overestimation"].check(env_steps, q, self.agent.updates())
+                         + checks["dead_relu"].check(env_steps, dead))
+        baseline = self.eval_drop.update(result.mean)
+        if baseline is not None:
+            self._trace(env_steps, f"eval return {result.mean:.1f} fell below its baseline "
+                                   f"{baseline:.1f}")
+
+    def _trace(self, env_steps: int, reason: str) -> None:
+        """A return drop: recorded (`rltrain diagnose` lists it), then traced unless a
+        trace was written within the last heatmap_freq steps."""
+        self.logger.diagnostic("reward_drop", env_steps, reason=reason)
+        with self.paused_collection():
+            self.gradients.trace(env_steps, reason, cooldown=self.settings.heatmap_freq,
+                                 max_abs_reward=self.reward.max_abs)
+
+    @hook_method
+    def on_pause(self, env_steps: int) -> None:
+        if self.settings.snapshot_freq is not None:
+            self.snapshot(env_steps, "paused")
+
+    # ------------------------------------------------------------------ map
+    def _heatmap(self, env_steps: int) -> None:
+        view = self.map.analyse(env_steps)
+        folder = self.paths.log_dir / "heatmaps"
+        image = plots.heatmap(view, folder / f"heatmap_step_{env_steps}.png", self.low,
+                              self.high)
+        self.logger.image("flow1/heatmap", image, env_steps)
+        saturation = self.map.saturation()
+        clusters = view.summary()
+        write_json(folder / f"clusters_step_{env_steps}.json", clusters)
+        self.logger.scalars(env_steps, {"flow1/action_saturation": saturation,
+                                        "flow1/sample_rate": self.map.sample_rate()})
+        self.logger.diagnostic("heatmap", env_steps, action_saturation=saturation,
+                               png=str(folder / f"heatmap_step_{env_steps}.png"),
+                               verdicts={k: len(v) for k, v in view.verdicts.items()})
+        self._cluster_findings(env_steps, view)
+        self.pending += self.critic_checks["action_saturation"].check(env_steps, saturation)
+
+    def _cluster_findings(self, env_steps: int, view: ClusterView) -> None:
+        for rule, found in view.verdicts.items():
+            self.pending += self.cluster_rules[rule].check(env_steps, found, view.dropped,
+                                                           len(view.counts))
+
+    # ------------------------------------------------------------- snapshots
+    def snapshot(self, env_steps: int, label: str) -> None:
+        with self.paused_collection():
+            self.videos.record(lambda obs: self.agent.act(self.observation(obs)), env_steps,
+                               label)
+
+    def unjudged(self) -> dict[str, str]:
+        """The diagnostics' rules that could not judge the run so far, and why."""
+        found = self.inputs.unjudged()
+        why = self.terms_rule.waiting_for(len(self.terms.terms), self.terms.without)
+        if why is not None:
+            found[self.terms_rule.spec.name] = why
+        return found
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        return {"reward": self.reward.state_dict(), "map": self.map.state_dict(),
+                "gradients": self.gradients.state_dict(),
+                "episode_baseline": self.episode_drop.baseline,
+                "eval_baseline": self.eval_drop.baseline,
+                "recent_returns": list(self.recent_returns),
+                "actor_pre_clip": self.actor_pre_clip, "inputs": self.inputs.state_dict(),
+                "reward_terms": self.terms.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.reward.load_state_dict(state["reward"])
+        self.map.load_state_dict(state["map"])
+        self.gradients.load_state_dict(state["gradients"])
+        self.episode_drop.baseline = state["episode_baseline"]
+        self.eval_drop.baseline = state["eval_baseline"]
+        self.recent_returns.extend(state["recent_returns"])
+        self.actor_pre_clip = state["actor_pre_clip"]
+        if "inputs" in state:  # saved before these checks existed: they start afresh
+            self.inputs.load_state_dict(state["inputs"])
+        if "reward_terms" in state:  # saved before reward terms: they start afresh
+            self.terms.load_state_dict(state["reward_terms"])
+
+
+class NoDiagnostics(Hook):
+    """Stands in when `diagnostics.enabled` is false: a hook that does nothing."""
+
+    name = "diagnostics"
+    seconds = 0.0
+
+    @contextmanager
+    def paused_collection(self) -> Iterator[None]:
+        yield
+
+    def unjudged(self) -> dict[str, str]:
+        return {}
