@@ -21,6 +21,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from rltrain.integrations.sampled_batches import SampledBatches
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import Critics, StepGradients, ddpg_probe, deterministic_act
 from rltrain.utils.errors import ConfigError
@@ -76,6 +77,8 @@ class Watcher:
         # through the critic after the critic's step: its .grad then is not its own).
         self.step_gradients = StepGradients({"actor": actor, "critic": self.critic})
         first = critic if isinstance(critic, nn.Module) else critic[0]
+        first_target = (critic_target if critic_target is None
+                        or isinstance(critic_target, nn.Module) else critic_target[0])
         self.config = session_config({"env_name": "unknown", **dict(config or {})}, {
             "run_name": run_name, "log_dir": log_dir, "checkpoint_dir": checkpoint_dir})
         device = next(actor.parameters()).device
@@ -83,6 +86,8 @@ class Watcher:
         self.buffer = ReplayBuffer(min(c.replay_buffer_size, c.learning_starts + KEPT_ROWS),
                                    obs_dim, action_dim, device,
                                    seed=derive_seed(c.seed, REPLAY))
+        # What the loop's own batches hold, against what the env gave (first critics).
+        self.sampled = SampledBatches(first, first_target, obs_dim, c.replay_buffer_size)
         view = AgentView(
             actor=actor, critic=self.critic, q_value=lambda o, a: first(o, a)[..., :1],
             act=deterministic_act(actor, device),
@@ -92,7 +97,8 @@ class Watcher:
             action_low=np.asarray(action_space.low, np.float32),
             action_high=np.asarray(action_space.high, np.float32), device=device,
             step_gradients=self.step_gradients.gradients,
-            step_sources=self.step_gradients.sources.counts)
+            step_sources=self.step_gradients.sources.counts,
+            sampled_batches=self.sampled.state)
         self.session = Session(c, view, self.buffer, obs_dim, self._save,
                                "plain PyTorch loop (rltrain.integrations.Watcher)",
                                noise=c.exploration_noise)
@@ -106,7 +112,8 @@ class Watcher:
         (optional): the step's info, where the reward's terms are read (a dict, a vector
         env's info dict, or a list of dicts, one per env)."""
         s = self.session
-        s.step_end()  # the previous step's updates are in: what was due after them
+        with self.sampled.suspend():  # its evaluations call the critic: not the loop's batch
+            s.step_end()  # the previous step's updates are in: what was due after them
         obs, next_obs = np.asarray(obs, np.float32), np.asarray(next_obs, np.float32)
         batched = obs.ndim == 2
         obs_rows, next_rows = (obs, next_obs) if batched else (obs[None], next_obs[None])
@@ -126,6 +133,7 @@ class Watcher:
                                 next_rows[env], bool(terminated[env]), bool(truncated[env]))
             s.step(env, obs_rows[env], action[env], float(reward[env]), next_rows[env],
                    bool(terminated[env]), bool(truncated[env]), terms[env])
+            self.sampled.env_step(obs_rows[env], next_rows[env])
         return s.take()
 
     def after_update(self, critic_loss: Any = None, actor_loss: Any = None,
@@ -136,7 +144,10 @@ class Watcher:
                  **metrics}
         values = {k: float(v.detach()) if isinstance(v, torch.Tensor) else float(v)
                   for k, v in given.items() if v is not None}
-        self.session.update({**values, **self.step_gradients.norms()})
+        self.sampled.collect()
+        with self.sampled.suspend():  # the diagnostics' own calls of the critic
+            self.session.update({**values, **self.step_gradients.norms()})
+        self.sampled.arm(self.session.updates)
         return self.session.take()
 
     def after_eval(self, returns: Sequence[float],
@@ -153,7 +164,8 @@ class Watcher:
     def evaluate(self, env: gym.Env, episodes: int | None = None) -> list[Finding]:
         """rltrain's evaluation of the deterministic actor on `env` (seeded start states,
         the discounted returns the Q check compares with), recorded and judged."""
-        self.session.evaluated(self.session.evaluate_on(env, episodes))
+        with self.sampled.suspend():
+            self.session.evaluated(self.session.evaluate_on(env, episodes))
         return self.session.take()
 
     # -------------------------------------------------------------- pausing
@@ -178,6 +190,7 @@ class Watcher:
             "fix the cause, and run your loop on with a new run_name")
         self.session.close("paused")
         self.step_gradients.close()
+        self.sampled.close()
         return path
 
     def _save(self, paths: RunPaths, kind: str, env_steps: int) -> Path:
@@ -194,6 +207,7 @@ class Watcher:
             self.session.step_end()
             self.session.close("finished")
         self.step_gradients.close()
+        self.sampled.close()
 
     def __enter__(self) -> Watcher:
         return self
@@ -204,3 +218,4 @@ class Watcher:
         else:
             self.session.close("crashed")
             self.step_gradients.close()
+            self.sampled.close()

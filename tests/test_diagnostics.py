@@ -32,7 +32,11 @@ RULE_NAMES = {
     "time_limit_terminal", "short_horizon", "small_replay", "ignored_action",
     "eval_collapse", "entropy_collapse", "learning_rate", "target_update", "long_horizon",
     "actor_stalled", "no_learning", "q_divergence", "reward_terms", "worker_starvation",
-    "ray_cluster", "gradients_not_zeroed", "actor_loss_steps_critic", "action_range_unused"}
+    "ray_cluster", "gradients_not_zeroed", "actor_loss_steps_critic", "action_range_unused",
+    # the rules that judge mechanisms (rules/*: fit, pace, noise, episodes, observability)
+    "critic_fit", "actor_fit", "actor_direction", "actor_pace", "gradient_noise",
+    "excess_noise", "target_smoothing", "entropy_temperature", "short_episodes",
+    "partial_observability", "transition_integrity", "sample_recency"}
 INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
                "short_horizon", "small_replay", "ignored_action"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
@@ -367,14 +371,16 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["diagnose", str(log_dir), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert set(report) == {"run", "findings", "diagnostics_enabled", "unjudged",
-                           "verifications", "reward_terms"}
+    assert set(report) == {"run", "most_likely_cause", "findings", "diagnostics_enabled",
+                           "unjudged", "verifications", "reward_terms"}
     assert report["run"] == "r"
     assert report["diagnostics_enabled"] is True
     assert report["findings"]
     for finding in report["findings"]:
-        assert set(finding) == {"rule", "step", "first_step", "count", "evidence",
-                                "severity", "message", "suggested_set"}
+        assert {"rule", "step", "first_step", "count", "evidence", "severity", "message",
+                "suggested_set", "caused_by"} <= set(finding) <= {
+            "rule", "step", "first_step", "count", "evidence", "severity", "message",
+            "suggested_set", "caused_by", "withdrawn_set"}
         assert finding["rule"] in RULE_NAMES
         assert finding["severity"] in {"info", "warning", "pause"}
         assert isinstance(finding["step"], int) and finding["message"]

@@ -342,7 +342,7 @@ def test_diagnose_lists_the_return_drops_the_run_detected(tmp_path):
                                                            ("reward_drop", "info")]
     assert found[1] == {"rule": "reward_drop", "step": 900, "first_step": 300, "count": 2,
                         "evidence": [300, 900], "severity": "info", "message": "second",
-                        "suggested_set": {}}
+                        "suggested_set": {}, "caused_by": []}
 
 
 def test_a_time_limit_streak_needs_terminated_episodes_of_one_length():

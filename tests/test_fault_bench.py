@@ -114,17 +114,20 @@ def test_the_table_judges_names_keys_and_false_alarms():
         {"env_steps": 3000, "rule": "target_update", "action": "warn",
          "suggested_set": {"tau": 0.005}}]}
     wrong = {**hit, "findings": [{**hit["findings"][0], "suggested_set": {"tau": 2.0}}]}
-    assert judge(case, hit) == {"named": True, "right_key": True, "first_step": 3000}
+    assert judge(case, hit) == {"named": True, "right_key": True, "first_step": 3000,
+                                "lead": "target_update", "led": True}
     assert judge(case, wrong)["right_key"] is False
     assert not right_key(case, {})
     calm = {"name": "pendulum_ddpg", "seed": 0, "steps": 6000, "final_eval": -180.0,
             "findings": [{"env_steps": 10, "rule": "reward_scale", "action": "warn"}]}
     text = table([hit, calm])
-    assert "| tau_one | test | hyperparameter | yes | yes | 3000 | -900.0 (-180.0) |" in text
+    assert ("| tau_one | test | hyperparameter | yes | yes | target_update | 3000 | "
+            "-900.0 (-180.0) |") in text
     half = case.half
-    assert (f"{half}: recall 1/1 named (100%); right key 1/1 (100%); false alarms: "
-            f"{1 if healthy('pendulum_ddpg').half == half else 0} over") in text
-    assert "all: recall 1/1 named (100%); right key 1/1 (100%); false alarms: 1 over 1" in text
+    assert (f"{half}: recall 1/1 named (100%); right key 1/1 (100%); led by a case's rule "
+            f"1/1; false alarms: {1 if healthy('pendulum_ddpg').half == half else 0} over") in text
+    assert ("all: recall 1/1 named (100%); right key 1/1 (100%); led by a case's rule 1/1; "
+            "false alarms: 1 over 1") in text
 
 
 def test_a_run_that_could_not_run_is_left_out_and_listed():
@@ -165,13 +168,14 @@ def test_the_verify_column_and_the_confirmed_fixes_in_the_totals():
     code = {"name": "no_zero_grad", "seed": 0, "steps": 3000, "final_eval": -1500.0,
             "findings": [_warn("grad_explosion", 900)]}
     text = table([hit, missed, code])
-    assert ("| case | half | family | named | right key | first step | final eval (healthy) "
-            "| verify |") in text
-    assert "| tau_one | test | hyperparameter | yes | yes | 2099 | -1200.0 (-) | " \
-        "confirmed +412.3 [+201.0, +610.5] |" in text
-    assert "| lr_far_too_high | test | hyperparameter | yes | yes | 2099 | -1300.0 (-) | " \
-        "inconclusive -5.0 [-80.0, +70.0] |" in text
-    assert "| no_zero_grad | tune | code | yes | - | 900 | -1500.0 (-) | - |" in text
+    assert ("| case | half | family | named | right key | leads with | first step "
+            "| final eval (healthy) | verify |") in text
+    assert ("| tau_one | test | hyperparameter | yes | yes | target_update | 2099 | "
+            "-1200.0 (-) | confirmed +412.3 [+201.0, +610.5] |") in text
+    assert ("| lr_far_too_high | test | hyperparameter | yes | yes | learning_rate | 2099 | "
+            "-1300.0 (-) | inconclusive -5.0 [-80.0, +70.0] |") in text
+    assert ("| no_zero_grad | tune | code | yes | - | grad_explosion | 900 | -1500.0 (-) "
+            "| - |") in text
     assert "verified: 1/2 named fixes confirmed (54,000 env steps of verify branches)" in text
 
 
@@ -195,7 +199,8 @@ def test_old_results_without_verify_data_still_make_a_table(tmp_path, capsys, mo
     monkeypatch.setattr(sys, "argv", ["faults", "--table", str(path)])
     bench.main()
     out = capsys.readouterr().out
-    assert "| tau_one | test | hyperparameter | yes | yes | 2099 | -1207.1 (-) | - |" in out
+    assert ("| tau_one | test | hyperparameter | yes | yes | target_update | 2099 | "
+            "-1207.1 (-) | - |") in out
     assert "; verified: -" in out
 
 
@@ -290,8 +295,16 @@ def test_a_verify_option_below_one_is_refused_in_one_line(option, monkeypatch, c
 def test_verify_runs_about_one_training_per_core_by_default(argv, cores, jobs):
     args = bench.arguments().parse_args(["--verify", *argv])
     assert bench.verify_options(args, cores) == {"steps": None, "seeds": 3, "jobs": jobs,
-                                                 "threads": 1}
+                                                 "threads": 1, "top": None}
     assert bench.verify_options(bench.arguments().parse_args(argv), cores) is None
+
+
+def test_the_cost_of_verify_is_said_before_anything_runs():
+    """Per case with a config fix: top experiments x seed pairs x 2 branches x budget."""
+    names = ["tau_one", "no_zero_grad", "pendulum_ddpg"]  # a fix, a code fault, healthy
+    line = bench.verify_cost(names, 1.0, {"seeds": 3, "top": 1})
+    assert line.startswith(f"verify: at most {6000 * 1 * 3 * 2:,} env steps of branches: "
+                           "1 cases with a config fix")
 
 
 def test_results_are_written_after_every_run(tmp_path, monkeypatch):

@@ -114,10 +114,11 @@ def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_one(name: str, seed: int, scale: float,
-            verify: dict[str, Any] | None = None) -> dict[str, Any]:
+            verify: dict[str, Any] | None = None, keep: Path | None = None) -> dict[str, Any]:
     """Train one case or healthy run in this process; what it found. `verify`: verify's
     options (steps, seeds, jobs) to try the fix that named the case (benchmarks/faults/
-    verify.py), None for none."""
+    verify.py), None for none. `keep`: a folder the run's folders are kept in (None: a
+    temporary one)."""
     import torch
 
     torch.set_num_threads(1)
@@ -125,7 +126,7 @@ def run_one(name: str, seed: int, scale: float,
     run = healthy(case.healthy) if case is not None else healthy(name)
     steps = max(int(run.steps * scale), 2000)
     with tempfile.TemporaryDirectory() as tmp:
-        folder, run_name = Path(tmp), f"{name}_s{seed}"
+        folder, run_name = keep or Path(tmp), f"{name}_s{seed}"
         if run.algo == "loop":
             from benchmarks.faults.loop import run as run_loop
 
@@ -159,9 +160,11 @@ def main() -> None:
     names = [n for n in names if (not args.only or n in args.only)
              and (args.half is None or half(n) == args.half)]
     verify = verify_options(args, os.cpu_count() or 1)
-    jobs = [(n, s, args.scale, verify) for n in names
+    jobs = [(n, s, args.scale, verify, args.keep) for n in names
             for s in range(max(args.seeds, seeds_of(n)))]
     args.out.parent.mkdir(exist_ok=True)
+    if verify is not None:
+        print(verify_cost(names, args.scale, verify), flush=True)
     results: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for result in pool.map(_safe_run, jobs):  # in order, each as soon as it is in
@@ -185,6 +188,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--table", type=Path, nargs="+",
                         help="print the table of results files (their runs together)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep every run's folders here (logs/<case>_s<seed>, ck/...)")
     parser.add_argument("--verify", action="store_true",
                         help="try the fix that named each case: rltrain diagnose --verify")
     parser.add_argument("--verify-seeds", type=_positive, default=DEFAULT_SEEDS,
@@ -192,6 +197,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--verify-steps", type=_positive, default=None,
                         help="env steps per verify branch (default verify's: as many as the run, "
                              "at least 5000 past its warm-up)")
+    parser.add_argument("--verify-top", type=_positive, default=None,
+                        help="verify tries this many of the top findings (default verify's: "
+                             "3); the case's verdict is its naming fix's")
     parser.add_argument("--verify-jobs", type=_positive, default=None,
                         help="verify branches at once per case (default: the cores / "
                              "--jobs, at least 1)")
@@ -206,7 +214,25 @@ def verify_options(args: argparse.Namespace, cores: int) -> dict[str, Any] | Non
     if not args.verify:
         return None
     return {"steps": args.verify_steps, "seeds": args.verify_seeds,
-            "jobs": args.verify_jobs or max(1, cores // args.jobs), "threads": 1}
+            "jobs": args.verify_jobs or max(1, cores // args.jobs), "threads": 1,
+            "top": args.verify_top}
+
+
+def verify_cost(names: list[str], scale: float, options: dict[str, Any]) -> str:
+    """What `--verify` will train at most, said before anything starts: per case with a
+    config fix, `top` findings' experiments (verify's default: 3) of `seeds` pairs of two
+    branches of the run's own budget (verify trains at least 5000 steps past the
+    warm-up)."""
+    from rltrain.scripts.verify import TOP
+
+    top = options.get("top") or TOP
+    cases = [c for c in CASES if c.id in names and c.key and c.loop is None]
+    steps = sum(max(int(healthy(c.healthy).steps * scale), 2000) * max(1, c.seeds)
+                for c in cases)
+    total = steps * top * options["seeds"] * 2
+    return (f"verify: at most {total:,} env steps of branches: {len(cases)} cases with a "
+            f"config fix, for each named one up to {top} experiment(s) of "
+            f"{options['seeds']} seed pairs of 2 branches of the case's budget")
 
 
 def seeds_of(name: str) -> int:
@@ -221,10 +247,11 @@ def _positive(text: str) -> int:
     return value
 
 
-def _safe_run(job: tuple[str, int, float, dict[str, Any] | None]) -> dict[str, Any]:
-    name, seed, scale, verify = job
+def _safe_run(job: tuple[str, int, float, dict[str, Any] | None, Path | None]
+              ) -> dict[str, Any]:
+    name, seed, scale, verify, keep = job
     try:
-        result = run_one(name, seed, scale, verify)
+        result = run_one(name, seed, scale, verify, keep)
     except Exception as exc:  # one case that cannot run must not lose the others
         result = {"name": name, "seed": seed, "steps": 0, "final_eval": None,
                   "findings": [], "error": f"{type(exc).__name__}: {exc}"}

@@ -13,11 +13,31 @@ from benchmarks.faults.cases import CASES, HALVES, HEALTHY, Case
 
 
 def judge(case: Case, result: dict[str, Any]) -> dict[str, Any]:
-    """Named, the right key, and the first step, for one case's run."""
+    """Named, the right key, the first step, and whether `rltrain diagnose`'s most
+    likely cause is one of the case's rules, for one case's run."""
     named = [f for f in result["findings"] if f["rule"] in case.rules]
     keyed = [f for f in named if right_key(case, f.get("suggested_set") or {})]
+    cause = lead(result)
     return {"named": bool(named), "right_key": bool(keyed) if case.key else None,
-            "first_step": min((f["env_steps"] for f in named), default=None)}
+            "first_step": min((f["env_steps"] for f in named), default=None),
+            "lead": cause, "led": cause in case.rules}
+
+
+def lead(result: dict[str, Any]) -> str | None:
+    """The rule `rltrain diagnose` leads with (its most likely cause) for a run's
+    warnings and pauses, as the report reads them: the latest per rule and severity,
+    linked as cause and symptom (utils/diagnosis/ranking.py)."""
+    from rltrain.utils.diagnosis.ranking import link, most_likely_cause
+
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for f in result["findings"]:
+        severity = "pause" if f["action"] == "pause" else "warning"
+        first = latest.get((f["rule"], severity), {}).get("first_step", f["env_steps"])
+        latest[(f["rule"], severity)] = {
+            "rule": f["rule"], "severity": severity, "step": f["env_steps"],
+            "first_step": first, "suggested_set": dict(f.get("suggested_set") or {})}
+    cause = most_likely_cause(link(list(latest.values())))
+    return None if cause is None else cause["rule"]
 
 
 def right_key(case: Case, suggested: dict[str, Any]) -> bool:
@@ -59,8 +79,8 @@ def table(results: list[dict[str, Any]]) -> str:
         if "error" not in r:
             by_name.setdefault(r["name"], []).append(r)
     failed = [f"{r['name']} seed {r['seed']}: {r['error']}" for r in results if "error" in r]
-    lines = ["| case | half | family | named | right key | first step | final eval (healthy) "
-             "| verify |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| case | half | family | named | right key | leads with | first step "
+             "| final eval (healthy) | verify |", "|---|---|---|---|---|---|---|---|---|"]
     for case in CASES:
         runs = by_name.get(case.id)
         if runs:
@@ -80,18 +100,20 @@ def _row(case: Case, runs: list[dict[str, Any]], by_name: dict[str, list]) -> st
     first = ", ".join(str(v["first_step"]) for v in verdicts)
     ours = _mean(r["final_eval"] for r in runs)
     theirs = _mean(r["final_eval"] for r in by_name.get(case.healthy, []))
+    leads = ", ".join(v["lead"] or "-" for v in verdicts)
     return (f"| {case.id} | {case.half} | {case.kind} | {'yes' if named else 'no'} | {key} | "
-            f"{first} | {_show(ours)} ({_show(theirs)}) | {verify_cell(runs)} |")
+            f"{leads} | {first} | {_show(ours)} ({_show(theirs)}) | {verify_cell(runs)} |")
 
 
 def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None) -> str:
     """One half's totals (None: both): recall, right keys, false alarms on its healthy
     runs, the median step of detection and the fixes verify confirmed."""
     cases = [c for c in CASES if c.id in by_name and which in (None, c.half)]
-    named, keyed, keyed_of, steps = 0, 0, 0, []
+    named, keyed, keyed_of, steps, led = 0, 0, 0, [], 0
     for case in cases:
         verdicts = [judge(case, r) for r in by_name[case.id]]
         named += all(v["named"] for v in verdicts)
+        led += all(v["led"] for v in verdicts)
         if case.key:
             keyed_of += 1
             keyed += all(v["right_key"] for v in verdicts)
@@ -100,7 +122,8 @@ def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None) -> str:
                     for r in by_name.get(h.id, [])]
     alarms = sum(len(r["findings"]) for r in healthy_runs)
     return (f"{which or 'all'}: recall {named}/{len(cases)} named ({_share(named, len(cases))}); "
-            f"right key {keyed}/{keyed_of} ({_share(keyed, keyed_of)}); false alarms: {alarms} "
+            f"right key {keyed}/{keyed_of} ({_share(keyed, keyed_of)}); led by a case's rule "
+            f"{led}/{len(cases)}; false alarms: {alarms} "
             f"over {len(healthy_runs)} healthy runs ({_alarm_list(healthy_runs)}); median steps "
             f"to detection: {statistics.median(steps) if steps else '-'}; "
             f"{verified_line([by_name.get(c.id, []) for c in cases])}")

@@ -50,10 +50,11 @@ def verify_case(case: Case, result: dict[str, Any], log_dir: Path,
                               "suggested_set": finding["suggested_set"]}
     start = time.monotonic()
     try:
+        extra = {"top": options["top"]} if options.get("top") else {}
         tried = (run_verify or verify)(log_dir, steps=options.get("steps"),
                                        seeds=options["seeds"],
                                        jobs=options["jobs"], say=say,
-                                       threads=options.get("threads"))
+                                       threads=options.get("threads"), **extra)
     except Exception as exc:  # a verify that cannot run must not lose the case's run
         return {**record, "verdict": "error", "error": f"{type(exc).__name__}: {exc}",
                 "seconds": round(time.monotonic() - start, 1)}

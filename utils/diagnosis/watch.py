@@ -22,8 +22,11 @@ import torch
 
 from rltrain.utils.config.schema import TrainConfig, training_envs
 from rltrain.utils.diagnosis.measure import critic, reward_terms, snapshots
+from rltrain.utils.diagnosis.measure.fit import FitChecks
+from rltrain.utils.diagnosis.measure.gradient_noise import GradientNoise
 from rltrain.utils.diagnosis.measure.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnosis.measure.inputs import InputChecks
+from rltrain.utils.diagnosis.measure.observability import ObservabilityChecks
 from rltrain.utils.diagnosis.measure.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnosis.measure.state_action import ClusterView, StateActionMap
 from rltrain.utils.diagnosis.measure.timing import hook_method, load_libraries, timed
@@ -72,6 +75,10 @@ class Flow1Diagnostics(Hook):
         self.runners = config.num_workers > 0  # the envs step in Ray env runners
         self.gradients = GradientWatch(context, buffer, logger, paths, self._report)
         self.inputs = InputChecks(context, buffer, logger, self._report)
+        self.fit = FitChecks(context, buffer, logger, self._report, seed + 1)
+        self.noise = GradientNoise(context, buffer, logger, self._report)
+        self.observability = ObservabilityChecks(context, buffer, logger, self._report,
+                                                 seed + 2)
         self.episode_drop = DropDetector(self.settings.trace_drop)
         self.eval_drop = DropDetector(self.settings.trace_drop)
         self.recent_returns: deque[float] = deque(maxlen=5)
@@ -101,6 +108,11 @@ class Flow1Diagnostics(Hook):
     # ---------------------------------------------------------------- findings
     def _report(self, found: list[Finding]) -> None:
         self.pending += found
+
+    def record_rule(self, rule: str, env_steps: int, stats: dict[str, Any]) -> None:
+        """A rule's own statistic (a rule that is its own hook), for `rltrain diagnose`
+        and calibration: flow1.jsonl's "rule" lines."""
+        self.logger.diagnostic("rule", env_steps, rule=rule, **stats)
 
     # ------------------------------------------------------------ loop hooks
     @timed
@@ -169,6 +181,10 @@ class Flow1Diagnostics(Hook):
         if "actor_grad_norm" in metrics:
             self.actor_pre_clip = metrics["actor_grad_norm"]
         self.inputs.after_update(update.env_steps, update.updates)
+        with self.paused_collection():  # the fit's forward passes are not the policy's
+            self.fit.after_update(update.env_steps, update.updates)
+            self.noise.after_update(update.env_steps, update.updates)
+        self.observability.after_update(update.env_steps, update.updates)
         if update.updates % self.settings.grad_freq == 0:
             self.gradients.record(update.env_steps, self.actor_pre_clip,
                                   metrics.get("critic_grad_norm"), self.reward.max_abs)
@@ -262,7 +278,8 @@ class Flow1Diagnostics(Hook):
 
     def unjudged(self) -> dict[str, str]:
         """The diagnostics' rules that could not judge the run so far, and why."""
-        found = self.inputs.unjudged()
+        found = {**self.inputs.unjudged(), **self.fit.unjudged(), **self.noise.unjudged(),
+                 **self.observability.unjudged()}
         why = self.terms_rule.waiting_for(len(self.terms.terms), self.terms.without)
         if why is not None:
             found[self.terms_rule.spec.name] = why
@@ -276,7 +293,9 @@ class Flow1Diagnostics(Hook):
                 "eval_baseline": self.eval_drop.baseline,
                 "recent_returns": list(self.recent_returns),
                 "actor_pre_clip": self.actor_pre_clip, "inputs": self.inputs.state_dict(),
-                "reward_terms": self.terms.state_dict()}
+                "reward_terms": self.terms.state_dict(), "fit": self.fit.state_dict(),
+                "gradient_noise": self.noise.state_dict(),
+                "observability": self.observability.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reward.load_state_dict(state["reward"])
@@ -290,6 +309,12 @@ class Flow1Diagnostics(Hook):
             self.inputs.load_state_dict(state["inputs"])
         if "reward_terms" in state:  # saved before reward terms: they start afresh
             self.terms.load_state_dict(state["reward_terms"])
+        if "fit" in state:  # saved before the fit checks: they start afresh
+            self.fit.load_state_dict(state["fit"])
+        if "gradient_noise" in state:  # saved before it was measured: it starts afresh
+            self.noise.load_state_dict(state["gradient_noise"])
+        if "observability" in state:  # saved before it was measured: it starts afresh
+            self.observability.load_state_dict(state["observability"])
 
 
 class NoDiagnostics(Hook):

@@ -51,3 +51,7 @@ class AgentView:
     unprobed: tuple[str, ...] = ()
     # What the optimisers stepped with (None: not watched; rltrain's own update is not)
     step_sources: Callable[[], StepSources] | None = None
+    # A watched loop's own batches against what its env gave (integrations/
+    # sampled_batches.py): the newest capture's statistics (None: none yet) and how many
+    # captures so far. None: not watched; rltrain's own buffer is not.
+    sampled_batches: Callable[[], tuple[dict[str, Any] | None, int]] | None = None

@@ -131,8 +131,11 @@ class RunHooks:
         """`health`: the run's health rules where the driver made them already (the
         trainer checks them against a restored checkpoint before its first step)."""
         health = health if health is not None else HealthRules(config, obs_dim, device)
+        # Rules that measure a statistic of their own log it with the diagnostics' logs.
+        record = getattr(diagnostics, "record_rule", None)
+        extra = {} if record is None else {"record": record}
         return cls(metrics, health, diagnostics,
-                   rule_hooks(RuleContext(config, obs_dim, action_dim, view)))
+                   rule_hooks(RuleContext(config, obs_dim, action_dim, view, extra=extra)))
 
     def ordered(self) -> list[Hook]:
         return [self.metrics, *self.health.hooks, self.diagnostics, *self.rules,

@@ -9,11 +9,18 @@ the state, so there is a clean test: if the env ignored them, every product of a
 (centred) with anything that follows it sums to about zero. For each action dimension,
 as it is and as its distance from the mean (an effect that depends only on how hard the
 agent pushes), this sums its products with each observation dimension's change and with
-the reward, at the same step and up to MAX_LAG steps later (an action that shows one or
-two steps late), and with those changes times each observation dimension of the state
+the reward, at the same step and up to MAX_LAG steps later (an action that shows a few
+steps late: through a velocity the observation leaves out, a lagging sensor), and with
+those changes times each observation dimension of the state
 they happened in (an effect that depends on the state: thrust along a heading, a reward
 of action times context); with several action dimensions, each pair's product too
-(dimensions that act only together: a push a0 in a direction a1). Each sum over its
+(dimensions that act only together: a push a0 in a direction a1). What the state was
+already doing is fitted out of the changes first by least squares: the observation at
+the action's step and its change over the step before (`_history`). These are functions
+of the past, independent of the random action, so the test stays valid; and they take
+out the part of the changes that the state's own motion explains, so the action's part
+stands out (on 1000 random Pendulum steps: 3.1 -> 10.1; with the velocity left out of
+the observation 1.0, which read as an ignored action, -> 2.3). Each sum over its
 own scale, sqrt(sum of the other factor squared), is about standard normal when the
 action is ignored, whatever the env's own distribution, so the strongest of P such
 sums falls near sqrt(2 ln 2P) by chance alone. The statistic is each action dimension's
@@ -83,6 +90,20 @@ def _continuing(batch: Batch, stride: int) -> torch.Tensor:
     transition when `stride` envs add their rows in turn): its next_obs is that row's obs.
     False across an episode's end, and where a refused transition broke the order."""
     return (batch.next_obs[:-stride] == batch.obs[stride:]).all(dim=1)
+
+
+def _history(batch: Batch, continuing: torch.Tensor, stride: int) -> torch.Tensor:
+    """[N, 2 obs_dim]: each row's observation and its change over the step before it
+    (zero where the row starts an episode). Functions of the past, independent of the
+    row's own random action: fitting them out keeps the sums standard normal for an
+    ignored action, and shows the action's effect on an observation that hides part of
+    the state (a velocity, whose change the steps before tell)."""
+    obs = batch.obs.double()
+    before = torch.zeros_like(obs)
+    if len(obs) > stride:
+        moved = obs[stride:] - obs[:-stride]
+        before[stride:] = torch.where(continuing[:, None], moved, 0.0)
+    return torch.cat([obs, before], dim=1)
 
 
 def echoes(batch: Batch) -> list[int]:
@@ -156,6 +177,7 @@ def action_effect(batch: Batch, stride: int = 1, noise: torch.Tensor | None = No
     features = _features(actions, centred, pairs)
     best = _Strongest(width)
     continuing = _continuing(batch, stride) if n > stride else torch.zeros(0, dtype=torch.bool)
+    history = _history(batch, continuing, stride)
     keep = torch.ones(n, dtype=torch.bool)
     for lag in range(MAX_LAG + 1):
         shift = lag * stride
@@ -165,8 +187,12 @@ def action_effect(batch: Batch, stride: int = 1, noise: torch.Tensor | None = No
         if int(keep.sum()) < 2:
             break
         taken = features[:n - shift][keep]
-        later = _residuals(changes[shift:][keep],
-                           None if controls is None else controls[shift:][keep])
+        # Fitted out: what the state decided (`controls`, at the change's row), and the
+        # state's own motion before the action (at the action's row).
+        fitted = [history[:n - shift][keep]]
+        if controls is not None:
+            fitted.append(controls[shift:][keep])
+        later = _residuals(changes[shift:][keep], torch.cat(fitted, dim=1))
         sums = _sums(_standardised(taken), later)
         for dim in range(width):
             best.add(dim, sums[[dim, width + dim]], lambda k, w, lag=lag, dim=dim: {

@@ -26,13 +26,14 @@ import torch
 from rltrain.agents.registry import algorithm
 from rltrain.utils.config.schema import training_envs
 from rltrain.utils.diagnosis.measure.action_effect import MAX_ROWS, ROWS, action_effect
-from rltrain.utils.diagnosis.rules import input_rules
+from rltrain.utils.diagnosis.rules import episode_rules, input_rules
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Step
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.training.replay_buffer import Batch, ReplayBuffer
 
+WARMUP_EPISODES = 5  # the random warm-up's last episodes that short_episodes compares with
 MIN_EPISODES = 5  # episodes before the horizon is compared with their mean length
 # Shorter episodes are not taken for time limits: a policy saturated at the action bounds
 # falls at one same early step every episode (Humanoid-v5 at 12, Hopper-v5 at 6 or 21-23),
@@ -67,10 +68,13 @@ class EpisodeEnds:
 
     def __init__(self, window: int) -> None:
         self.lengths: deque[int] = deque(maxlen=window)
+        self.terminated: deque[bool] = deque(maxlen=window)
+        self.warmup: deque[int] = deque(maxlen=WARMUP_EPISODES)  # random warm-up's last
         self.streak, self.streak_length = 0, 0
 
     def add(self, length: int, terminated: bool) -> None:
         self.lengths.append(length)
+        self.terminated.append(terminated)
         if not terminated or length < MIN_LENGTH:
             self.streak = 0
         elif length == self.streak_length and self.streak:
@@ -85,12 +89,17 @@ class EpisodeEnds:
         return 1.0 / (1.0 - gamma) / float(np.mean(self.lengths))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"lengths": list(self.lengths), "streak": self.streak,
+        return {"lengths": list(self.lengths), "terminated": list(self.terminated),
+                "warmup": list(self.warmup), "streak": self.streak,
                 "streak_length": self.streak_length}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.lengths.clear()
         self.lengths.extend(state["lengths"])
+        self.terminated.clear()  # not kept before short_episodes: taken as truncated
+        self.terminated.extend(state.get("terminated", [False] * len(self.lengths)))
+        self.warmup.clear()
+        self.warmup.extend(state.get("warmup", []))
         self.streak, self.streak_length = state["streak"], state["streak_length"]
 
 
@@ -103,7 +112,8 @@ class InputChecks:
         self.config = context.config
         self.settings = self.config.diagnostics
         self.buffer, self.logger, self.report = buffer, logger, report
-        self.rules = {cls.spec.name: cls(context) for cls in input_rules.CHECKS}
+        self.rules = {cls.spec.name: cls(context)
+                      for cls in (*input_rules.CHECKS, *episode_rules.CHECKS)}
         self.episodes = EpisodeEnds(self.settings.window_size)
         self.started = False  # this process has updated: checked again after a resume
         self.effect: dict[str, Any] | None = None  # the action's, measured at update 1
@@ -135,10 +145,14 @@ class InputChecks:
     def on_episode_end(self, env_steps: int, length: int, terminated: bool) -> None:
         episodes = self.episodes
         episodes.add(length, terminated)
+        if env_steps <= self.config.learning_starts:  # an episode of random actions
+            episodes.warmup.append(length)
         self.report(self.rules["time_limit_terminal"].check(env_steps, episodes.streak,
                                                             episodes.streak_length)
                     + self.rules["short_horizon"].check(
-                        env_steps, episodes.horizon_share(self.config.gamma), episodes.lengths))
+                        env_steps, episodes.horizon_share(self.config.gamma), episodes.lengths)
+                    + self.rules["short_episodes"].check(env_steps, episodes.lengths,
+                                                         episodes.terminated, episodes.warmup))
 
     def after_update(self, env_steps: int, updates: int) -> None:
         """The replay size and the action's effect at the first update of this process

@@ -14,6 +14,10 @@ how each one uses them) judge statistics that separate healthy from broken signa
   that ends the episode (MountainCar's +100) is the sparse reward it is there to note.
 - `same_share`: the share of the window's steps whose reward is its most common value
   (the zeros of a reward paid only at the goal or the end).
+- `length_r2`: the share of the episode returns' variance that the episodes' lengths
+  explain: an alive bonus (MuJoCo's +1 per step a body stays up) pays one same reward
+  at nearly every step, yet the return follows how long the agent keeps its episode
+  going, which is a dense signal, not a sparse one.
 - `cv`: std / |mean| over the window.
 - `max_abs`, `median_abs`: the scale of the rewards; `max_abs` is the largest ever
   seen, not a window statistic.
@@ -77,6 +81,15 @@ def reward_stats(rewards: np.ndarray, returns: np.ndarray,
     return stats
 
 
+def length_r2(returns: np.ndarray, lengths: np.ndarray) -> float:
+    """The share of the returns' variance their episodes' lengths explain (the squared
+    correlation; 0 where the lengths or the returns do not vary): near 1 where a reward
+    paid at every step the episode lasts (an alive bonus) carries the return."""
+    if lengths.std() == 0 or returns.std() == 0:
+        return 0.0
+    return float(np.corrcoef(returns, lengths)[0, 1] ** 2)
+
+
 def typical_abs(rewards: np.ndarray) -> float:
     """The median |r| of the non-zero rewards (0 when there are none)."""
     nonzero = np.abs(rewards[rewards != 0])
@@ -131,8 +144,10 @@ class RewardAnalyzer:
         judged = np.ones(len(rewards), dtype=bool)  # all but a terminated episode's last
         judged[last_steps[np.array(self.terminated, dtype=bool)]] = False
         typical, source = self.typical()
+        lengths = np.array([len(e) for e in self.episodes], dtype=np.float64)
         return {**reward_stats(rewards, returns, judged), "max_abs": self.max_abs,
-                "typical_abs": typical, "typical_from_warmup": float(source == "warm-up")}
+                "typical_abs": typical, "typical_from_warmup": float(source == "warm-up"),
+                "length_r2": length_r2(returns, lengths)}
 
     def state_dict(self) -> dict[str, Any]:
         import torch

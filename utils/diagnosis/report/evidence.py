@@ -69,3 +69,10 @@ def text(value: Any) -> str:
     if len(found) == 1 and found[0][0] == SINGLE:
         return found[0][1]
     return "\n".join(f"{k}: {v}" if k else v for k, v in found)
+
+
+def one_line(value: Any) -> str:
+    """The evidence on one line: its rows as "key value" joined by "; " (one plain
+    value as it is), for the report's "most likely cause" line."""
+    return "; ".join(f"{key} {shown}" if key != SINGLE else shown
+                     for key, shown in rows(value))

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from rltrain.utils.config.loader import read_yaml_mapping
-from rltrain.utils.diagnosis.ranking import finding_rank
+from rltrain.utils.diagnosis.ranking import finding_rank, link, most_likely_cause
+from rltrain.utils.diagnosis.report import evidence
 from rltrain.utils.diagnosis.rules.registry import all_specs
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.run.folders import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE
@@ -58,7 +59,7 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
                                     "evidence": event.get("value"), "severity": severity,
                                     "message": event.get("message", ""),
                                     "suggested_set": dict(event.get("suggested_set") or {})}
-    return sorted(latest.values(), key=finding_rank)
+    return link(list(latest.values()))
 
 
 def reward_drops(log_dir: Path) -> dict[str, Any] | None:
@@ -69,7 +70,7 @@ def reward_drops(log_dir: Path) -> dict[str, Any] | None:
     return {"rule": "reward_drop", "step": drops[-1]["env_steps"], "suggested_set": {},
             "first_step": drops[0]["env_steps"], "count": len(drops),
             "evidence": [d["env_steps"] for d in drops][-10:], "severity": "info",
-            "message": drops[-1]["reason"]}
+            "message": drops[-1]["reason"], "caused_by": []}
 
 
 def diagnose(log_dir: Path) -> dict[str, Any]:
@@ -79,10 +80,24 @@ def diagnose(log_dir: Path) -> dict[str, Any]:
     drops = reward_drops(log_dir)
     if drops is not None:
         found = sorted([*found, drops], key=finding_rank)
-    return {"run": log_dir.name, "findings": found,
+    return {"run": log_dir.name, "most_likely_cause": cause_line(found), "findings": found,
             "diagnostics_enabled": _diagnostics_enabled(log_dir),
             "unjudged": unjudged(log_dir), "verifications": verifications(log_dir),
             "reward_terms": latest_terms(log_dir)}
+
+
+def cause_line(found: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The most likely cause (ranking.py): its rule, severity and step, its evidence in
+    one line, the change to try (its `suggested_set`, or none where the env or the code
+    must change), what it explains, and its message; None where nothing is wrong."""
+    cause = most_likely_cause(found)
+    if cause is None:
+        return None
+    return {"rule": cause["rule"], "severity": cause["severity"], "step": cause["step"],
+            "evidence": evidence.one_line(cause["evidence"]),
+            "change": dict(cause["suggested_set"]),
+            "explains": [f["rule"] for f in found if cause["rule"] in f.get("caused_by", [])],
+            "message": cause["message"]}
 
 
 def latest_terms(log_dir: Path) -> dict[str, Any] | None:

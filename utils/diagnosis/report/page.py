@@ -13,7 +13,13 @@ from typing import Any
 
 from rltrain.utils.diagnosis.report import evidence, plots
 from rltrain.utils.diagnosis.report.findings import RULES, problems
-from rltrain.utils.diagnosis.report.table import reward_terms_lines, seen_at, unjudged_lines
+from rltrain.utils.diagnosis.report.table import (
+    cause_lines,
+    reward_terms_lines,
+    seen_at,
+    symptom_note,
+    unjudged_lines,
+)
 from rltrain.utils.io.checkpoint import atomic_write
 from rltrain.utils.run.folders import DIAGNOSTICS_FILE, METRICS_FILE
 from rltrain.utils.run.logger import eval_curve, read_jsonl
@@ -37,8 +43,8 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
     heatmaps = sorted((log_dir / "heatmaps").glob("heatmap_step_*.png"),
                       key=lambda p: int(p.stem.rsplit("_", 1)[-1]))[-2:]
     parts = [f"<h1>rltrain diagnosis: {html.escape(report['run'])}</h1>",
-             "<h2>Findings</h2>", _findings_html(report), *_unjudged_html(report),
-             *_verify_html(report), *_terms_html(report),
+             *_cause_html(report), "<h2>Findings</h2>", _findings_html(report),
+             *_unjudged_html(report), *_verify_html(report), *_terms_html(report),
              "<h2>Charts</h2>"]
     parts += [f'<img alt="{html.escape(t)}" src="data:image/png;base64,{img}">'
               for t, img in charts if img]
@@ -76,9 +82,20 @@ def _findings_html(report: dict[str, Any]) -> str:
         hypothesis, check = RULES[f["rule"]]
         cells = [html.escape(c) for c in (f["severity"], f["rule"], seen_at(f))]
         cells += [_evidence_html(f["evidence"]),
-                  *(html.escape(c) for c in (f["message"], hypothesis, check))]
+                  *(html.escape(c) for c in (f["message"] + symptom_note(f), hypothesis,
+                                             check))]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return lead + "<table>" + "".join(rows) + "</table>"
+
+
+def _cause_html(report: dict[str, Any]) -> list[str]:
+    """The first screen: the most likely cause, its evidence and the change to try."""
+    lines = cause_lines(report)
+    if not lines:
+        return []
+    head, *rest = lines
+    return ([f'<p style="font-size:16px"><b>{html.escape(head)}</b></p>']
+            + [f"<p>{html.escape(line.strip())}</p>" for line in rest])
 
 
 def _evidence_html(value: Any) -> str:

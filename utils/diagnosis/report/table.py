@@ -27,6 +27,8 @@ def print_table(report: dict[str, Any]) -> None:
         waiting = ["not judged (too little data so far):", *(f"  {w}" for w in waiting)]
     # The reward's terms, where the env reports them, before the rules that did not judge.
     waiting = reward_terms_lines(report.get("reward_terms")) + waiting
+    for line in cause_lines(report):
+        console.print(Text(line))
     if not problems(report):
         console.print(Text(f"run {report['run']}: no problems found{judged}"))
         if not report["findings"]:
@@ -46,7 +48,8 @@ def print_table(report: dict[str, Any]) -> None:
         hypothesis, check = RULES[f["rule"]]
         table.add_row(Text(f["severity"]), Text(f["rule"]), Text(seen_at(f)),
                       Text(evidence.text(f["evidence"])),
-                      Text(f"{f['message']}\nhypothesis: {hypothesis}\ncheck: {check}"))
+                      Text(f"{f['message']}{symptom_note(f)}\nhypothesis: {hypothesis}\n"
+                           f"check: {check}"))
     console.print(table)
     for line in waiting:
         console.print(Text(line))
@@ -61,8 +64,43 @@ def _print_blocks(console: Any, report: dict[str, Any]) -> None:
         hypothesis, check = RULES[f["rule"]]
         shown = evidence.text(f["evidence"]).replace("\n", "\n    ")
         console.print(Text(f"\n[{f['severity']}] {f['rule']}, steps {seen_at(f)}, evidence "
-                           f"{shown}\n  {f['message']}\n  hypothesis: "
+                           f"{shown}\n  {f['message']}{symptom_note(f)}\n  hypothesis: "
                            f"{hypothesis}\n  check: {check}"))
+
+
+def cause_lines(report: dict[str, Any]) -> list[str]:
+    """The report's first lines: the most likely cause, its evidence in one line, the
+    change to try, and what else it explains (none where nothing is wrong)."""
+    cause = report.get("most_likely_cause")
+    if cause is None:
+        return []
+    change = (" ".join(f"--set {k}={_value(v)}" for k, v in cause["change"].items())
+              if cause["change"] else "no config change: the env or the code (see below)")
+    lines = [f"most likely cause: {cause['rule']} ({cause['severity']} at step "
+             f"{cause['step']}): {cause['evidence']}", f"  change to try: {change}"]
+    if cause["explains"]:
+        lines.append("  it also explains: " + ", ".join(cause["explains"]))
+    return lines
+
+
+def symptom_note(finding: dict[str, Any]) -> str:
+    """For a finding that another explains: which, and the change it proposed that its
+    cause contradicts (withdrawn)."""
+    causes = finding.get("caused_by") or []
+    if not causes:
+        return ""
+    note = f"\nset off by: {', '.join(causes)}"
+    withdrawn = finding.get("withdrawn_set")
+    if withdrawn:
+        note += (" (its change " + " ".join(f"{k}={_value(v)}" for k, v in withdrawn.items())
+                 + " is withdrawn: the cause proposes otherwise)")
+    return note
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ",".join(str(v) for v in value) + "]"
+    return evidence.number(value)
 
 
 def seen_at(finding: dict[str, Any]) -> str:

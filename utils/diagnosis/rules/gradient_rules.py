@@ -54,8 +54,10 @@ SPECS = (
         action='warn',
         hypothesis="if the critic's updates dominate, then its relative gradient is many times "
                    "the actor's",
-        check='lower critic_lr or raise actor_lr; for DDPG this is informational (two '
-              'optimisers)'),
+        check='read it with the learning_rate finding: a learning rate far outside the usual '
+              'range (of either network) is the usual cause; else the actor may get little '
+              'gradient (actor_stalled, broken_gradient, action_saturation). The two networks '
+              'have their own optimisers: a ratio alone is no fault'),
     RuleSpec(
         name='broken_gradient',
         section='diagnostics',

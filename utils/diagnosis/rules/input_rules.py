@@ -44,8 +44,9 @@ if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
 
 # `ignored_action` counts an effect that shows up to this many steps after the action
-# (an action that shows one or two steps late); measure/action_effect.py sums that far.
-MAX_LAG = 2
+# (an action that shows a few steps late: through a velocity the observation leaves out,
+# or a sensor that lags); measure/action_effect.py sums that far.
+MAX_LAG = 4
 
 USUAL_REPLAY = 100_000  # small_replay's fix: the low end of off-policy control's usual sizes
 

@@ -7,7 +7,11 @@ threshold, each update rewrites a large share of the weights (the TD error then 
 about or grows instead of falling); below `low`, the weights hardly move (the critic's
 loss and the actor's loss stay where they started). The finding gives the TD error's
 trend and the actor loss's movement over the same measurements as corroboration, and
-proposes the learning rate moved into the usual range.
+proposes the learning rate moved into the usual range. "Too low" is said only of a rate
+under the usual range: Adam moves each weight by about its rate whatever the gradient's
+scale, so weights that barely move at a usual rate get (almost) no gradient (a tanh
+saturated at the action bounds, a cut graph: action_saturation, broken_gradient), and a
+higher rate would not mend that.
 """
 
 from __future__ import annotations
@@ -93,7 +97,11 @@ class LearningRate(RuleHook):
         if median > self.rule.threshold or (orders > 0 and median == 0) or (
                 orders >= FAR and grew):
             return "high", median
-        if 0 < median < self.settings.low or (orders <= -FAR and median < self.settings.low):
+        # Adam moves every weight by about its rate whatever the gradient's scale: weights
+        # that barely move at a usual rate have (almost) no gradient (a tanh saturated at
+        # the bounds, a cut graph), which a higher rate would not mend.
+        if orders < 0 and (0 < median < self.settings.low
+                           or (orders <= -FAR and median < self.settings.low)):
             return "low", median
         return None
 

@@ -14,14 +14,21 @@ from rltrain.utils.diagnosis.rules import (
     code_faults,
     critic_rules,
     entropy_collapse,
+    entropy_temperature,
+    episode_rules,
     eval_collapse,
+    fit_rules,
+    gradient_noise,
     gradient_rules,
     health,
     input_rules,
     learning_rate,
     long_horizon,
     no_learning,
+    noise_rules,
+    partial_observability,
     q_divergence,
+    replay_integrity,
     reward_rules,
     reward_terms,
     run_stops,
@@ -32,9 +39,10 @@ from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook, RuleSpec, 
 
 # In this order in the config sections, the rule reference and `rltrain diagnose`.
 MODULES = (action_range, actor_stalled, code_faults, critic_rules, entropy_collapse,
-           eval_collapse, gradient_rules, health, input_rules, learning_rate,
-           long_horizon, no_learning, q_divergence, reward_rules, reward_terms, run_stops,
-           state_action_rules, target_update)
+           entropy_temperature, episode_rules, eval_collapse, fit_rules, gradient_noise,
+           gradient_rules, health, input_rules, learning_rate, long_horizon, no_learning,
+           noise_rules, partial_observability, q_divergence, replay_integrity, reward_rules,
+           reward_terms, run_stops, state_action_rules, target_update)
 
 
 def _modules() -> tuple[Any, ...]:
@@ -60,7 +68,8 @@ def hook_classes() -> list[type[RuleHook]]:
     """The rules that are their own hooks (a subpackage's are its family hook's)."""
     return [value for module in _modules() for value in vars(module).values()
             if isinstance(value, type) and issubclass(value, RuleHook)
-            and value is not RuleHook and value.__module__ == module.__name__]
+            and hasattr(value, "spec")  # not a shared base of a module's rules
+            and value.__module__ == module.__name__]
 
 
 def rule_hooks(context: RuleContext) -> list[RuleHook]:

@@ -12,7 +12,10 @@ the docs' page on diagnosing a run):
 - `sparse_reward`: `same_share`, the share of the steps that give the window's most
   common reward: at least SAME_SHARE (a reward paid only at the goal, or summed up at
   the episode's end) is a warning, since nearly every step says nothing about the
-  actions; `reward_spikes` leaves such a reward to it. Otherwise `bonus_share`, the
+  actions; `reward_spikes` leaves such a reward to it. Unless the episodes' lengths
+  explain at least ALIVE_R2 of the returns' variance (`length_r2`): then the common
+  reward is an alive bonus, paid for every step the agent keeps its episode going
+  (InvertedPendulum's +1), and the return says how long it did: a note. Otherwise `bonus_share`, the
   same as `penalty_share` for steps above the mean: rare large bonuses, a note.
 - `constant_reward`: fires when `cv`, std / |mean| over the window, is (about) zero:
   rewards that never vary carry no signal about the actions.
@@ -41,6 +44,9 @@ if TYPE_CHECKING:
 Stats = dict[str, float]  # reward_signal.reward_stats, with the run's max_abs
 
 SAME_SHARE = 0.95  # steps with one same reward from which it counts as sparse
+# Episode lengths that explain this share of the returns' variance make one same per-step
+# reward an alive bonus (the return follows the length), not a sparse one.
+ALIVE_R2 = 0.8
 
 SPECS = (
     RuleSpec(
@@ -121,6 +127,12 @@ class SparseReward(RuleCheck):
     spec = SPECS[1]
 
     def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
+        if _sparse(stats) and stats.get("length_r2", 0.0) >= ALIVE_R2:
+            return self.fire(env_steps, round(stats["same_share"], 4),
+                             f"{stats['same_share']:.1%} of the steps give one same reward, "
+                             f"but the episodes' lengths explain {stats['length_r2']:.0%} of "
+                             "the returns: a reward paid for every step the episode lasts "
+                             "(an alive bonus), a dense signal", observation=True)
         if _sparse(stats):
             share = stats["same_share"]
             return self.fire(env_steps, round(share, 4),

@@ -108,6 +108,13 @@ class RuleCheck:
             return None
         return f"{have} of the {need} {what} it needs" + (f" ({then})" if then else "")
 
+    def record(self, env_steps: int, **stats: Any) -> None:
+        """Log a statistic the rule measured (flow1.jsonl's "rule" lines), where the run's
+        diagnostics keep logs (RuleContext.extra["record"]); otherwise nothing."""
+        record = self.context.extra.get("record")
+        if record is not None:
+            record(self.spec.name, env_steps, stats)
+
     def configured(self) -> tuple[Any, str]:
         """The rule's threshold and action: its config section's, unless it says where
         else they come from (`RuleSpec.fixed_threshold`)."""

@@ -1,0 +1,148 @@
+"""Do the networks do their jobs? The critic's fit of its targets and the actor's rank
+among actions by its critic's values (measure/fit.py), and the rules that judge them
+(critic_fit, actor_fit, actor_direction), on networks whose answers are known."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from rltrain.utils.config.loader import config_from_dict
+from rltrain.utils.diagnosis.measure.fit import actor_rank, critic_fit
+from rltrain.utils.diagnosis.rules.fit_rules import ActorDirection, ActorFit, CriticFit
+from rltrain.utils.diagnosis.rules.spec import RuleContext
+from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.training.replay_buffer import Batch
+
+from conftest import tiny_config
+
+
+class Best(nn.Module):
+    """The action the toy critic values most: a = tanh(s0)."""
+
+    def __init__(self, sign: float = 1.0) -> None:
+        super().__init__()
+        self.sign = sign
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.sign * torch.tanh(obs[:, :1])
+
+
+def view_of(actor: nn.Module, q) -> AgentView:
+    return AgentView(actor=actor, critic=nn.Identity(), q_value=q,
+                     act=lambda o: o, probe=lambda b: None, updates=lambda: 0,
+                     networks=lambda: {}, action_low=np.array([-1.0], np.float32),
+                     action_high=np.array([1.0], np.float32), device=torch.device("cpu"))
+
+
+def toy_q(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """Q(s, a) = s1 - (a - tanh(s0))^2: a state value and a peak at the best action."""
+    return obs[:, 1:2] - (action - torch.tanh(obs[:, :1])).square()
+
+
+def batch(rows: int = 512, seed: int = 0) -> Batch:
+    gen = torch.Generator().manual_seed(seed)
+    obs = torch.randn(rows, 2, generator=gen)
+    actions = torch.rand(rows, 1, generator=gen) * 2 - 1
+    next_obs = torch.randn(rows, 2, generator=gen)
+    return Batch(obs, actions, torch.zeros(rows, 1), next_obs, torch.zeros(rows, 1))
+
+
+def test_an_actor_at_its_critics_best_action_ranks_at_the_top_and_one_at_its_worst_last():
+    gen = torch.Generator().manual_seed(0)
+    obs = batch().obs
+    best = actor_rank(view_of(Best(), toy_q), obs, gen, target_std=1.0)
+    worst = actor_rank(view_of(Best(-1.0), toy_q), obs, gen, target_std=1.0)
+    assert best["rank"] > 0.95 and best["gap"] < 0.01 and best["z"] > 0.5
+    assert worst["rank"] < 0.3 and worst["z"] < 0
+
+
+def test_a_critic_that_is_its_own_target_explains_it_and_one_off_by_noise_does_not():
+    b = batch()
+    gamma = 0.9
+
+    def fitted(obs, action):  # Q = r + gamma Q(s', pi(s')) holds: r = 0 and Q(s') = 0
+        return torch.zeros(len(obs), 1)
+
+    def noisy(obs, action):
+        return torch.randn(len(obs), 1, generator=torch.Generator().manual_seed(len(obs)))
+
+    rewards = torch.randn(len(b.obs), 1, generator=torch.Generator().manual_seed(3))
+    with_reward = b._replace(rewards=rewards)
+    assert critic_fit(view_of(Best(), noisy), with_reward, gamma)["explained"] < 0.5
+
+    def matches(obs, action):  # Q(s, a) = r exactly, Q(s', .) tiny: explains nearly all
+        rows = torch.arange(len(obs))
+        return rewards[rows % len(rewards)] if obs.data_ptr() == b.obs.data_ptr() else \
+            torch.zeros(len(obs), 1)
+
+    assert critic_fit(view_of(Best(), matches), with_reward, gamma)["explained"] > 0.99
+    assert critic_fit(view_of(Best(), fitted), b, gamma)["explained"] != \
+        critic_fit(view_of(Best(), fitted), b, gamma)["explained"]  # no spread: NaN
+
+
+def rules(tmp_path: Path, **overrides) -> dict:
+    context = RuleContext(tiny_config(tmp_path, **overrides), 3, 1)
+    return {cls.spec.name: cls(context) for cls in (CriticFit, ActorFit, ActorDirection)}
+
+
+def feed(rule, stats: dict, times: int, start: int = 2000, every: int = 500) -> list:
+    return [f for k in range(times) for f in rule.check(start + k * every, start + k * every,
+                                                         stats)]
+
+
+GOOD = {"explained": 0.99, "td_rms": 0.1, "target_std": 10.0, "rank": 0.97,
+        "action_spread": 0.05, "gap": 0.0, "z": 1.5}
+
+
+def test_healthy_networks_raise_nothing(tmp_path):
+    for rule in rules(tmp_path).values():
+        assert feed(rule, GOOD, 10) == []
+
+
+def test_a_critic_too_small_to_fit_is_named_with_wider_layers(tmp_path):
+    rule = rules(tmp_path, hidden_sizes=[4])["critic_fit"]
+    found = feed(rule, {**GOOD, "explained": 0.2}, 3)
+    assert len(found) == 1 and found[0].suggested_set == {"hidden_sizes": [256, 256]}
+    assert feed(rule, {**GOOD, "explained": 0.2}, 2) == []  # as many again before the next
+
+
+def test_a_critic_with_usual_settings_that_cannot_fit_names_its_targets(tmp_path):
+    found = feed(rules(tmp_path, hidden_sizes=[64, 64])["critic_fit"],
+                 {**GOOD, "explained": 0.1}, 3)
+    assert found and found[0].suggested_set == {} and "noisy reward" in found[0].message
+
+
+def test_an_actor_that_cannot_reach_its_critics_best_is_named_with_its_far_settings(tmp_path):
+    small = rules(tmp_path, networks={"actor": {"hidden_sizes": [2]}})["actor_fit"]
+    found = feed(small, {**GOOD, "rank": 0.5}, 3)
+    assert found and found[0].suggested_set == {"networks.actor.hidden_sizes": [256, 256]}
+    slow = rules(tmp_path, algo="td3", td3={"policy_delay": 100},
+                 hidden_sizes=[64, 64])["actor_fit"]
+    assert feed(slow, {**GOOD, "rank": 0.5}, 3)[0].suggested_set == {"td3.policy_delay": 2}
+
+
+def test_an_actor_that_descends_its_critic_is_named_by_direction_not_fit(tmp_path):
+    found = rules(tmp_path)
+    worst = {**GOOD, "rank": 0.05}
+    assert feed(found["actor_direction"], worst, 3)
+    assert feed(found["actor_fit"], worst, 3) == []
+
+
+@pytest.mark.parametrize("stats", [{**GOOD, "rank": 0.05, "action_spread": 0.0},
+                                   {**GOOD, "explained": float("nan")}])
+def test_a_critic_that_values_every_action_alike_is_not_judged(tmp_path, stats):
+    judged = rules(tmp_path)
+    assert feed(judged["actor_direction"], stats, 5) == []
+    assert feed(judged["critic_fit"], {**stats, "explained": float("nan")}, 5) == []
+
+
+def test_nothing_is_judged_before_min_updates(tmp_path):
+    rule = rules(tmp_path)["critic_fit"]
+    assert feed(rule, {**GOOD, "explained": 0.0}, 3, start=0, every=100) == []
+    assert rule.unjudged() is not None
+    assert config_from_dict({}).diagnostics.critic_fit.min_updates > 300

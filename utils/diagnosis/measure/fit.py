@@ -1,0 +1,133 @@
+"""How well the networks do their own jobs, measured on the newest transitions: does the
+critic fit its targets, and does the actor pick what its critic values most?
+
+- The critic's fit: on the newest `ROWS` transitions of the replay buffer, the one-step
+  targets y = r + gamma (1 - terminated) Q(s', pi(s')) of the critic and actor as they
+  are now, and the share of their variance that Q(s, a) explains: 1 - Var(y - Q) /
+  Var(y). A critic that can fit its targets brings this near 1 as it learns (the
+  targets move with it, but a step at a time); one that cannot (too few units, a rate
+  too low to move its weights, a target that is noise: a noisy reward, a state the
+  observation does not hold) stays far under it. Online networks, not the target
+  networks: every algorithm has them, and a plain loop need not hand its targets on.
+- The actor's rank: on `STATES` of those transitions' states, where the critic puts the
+  actor's deterministic action among `CANDIDATES` actions drawn uniformly over the
+  action box (a fixed-seed stream of its own): the share of the candidates it values
+  less (ties count half). An actor that follows its critic's gradient sits near the top
+  (1.0); one that cannot reach the critic's best actions (too small, too slow, its
+  steps clipped away) stays in the middle; one that descends its critic (a loss of the
+  wrong sign) sits at the bottom. `action_spread` (the candidates' Q std over the
+  critic's targets' std) says whether the critic tells the actions apart at all: where
+  it does not, the rank says nothing.
+
+Both read the networks under `torch.no_grad()` and draw nothing from the run's random
+streams: a run with them learns exactly what it learns without them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from rltrain.utils.diagnosis.rules import fit_rules
+from rltrain.utils.diagnosis.rules.spec import RuleContext
+from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.hooks.findings import Finding
+from rltrain.utils.run.logger import RunLogger
+from rltrain.utils.training.replay_buffer import Batch, ReplayBuffer
+
+ROWS = 2048  # newest transitions the critic's fit is measured on
+STATES = 256  # of them, the states the actor's rank is measured on
+CANDIDATES = 32  # uniform actions per state the actor's action is ranked among
+
+
+@torch.no_grad()
+def critic_fit(view: AgentView, batch: Batch, gamma: float) -> dict[str, float]:
+    """`explained`: 1 - Var(y - Q) / Var(y) of the one-step targets y (see above);
+    `target_std` and `td_rms` (their std and the TD error's RMS, in reward units)."""
+    q = view.q_value(batch.obs, batch.actions).double()  # [B, 1]
+    next_q = view.q_value(batch.next_obs, view.actor(batch.next_obs)).double()
+    target = batch.rewards.double() + gamma * (1.0 - batch.terminated.double()) * next_q
+    spread = float(target.var())
+    error = target - q
+    explained = 1.0 - float(error.var()) / spread if spread > 0 else float("nan")
+    return {"explained": explained, "target_std": spread ** 0.5,
+            "td_rms": float(error.square().mean().sqrt())}
+
+
+@torch.no_grad()
+def actor_rank(view: AgentView, obs: torch.Tensor, generator: torch.Generator,
+               target_std: float) -> dict[str, float]:
+    """`rank`: the mean over states of the share of uniform candidate actions that the
+    critic values below the actor's action (ties: half); `z`: the mean over states of
+    the actor's Q minus the candidates' mean, over their std; `gap`: the mean over
+    states of how much more the best candidate is worth than the actor's action, and
+    `action_spread`: the mean over states of the candidates' Q std, both over the
+    critic's targets' std (`target_std`)."""
+    n, dims = obs.shape[0], len(view.action_low)
+    low = torch.as_tensor(view.action_low, dtype=obs.dtype, device=obs.device)
+    high = torch.as_tensor(view.action_high, dtype=obs.dtype, device=obs.device)
+    draws = torch.rand(n, CANDIDATES, dims, generator=generator, dtype=torch.float64)
+    candidates = (low + (high - low) * draws.to(obs.device, obs.dtype))  # [N, C, A]
+    states = obs[:, None, :].expand(n, CANDIDATES, obs.shape[1])
+    q_candidates = view.q_value(states.reshape(n * CANDIDATES, -1),
+                                candidates.reshape(n * CANDIDATES, dims)
+                                ).double().reshape(n, CANDIDATES)
+    q_actor = view.q_value(obs, view.actor(obs)).double()  # [N, 1]
+    below = (q_candidates < q_actor).double() + 0.5 * (q_candidates == q_actor).double()
+    spread = q_candidates.std(dim=1)  # [N]
+    best = q_candidates.max(dim=1).values  # [N]
+    z = (q_actor[:, 0] - q_candidates.mean(dim=1)) / spread.clamp_min(1e-12)
+    scale = target_std if target_std > 0 else float("nan")
+    return {"rank": float(below.mean()), "z": float(z.mean()),
+            "gap": float((best - q_actor[:, 0]).clamp_min(0).mean()) / scale,
+            "action_spread": float(spread.mean()) / scale}
+
+
+class FitChecks:
+    """Both statistics on the buffer's newest rows every `critic_fit.every_updates`
+    updates, logged (flow1.jsonl's "fit" lines) and handed to the rules of
+    utils/diagnosis/rules/fit_rules.py; `report` takes their findings. The candidates
+    come from a generator of the checks' own, seeded from the run's diagnostics seed."""
+
+    def __init__(self, context: RuleContext, buffer: ReplayBuffer, logger: RunLogger,
+                 report: Callable[[list[Finding]], None], seed: int) -> None:
+        self.view, self.buffer, self.logger, self.report = context.view, buffer, logger, report
+        self.gamma = context.config.gamma
+        self.every = context.config.diagnostics.critic_fit.every_updates
+        self.rules = [cls(context) for cls in fit_rules.CHECKS]
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def after_update(self, env_steps: int, updates: int) -> None:
+        if updates % self.every or len(self.buffer) < STATES or self.view is None:
+            return
+        if all(rule.rule.action == "off" for rule in self.rules):
+            return
+        stats = self.measure(self.buffer.newest(ROWS))
+        self.logger.diagnostic("fit", env_steps, updates=updates, **stats)
+        for rule in self.rules:
+            self.report(rule.check(env_steps, updates, stats))
+
+    def measure(self, batch: Batch) -> dict[str, Any]:
+        fit = critic_fit(self.view, batch, self.gamma)
+        rank = actor_rank(self.view, batch.obs[-STATES:], self.generator, fit["target_std"])
+        return {**{k: _rounded(v) for k, v in fit.items()},
+                **{k: _rounded(v) for k, v in rank.items()}, "rows": len(batch.obs)}
+
+    def unjudged(self) -> dict[str, str]:
+        return {rule.spec.name: why for rule in self.rules
+                if (why := rule.unjudged()) is not None}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"generator": self.generator.get_state(),
+                "rules": {rule.spec.name: rule.state_dict() for rule in self.rules}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.generator.set_state(state["generator"])
+        for rule in self.rules:
+            rule.load_state_dict(state["rules"][rule.spec.name])
+
+
+def _rounded(value: float) -> float:
+    return float(f"{value:.4g}") if np.isfinite(value) else value

@@ -1,0 +1,197 @@
+"""Do the networks do their jobs? `critic_fit`, `actor_fit` and `actor_direction`.
+
+utils/diagnosis/measure/fit.py measures, every `every_updates` updates of the critic
+(`critic_fit`'s option), how much of its one-step targets' variance the critic explains
+and where the actor's action ranks among uniform actions by the critic's values; the
+flow-1 hook hands each measurement to the checks here. Each judges its statistic once
+the critic has had `min_updates` updates, and fires after `measurements` measurements
+in a row beyond its threshold:
+
+- `critic_fit`: the critic explains less than `threshold` of its targets' variance. A
+  critic too small for the value function, one whose rate or clipped gradient barely
+  moves it, and targets it cannot predict (a noisy reward, a state the observation does
+  not hold) all look so.
+- `actor_fit`: the actor's rank under `threshold` (and above `actor_direction`'s): it
+  does not reach the actions its critic values most. A too small actor, one whose rate,
+  clipped gradient or rare updates barely move it.
+- `actor_direction`: the actor's rank under `threshold`: it sits among the actions its
+  critic values least, as an actor that descends its critic does (a loss of the wrong
+  sign, an optimiser stepping the wrong way).
+
+The actor is judged only where the critic tells actions apart (the candidates' Q
+spread at least `min_spread` of its targets' spread): a critic that values every action
+alike gives the rank no meaning. The fix each proposes comes from the run's own
+settings (rules/_settings.py): what of that network lies far from the usual.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE
+from rltrain.utils.diagnosis.rules._settings import far_off
+from rltrain.utils.diagnosis.rules.spec import Option, RuleCheck, RuleSpec
+
+if TYPE_CHECKING:
+    from rltrain.utils.hooks.findings import Finding
+
+SPECS = (
+    RuleSpec(
+        name="critic_fit", section="diagnostics", group="Training set-up", threshold=0.5,
+        action="warn",
+        fires_when="the critic explains less than this share of its one-step targets' "
+                   "variance (1 - Var(TD error) / Var(targets), on the newest transitions), "
+                   "`measurements` measurements in a row once it has had `min_updates` updates",
+        hypothesis="if the critic cannot fit its targets (too few units, a learning rate or "
+                   "a clipped gradient that barely moves it, or targets it cannot predict: a "
+                   "noisy reward, a state the observation does not hold), then its TD error "
+                   "stays near the targets' own spread instead of falling under it",
+        check="the finding names the critic's settings that lie far from the usual (layer "
+              "widths, critic_lr, grad_clip_norm); if none does, look at what the targets "
+              "hold: the reward's noise, and the partial_observability finding",
+        options=(Option("every_updates", 500, "updates between two measurements (for "
+                        "critic_fit, actor_fit and actor_direction)", AT_LEAST_ONE),
+                 Option("min_updates", 2000, "updates before the networks are judged",
+                        NON_NEGATIVE),
+                 Option("measurements", 3, "measurements in a row before a rule fires",
+                        AT_LEAST_ONE))),
+    RuleSpec(
+        name="actor_fit", section="diagnostics", group="Training set-up", threshold=0.75,
+        action="warn",
+        fires_when="the actor's action ranks under this share of uniform actions by the "
+                   "critic's values (and at or above actor_direction's), `measurements` "
+                   "measurements in a row (critic_fit's options)",
+        hypothesis="if the actor cannot follow its critic (too few units, a learning rate, a "
+                   "clipped gradient or updates too rare to move it), then its actions stay "
+                   "below the ones the critic values most",
+        check="the finding names the actor's settings that lie far from the usual (layer "
+              "widths, actor_lr, grad_clip_norm, the algorithm's policy_delay)",
+        options=(Option("min_spread", 0.05, "judged only where the critic's values of "
+                        "uniform actions spread at least this share of its targets' spread",
+                        NON_NEGATIVE),)),
+    RuleSpec(
+        name="actor_direction", section="diagnostics", group="Training set-up",
+        threshold=0.25, action="warn",
+        fires_when="the actor's action ranks under this share of uniform actions by the "
+                   "critic's values, `measurements` measurements in a row (critic_fit's "
+                   "options; actor_fit's min_spread)",
+        hypothesis="if the actor descends its critic (its loss has the wrong sign, or its "
+                   "optimiser steps against the gradient), then its actions sit among those "
+                   "the critic values least",
+        check="the actor's loss must be -Q(s, pi(s)) (minimised), or +Q maximised; check "
+              "the sign and which optimiser steps it"),
+)
+
+
+class _NetworkCheck(RuleCheck):
+    """A rule judged on fit.py's measurements, `measurements` in a row beyond it."""
+
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        self.options = context.config.diagnostics.critic_fit
+        self.beyond = 0  # measurements in a row beyond the threshold
+        self.judged = 0  # measurements judged so far
+
+    def check(self, env_steps: int, updates: int, stats: dict[str, Any]) -> list[Finding]:
+        if updates < self.options.min_updates or not self.judgeable(stats):
+            return []
+        self.judged += 1
+        self.beyond = self.beyond + 1 if self.failing(stats) else 0
+        if self.beyond < self.options.measurements:
+            return []
+        self.beyond = 0  # the next finding needs as many measurements again
+        return self.finding(env_steps, updates, stats)
+
+    def judgeable(self, stats: dict[str, Any]) -> bool:
+        return stats.get("explained") == stats.get("explained")  # not NaN
+
+    def failing(self, stats: dict[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def finding(self, env_steps: int, updates: int, stats: dict[str, Any]) -> list[Finding]:
+        raise NotImplementedError
+
+    def unjudged(self) -> str | None:
+        return self.waiting(self.judged, self.options.measurements, "measurements",
+                            f"one every {self.options.every_updates} updates from update "
+                            f"{self.options.min_updates} on")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"beyond": self.beyond, "judged": self.judged}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.beyond, self.judged = int(state["beyond"]), int(state["judged"])
+
+
+class CriticFit(_NetworkCheck):
+    spec = SPECS[0]
+
+    def failing(self, stats: dict[str, Any]) -> bool:
+        return stats["explained"] < self.rule.threshold
+
+    def finding(self, env_steps: int, updates: int, stats: dict[str, Any]) -> list[Finding]:
+        proposed, why = far_off(self.context.config, "critic")
+        cause = ("; ".join(why) + ": train a new run with " + _sets(proposed) if proposed else
+                 "its settings are usual: the targets hold what it cannot predict (a noisy "
+                 "reward, a state the observation does not hold)")
+        return self.fire(
+            env_steps, stats["explained"],
+            f"after {updates} updates the critic explains {stats['explained']:.2f} of its "
+            f"one-step targets' variance (TD error RMS {stats['td_rms']:.3g} against the "
+            f"targets' std {stats['target_std']:.3g}) for {self.options.measurements} "
+            f"measurements in a row: it cannot fit them; {cause}", suggested_set=proposed)
+
+
+class ActorFit(_NetworkCheck):
+    spec = SPECS[1]
+
+    def judgeable(self, stats: dict[str, Any]) -> bool:
+        return stats.get("action_spread", 0.0) >= self.settings.min_spread
+
+    def failing(self, stats: dict[str, Any]) -> bool:
+        direction = self.context.config.diagnostics.actor_direction.threshold
+        return direction <= stats["rank"] < self.rule.threshold
+
+    def finding(self, env_steps: int, updates: int, stats: dict[str, Any]) -> list[Finding]:
+        proposed, why = far_off(self.context.config, "actor")
+        cause = ("; ".join(why) + ": " + _sets(proposed) if proposed else
+                 "its settings are usual: look at what reaches its gradient "
+                 "(broken_gradient, action_saturation)")
+        return self.fire(
+            env_steps, stats["rank"],
+            f"after {updates} updates the critic values the actor's action above only "
+            f"{stats['rank']:.0%} of uniform actions, {self.options.measurements} "
+            f"measurements in a row: the actor does not reach what its critic values most; "
+            f"{cause}", suggested_set=proposed)
+
+
+class ActorDirection(_NetworkCheck):
+    spec = SPECS[2]
+
+    def judgeable(self, stats: dict[str, Any]) -> bool:
+        min_spread = self.context.config.diagnostics.actor_fit.min_spread
+        return stats.get("action_spread", 0.0) >= min_spread
+
+    def failing(self, stats: dict[str, Any]) -> bool:
+        return stats["rank"] < self.rule.threshold
+
+    def finding(self, env_steps: int, updates: int, stats: dict[str, Any]) -> list[Finding]:
+        return self.fire(
+            env_steps, stats["rank"],
+            f"after {updates} updates the critic values the actor's action above only "
+            f"{stats['rank']:.0%} of uniform actions, {self.options.measurements} "
+            "measurements in a row: the actor moves toward what its critic values least; "
+            "check the sign of the actor's loss (-Q, minimised)", suggested_set={})
+
+
+def _sets(proposed: dict[str, Any]) -> str:
+    return " ".join(f"--set {k}={_yaml(v)}" for k, v in proposed.items())
+
+
+def _yaml(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ",".join(str(v) for v in value) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+CHECKS = (CriticFit, ActorFit, ActorDirection)
