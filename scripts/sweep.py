@@ -150,7 +150,7 @@ def start_ray(address: str | None) -> None:
     if ray.is_initialized():
         return
     if address is None:
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+        ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
     else:
         ray.init(address=address, log_to_driver=False)

@@ -47,7 +47,8 @@ def last_line(exc: BaseException) -> str:
 def join_cluster(ray: Any, address: str | None, runtime_env: dict[str, Any] | None) -> None:
     """`ray.init`, or one line naming the address when the cluster cannot be joined."""
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+        # No address: a Ray of this run's own, never a cluster another process left running.
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
                  configure_logging=False, runtime_env=runtime_env)
     except ConnectionError as exc:
         raise UserError(f"could not join the Ray cluster at ray_address '{address}': "

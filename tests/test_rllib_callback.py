@@ -58,7 +58,7 @@ def local_ray():
     # tests do.
     path = os.pathsep.join([str(Path(rltrain.__file__).parents[1]),
                             os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": path}})
     yield
     ray.shutdown()

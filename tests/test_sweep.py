@@ -35,7 +35,7 @@ def local_ray(tmp_path_factory):
                                                              old["PYTHONPATH"]]))
     os.environ["RLTRAIN_TEST_KILL_MARKER"] = str(marker)
     os.environ["RLTRAIN_TEST_GATE"] = str(marker.with_name("gate"))
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              configure_logging=False)
     yield marker
     ray.shutdown()

@@ -36,7 +36,7 @@ WORKERS = {"num_workers": 2, "worker_chunk_steps": 7, "worker_sync_every": 20,
 def local_ray():
     # The runners' processes import the tests' own envs (fake_envs) as the tests do.
     path = os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": path}})
     yield
     ray.shutdown()
