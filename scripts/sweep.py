@@ -65,7 +65,8 @@ def _run_trial(params: dict[str, Any], tune: Any) -> None:
         return
     checkpoint = _checkpoint_to_resume(tune, own)
     if checkpoint is not None:
-        trainer, paths, info = prepare_resume(str(checkpoint), (), None, interactive=False)
+        trainer, paths, info = prepare_resume(str(checkpoint), (), None, interactive=False,
+                                              trusted=config)
     else:
         set_aside_attempt(own)
         (trainer, paths), info = prepare_train(config, interactive=False), None

@@ -170,9 +170,12 @@ class Trainer:
         state.watch("rule_hooks", hooks.rule_states())
         self.hooks.hooks = hooks.ordered()
         self.run_hooks = hooks
-        self.status = StatusFile(paths.status_file, {"run": paths.name,
-                                 "max_timesteps": config.max_timesteps}, [state, self.monitor],
-                                 (config.checkpoint_freq, config.eval_freq))
+        # checkpoint_dir: how a resume from another folder knows this log folder is the
+        # run's own (scripts/resume.py).
+        self.status = StatusFile(paths.status_file, {
+            "run": paths.name, "max_timesteps": config.max_timesteps,
+            "checkpoint_dir": str(paths.checkpoint_dir.resolve())}, [state, self.monitor],
+            (config.checkpoint_freq, config.eval_freq))
         if resume is not None:
             self.logger.resume(resume.env_steps, resume.describe(), checkpoint=resume.checkpoint,
                                changes=resume.changes, forked_from=resume.forked_from)

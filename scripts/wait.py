@@ -29,6 +29,7 @@ from rltrain.scripts.resume import prepare_resume
 from rltrain.scripts.run_notify import answer_commands, crash_event, outcome_event, warning_event
 from rltrain.scripts.run_state import ResumeInfo
 from rltrain.scripts.trainer import Trainer
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import write_json
 from rltrain.utils.run.folders import RunLock, RunPaths
@@ -69,7 +70,7 @@ def supervise(trainer: Trainer, paths: RunPaths, resume: ResumeInfo | None, wait
                 return outcome
             announce(outcome)
             trainer = None  # type: ignore[assignment]  # its replay buffer, before the next
-            resumed = wait_after_pause(paths, outcome, config.wait_timeout, interactive, lock)
+            resumed = wait_after_pause(paths, outcome, config, interactive, lock)
             if resumed is None:
                 return outcome
             trainer, paths, resume = resumed
@@ -97,11 +98,13 @@ def _run(trainer: Trainer, paths: RunPaths, resume: ResumeInfo | None,
         raise
 
 
-def wait_after_pause(paths: RunPaths, outcome: RunOutcome, timeout: float | None,
+def wait_after_pause(paths: RunPaths, outcome: RunOutcome, config: TrainConfig,
                      interactive: bool | None, lock: RunLock | None) -> Resumed | None:
     """Wait for an instruction; the resumed trainer on `continue`, None when the wait ends
-    without one (the paused checkpoint stays as it was)."""
+    without one (the paused checkpoint stays as it was). `config`: the run's, whose
+    commands and folders the continued run keeps (the checkpoint's are not trusted)."""
     assert outcome.checkpoint is not None
+    timeout = config.wait_timeout
     checkpoint = str(outcome.checkpoint)
     deadline = None if timeout is None else time.monotonic() + timeout
     paths.instruction_file.unlink(missing_ok=True)  # meant for an earlier process
@@ -120,7 +123,7 @@ def wait_after_pause(paths: RunPaths, outcome: RunOutcome, timeout: float | None
             if instruction.action == "continue":
                 try:
                     resumed = prepare_resume(checkpoint, instruction.overrides, None,
-                                             interactive, lock)
+                                             interactive, lock, trusted=config)
                 except UserError as exc:
                     refuse(paths, outcome.env_steps, instruction, str(exc))
                     continue

@@ -5,6 +5,7 @@ is touched; `eval` refuses an actor whose weights are NaN."""
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,13 +121,101 @@ def test_resuming_when_the_log_folder_is_a_file_says_not_a_directory(trained_run
     folder = tmp_path / "checkpoints" / "trained"
     payload["log_dir"], payload["checkpoint_dir"] = str(tmp_path / "logs"), str(folder)
     save_tensors(checkpoint := folder / "checkpoint_step_200.pt", payload)
-    (tmp_path / "logs").write_text("not a folder")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "trained").write_text("not a folder")
     before = files_of(tmp_path)
-    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint)])
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint),
+                                      "--set", f"log_dir={tmp_path / 'logs'}"])
     assert result.exit_code == 4, result.output
     assert len(result.output.strip().splitlines()) == 1
-    assert f"'{tmp_path / 'logs'}': it is not a directory" in result.output, result.output
+    assert f"'{tmp_path / 'logs' / 'trained'}': it is not a directory" in result.output
     assert files_of(tmp_path) == before
+
+
+def forged(trained_run, target: Path, **config) -> tuple[Path, dict]:
+    """The trained run's checkpoint at step 200 saved as `target`, its config's keys
+    replaced by `config` (dotted: notify.command)."""
+    payload = load_checkpoint(trained_run.checkpoint_dir / "checkpoint_step_200.pt")
+    for key, value in config.items():
+        nested_set(payload["config"], key.replace(".", "/"), value)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    save_tensors(target, payload)
+    return target, payload
+
+
+def test_a_checkpoint_s_notify_command_never_runs_when_it_is_resumed(
+        trained_run, tmp_path, monkeypatch):
+    """A downloaded checkpoint forked into a new run: its notify.command is not run, its
+    webhook not called, and the resume says so (with the URL's token masked)."""
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "the_command_ran"
+    checkpoint, _ = forged(
+        trained_run, tmp_path / "downloads" / "model.pt",
+        **{"notify.command": f"{sys.executable} -c \"open({str(marker)!r}, 'w')\"",
+           "notify.url": "http://127.0.0.1:9/hook?token=SECRET"})
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint),
+                                      "--run-name", "mine"])
+    assert result.exit_code == 0, result.output
+    assert not marker.exists()
+    assert "not taken from the checkpoint" in result.output
+    assert "notify.command" in result.output and "notify.url" in result.output
+    assert "SECRET" not in result.output
+    events = (tmp_path / "logs" / "mine" / "events.jsonl").read_text()
+    assert "not taken from the checkpoint" in events and "SECRET" not in events
+    given = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint),
+                                     "--run-name", "mine2", "--set",
+                                     f"notify.command={sys.executable} -c \"open("
+                                     f"{str(marker)!r}, 'w')\""])
+    assert given.exit_code == 0, given.output
+    assert marker.exists()  # the user's own --set runs
+
+
+def test_a_fork_writes_into_the_users_folders_not_the_ones_its_checkpoint_names(
+        trained_run, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    checkpoint, _ = forged(trained_run, tmp_path / "downloads" / "model.pt",
+                           log_dir=str(elsewhere / "logs"),
+                           checkpoint_dir=str(elsewhere / "checkpoints"))
+    (work := tmp_path / "work").mkdir()
+    monkeypatch.chdir(work)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint),
+                                      "--run-name", "mine"])
+    assert result.exit_code == 0, result.output
+    assert not elsewhere.exists()
+    assert (work / "logs" / "mine" / "metrics.jsonl").is_file()
+    assert (work / "checkpoints" / "mine" / "checkpoint_step_300.pt").is_file()
+    assert f"log_dir '{elsewhere / 'logs'}'" in result.output
+
+
+def test_a_checkpoint_naming_another_run_s_log_folder_is_not_resumed_into_it(
+        trained_run, tmp_path, monkeypatch):
+    """A file whose run name and checkpoint folder fit where it lies, and whose log_dir
+    names another run's log folder: continuing it in place would overwrite that run's
+    config.yaml and status.json and move its later videos aside. Refused; that folder
+    is not touched; the user's own --set log_dir is followed."""
+    victim = tmp_path / "logs" / "victim"
+    shutil.copytree(trained_run.log_dir, victim)
+    for later in ("videos/pause_900.mp4", "heatmaps/heatmap_step_900.png"):
+        (victim / later).parent.mkdir(exist_ok=True)
+        (victim / later).write_bytes(b"the victim's")
+    folder = tmp_path / "downloads" / "evil"
+    checkpoint, payload = forged(trained_run, folder / "checkpoint_step_200.pt")
+    payload.update(run_name="evil", checkpoint_dir=str(folder), log_dir=str(victim))
+    save_tensors(checkpoint, payload)
+    (work := tmp_path / "work").mkdir()
+    monkeypatch.chdir(work)
+    before = files_of(victim)
+    result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint)])
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert f"names '{victim}' as its run's log folder, which does not name" in result.output
+    assert files_of(victim) == before
+    assert not (work / "logs").exists()
+    given = CliRunner().invoke(cli, ["resume", "--checkpoint", str(checkpoint),
+                                     "--set", f"log_dir={work / 'mine'}"])
+    assert given.exit_code == 0, given.output
+    assert (work / "mine" / "evil" / "metrics.jsonl").is_file()
+    assert files_of(victim) == before
 
 
 @pytest.mark.parametrize("command", ["eval", "resume"])

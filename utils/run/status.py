@@ -28,10 +28,12 @@ def write_status(path: Path, status: dict[str, Any]) -> None:
 
 
 def read_status(path: Path) -> dict[str, Any] | None:
+    """The status a run wrote, or None where there is none or it is no JSON object."""
     try:
-        return json.loads(path.read_text())
+        status = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return status if isinstance(status, dict) else None
 
 
 def process_alive(status: dict[str, Any]) -> bool:
