@@ -278,7 +278,7 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
     before = signal.getsignal(signal.SIGINT)  # the sweep ends with Ctrl-C ignored
     try:
         if resume_name is not None:
-            folder = sweeps.resume_sweep(resume_name, log_dir, address)
+            folder = sweeps.resume_sweep(resume_name, log_dir, address, overrides)
         else:
             overrides = flag_overrides(overrides, **flags)
             if config_name is None and given_value(overrides, "env_name") is None:

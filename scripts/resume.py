@@ -27,7 +27,7 @@ from typing import Any
 
 from rltrain.scripts.run_state import ResumeInfo, check_resumable
 from rltrain.scripts.trainer import Trainer
-from rltrain.utils.config.fields import FIXED_ON_RESUME, NOT_FROM_FILES
+from rltrain.utils.config.fields import FIXED_ON_RESUME, FOLDER_KEYS, NOT_FROM_FILES
 from rltrain.utils.config.loader import apply_overrides, config_from_dict
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import CheckpointError, ConfigError, UserError
@@ -45,8 +45,6 @@ from rltrain.utils.run.folders import (
 )
 from rltrain.utils.run.notify_target import mask_text
 from rltrain.utils.run.status import read_status
-
-FOLDER_KEYS = ("log_dir", "checkpoint_dir")
 
 
 def _value(config: TrainConfig, key: str) -> Any:

@@ -112,12 +112,20 @@ def _workers_without_normalize(config: TrainConfig, raw: dict[str, Any]) -> None
                           "num_workers: 0, or turn normalize off")
 
 
+def folder_name_problem(name: str, what: str) -> str | None:
+    """Why `name` cannot name a run's or a sweep's folder (None: it can): a plain folder
+    name, one path component, nothing that leads out of its parent folder."""
+    if name in (".", "..") or not name or not all(c.isalnum() or c in "-_." for c in name):
+        return (f"{what} must be a plain folder name (letters, digits, '-', '_', '.'); "
+                f"got {name!r}")
+    return None
+
+
 def _run_name_is_a_folder_name(config: TrainConfig, raw: dict[str, Any]) -> None:
     name = config.run_name
-    if name is not None and (name in (".", "..") or
-                             not all(c.isalnum() or c in "-_." for c in name)):
-        raise ConfigError(f"config key 'run_name' must be a plain folder name (letters, digits, "
-                          f"'-', '_', '.'); got {name!r}")
+    problem = None if name is None else folder_name_problem(name, "config key 'run_name'")
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 # (the keys a check reads, the first one the key its problem is about; the check), in the

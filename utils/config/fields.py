@@ -74,4 +74,6 @@ FIXED_ON_RESUME = ("env_name", "env_kwargs", "seed", "algo", "hidden_sizes", "ne
 # never taken from a file rltrain did not just get from the user (a checkpoint, a run
 # folder): a resume takes them from its own --set, else their defaults
 # (docs/robustness.md, "What is trusted from which file").
-NOT_FROM_FILES = ("log_dir", "checkpoint_dir", "notify.url", "notify.command", "ray_address")
+FOLDER_KEYS = ("log_dir", "checkpoint_dir")
+COMMAND_KEYS = ("notify.url", "notify.command", "ray_address")  # default: none
+NOT_FROM_FILES = FOLDER_KEYS + COMMAND_KEYS
