@@ -130,6 +130,8 @@ def _say_paused(status: dict[str, Any]) -> None:
 def _interrupt_stuck(status: dict[str, Any]) -> None:
     """The run is inside one env call for long and reads no request: a SIGTERM makes it
     abandon the call and stop with a checkpoint (exit code 5, as an env failure)."""
+    if not process_alive(status):  # ended meanwhile: its id may be another's by now
+        return
     stuck = status.get("stuck") or {}
     click.echo(f"the run is stuck in the env's {stuck.get('call', 'code')} (for "
                f"{stuck.get('seconds', '?')} s when last recorded): sending it SIGTERM")
