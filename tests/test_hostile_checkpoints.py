@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,98 @@ def test_a_run_folder_given_as_the_checkpoint_points_to_its_checkpoint_files(
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.output.strip().splitlines() == [f"Error: {says}"]
     assert files_of(tmp_path) == before
+
+
+def rewritten(source: Path, target: Path, change=lambda name, data: data,
+              compression: int = zipfile.ZIP_STORED) -> Path:
+    """`source`'s zip archive written again as `target`, each entry's bytes through
+    `change`, with `compression`."""
+    with zipfile.ZipFile(source) as archive:
+        entries = [(e.filename, archive.read(e)) for e in archive.infolist()]
+    with zipfile.ZipFile(target, "w", compression=compression) as archive:
+        for name, data in entries:
+            archive.writestr(name, change(name, data))
+    return target
+
+
+def with_flag(source: Path, target: Path, offset_in_header: int, value: bytes) -> Path:
+    """`source` with bytes of the first central directory header replaced."""
+    data = bytearray(source.read_bytes())
+    at = data.find(b"PK\x01\x02") + offset_in_header
+    data[at:at + len(value)] = value
+    target.write_bytes(bytes(data))
+    return target
+
+
+def nested(depth: int) -> dict:
+    top = node = {}
+    for _ in range(depth):
+        node["x"] = {}
+        node = node["x"]
+    return top
+
+
+def forged_archive(kind: str, source: Path, target: Path) -> Path:
+    if kind == "compressed":  # a few KB that torch unpacks to whatever the entry says
+        padding = lambda name, data: data + bytes(10**7) if name.endswith("/version") else data  # noqa: E731
+        return rewritten(source, target, padding, zipfile.ZIP_DEFLATED)
+    if kind == "compression_method_flipped":
+        return with_flag(source, target, 10, b"\x63\x00")  # method 99
+    if kind == "encryption_bit_flipped":
+        return with_flag(source, target, 8, b"\x01\x08")
+    if kind == "record_shorter_than_its_storage":
+        payload = load_checkpoint(source)
+        payload["trainer"]["probe"] = torch.arange(91.0).reshape(7, 13)
+        save_tensors(target, payload)
+        with zipfile.ZipFile(target) as archive:
+            record = next(e.filename for e in archive.infolist()
+                          if e.file_size == 91 * 4 and "/data/" in e.filename)
+        return rewritten(target, target.with_suffix(".x"),
+                         lambda name, data: data[:16] if name == record else data)
+    if kind == "tensor_past_its_storage":
+        payload = load_checkpoint(source)
+        payload["trainer"]["probe"] = torch.arange(91.0).reshape(7, 13)
+        save_tensors(target, payload)
+        size, larger = b"K\x07K\x0d\x86", b"K\x08K\x0d\x86"
+        return rewritten(target, target.with_suffix(".x"), lambda name, data: (
+            data.replace(size, larger) if name.endswith("data.pkl") else data))
+    assert kind == "nested_5000_deep"
+    payload = load_checkpoint(source)
+    payload["trainer"]["deep"] = nested(5000)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(50_000)  # torch.save's pickler recurses
+    try:
+        save_tensors(target, payload)
+    finally:
+        sys.setrecursionlimit(limit)
+    return target
+
+
+ARCHIVES = {
+    "compressed": "is compressed (torch.save writes none",
+    "compression_method_flipped": "is compressed (torch.save writes none",
+    "encryption_bit_flipped": "is encrypted",
+    "record_shorter_than_its_storage": "claims 91 elements of 4 bytes, but its record "
+                                       "holds 16 bytes",
+    "tensor_past_its_storage": "a tensor of shape [8, 13] reaches element 103 of storage",
+    "nested_5000_deep": "its data is nested deeper than 64 levels",
+}
+
+
+@pytest.mark.parametrize("command", ["resume", "eval"])
+@pytest.mark.parametrize("kind", list(ARCHIVES))
+def test_an_archive_that_would_cost_more_than_its_bytes_is_refused_before_loading(
+        trained_run, tmp_path, run_copy, command, kind):
+    """Memory is bounded before torch allocates: a compressed entry (54 MB that unpack
+    to 12 GiB were OOM-killed after 73 s), a storage claiming more than its record, a
+    tensor past its storage, data 5000 deep (a RecursionError); a flipped compression
+    or encryption flag was a NotImplementedError or RuntimeError traceback."""
+    forged = forged_archive(kind, run_copy / "checkpoint_step_200.pt",
+                            tmp_path / "forged.pt")
+    forged.replace(target := run_copy / "checkpoint_step_200.pt")
+    before = files_of(trained_run.log_dir, trained_run.checkpoint_dir, run_copy)
+    result = CliRunner().invoke(cli, [command, "--checkpoint", str(target)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    assert ARCHIVES[kind] in result.output, result.output
+    assert files_of(trained_run.log_dir, trained_run.checkpoint_dir, run_copy) == before
