@@ -34,6 +34,7 @@ from rltrain.utils.errors import (
     OutputError,
     UserError,
     describe_os_error,
+    printable,
 )
 from rltrain.utils.run.folders import relative_to_cwd
 from rltrain.utils.version import __version__
@@ -83,11 +84,12 @@ class RLTrainGroup(click.Group):
         try:
             return super().invoke(ctx)
         except UserError as exc:  # several (a config's problems): each its own Error line
-            raise InputError("\nError: ".join(str(exc).splitlines() or [""])) from None
+            lines = printable(str(exc)).splitlines() or [""]
+            raise InputError("\nError: ".join(lines)) from None
         except OutputError as exc:
-            raise WriteFailure(str(exc)) from None
+            raise WriteFailure(printable(str(exc))) from None
         except EnvFailure as exc:
-            raise EnvFailed(str(exc)) from None
+            raise EnvFailed(printable(str(exc))) from None
         except BrokenPipeError:  # stdout's reader has gone (`rltrain diagnose RUN | head`):
             raise  # Click ends quietly with code 1, as when that happens after the command
         except OSError as exc:

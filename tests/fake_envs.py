@@ -145,14 +145,14 @@ class CrashingPendulum(gym.Wrapper):
 
     broken = True
 
-    def __init__(self, at: int = 150) -> None:
+    def __init__(self, at: int = 150, message: str = "simulator crashed") -> None:
         super().__init__(gym.make("Pendulum-v1"))
-        self.at, self.steps = at, 0
+        self.at, self.steps, self.message = at, 0, message
 
     def step(self, action):
         self.steps += 1
         if CrashingPendulum.broken and self.steps == self.at:
-            raise RuntimeError("simulator crashed")
+            raise RuntimeError(self.message)
         return self.env.step(action)
 
 

@@ -175,3 +175,31 @@ def test_an_env_step_that_hangs_past_env_step_timeout_stops_with_a_checkpoint(
     assert never.exit_code == 0, never.output
     assert_same_state(*(load_checkpoint(tmp_path / "checkpoints" / name /
                                         "checkpoint_step_300.pt") for name in ("h", "never")))
+
+
+def test_an_envs_exception_text_reaches_no_terminal_as_control_sequences(tmp_path):
+    """An env's message with terminal escapes (clear the screen, set the window title) is
+    shown escaped by the run, status and diagnose, and so stored in its files; a status
+    planted with one is shown escaped too."""
+    message = "bad state \x1b[2J\x1b]0;pwned\x07 here"
+    config = tmp_path / "esc.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path, env_name=CRASHING, eval_freq=1000,
+                                               env_kwargs={"message": message})))
+    result = CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", "esc"])
+    assert result.exit_code == 5, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output
+    assert "bad state \\x1b[2J\\x1b]0;pwned\\x07 here" in result.output
+    folder = tmp_path / "logs" / "esc"
+    for name in ("events.jsonl", "status.json"):
+        assert "\\u001b" not in (folder / name).read_text()  # JSON's escape of a raw ESC
+    status = json.loads((folder / "status.json").read_text())
+    status["pause_reason"] = message  # planted: a file read is shown escaped too
+    (folder / "status.json").write_text(json.dumps(status))
+    with (folder / "events.jsonl").open("a") as f:
+        f.write(json.dumps({"env_steps": 150, "rule": "catastrophic_reward",
+                            "action": "warn", "value": message, "message": message}) + "\n")
+    for command in ("status", "diagnose"):
+        shown = CliRunner().invoke(cli, [command, str(folder)])
+        assert shown.exit_code == 0, shown.output
+        assert "\x1b" not in shown.output and "\x07" not in shown.output, command
+

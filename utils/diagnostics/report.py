@@ -15,7 +15,7 @@ from typing import Any
 from rltrain.utils.config.loader import read_yaml_mapping
 from rltrain.utils.diagnostics import evidence, reward_terms
 from rltrain.utils.diagnostics.rules import RULES, SEVERITY
-from rltrain.utils.errors import ConfigError
+from rltrain.utils.errors import ConfigError, printable
 from rltrain.utils.rules.registry import cause_rank
 from rltrain.utils.run.folders import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE
 from rltrain.utils.run.logger import read_jsonl
@@ -49,7 +49,7 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
                                     "first_step": earlier["first_step"],
                                     "count": earlier["count"] + 1 + event.get("held_back", 0),
                                     "evidence": event.get("value"), "severity": severity,
-                                    "message": event.get("message", ""),
+                                    "message": printable(str(event.get("message", ""))),
                                     "suggested_set": dict(event.get("suggested_set") or {})}
     return sorted(latest.values(), key=_rank)
 
@@ -69,7 +69,7 @@ def reward_drops(log_dir: Path) -> dict[str, Any] | None:
     return {"rule": "reward_drop", "step": drops[-1]["env_steps"], "suggested_set": {},
             "first_step": drops[0]["env_steps"], "count": len(drops),
             "evidence": [d["env_steps"] for d in drops][-10:], "severity": "info",
-            "message": drops[-1]["reason"]}
+            "message": printable(str(drops[-1].get("reason")))}
 
 
 def diagnose(log_dir: Path) -> dict[str, Any]:
@@ -160,7 +160,7 @@ def print_table(report: dict[str, Any]) -> None:
     for f in report["findings"]:
         hypothesis, check = RULES[f["rule"]]
         table.add_row(Text(f["severity"]), Text(f["rule"]), Text(seen_at(f)),
-                      Text(evidence.text(f["evidence"])),
+                      Text(printable(evidence.text(f["evidence"]))),
                       Text(f"{f['message']}\nhypothesis: {hypothesis}\ncheck: {check}"))
     console.print(table)
     for line in waiting:
@@ -174,7 +174,7 @@ def _print_blocks(console: Any, report: dict[str, Any]) -> None:
     console.print(Text(f"findings for run {report['run']}"))
     for f in report["findings"]:
         hypothesis, check = RULES[f["rule"]]
-        shown = evidence.text(f["evidence"]).replace("\n", "\n    ")
+        shown = printable(evidence.text(f["evidence"])).replace("\n", "\n    ")
         console.print(Text(f"\n[{f['severity']}] {f['rule']}, steps {seen_at(f)}, evidence "
                            f"{shown}\n  {f['message']}\n  hypothesis: "
                            f"{hypothesis}\n  check: {check}"))

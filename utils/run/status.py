@@ -67,13 +67,60 @@ def same_process(pid: int, status: dict[str, Any]) -> bool:
         return False
 
 
+NUMBER = (int, float)
+# The type of each field readers compute with; a field of another type (a damaged or
+# hand-edited file) is read as absent. NaN and inf are written as strings.
+FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    **dict.fromkeys(("env_steps", "max_timesteps", "episodes", "updates", "best_eval_step",
+                     "evals_since_best", "latest_episode_non_finite_rewards", "pid"), int),
+    **dict.fromkeys(("state", "run", "host", "latest_checkpoint", "pause_reason",
+                     "continue_with", "checkpoint_dir", "boot_id", "integration"), str),
+    **dict.fromkeys(("waiting", "stuck", "workers"), dict),
+    **dict.fromkeys(("latest_eval", "best_eval", "latest_episode_return"), (*NUMBER, str)),
+    **dict.fromkeys(("updated_at", "pid_started"), NUMBER),
+}
+
+
 def read_status(path: Path) -> dict[str, Any] | None:
-    """The status a run wrote, or None where there is none or it is no JSON object."""
+    """The status a run wrote, or None where there is none or it is no JSON object; its
+    fields of the wrong type (`unreadable_fields`) left out."""
+    status = _read_json_object(path)
+    if status is None:
+        return None
+    bad = unreadable_fields(status)
+    return {k: v for k, v in status.items() if k not in bad}
+
+
+def _read_json_object(path: Path) -> dict[str, Any] | None:
     try:
-        status = json.loads(path.read_text())
-    except (OSError, ValueError):
+        status = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
     return status if isinstance(status, dict) else None
+
+
+def unreadable_fields(status: dict[str, Any]) -> list[str]:
+    """The fields of `status` whose type is not the one rltrain writes (None is one)."""
+    bad = []
+    for key, kind in FIELD_TYPES.items():
+        value = status.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+            bad.append(key)
+    waiting = status.get("waiting")
+    if isinstance(waiting, dict) and not isinstance(waiting.get("since"), NUMBER):
+        bad.append("waiting")
+    return bad
+
+
+def status_problem(path: Path) -> str | None:
+    """What of a run's status.json could not be read (None: all of it, or no file)."""
+    if not path.exists():
+        return None
+    status = _read_json_object(path)
+    if status is None:
+        return f"{path.name} (not a JSON object)"
+    bad = unreadable_fields(status)
+    return f"{path.name} fields {', '.join(bad)}" if bad else None
 
 
 def process_alive(status: dict[str, Any]) -> bool:
