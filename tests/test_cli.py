@@ -335,3 +335,17 @@ def test_the_progress_shows_an_evaluations_best_at_once():
     result = EvalResult([-150.0], [200], [-80.0], np.zeros((1, 3)), np.zeros((1, 3)), [True])
     hook.on_eval(Evaluation(2000, result, best=-150.0, evals_since_best=0))
     assert display.shown[-1] == (2000, None, -150.0)
+
+
+def test_a_run_started_with_stdout_closed_trains_and_leaves_no_traceback(tmp_path):
+    """`rltrain train ... >&-`: Python's sys.stdout is None; the progress display failed
+    on it with a traceback and left empty run folders."""
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path)))
+    exe = Path(sys.executable).with_name("rltrain")
+    result = subprocess.run(["sh", "-c", f'exec "{exe}" train --config "{config}" '
+                             "--run-name closed >&-"], capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert (tmp_path / "checkpoints" / "closed" / "checkpoint_step_300.pt").is_file()

@@ -69,7 +69,9 @@ class ProgressDisplay:
     def __init__(self, total_steps: int, start_steps: int, interactive: bool | None = None,
                  console: Console | None = None):
         self.total = total_steps
-        self.interactive = sys.stdout.isatty() if interactive is None else interactive
+        if interactive is None:  # no stdout (closed): nothing to draw on
+            interactive = sys.stdout is not None and sys.stdout.isatty()
+        self.interactive = interactive
         self.console = console or _TrainingConsole(highlight=False, soft_wrap=True)
         self._last_plain = time.monotonic()
         self._rate_mark = (time.monotonic(), start_steps)
