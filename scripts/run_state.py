@@ -31,7 +31,7 @@ from rltrain.agents.registry import algorithm
 from rltrain.scripts.agent_setup import agent_view, build_agent, network_spec
 from rltrain.scripts.distributed import make_collector
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
-from rltrain.utils.errors import CheckpointError, EnvFailure
+from rltrain.utils.errors import CheckpointError, EnvFailure, first_line
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Step, Update
@@ -129,10 +129,19 @@ class RunState:
             raise CheckpointError(f"checkpoint '{self.restored_from}' does not fit this run: "
                                   f"its {name} state: {misfit(exc)}") from None
 
-    def close(self) -> None:
-        """Close the envs (async vector envs run worker processes)."""
-        self.collector.close()
-        self.eval_env.close()
+    def close(self) -> list[str]:
+        """Close the envs (async vector envs run worker processes). An exception from an
+        env's own `close` does not change how the run ended: it is returned, one line
+        each, for the caller to report."""
+        problems = []
+        for which, close in (("training env", self.collector.close),
+                             ("evaluation env", self.eval_env.close)):
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 (the env's own code)
+                problems.append(f"the {which}'s close() raised {type(exc).__name__}: "
+                                f"{first_line(exc)}")
+        return problems
 
     # ------------------------------------------------------- steps and updates
     def env_step(self) -> Step:

@@ -191,10 +191,15 @@ class Trainer:
         self.run_lock = lock if lock is not None else RunLock(paths)
 
     def close(self) -> None:
-        """Close the envs; give the run's folders back."""
-        self.state.close()
-        if self.run_lock is not None:
-            self.run_lock.release()
+        """Close the envs; give the run's folders back. An env whose `close` raises is a
+        warning: the run's outcome and its checkpoint stand."""
+        try:
+            for problem in self.state.close():
+                print(f"warning: {problem} (ignored: the run's files are written)",
+                      file=sys.stderr)
+        finally:
+            if self.run_lock is not None:
+                self.run_lock.release()
 
     def _loop(self, resumed: bool) -> RunOutcome:
         state = self.state

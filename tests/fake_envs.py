@@ -156,6 +156,13 @@ class CrashingPendulum(gym.Wrapper):
         return self.env.step(action)
 
 
+class CloseFailingPendulum(gym.Wrapper):
+    """Pendulum whose close() raises: an env with a bug in its clean-up only."""
+
+    def close(self):
+        raise RuntimeError("renderer already gone")
+
+
 class ExitingPendulum(gym.Wrapper):
     """Pendulum whose step raises `error` (SystemExit(0), KeyboardInterrupt) at its
     150th step: env code that exits or interrupts instead of raising an error."""
@@ -478,6 +485,8 @@ gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
 gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
 gym.register("FakeGatedPendulum-v0", entry_point=GatedPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
+gym.register("FakeCloseFailingPendulum-v0",
+             entry_point=lambda **kw: CloseFailingPendulum(gym.make("Pendulum-v1", **kw)))
 gym.register("FakeExitingPendulum-v0", entry_point=ExitingPendulum)
 gym.register("FakeWordyPendulum-v0", entry_point=WordyPendulum)
 gym.register("FakeHangingPendulum-v0", entry_point=HangingPendulum)

@@ -203,3 +203,21 @@ def test_an_envs_exception_text_reaches_no_terminal_as_control_sequences(tmp_pat
         assert shown.exit_code == 0, shown.output
         assert "\x1b" not in shown.output and "\x07" not in shown.output, command
 
+
+@pytest.mark.parametrize("extra, code, says", [
+    ({}, 0, "finished at step 300"),
+    ({"min_reward_threshold": 0.0}, 3, "resume with: rltrain resume --checkpoint"),
+])
+def test_an_env_whose_close_raises_leaves_the_runs_outcome_as_it_was(tmp_path, extra, code,
+                                                                       says):
+    """A bug in the env's clean-up was a traceback after the run's checkpoint was written,
+    with no word of how the run ended."""
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(
+        tmp_path, env_name="fake_envs:FakeCloseFailingPendulum-v0", **extra)))
+    result = CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", "c"])
+    assert result.exit_code == code, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert says in result.output
+    assert "warning: the training env's close() raised RuntimeError: renderer already gone" \
+        in result.output
