@@ -168,10 +168,12 @@ def _outcome_decided() -> None:
     from now on changes nothing: not the report, not the exit code (SIG_IGN, unlike a
     Python handler, holds through the interpreter's shutdown). Not when the CLI runs inside
     another program (tests, notebooks): their Ctrl-C stays theirs."""
+    from rltrain.utils.run.signals import PAUSE_SIGNALS
+
     context = click.get_current_context(silent=True)
     if context is not None and (context.find_root().obj or {}).get("owns_process"):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # nor a SIGTERM (it gave 143)
+        for signum in PAUSE_SIGNALS:  # nor a SIGTERM (it gave 143), SIGHUP, ...
+            signal.signal(signum, signal.SIG_IGN)
 
 
 def _say_paused(outcome: RunOutcome) -> None:

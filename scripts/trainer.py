@@ -31,6 +31,7 @@ from rltrain.scripts.outcome import RunOutcome
 from rltrain.scripts.run_state import ResumeInfo, RunState
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import (
+    Aborted,
     EnvFailure,
     OutputError,
     describe_write_failure,
@@ -41,7 +42,7 @@ from rltrain.utils.hooks.hook import Hook
 from rltrain.utils.io.checkpoint import remove_stale_temp_files
 from rltrain.utils.io.run_files import write_run_file
 from rltrain.utils.run.folder_watch import FolderWatch, deleted_message
-from rltrain.utils.run.folders import RunLock, RunPaths, relative_to_cwd
+from rltrain.utils.run.folders import RunLock, RunPaths, checkpoint_step, relative_to_cwd
 from rltrain.utils.run.health import HealthRules
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.run.metrics import RunMetrics
@@ -87,8 +88,10 @@ class Trainer:
                 raise OutputError(f"the run could not start: {problem}{then}") from None
             try:
                 outcome = self._loop(resumed=resume is not None)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 self.write_status("aborted")
+                if isinstance(exc, Aborted):
+                    print(self._aborted_line(), file=sys.stderr)
                 raise
             except (OSError, OutputError) as exc:
                 if not isinstance(exc, OutputError) and os_error_in(exc) is None:
@@ -267,7 +270,21 @@ class Trainer:
         self.write_status("finished")
         return RunOutcome("finished", steps, path)
 
+    def _aborted_line(self) -> str:
+        """What a second Ctrl-C cost: the env steps since the newest checkpoint."""
+        steps, newest = self.state.counters.env_steps, self.monitor.latest_checkpoint
+        if not newest or not Path(newest).is_file():
+            return (f"aborted at step {steps} by a second Ctrl-C: the run has no checkpoint "
+                    "to resume; all of it is lost")
+        since = checkpoint_step(Path(newest))
+        return (f"aborted at step {steps} by a second Ctrl-C, before a checkpoint of it: the "
+                f"{steps - since} env steps since {newest} (step {since}) are lost; resume "
+                f"with: rltrain resume --checkpoint {newest}")
+
     def _pause(self) -> RunOutcome:
+        # The pause is decided: a second Ctrl-C while its checkpoint is written would lose
+        # that checkpoint and what came since the last one, so it no longer aborts.
+        self.signals.settle()
         steps = self.state.counters.env_steps
         self.run_hooks.record_unjudged(self.logger, steps)
         finding, path = self.monitor.take_pause(steps)
