@@ -171,8 +171,14 @@ class RunState:
         return count_step(self.counters, self.collector.episodes[step.env], step,
                           ended=step.terminated or truncated)
 
-    def next_episode(self, env: int) -> None:
-        self.collector.restart(env, next_episode_index(self.counters, self.collector.num_envs))
+    def end_episode(self, env: int) -> None:
+        """Env `env`'s episode has ended: the next is recorded, its reset made by
+        `start_episode` once the step's updates and due work are done (a reset that
+        raises then stops the run with a checkpoint of the whole step)."""
+        self.collector.end(env, next_episode_index(self.counters, self.collector.num_envs))
+
+    def start_episode(self, env: int) -> None:
+        self.collector.start_next(env)
 
     def status(self) -> dict[str, Any]:
         """The counters (and the env runners', with num_workers), as status.json shows them."""

@@ -234,13 +234,17 @@ class Trainer:
         ended = state.count_step(step)
         if ended is not None:
             hooks.on_episode_end(ended)
-            state.next_episode(ended.env)
+            state.end_episode(ended.env)
         state.in_env_step = False
         if state.learning():
             for _ in range(self.config.utd_ratio):
                 hooks.on_update(state.learn())
         hooks.on_step_end(step.env_steps)
         self._due(step.env_steps)
+        # Last: the step is whole, so a reset that raises (an env breaking the API when
+        # its episode ends) stops the run with a checkpoint of it, nothing lost.
+        if ended is not None:
+            state.start_episode(ended.env)
 
     def _due(self, steps: int) -> None:
         """Evaluation, checkpoints and status due after env step `steps`. An env that

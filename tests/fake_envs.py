@@ -156,6 +156,23 @@ class CrashingPendulum(gym.Wrapper):
         return self.env.step(action)
 
 
+class BrokenResetPendulum(gym.Wrapper):
+    """Pendulum whose reset breaks Gymnasium's API (no info dict) from its second call
+    on while `BrokenResetPendulum.broken` is true: an env's bug that shows only when its
+    first episode ends."""
+
+    broken = True
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.resets = 0
+
+    def reset(self, **kwargs):
+        self.resets += 1
+        obs, info = self.env.reset(**kwargs)
+        return obs if BrokenResetPendulum.broken and self.resets > 1 else (obs, info)
+
+
 class CloseFailingPendulum(gym.Wrapper):
     """Pendulum whose close() raises: an env with a bug in its clean-up only."""
 
@@ -485,6 +502,7 @@ gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
 gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
 gym.register("FakeGatedPendulum-v0", entry_point=GatedPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
+gym.register("FakeBrokenResetPendulum-v0", entry_point=BrokenResetPendulum)
 gym.register("FakeCloseFailingPendulum-v0",
              entry_point=lambda **kw: CloseFailingPendulum(gym.make("Pendulum-v1", **kw)))
 gym.register("FakeExitingPendulum-v0", entry_point=ExitingPendulum)

@@ -221,3 +221,25 @@ def test_an_env_whose_close_raises_leaves_the_runs_outcome_as_it_was(tmp_path, e
     assert says in result.output
     assert "warning: the training env's close() raised RuntimeError: renderer already gone" \
         in result.output
+
+
+def test_an_env_whose_reset_breaks_the_api_stops_with_a_checkpoint_of_the_whole_step(
+        tmp_path, monkeypatch):
+    """Its first episode's end (step 200) is where the reset breaks: the run stops there
+    with a paused checkpoint of step 200 (it lost the 100 steps since the last periodic
+    one, "halfway through an env step"), which resumes exactly once the env is fixed."""
+    result = train(tmp_path, "broken", env_name="fake_envs:FakeBrokenResetPendulum-v0")
+    assert result.exit_code == 5, result.output
+    assert "raised ValueError in reset" in result.output
+    paused = tmp_path / "checkpoints" / "broken" / "paused_at_step_200.pt"
+    assert f"a checkpoint was still written; once the env is fixed: rltrain resume " \
+           f"--checkpoint {paused}" in result.output
+    monkeypatch.setattr(fake_envs.BrokenResetPendulum, "broken", False)
+    resumed = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
+    assert resumed.exit_code == 0, resumed.output
+    whole = train(tmp_path, "whole", env_name="fake_envs:FakeBrokenResetPendulum-v0")
+    assert whole.exit_code == 0, whole.output
+    assert_same_state(load_checkpoint(tmp_path / "checkpoints" / "broken" /
+                                      "checkpoint_step_300.pt"),
+                      load_checkpoint(tmp_path / "checkpoints" / "whole" /
+                                      "checkpoint_step_300.pt"))
