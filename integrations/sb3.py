@@ -32,6 +32,7 @@ except ImportError:
                       'pip install "rltrain[sb3]"') from None
 
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
+from rltrain.integrations.sb3_env_watch import EnvWatch
 from rltrain.integrations.sb3_settings import SB3Keys
 from rltrain.integrations.sb3_view import (
     PolicyTap,
@@ -44,6 +45,7 @@ from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
 from rltrain.integrations.watcher import box_dims
 from rltrain.utils.errors import ConfigError, UserError
+from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.progress import say
 from rltrain.utils.run.status import read_status
@@ -115,6 +117,25 @@ class RltrainCallback(BaseCallback):
         self.view = view
         self.step_gradients = steps
         self.tap = PolicyTap(model, self.scale) if hasattr(model.actor, "mu") else None
+        if model.env is not None and not isinstance(model.env, EnvWatch):
+            model.env = EnvWatch(model.env, self._env_failed)  # until this learn() ends
+
+    def _unwatch_env(self) -> None:
+        if isinstance(self.model.env, EnvWatch):
+            self.model.env = self.model.env.venv
+
+    def _env_failed(self, problem: str) -> None:
+        """The model's envs raised: pause the run with its model and replay buffer saved
+        and the reason; the exception then ends `learn()` as it would have."""
+        self._unwatch_env()
+        s = self.session
+        if s is None or s.closed:
+            return
+        self._tell_updates()
+        s.monitor.request_pause(Finding(s.env_steps, "env_error", None, None, "pause",
+                                        problem))
+        self._pause()
+        self._close_watchers()
 
     def _continuation(self) -> Continuation | None:
         """How this `learn()` continues an existing run, or None for a new run: a later
@@ -189,12 +210,16 @@ class RltrainCallback(BaseCallback):
 
     def _on_training_end(self) -> None:
         s = self.session
-        if self.tap is not None:
-            self.tap.close()
+        self._unwatch_env()
         if s is not None and not s.closed:
             self._tell_updates()
             s.step_end()
             s.close("finished")
+        self._close_watchers()
+
+    def _close_watchers(self) -> None:
+        if self.tap is not None:
+            self.tap.close()
         self.step_gradients.close()  # the process's optimisers step unwatched again
 
     # ---------------------------------------------------------------- pause

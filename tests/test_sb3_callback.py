@@ -238,3 +238,24 @@ def test_without_sb3_the_module_says_what_to_install(monkeypatch):
     assert str(caught.value) == ('rltrain.integrations.sb3 needs Stable-Baselines3: '
                                  'pip install "rltrain[sb3]"')
     importlib.reload(importlib.import_module("rltrain.integrations"))  # needs no SB3
+
+
+def test_a_vector_env_whose_env_raises_pauses_the_run_with_its_model_and_reason(tmp_path):
+    """SB3 tells a callback nothing when learn() ends in an exception: the run stayed
+    "running", then "stopped (killed?)", with no checkpoint and no reason."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    env = make_vec_env("fake_envs:FakeCrashingPendulum-v0", n_envs=2, seed=0)  # step 150
+    model = td3(env)
+    with pytest.raises(RuntimeError, match="simulator crashed"):
+        model.learn(1000, callback=RltrainCallback("crash"))
+    assert type(model.env) is DummyVecEnv  # the callback's watch is gone with learn()
+    status = json.loads((tmp_path / "logs" / "crash" / "status.json").read_text())
+    assert status["state"] == "paused" and status["env_steps"] == 298  # 149 vector steps
+    assert status["pause_reason"] == \
+        "[env_error] the env raised RuntimeError in step: simulator crashed"
+    assert status["latest_checkpoint"].endswith("paused_at_step_298.zip")
+    again = loaded(tmp_path, "crash", 298)
+    assert again.num_timesteps == 298 and again.replay_buffer.size() == 149
+    shown = CliRunner().invoke(cli, ["status", "crash"])
+    assert "paused" in shown.output and "stopped" not in shown.output, shown.output
