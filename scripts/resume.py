@@ -99,11 +99,18 @@ def settings_left_out(saved: TrainConfig, used: TrainConfig, keys: tuple[str, ..
     """The line that says which of the checkpoint's commands, addresses and folders the
     resume did not take (None: it left out none)."""
     left = [f"{key} {mask_text(repr(_value(saved, key)))}" for key in keys
-            if _value(saved, key) != _value(used, key)]
+            if not _same(key, _value(saved, key), _value(used, key))]
     if not left:
         return None
     return ("not taken from the checkpoint (commands, addresses and folders come only from "
             "your own --set, e.g. --set notify.command=...): " + ", ".join(left))
+
+
+def _same(key: str, saved: Any, used: Any) -> bool:
+    """A folder is the same folder however it is written (relative or absolute)."""
+    if key in FOLDER_KEYS:
+        return Path(saved).resolve() == Path(used).resolve()
+    return saved == used
 
 
 def prepare_train(config: TrainConfig,

@@ -154,22 +154,29 @@ def read_jsonl(path: Path) -> JsonLines:
                 continue
             # metrics.jsonl and flow1.jsonl lines name their type in "kind", events.jsonl
             # lines in "action"; the trainer writes the three resume markers together.
-            if line.get("kind") == "resume" or line.get("action") == "resume":
-                lines[:] = [x for x in lines if x["env_steps"] <= line["env_steps"]]
+            if (line.get("kind") == "resume" or line.get("action") == "resume") \
+                    and line["env_steps"] is not None:
+                lines[:] = [x for x in lines
+                            if x["env_steps"] is None or x["env_steps"] <= line["env_steps"]]
             lines.append(line)
     return lines
 
 
 def _line(raw: bytes, type_key: str) -> dict[str, Any] | None:
     """One line as rltrain wrote it, or None: not JSON, not an object, no env step of
-    its own (a whole number) or no kind."""
+    its own (a whole number; in events.jsonl also null, a note written after the run
+    ended) or no kind."""
     try:
         line = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(line, dict) or not isinstance(line.get(type_key), str):
         return None
-    steps = line.get("env_steps")
+    if "env_steps" not in line:
+        return None
+    steps = line["env_steps"]
+    if steps is None and type_key == "action":  # events.jsonl: a note after the run
+        return line
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         return None
     return line
