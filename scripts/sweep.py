@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from rltrain.scripts.config_commands import to_stderr
+from rltrain.scripts.ray_start import init_ray
 from rltrain.scripts.sweep_plan import (
     check_sweep_name,
     plan_for_resume,
@@ -192,7 +193,7 @@ def start_ray(address: str | None) -> None:
     if ray.is_initialized():
         return
     if address is None:
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+        init_ray(ray, num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
     else:
         ray.init(address=address, log_to_driver=False)

@@ -17,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
+from rltrain.scripts.ray_start import init_ray
 from rltrain.utils.run.logger import read_jsonl
 
 from conftest import TESTS_DIR, tiny_dict
@@ -35,8 +36,8 @@ def local_ray(tmp_path_factory):
                                                              old["PYTHONPATH"]]))
     os.environ["RLTRAIN_TEST_KILL_MARKER"] = str(marker)
     os.environ["RLTRAIN_TEST_GATE"] = str(marker.with_name("gate"))
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    init_ray(ray, num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)  # retried on a loaded machine
     yield marker
     ray.shutdown()
     for key, value in old.items():
