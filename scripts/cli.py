@@ -81,8 +81,14 @@ class RLTrainGroup(click.Group):
     written into one with exit 4, and an exception raised by the env into one with exit 5."""
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
+        args = list(ctx.args)  # the command's, for a usage error's hint
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            hint = _key_value_hint(args)
+            if hint is None or "unexpected extra argument" not in exc.message:
+                raise
+            raise click.UsageError(f"{exc.message}; {hint}", exc.ctx) from None
         except UserError as exc:  # several (a config's problems): each its own Error line
             lines = printable(str(exc)).splitlines() or [""]
             raise InputError("\nError: ".join(lines)) from None
@@ -94,6 +100,14 @@ class RLTrainGroup(click.Group):
             raise  # Click ends quietly with code 1, as when that happens after the command
         except OSError as exc:
             raise WriteFailure(describe_os_error(exc)) from None
+
+
+def _key_value_hint(args: list[str]) -> str | None:
+    """What `--set gamma 0.98` meant: Click reads 0.98 as an extra argument."""
+    for option, word, value in zip(args, args[1:], args[2:], strict=False):
+        if option in ("--set", "--grid") and "=" not in word and not value.startswith("-"):
+            return (f"{option} takes KEY=VALUE as one word: {option} {word}={value}")
+    return None
 
 
 @click.group(cls=RLTrainGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -349,3 +349,37 @@ def test_a_run_started_with_stdout_closed_trains_and_leaves_no_traceback(tmp_pat
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     assert (tmp_path / "checkpoints" / "closed" / "checkpoint_step_300.pt").is_file()
+
+
+@pytest.mark.parametrize("args, hint", [
+    (["train", "--set", "gamma", "0.98"], "--set takes KEY=VALUE as one word: --set gamma=0.98"),
+    (["config", "show", "--set", "tau", "0.01"], "--set tau=0.01"),
+    (["sweep", "--env", "Pendulum-v1", "--grid", "tau", "0.01,0.02"],
+     "--grid takes KEY=VALUE as one word: --grid tau=0.01,0.02"),
+])
+def test_a_key_and_value_given_as_two_words_get_the_key_value_hint(args, hint):
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert "Got unexpected extra argument" in result.output and hint in result.output
+
+
+@pytest.mark.parametrize("command", ["status", "diagnose", "pause", "stop"])
+def test_a_mistyped_run_name_gets_the_close_ones(tmp_path, command):
+    for name in ("tour", "tour-2", "other"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text("{}\n")
+    result = CliRunner().invoke(cli, [command, "tuor", "--log-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"Error: run 'tuor' not found (neither a run folder nor a run name under "
+        f"'{tmp_path}/'); did you mean 'tour' or 'tour-2'?"]
+
+
+def test_an_empty_config_file_is_announced(tmp_path):
+    """An empty file trained silently with the defaults (a wrong file, or one saved
+    empty, looked like a config)."""
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(tmp_path / "empty.yaml")])
+    assert result.exit_code == 0
+    assert f"config '{tmp_path / 'empty.yaml'}' is empty: every key takes rltrain's default" \
+        in result.output

@@ -6,6 +6,7 @@ metrics.jsonl, events.jsonl, status.json) and `<checkpoint_dir>/R/` (checkpoints
 
 from __future__ import annotations
 
+import difflib
 import re
 import shutil
 import time
@@ -211,8 +212,18 @@ def find_run_log_dir(run: str, log_dir: str = "logs") -> Path:
     candidate = Path(log_dir) / run
     if candidate.is_dir() and (candidate / CONFIG_FILE).exists():
         return candidate
+    close = difflib.get_close_matches(run, run_names(Path(log_dir)), n=3)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise UserError(f"run '{run}' not found (neither a run folder nor a run name under "
-                    f"'{log_dir}/')")
+                    f"'{log_dir}/'){hint}")
+
+
+def run_names(log_dir: Path) -> list[str]:
+    """The names of the runs under `log_dir` (folders with a config.yaml)."""
+    try:
+        return sorted(p.name for p in log_dir.iterdir() if (p / CONFIG_FILE).is_file())
+    except OSError:
+        return []
 
 
 def set_aside_later(paths: RunPaths, env_steps: int) -> dict[Path, list[str]]:
