@@ -367,3 +367,26 @@ def test_an_archive_that_would_cost_more_than_its_bytes_is_refused_before_loadin
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
     assert ARCHIVES[kind] in result.output, result.output
     assert files_of(trained_run.log_dir, trained_run.checkpoint_dir, run_copy) == before
+
+
+@pytest.mark.parametrize("names_run", [False, True])
+@pytest.mark.parametrize("command", ["resume", "eval"])
+def test_an_sb3_model_names_a_run_only_where_there_is_one(tmp_path, monkeypatch, command,
+                                                          names_run):
+    """A model the user saved into a folder `sb3` was said to be run 'sb3''s, which did
+    not exist."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "checkpoints" / "sb3"
+    folder.mkdir(parents=True)
+    if names_run:  # an RltrainCallback run's log folder
+        (tmp_path / "logs" / "sb3").mkdir(parents=True)
+        (tmp_path / "logs" / "sb3" / "status.json").write_text("{}")
+    name = "model.zip"
+    with zipfile.ZipFile(folder / name, "w") as archive:
+        archive.writestr("_stable_baselines3_version", "2.3.0")
+        archive.writestr("data", "{}")
+    result = CliRunner().invoke(cli, [command, "--checkpoint", str(folder / name)])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    assert "is a Stable-Baselines3 model, not an rltrain checkpoint" in result.output
+    assert ("RltrainCallback(run_name=\"sb3\")" in result.output) == names_run
+    assert ("rltrain status sb3" in result.output) == names_run

@@ -146,7 +146,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint '{path}' is not a file")
     data = load_tensors(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise CheckpointError(f"'{path}' is not an rltrain checkpoint")
+        raise CheckpointError(_not_a_checkpoint(path, data))
     if data.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"checkpoint '{path}' has format version "
                               f"{data.get('format_version')}; this rltrain reads "
@@ -179,6 +179,17 @@ def load_tensors(path: Path) -> Any:
                               f"({type(exc).__name__})") from None
 
 
+def _not_a_checkpoint(path: Path, data: Any) -> str:
+    """Why `path` is no rltrain checkpoint: a plain loop's saved state (a Watcher's pause
+    or best model) is said to be one, with how to continue it."""
+    if isinstance(data, dict) and {"env_steps", "actor", "critic"} <= data.keys():
+        return (f"'{path}' is the state a Watcher saved (a plain training loop's), not an "
+                "rltrain checkpoint: `rltrain resume` and `eval` cannot run your loop; load "
+                "it in your loop with torch.load(path, weights_only=True), fix the cause, "
+                "and run the loop on with a new run_name")
+    return f"'{path}' is not an rltrain checkpoint"
+
+
 # A file in every zip archive Stable-Baselines3's `save` writes.
 SB3_MARK = "_stable_baselines3_version"
 
@@ -209,13 +220,19 @@ def _check_archive(path: Path) -> None:
 
 
 def _sb3_model_message(path: Path) -> str:
-    """What to do with a Stable-Baselines3 model (an RltrainCallback run's pause or best
-    model), which rltrain's resume cannot continue: SB3 does, in Python."""
-    run = path.resolve().parent.name
-    return (f"'{path}' is a Stable-Baselines3 model, not an rltrain checkpoint: continue "
+    """What to do with a Stable-Baselines3 model, which rltrain's resume cannot continue:
+    SB3 does, in Python. One in the checkpoint folder of a run (whose log folder, under
+    logs/ here or beside its checkpoints folder, has a status.json) continues that run."""
+    head = (f"'{path}' is a Stable-Baselines3 model, not an rltrain checkpoint: continue "
             f"it in Python with SB3 (Model.load, load_replay_buffer, learn with "
-            f"reset_num_timesteps=False and callback=RltrainCallback(run_name=\"{run}\")); "
-            f"`rltrain status {run}` prints the exact lines")
+            f"reset_num_timesteps=False")
+    folder = path.resolve().parent
+    run = folder.name
+    if not any((logs / run / "status.json").is_file()
+               for logs in (Path("logs"), folder.parent.parent / "logs")):
+        return f"{head}; watch it with callback=RltrainCallback(run_name=...))"
+    return (f"{head} and callback=RltrainCallback(run_name=\"{run}\")); `rltrain status "
+            f"{run}` prints the exact lines")
 
 
 def check_spaces(payload: dict[str, Any], current: dict[str, Any], path: str | Path) -> None:
