@@ -383,3 +383,24 @@ def test_an_empty_config_file_is_announced(tmp_path):
     assert result.exit_code == 0
     assert f"config '{tmp_path / 'empty.yaml'}' is empty: every key takes rltrain's default" \
         in result.output
+
+
+def test_the_progress_line_shows_the_speed_of_the_steps_from_the_first_ones(monkeypatch,
+                                                                            capsys):
+    """A warm-up at 500 steps/s showed "0 steps/s" (no 2 s window had passed), and the
+    first speed shown counted the run's start-up as if it were steps. A fake clock."""
+    import types
+
+    import rltrain.utils.run.progress as progress
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(progress, "time", types.SimpleNamespace(monotonic=lambda: clock["now"]))
+    monkeypatch.setattr(progress, "PLAIN_EVERY_SECONDS", 0.0)
+    display = progress.ProgressDisplay(10_000, 0, interactive=False)
+    clock["now"] += 30.0  # the envs, logs and first checkpoint made before the first step
+    for step in range(100, 1100, 100):  # 500 steps/s
+        clock["now"] += 0.2
+        display.update(step, None, None)
+    display.close()
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" | ")[1] for line in lines[3:]] == ["500 steps/s"] * 7
