@@ -115,18 +115,21 @@ def _key_value_hint(args: list[str]) -> str | None:
 def cli() -> None:
     """Train DDPG, TD3 and SAC agents on Gymnasium environments, stop safely, resume exactly.
 
-    \b
     Quick start:
-      rltrain train --config pendulum_ddpg.yaml
-      rltrain train --algo td3 --env LunarLanderContinuous-v3   (tuned values per env)
-      tensorboard --logdir logs
-      rltrain runs                  (the runs under logs/, newest first)
-      rltrain status <run>          (from another terminal)
-      rltrain pause <run>           (pauses with a resumable checkpoint)
-      rltrain resume --checkpoint checkpoints/<run>/paused_at_step_<N>.pt
-      rltrain eval --checkpoint checkpoints/<run>/best_model.pt
-      rltrain diagnose <run>        (why does the agent misbehave?)
+
+        \b
+        rltrain train --config pendulum_ddpg.yaml
+        rltrain train --algo td3 --env LunarLanderContinuous-v3   (tuned values per env)
+        tensorboard --logdir logs
+        rltrain runs                  (the runs under logs/, newest first)
+        rltrain status <run>          (from another terminal)
+        rltrain pause <run>           (pauses with a resumable checkpoint)
+        rltrain resume --checkpoint checkpoints/<run>/paused_at_step_<N>.pt
+        rltrain eval --checkpoint checkpoints/<run>/best_model.pt
+        rltrain diagnose <run>        (why does the agent misbehave?)
     """
+    # The block is indented 4 more than the text: the reference page (mkdocs-click,
+    # Markdown) shows it as a code block, and \b keeps --help from rewrapping it.
 
 
 CONFIG_HELP = ("YAML config: a path, or the name of a config shipped with rltrain ("
