@@ -253,6 +253,10 @@ class RltrainCallback(BaseCallback):
         folders = "".join(f", {key}=\"{self.folders[key]}\"" for key, default in
                           (("log_dir", "logs"), ("checkpoint_dir", "checkpoints"))
                           if self.folders[key] != default)
+        # The callback's own settings too: without them the run would go on without its
+        # evaluations (early stopping, the Q check) and with other rules.
+        folders += f", config={self.user_config!r}" if self.user_config else ""
+        folders += ", eval_env=eval_env" if self.eval_env is not None else ""
         return (f"  model: {model_file}\n  replay buffer: {buffer_file}\n"
                 f"  once the cause is fixed, continue the run with:\n"
                 f"    model = {type(self.model).__name__}.load(\"{model_file}\", env=env)\n"

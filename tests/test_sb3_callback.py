@@ -259,3 +259,19 @@ def test_a_vector_env_whose_env_raises_pauses_the_run_with_its_model_and_reason(
     assert again.num_timesteps == 298 and again.replay_buffer.size() == 149
     shown = CliRunner().invoke(cli, ["status", "crash"])
     assert "paused" in shown.output and "stopped" not in shown.output, shown.output
+
+
+def test_the_lines_that_continue_a_paused_run_keep_the_callbacks_settings(tmp_path, capsys):
+    """They dropped the callback's eval_env and config: the continued run went on without
+    its evaluations and with the default rules."""
+    settings = {"eval_freq": 100, "diagnostics": {"grad_freq": 50}}
+    model = td3("Pendulum-v1")
+    model.learn(1000, callback=[RltrainCallback("e", config=settings,
+                                                eval_env=gym.make("Pendulum-v1")),
+                                PauseAt("e", 150)])
+    printed = capsys.readouterr().out
+    line = ('callback=RltrainCallback(run_name="e", config={\'eval_freq\': 100, '
+            '\'diagnostics\': {\'grad_freq\': 50}}, eval_env=eval_env))')
+    assert line in printed, printed
+    status = json.loads((tmp_path / "logs" / "e" / "status.json").read_text())
+    assert line in status["continue_with"]
