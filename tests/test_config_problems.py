@@ -144,3 +144,17 @@ def test_a_per_env_file_without_the_misspelt_env_names_the_env_id_first(tmp_path
     assert lines[0].startswith("Error: " + UNKNOWN_ENV)
     assert lines[1].startswith("Error: config 'td3.yml' has no entry for env 'Pendulm-v1'")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["td3.yml"]
+
+
+def test_a_run_name_longer_than_a_folder_name_can_be_is_bad_input_not_a_write_failure(
+        tmp_path, monkeypatch):
+    """Over 255 bytes it was exit 4 ("cannot create the run folder"), as if the disk
+    had failed; the name is the user's input: exit 2, nothing made."""
+    monkeypatch.chdir(tmp_path)
+    name = "é" * 128  # 256 bytes in UTF-8, 128 characters
+    result = CliRunner().invoke(cli, ["train", "--env", "Pendulum-v1", "--run-name", name])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: config key 'run_name' is 256 bytes long; a folder name has at most 255 (the "
+        "file system's limit)")
+    assert list(tmp_path.iterdir()) == []

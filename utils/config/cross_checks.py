@@ -112,12 +112,18 @@ def _workers_without_normalize(config: TrainConfig, raw: dict[str, Any]) -> None
                           "num_workers: 0, or turn normalize off")
 
 
+MAX_NAME_BYTES = 255  # a file name's limit on Linux, macOS and Windows file systems
+
+
 def folder_name_problem(name: str, what: str) -> str | None:
     """Why `name` cannot name a run's or a sweep's folder (None: it can): a plain folder
     name, one path component, nothing that leads out of its parent folder."""
     if name in (".", "..") or not name or not all(c.isalnum() or c in "-_." for c in name):
         return (f"{what} must be a plain folder name (letters, digits, '-', '_', '.'); "
                 f"got {name!r}")
+    if len(name.encode()) > MAX_NAME_BYTES:  # else the write fails, an exit 4
+        return (f"{what} is {len(name.encode())} bytes long; a folder name has at most "
+                f"{MAX_NAME_BYTES} (the file system's limit)")
     return None
 
 
