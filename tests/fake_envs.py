@@ -173,6 +173,18 @@ class BrokenResetPendulum(gym.Wrapper):
         return obs if BrokenResetPendulum.broken and self.resets > 1 else (obs, info)
 
 
+class WideActionPendulum(gym.ActionWrapper):
+    """Pendulum whose action Box claims +/-3e38 (it clips to its real +/-2): its range
+    overflows float32, and random actions and noise became inf, then NaN."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.action_space = gym.spaces.Box(-3e38, 3e38, (1,), np.float32)
+
+    def action(self, action):
+        return np.clip(action, -2.0, 2.0)
+
+
 class CloseFailingPendulum(gym.Wrapper):
     """Pendulum whose close() raises: an env with a bug in its clean-up only."""
 
@@ -503,6 +515,7 @@ gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
 gym.register("FakeGatedPendulum-v0", entry_point=GatedPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
 gym.register("FakeBrokenResetPendulum-v0", entry_point=BrokenResetPendulum)
+gym.register("FakeWideActionPendulum-v0", entry_point=WideActionPendulum)
 gym.register("FakeCloseFailingPendulum-v0",
              entry_point=lambda **kw: CloseFailingPendulum(gym.make("Pendulum-v1", **kw)))
 gym.register("FakeExitingPendulum-v0", entry_point=ExitingPendulum)

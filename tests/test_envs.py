@@ -64,3 +64,19 @@ def test_a_box2d_env_without_box2d_names_the_extra(monkeypatch):
         make_env("LunarLanderContinuous-v3")
     assert str(caught.value) == ("env 'LunarLanderContinuous-v3' needs Box2D: "
                                  'pip install "rltrain[box2d]"')
+
+
+def test_action_bounds_too_wide_to_compute_with_are_refused(tmp_path, monkeypatch):
+    """An action Box of +/-3e38: high - low overflows float32, the warm-up's random
+    actions and the noise became inf and NaN, and the NaN was blamed on the env."""
+    from click.testing import CliRunner
+
+    from rltrain.scripts.cli import cli
+
+    with pytest.raises(EnvError, match="high - low overflows float32"):
+        make_env("fake_envs:FakeWideActionPendulum-v0")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["train", "--env", "fake_envs:FakeWideActionPendulum-v0"])
+    assert result.exit_code == 2, result.output
+    assert "has action bounds too wide to compute with" in result.output.splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []
