@@ -36,7 +36,7 @@ from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Step, Update
 from rltrain.utils.io.checkpoint import check_spaces, checkpoint_algo
-from rltrain.utils.run.device import check_network_memory, tune_process
+from rltrain.utils.run.device import check_network_memory, default_threads, tune_process
 from rltrain.utils.run.environment import environment_record, environment_warning
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.health import HealthRules, is_finite
@@ -88,7 +88,9 @@ class RunState:
 
     def __init__(self, config: TrainConfig, device: torch.device) -> None:
         self.config, self.device = config, device
-        tune_process(config.torch_threads)
+        widths = [network_spec(config, net).hidden_sizes for net in ("actor", "critic")]
+        tune_process(config.torch_threads if config.torch_threads is not None
+                     else default_threads(widths, device))
         seed_global_generators(config.seed)
         # First: a bad env fails here, in-process.
         self.eval_env = make_env(config.env_name, env_kwargs=config.env_kwargs)
