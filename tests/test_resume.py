@@ -493,3 +493,30 @@ def test_the_input_rules_bookkeeping_resumes_and_old_checkpoints_start_it_afresh
     result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(old), "--run-name", "old"])
     assert result.exit_code == 0, result.output
     assert fired("old") == [250]  # counted afresh from step 125: episodes 150, 200, 250
+
+
+def test_a_child_process_the_env_forked_does_not_keep_the_run_locked(tmp_path):
+    """The run lock is a flock, which a forked child's copy of the file keeps held after
+    the run's own process has let go (an env that forks a helper kept its run locked)."""
+    import os
+    import signal
+
+    from rltrain.utils.run.folders import RunLock, RunPaths
+
+    paths = RunPaths("r", tmp_path / "logs" / "r", tmp_path / "checkpoints" / "r")
+    held = RunLock(paths)
+    ready, told = os.pipe()
+    child = os.fork()
+    if child == 0:  # the env's helper: lives on past the run
+        os.write(told, b"x")  # running (the fork's own handlers have run)
+        signal.pause()
+        os._exit(0)
+    try:
+        assert os.read(ready, 1) == b"x"
+        held.release()  # the run's process lets go of its run
+        RunLock(paths).release()  # another resume may take it
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        os.close(ready)
+        os.close(told)

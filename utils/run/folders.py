@@ -7,6 +7,7 @@ metrics.jsonl, events.jsonl, status.json) and `<checkpoint_dir>/R/` (checkpoints
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import shutil
 import time
@@ -154,6 +155,22 @@ def _taken(paths: RunPaths) -> Path | None:
     return None
 
 
+# The lock files this process holds (RunLock), closed in a child it forks: a child
+# holding a copy of one keeps the flock after this process has ended (an env that forks
+# a helper process kept its run locked).
+_HELD: set[BinaryIO] = set()
+
+
+def _close_held_in_child() -> None:
+    for file in list(_HELD):
+        file.close()  # the child's copy only: the parent's lock stays
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_held_in_child)
+
+
 class RunLock:
     """This process's claim on a run's folders: an exclusive `flock` on
     `<log_dir>/<run>/run.lock`, so that no second rltrain process trains, resumes or
@@ -185,6 +202,7 @@ class RunLock:
             file.close()
             raise self._in_use(paths, f"it holds {path}") from None
         self.file = file
+        _HELD.add(file)
 
     @staticmethod
     def _in_use(paths: RunPaths, evidence: str) -> UserError:
@@ -200,6 +218,7 @@ class RunLock:
 
     def release(self) -> None:
         if self.file is not None:
+            _HELD.discard(self.file)
             self.file.close()  # closing the file releases the lock
             self.file = None
 
