@@ -168,8 +168,8 @@ class Collector:
                 actions = self.exploration.noisy(policy(seen), env_steps)
                 drawn = self.exploration.drawn
         self.unstepped = actions  # until the envs have taken the step
-        with env_code(self.config.env_name, "step"):
-            next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
+        with env_code(self.config.env_name, "step"):  # a copy: an env may write into it
+            next_obs, rewards, terminated, truncated, infos = self.envs.step(actions.copy())
         self.unstepped = None
         if self.term_keys is None:
             self.term_keys = term_keys(infos)

@@ -185,6 +185,15 @@ class WideActionPendulum(gym.ActionWrapper):
         return np.clip(action, -2.0, 2.0)
 
 
+class MutatingPendulum(gym.Wrapper):
+    """Pendulum whose step clips the action it is given in place (to +/-0.5): code that
+    writes into the caller's array."""
+
+    def step(self, action):
+        np.clip(action, -0.5, 0.5, out=action)
+        return self.env.step(action)
+
+
 class CloseFailingPendulum(gym.Wrapper):
     """Pendulum whose close() raises: an env with a bug in its clean-up only."""
 
@@ -516,6 +525,8 @@ gym.register("FakeGatedPendulum-v0", entry_point=GatedPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
 gym.register("FakeBrokenResetPendulum-v0", entry_point=BrokenResetPendulum)
 gym.register("FakeWideActionPendulum-v0", entry_point=WideActionPendulum)
+gym.register("FakeMutatingPendulum-v0",
+             entry_point=lambda: MutatingPendulum(gym.make("Pendulum-v1")))
 gym.register("FakeCloseFailingPendulum-v0",
              entry_point=lambda **kw: CloseFailingPendulum(gym.make("Pendulum-v1", **kw)))
 gym.register("FakeExitingPendulum-v0", entry_point=ExitingPendulum)

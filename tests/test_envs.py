@@ -80,3 +80,20 @@ def test_action_bounds_too_wide_to_compute_with_are_refused(tmp_path, monkeypatc
     assert result.exit_code == 2, result.output
     assert "has action bounds too wide to compute with" in result.output.splitlines()[-1]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_buffer_keeps_the_action_chosen_when_the_env_writes_into_its_array(tmp_path):
+    """An env that clipped the action array it was given in place (to +/-0.5) changed
+    the action the replay buffer stored after the step: the agent learned from actions
+    it did not take."""
+    from rltrain.scripts.trainer import Trainer
+    from rltrain.utils.run.folders import create_run
+
+    from conftest import DEVICE, tiny_config
+
+    config = tiny_config(tmp_path, env_name="fake_envs:FakeMutatingPendulum-v0",
+                         max_timesteps=100, learning_starts=99)  # random actions, +/-2
+    trainer = Trainer(config, DEVICE, interactive=False)
+    trainer.run(create_run(config))
+    actions = trainer.state.buffer.newest(100).actions
+    assert actions.abs().max() > 1.0
