@@ -80,6 +80,7 @@ class RltrainCallback(BaseCallback):
                         "checkpoint_dir": checkpoint_dir}
         self.user_config, self.eval_env = dict(config or {}), eval_env
         self.session: Session | None = None
+        self.watched: Any = None  # the model whose run it is
         self.tap: PolicyTap | None = None
         self.paused_files: tuple[Path, Path] | None = None  # model, replay buffer
         self._updates_seen = 0
@@ -113,6 +114,7 @@ class RltrainCallback(BaseCallback):
             steps.close()
             raise
         self.folders["run_name"] = self.session.paths.name  # a later learn() goes on in it
+        self.watched = model  # the model whose run this is (a later learn() checks it)
         self._updates_seen = model._n_updates
         self.view = view
         self.step_gradients = steps
@@ -145,6 +147,11 @@ class RltrainCallback(BaseCallback):
         if self.session is not None:
             if not self.session.closed:  # the last learn() raised: SB3 ended it no other way
                 self.session.close("crashed")
+            if self.model is not self.watched:  # two models' histories in one run
+                raise UserError(f"this RltrainCallback watched another model's run "
+                                f"'{self.session.paths.name}'; give this model a callback "
+                                "of its own (RltrainCallback(run_name=...)), or load that "
+                                "run's model to continue it")
             return self.session.continuation("another learn() call with its callback")
         name, model = self.folders["run_name"], self.model
         if name is None:

@@ -275,3 +275,17 @@ def test_the_lines_that_continue_a_paused_run_keep_the_callbacks_settings(tmp_pa
     assert line in printed, printed
     status = json.loads((tmp_path / "logs" / "e" / "status.json").read_text())
     assert line in status["continue_with"]
+
+
+def test_one_callback_given_to_a_fresh_model_is_refused_not_merged(tmp_path):
+    """A callback reused on another, fresh model continued its first model's run: two
+    models' histories in one run folder."""
+    from rltrain.utils.errors import UserError
+
+    callback = RltrainCallback("one")
+    td3("Pendulum-v1").learn(150, callback=callback)
+    with pytest.raises(UserError, match="this RltrainCallback watched another model's run "
+                                        "'one'; give this model a callback of its own"):
+        td3("Pendulum-v1").learn(150, callback=callback)
+    status = json.loads((tmp_path / "logs" / "one" / "status.json").read_text())
+    assert status["env_steps"] == 150 and status["state"] == "finished"
