@@ -32,7 +32,7 @@ from rltrain.scripts.trainer import Trainer
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import write_json
-from rltrain.utils.run.folders import RunLock, RunPaths
+from rltrain.utils.run.folders import TAKEN_FILE, RunLock, RunPaths
 from rltrain.utils.run.logger import append_event
 from rltrain.utils.run.notify import Notifier
 from rltrain.utils.run.progress import say
@@ -117,6 +117,10 @@ def wait_after_pause(paths: RunPaths, outcome: RunOutcome, config: TrainConfig,
             + ("" if timeout is None else f"; exits with code 3 after {timeout:g} s"))
         while True:
             instruction = next_instruction(paths.instruction_file, signals, deadline)
+            if instruction.action in ("continue", "stop"):
+                # Which one it took: of two given at once, the other is told it was not.
+                write_json(paths.log_dir / TAKEN_FILE,
+                           {"id": instruction.request_id, "action": instruction.action})
             if instruction.action in ("stop", "timeout", "signal"):
                 end_wait(paths, outcome.env_steps, instruction.reason)
                 return None

@@ -33,6 +33,7 @@ STATUS_FILE = "status.json"
 DIAGNOSTICS_FILE = "flow1.jsonl"
 PAUSE_REQUEST_FILE = "pause.request"
 INSTRUCTION_FILE = "instruction.request"  # `rltrain continue` / `stop` to a waiting run
+TAKEN_FILE = "instruction.taken"  # the one the waiting run took: its id and action
 CONFIG_FILE = "config.yaml"
 LOCK_FILE = "run.lock"
 # Files named after the env step they were written at: periodic and paused checkpoints,
