@@ -158,3 +158,26 @@ def test_a_run_name_longer_than_a_folder_name_can_be_is_bad_input_not_a_write_fa
         "Error: config key 'run_name' is 256 bytes long; a folder name has at most 255 (the "
         "file system's limit)")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("sets, says", [
+    (["num_envs=100000"], "config key 'num_envs' is 100000; at most 4096 envs step in one "
+                          "process"),
+    (["num_envs=100", "vector_mode=async"], "config key 'num_envs' is 100 with vector_mode "
+                                            "async, a process each"),
+    (["num_workers=500"], "config key 'num_workers' is 500, each runner a process on this "
+                          "machine's"),
+])
+def test_envs_and_runners_beyond_what_the_machine_can_start_are_refused(monkeypatch, sets,
+                                                                         says):
+    """num_envs 100000 or --workers 500 hung at the start, leaving Ray's processes behind."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    args = [part for item in sets for part in ("--set", item)]
+    result = CliRunner().invoke(cli, ["config", "show", *args])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and len(result.output.strip().splitlines()) == 1
+    joined = CliRunner().invoke(cli, ["config", "show", "--set", "num_workers=500", "--set",
+                                      "ray_address=ray://head:10001"])
+    assert joined.exit_code == 0  # a cluster's own size is Ray's to know

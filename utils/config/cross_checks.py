@@ -5,6 +5,7 @@ so that one run of a command names every independent problem."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -127,6 +128,28 @@ def folder_name_problem(name: str, what: str) -> str | None:
     return None
 
 
+MAX_NUM_ENVS = 4096  # training envs of one process (100000 took the run's start forever)
+PROCESSES_PER_CORE = 4  # async env workers or local env runners a core may carry
+
+
+def _envs_fit_the_machine(config: TrainConfig, raw: dict[str, Any]) -> None:
+    """Envs and runners in numbers the machine can start: 100000 envs or 500 runners
+    on one machine hung, with Ray's worker processes left behind."""
+    cores = os.cpu_count() or 1
+    if config.num_envs > MAX_NUM_ENVS:
+        raise ConfigError(f"config key 'num_envs' is {config.num_envs}; at most "
+                          f"{MAX_NUM_ENVS} envs step in one process")
+    processes = PROCESSES_PER_CORE * cores
+    if config.vector_mode == "async" and config.num_envs > processes:
+        raise ConfigError(f"config key 'num_envs' is {config.num_envs} with vector_mode "
+                          f"async, a process each; this machine's {cores} cores carry at "
+                          f"most {processes} (use vector_mode sync, or fewer envs)")
+    if config.num_workers > processes and config.ray_address is None:
+        raise ConfigError(f"config key 'num_workers' is {config.num_workers}, each runner a "
+                          f"process on this machine's {cores} cores, which carry at most "
+                          f"{processes}; join a cluster (ray_address) for more")
+
+
 def _run_name_is_a_folder_name(config: TrainConfig, raw: dict[str, Any]) -> None:
     name = config.run_name
     problem = None if name is None else folder_name_problem(name, "config key 'run_name'")
@@ -143,6 +166,7 @@ CHECKS: tuple[tuple[tuple[str, ...], Check], ...] = (
     (("algo", *NOISE_KEYS), _action_noise),
     (("noise_decay_steps", "exploration_noise_final"), _noise_decay_has_an_end),
     (("num_workers", "normalize"), _workers_without_normalize),
+    (("num_envs", "vector_mode", "num_workers", "ray_address"), _envs_fit_the_machine),
 )
 LAST_CHECKS: tuple[tuple[tuple[str, ...], Check], ...] = (
     (("monitor.state_bounds",), _state_bounds_match),
