@@ -58,13 +58,19 @@ def bench_config(base: str, steps: int, seed: int, extra: list[str]):
     """`base` (a shipped config) for WARMUP + `steps` env steps, no evaluations or
     checkpoints until the end, output in a temporary folder removed when the worker
     exits."""
+    import torch
+
     from rltrain.utils.config.loader import load_config
 
     folder = scratch_folder()
+    # torch's default threads, as SB3 trains with (rltrain's own default for these
+    # networks is one thread: docs/performance.md, "Threads"); --set torch_threads=N in
+    # `extra` compares another count.
     return load_config(base, [
         f"max_timesteps={WARMUP + steps}", f"learning_starts={WARMUP}", f"seed={seed}",
         "eval_freq=1000000", "checkpoint_freq=1000000", f"replay_buffer_size={BUFFER}",
-        f"log_dir={folder}/logs", f"checkpoint_dir={folder}/checkpoints", *extra])
+        f"log_dir={folder}/logs", f"checkpoint_dir={folder}/checkpoints",
+        f"torch_threads={torch.get_num_threads()}", *extra])
 
 
 def rltrain_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:

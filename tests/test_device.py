@@ -65,6 +65,22 @@ def test_torch_threads_from_the_config_take_effect(tmp_path):
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("hidden, expected", [([256, 256], 1), ([400, 300], 1),
+                                              ([1024, 1024], "torch's")])
+def test_without_torch_threads_small_networks_train_with_one_thread(tmp_path, hidden,
+                                                                     expected):
+    """A busy 2-core machine trained the README's first run (256x256) at 1-3 env steps/s
+    with torch's default threads and 7-14 with one (benchmarks/default_threads.py)."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)  # torch's own choice on a 2-core machine
+        config = tiny_config(tmp_path, torch_threads=None, hidden_sizes=hidden)
+        Trainer(config, torch.device("cpu"), interactive=False).close()
+        assert torch.get_num_threads() == (2 if expected == "torch's" else expected)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_training_uses_full_float32_products_whatever_was_set_before(tmp_path):
     """TF32 products (allowed by set_float32_matmul_precision("high") on Ampere and later
     GPUs) would change every result of a CUDA run without a word."""

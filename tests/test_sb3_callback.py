@@ -238,3 +238,54 @@ def test_without_sb3_the_module_says_what_to_install(monkeypatch):
     assert str(caught.value) == ('rltrain.integrations.sb3 needs Stable-Baselines3: '
                                  'pip install "rltrain[sb3]"')
     importlib.reload(importlib.import_module("rltrain.integrations"))  # needs no SB3
+
+
+def test_a_vector_env_whose_env_raises_pauses_the_run_with_its_model_and_reason(tmp_path):
+    """SB3 tells a callback nothing when learn() ends in an exception: the run stayed
+    "running", then "stopped (killed?)", with no checkpoint and no reason."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    env = make_vec_env("fake_envs:FakeCrashingPendulum-v0", n_envs=2, seed=0)  # step 150
+    model = td3(env)
+    with pytest.raises(RuntimeError, match="simulator crashed"):
+        model.learn(1000, callback=RltrainCallback("crash"))
+    assert type(model.env) is DummyVecEnv  # the callback's watch is gone with learn()
+    status = json.loads((tmp_path / "logs" / "crash" / "status.json").read_text())
+    assert status["state"] == "paused" and status["env_steps"] == 298  # 149 vector steps
+    assert status["pause_reason"] == \
+        "[env_error] the env raised RuntimeError in step: simulator crashed"
+    assert status["latest_checkpoint"].endswith("paused_at_step_298.zip")
+    again = loaded(tmp_path, "crash", 298)
+    assert again.num_timesteps == 298 and again.replay_buffer.size() == 149
+    shown = CliRunner().invoke(cli, ["status", "crash"])
+    assert "paused" in shown.output and "stopped" not in shown.output, shown.output
+
+
+def test_the_lines_that_continue_a_paused_run_keep_the_callbacks_settings(tmp_path, capsys):
+    """They dropped the callback's eval_env and config: the continued run went on without
+    its evaluations and with the default rules."""
+    settings = {"eval_freq": 100, "diagnostics": {"grad_freq": 50}}
+    model = td3("Pendulum-v1")
+    model.learn(1000, callback=[RltrainCallback("e", config=settings,
+                                                eval_env=gym.make("Pendulum-v1")),
+                                PauseAt("e", 150)])
+    printed = capsys.readouterr().out
+    line = ('callback=RltrainCallback(run_name="e", config={\'eval_freq\': 100, '
+            '\'diagnostics\': {\'grad_freq\': 50}}, eval_env=eval_env))')
+    assert line in printed, printed
+    status = json.loads((tmp_path / "logs" / "e" / "status.json").read_text())
+    assert line in status["continue_with"]
+
+
+def test_one_callback_given_to_a_fresh_model_is_refused_not_merged(tmp_path):
+    """A callback reused on another, fresh model continued its first model's run: two
+    models' histories in one run folder."""
+    from rltrain.utils.errors import UserError
+
+    callback = RltrainCallback("one")
+    td3("Pendulum-v1").learn(150, callback=callback)
+    with pytest.raises(UserError, match="this RltrainCallback watched another model's run "
+                                        "'one'; give this model a callback of its own"):
+        td3("Pendulum-v1").learn(150, callback=callback)
+    status = json.loads((tmp_path / "logs" / "one" / "status.json").read_text())
+    assert status["env_steps"] == 150 and status["state"] == "finished"

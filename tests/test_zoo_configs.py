@@ -198,3 +198,21 @@ def test_train_without_config_or_env_says_it_trains_the_default_config(tmp_path)
     assert len(notes) == 1 and "Pendulum-v1" in notes[0]
     saved = yaml.safe_load(Path(tmp_path / "logs" / "plain" / "config.yaml").read_text())
     assert saved["env_name"] == "Pendulum-v1" and saved["gamma"] == TrainConfig().gamma
+
+
+@pytest.mark.parametrize("text", [
+    "dict(net_arch=" + "-" * 200_000 + "1)",  # a MemoryError in Python's parser
+    "dict(net_arch=" + "1+" * 100_000 + "1)",  # a RecursionError
+    "dict(net_arch=[" + "64, " * 50_000 + "64])",  # plain, but 200 KB
+])
+def test_a_huge_rl_zoo_dict_text_is_one_short_line(tmp_path, text):
+    path = tmp_path / "zoo.yml"
+    path.write_text(yaml.safe_dump({"Pendulum-v1": {"policy": "MlpPolicy",
+                                                    "policy_kwargs": text}}))
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(path),
+                                      "--env", "Pendulum-v1"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    assert "policy_kwargs must be a mapping or a \"dict(key=literal, ...)\" text of at most "\
+           "10000 characters" in result.output
+    assert len(result.output) < 600

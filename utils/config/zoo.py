@@ -37,6 +37,9 @@ RENAMED = {
     "target_entropy": "sac.target_entropy",
     "target_update_interval": "sac.target_update_interval",
 }
+# RL Zoo's "dict(...)" texts are a few hundred characters; a longer one is not parsed
+# (Python's parser can run out of memory or stack on a long, deeply nested text).
+MAX_DICT_TEXT = 10_000
 NOISE_TYPES = {"normal": "gaussian", "ornstein-uhlenbeck": "ou", "gaussian": "gaussian", "ou": "ou"}
 ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh", "ELU": "elu", "GELU": "gelu"}
 SUPPORTED = ("n_timesteps, learning_rate, buffer_size, learning_starts, batch_size, gamma, "
@@ -209,16 +212,19 @@ def _mapping(value: Any, key: str, where: str) -> dict[str, Any]:
         parsed = _dict_call(value)
         if parsed is not None:
             return parsed
+    shown = repr(value) if len(repr(value)) <= 200 else f"{repr(value)[:200]}... (cut)"
     raise ConfigError(f"{where}: {key} must be a mapping or a \"dict(key=literal, ...)\" "
-                      f"text; got {value!r}")
+                      f"text of at most {MAX_DICT_TEXT} characters; got {shown}")
 
 
 def _dict_call(text: str) -> dict[str, Any] | None:
     """`dict(k=v, ...)` whose values are literals, nested dict(...) or dotted names
     (`nn.ReLU`, kept as text); None for anything else. Nothing is evaluated."""
+    if len(text) > MAX_DICT_TEXT:
+        return None
     try:
         tree = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     return _dict_node(tree)
 
@@ -227,7 +233,7 @@ def _dict_node(node: ast.AST) -> dict[str, Any] | None:
     if isinstance(node, ast.Dict):
         try:
             return ast.literal_eval(node)
-        except ValueError:
+        except (ValueError, TypeError, MemoryError, RecursionError):
             return None
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             and node.func.id == "dict" and not node.args):
@@ -254,7 +260,7 @@ def _literal(node: ast.AST) -> Any:
         return f"{node.value.id}.{node.attr}"
     try:
         return ast.literal_eval(node)
-    except ValueError:
+    except (ValueError, TypeError, MemoryError, RecursionError):
         return _NOT_LITERAL
 
 

@@ -23,6 +23,20 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+# The widest hidden layer a CPU run trains with one torch thread when its config does not
+# say (torch_threads: null). The matrix products of such an update are too small to split
+# well, and on a machine busy with other work torch's one thread per core wait for each
+# other: 2-20x slower (benchmarks/default_threads.py, results/default_threads.txt).
+ONE_THREAD_WIDTH = 512
+
+
+def default_threads(hidden_sizes: list[tuple[int, ...]], device: torch.device) -> int | None:
+    """The torch threads of a run whose config leaves them to rltrain: one for a CPU run
+    of networks no wider than ONE_THREAD_WIDTH, else torch's choice (None)."""
+    widest = max((width for sizes in hidden_sizes for width in sizes), default=0)
+    return 1 if device.type == "cpu" and widest <= ONE_THREAD_WIDTH else None
+
+
 def tune_process(threads: int | None = None) -> None:
     """The process-wide CPU settings training runs with (the Trainer calls it first);
     `threads`: torch's CPU threads (None: leave torch's choice, one per core)."""

@@ -140,6 +140,12 @@ def check_action_space(env_name: str, space: gym.Space) -> None:
                        f"high={space.high}); DDPG needs continuous bounded actions")
     if not np.all(space.high > space.low):
         raise EnvError(f"env '{env_name}' has an action dimension with high <= low")
+    with np.errstate(over="ignore"):
+        span = space.high.astype(np.float32) - space.low.astype(np.float32)
+    if not np.all(np.isfinite(span)):  # random actions and noise would be inf, then NaN
+        raise EnvError(f"env '{env_name}' has action bounds too wide to compute with "
+                       f"(low={space.low}, high={space.high}: high - low overflows "
+                       "float32); give its Box the range the env really takes")
 
 
 def _missing_package(env_name: str, exc: Exception) -> str:
