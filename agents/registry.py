@@ -161,6 +161,53 @@ class SACOptions:
         1, "updates between Polyak updates of the target critic", low=1)
 
 
+@dataclass(frozen=True)
+class CrossQOptions:
+    """Bhatt et al., ICLR 2024: no target networks; batch renormalisation in the actor and
+    the critic, whose statistics cover the current and the next state-actions together.
+    Defaults are sb3-contrib's."""
+
+    ent_coef: str | float = ent_coef_option()
+    target_entropy: str | float = target_entropy_option()
+    policy_delay: int = option(
+        3, "the actor and the temperature are stepped every this many critic updates", low=1)
+    batch_norm_momentum: float = option(
+        0.01, "how fast the batch renormalisation's running statistics follow the batches'",
+        low=0, high=1, low_open=True, library="policy_kwargs.batch_norm_momentum")
+    batch_norm_eps: float = option(
+        0.001, "added to the variance before its square root in batch renormalisation",
+        low=0, low_open=True, library="policy_kwargs.batch_norm_eps")
+    renorm_warmup_steps: int = option(
+        100_000, "training passes of each batch renormalisation layer that normalise with the "
+        "batch's statistics alone (plain batch normalisation) before the running ones "
+        "correct them", low=0, library="policy_kwargs.renorm_warmup_steps")
+
+
+@dataclass(frozen=True)
+class TQCOptions:
+    """Kuznetsov et al., 2020: critics that predict quantiles of the return; the target
+    drops the highest ones of their pooled prediction. Defaults are sb3-contrib's."""
+
+    ent_coef: str | float = ent_coef_option()
+    target_entropy: str | float = target_entropy_option()
+    target_update_interval: int = option(
+        1, "updates between Polyak updates of the target critics", low=1)
+    top_quantiles_to_drop_per_net: int = option(
+        2, "per critic, this many of the highest target quantiles are dropped (the "
+        "overestimation control)", low=0)
+    n_quantiles: int = option(
+        25, "quantiles each critic predicts", low=1, library="policy_kwargs.n_quantiles")
+    n_critics: int = option(
+        2, "critics, whose quantiles are pooled", low=1, library="policy_kwargs.n_critics")
+
+    def __post_init__(self) -> None:
+        if self.top_quantiles_to_drop_per_net >= self.n_quantiles:
+            raise ValueError(
+                f"config key 'tqc.top_quantiles_to_drop_per_net' "
+                f"({self.top_quantiles_to_drop_per_net}) must be below tqc.n_quantiles "
+                f"({self.n_quantiles}): the target would keep no quantile")
+
+
 ALGORITHMS: dict[str, Algorithm] = {}
 
 
@@ -182,6 +229,12 @@ for _entry in (
     Algorithm("sac", "stochastic policy, explores by its entropy (soft actor-critic)",
               "rltrain.agents.sac", SACOptions, family=MAX_ENTROPY, targets=("critic",),
               sb3_class="SAC"),
+    Algorithm("crossq", "SAC without target networks, batch-renormalised actor and critic",
+              "rltrain.agents.crossq", CrossQOptions, family=MAX_ENTROPY, targets=(),
+              sb3_class="CrossQ"),
+    Algorithm("tqc", "SAC with quantile critics whose highest target quantiles are dropped",
+              "rltrain.agents.tqc", TQCOptions, family=MAX_ENTROPY, targets=("critic",),
+              sb3_class="TQC"),
 ):
     register(_entry)
 

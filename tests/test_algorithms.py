@@ -23,7 +23,7 @@ from conftest import tiny_config
 
 
 def test_the_config_offers_every_registered_algorithm_and_its_own_section():
-    assert set(ALGORITHMS) == {"ddpg", "td3", "sac"}
+    assert set(ALGORITHMS) == {"ddpg", "td3", "sac", "crossq", "tqc"}
     for name, entry in ALGORITHMS.items():
         config = config_from_dict({"algo": name})
         assert config.algo == name
@@ -46,6 +46,15 @@ def test_the_config_offers_every_registered_algorithm_and_its_own_section():
      "config key 'noise_type' sets action noise, which algo sac does not add"),
     ({"algo": "sac", "sac": {"ent_coef": -0.1}}, "config key 'sac.ent_coef' must be a number > 0"),
     ({"algo": "sac", "sac": {"ent_coef": True}}, "config key 'sac.ent_coef' must be a number"),
+    ({"algo": "crossq", "tau": 0.01},
+     "config key 'tau' sets the target networks' Polyak rate, and algo crossq keeps no "
+     "target network; leave tau out"),
+    ({"algo": "crossq", "td3": {"policy_delay": 3}},
+     "config section 'td3' applies only with algo: td3 (algo is crossq)"),
+    ({"algo": "tqc", "tqc": {"n_quantiles": 5, "top_quantiles_to_drop_per_net": 5}},
+     "config key 'tqc.top_quantiles_to_drop_per_net' (5) must be below tqc.n_quantiles (5)"),
+    ({"algo": "tqc", "exploration_noise": 0.5},
+     "config key 'exploration_noise' sets action noise, which algo tqc does not add"),
 ])
 def test_a_section_or_key_of_another_algorithm_is_one_config_error(raw, message):
     with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):

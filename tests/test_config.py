@@ -181,6 +181,8 @@ def test_every_field_has_help_text():
     ("train_freq", "'utd_ratio'"),
     ("action_noise", "'exploration_noise' and 'noise_type'"),
     ("policy_noise", "'td3.target_policy_noise'"),
+    ("policy_delay", "'td3.policy_delay' and 'crossq.policy_delay'"),  # by the registry
+    ("top_quantiles_to_drop_per_net", "'tqc.top_quantiles_to_drop_per_net'"),
     ("start_timesteps", "'learning_starts'"),
 ])
 def test_other_tools_names_point_at_rltrains(key, names):

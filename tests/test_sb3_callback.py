@@ -225,7 +225,8 @@ def test_two_vector_envs_count_each_envs_step_and_episode(tmp_path):
 def test_an_algorithm_without_actor_and_critic_is_refused_in_one_line():
     model = DQN("MlpPolicy", "fake_envs:FakeDiscrete-v0", learning_starts=10, device="cpu")
     with pytest.raises(ConfigError, match=r"^RltrainCallback watches SB3's actor-critic "
-                                          r"off-policy algorithms \(DDPG, TD3, SAC\), not DQN$"):
+                                          r"off-policy algorithms \(DDPG, TD3, SAC, CrossQ, "
+                                          r"TQC\), not DQN$"):
         model.learn(20, callback=RltrainCallback("dqn"))
     assert not Path("logs/dqn").exists()
 
