@@ -258,6 +258,18 @@ def test_rl_zoos_crossq_and_tqc_files_load_into_the_algorithms_own_section(
             assert config[key] == value, key
 
 
+def test_the_command_lines_algo_names_the_options_of_any_rl_zoo_file(tmp_path):
+    path = tmp_path / "mine.yml"  # a file named after no algorithm
+    path.write_text("Pendulum-v1:\n  policy_delay: 2\n  n_timesteps: 5000\n")
+    config, _ = shown("--config", str(path), "--algo", "crossq")
+    assert (config["algo"], config["crossq"]["policy_delay"]) == ("crossq", 2)
+    config, _ = shown("--config", str(path), "--algo", "td3")
+    assert (config["algo"], config["td3"]["policy_delay"]) == ("td3", 2)
+    refused = CliRunner().invoke(cli, ["config", "show", "--config", str(path)])
+    assert refused.exit_code == 2  # ddpg has no policy_delay: SB3's name is pointed at
+    assert "'td3.policy_delay' and 'crossq.policy_delay'" in refused.output
+
+
 def test_an_algorithms_own_policy_kwargs_go_to_its_section():
     raw = translate({"policy_kwargs": "dict(n_quantiles=10, n_critics=3, net_arch=[64])"},
                     "here", "tqc")

@@ -84,12 +84,13 @@ def section_for(raw: dict[str, Any], env: str | None, source: str) -> tuple[str,
 def per_env_section(raw: dict[str, Any], env: str | None, source: str,
                     algo: str | None = None) -> dict[str, Any]:
     """The rltrain config mapping of a per-env file's section for `env`; its algo is the
-    section's, else the file's name when that is an algorithm's (RL Zoo's `td3.yml`),
-    else `algo` (the command line's). The algorithm's own options are translated by the
-    names its registry entry gives them."""
+    section's, else the file's name when that is an algorithm's (RL Zoo's `td3.yml`).
+    The algorithm's own options are translated by the names its registry entry gives
+    them, the algorithm being `algo` (the command line's, which the run takes) where
+    given."""
     env_id, section = section_for(raw, env, source)
     stem = Path(source).stem
-    named = section.get("algo", stem if stem in ALGORITHMS else algo)
+    named = algo or section.get("algo") or (stem if stem in ALGORITHMS else None)
     result = translate(section, f"config '{source}', env '{env_id}'",
                        named if named in ALGORITHMS else None)
     result.setdefault("env_name", env_id)
