@@ -1,5 +1,6 @@
 """RltrainCallback: rltrain's health rules and flow-1 diagnostics on a Stable-Baselines3
-run (TD3, DDPG, SAC; Box action spaces; one or more envs).
+run (TD3, DDPG, SAC, and sb3-contrib's CrossQ and TQC; Box action spaces; one or more
+envs).
 
     model.learn(50_000, callback=RltrainCallback(run_name="x", log_dir="logs"))
 
@@ -31,6 +32,7 @@ except ImportError:
     raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
                       'pip install "rltrain[sb3]"') from None
 
+from rltrain.agents.registry import ALGORITHMS
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
 from rltrain.integrations.sb3_env_watch import EnvWatch
 from rltrain.integrations.sb3_settings import SB3Keys
@@ -55,13 +57,14 @@ LOSSES = {"train/critic_loss": "critic_loss", "train/actor_loss": "actor_loss"}
 
 
 def check_model(model: Any) -> None:
-    """TD3, DDPG or SAC-like: off-policy, a replay buffer, an actor and a critic, Box
-    actions. Anything else is a ConfigError naming what is missing."""
+    """TD3, DDPG, SAC, CrossQ, TQC or alike: off-policy, a replay buffer, an actor and a
+    critic, Box actions. Anything else is a ConfigError naming what is missing."""
     name = type(model).__name__
     if not isinstance(model, OffPolicyAlgorithm) or not hasattr(model, "critic") \
             or not hasattr(model, "actor"):
+        known = ", ".join(e.sb3_class for e in ALGORITHMS.values() if e.sb3_class)
         raise ConfigError(f"RltrainCallback watches SB3's actor-critic off-policy "
-                          f"algorithms (TD3, DDPG, SAC), not {name}")
+                          f"algorithms ({known}), not {name}")
     box_dims(model.observation_space, model.action_space)
 
 

@@ -97,7 +97,8 @@ class RunState:
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         check_network_memory(self.obs_dim, self.action_dim,
                              network_spec(config, "actor").hidden_sizes,
-                             network_spec(config, "critic").hidden_sizes, device)
+                             network_spec(config, "critic").hidden_sizes, device,
+                             algorithm(config.algo).targets)
         torch.manual_seed(derive_seed(config.seed, NETWORK_INIT))
         self.agent, self.backend_warning = build_agent(config, self.obs_dim, low, high, device)
         self.view = agent_view(self.agent, low, high)  # what the hooks see of the agent
@@ -163,7 +164,7 @@ class RunState:
         configured noise is added to them, sampled where the policy explores itself."""
         actions = self.agent.act(obs, deterministic=self.action_noise)
         if not self.action_noise:  # its own noise and mean action, where it keeps them
-            self.collector.exploration.drawn = getattr(self.agent, "drawn", None)
+            self.collector.exploration.drawn = self.agent.drawn
         return actions
 
     def count_step(self, step: Step) -> EpisodeEnd | None:

@@ -91,3 +91,22 @@ def test_training_uses_full_float32_products_whatever_was_set_before(tmp_path):
         assert not torch.backends.cuda.matmul.allow_tf32
     finally:
         torch.set_float32_matmul_precision("highest")
+
+
+def test_the_memory_check_counts_a_target_copy_only_for_the_networks_with_one(monkeypatch):
+    """Each parameter takes 4 float32 copies (weights, gradient, Adam's moments) and one
+    more where the algorithm keeps a target (agents/registry.py `Algorithm.targets`)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from rltrain.utils.errors import ConfigError
+    from rltrain.utils.run import device as device_module
+
+    params = (3 + 1) * 10 + (10 + 1) * 1 + 2 * ((4 + 1) * 10 + (10 + 1) * 1)  # 173
+    monkeypatch.setattr(device_module.psutil, "virtual_memory",
+                        lambda: SimpleNamespace(total=4 * 4 * params))
+    check = device_module.check_network_memory
+    check(3, 1, (10,), (10,), torch.device("cpu"), targets=())  # exactly fits
+    with pytest.raises(ConfigError, match="GiB for the networks"):
+        check(3, 1, (10,), (10,), torch.device("cpu"), targets=("critic",))

@@ -39,7 +39,8 @@ def metrics(path) -> list[dict]:
 
 def assert_same_state(a: dict, b: dict) -> None:
     assert a["algo"] == b["algo"]
-    for key in (k for k in STATE_KEYS if k in a or k in b):  # SAC has no actor_target
+    for key in (k for k in STATE_KEYS if k in a or k in b):  # SAC has no actor_target,
+        # CrossQ no target at all
         assert a[key].keys() == b[key].keys()
         for name in a[key]:
             assert torch.equal(a[key][name], b[key][name]), f"{key}.{name}"
@@ -75,6 +76,7 @@ def assert_fork_matches_the_full_run(tmp_path, step: int) -> None:
 @pytest.mark.parametrize("overrides", [
     {}, {"algo": "td3", "noise_type": "ou"}, {"algo": "sac"},
     {"algo": "sac", "sac": {"ent_coef": 0.05, "target_update_interval": 2}},
+    {"algo": "crossq", "crossq": {"renorm_warmup_steps": 100}}, {"algo": "tqc"},
     {"update_backend": "autograd", "networks": {"critic": {"activation": "elu",
                                                            "layer_norm": True}}}])
 def test_fork_from_a_mid_episode_checkpoint_is_bit_exact(tmp_path, overrides):

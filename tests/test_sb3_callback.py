@@ -166,6 +166,38 @@ def test_sac_runs_through_the_callback_on_its_deterministic_action(tmp_path):
     assert tap.pop() is None
 
 
+@pytest.mark.parametrize("name", ["CrossQ", "TQC"])
+def test_sb3_contribs_crossq_and_tqc_are_watched_under_their_own_names(tmp_path, name):
+    import sb3_contrib
+
+    model = getattr(sb3_contrib, name)(
+        "MlpPolicy", "fake_envs:FakePoint-v0", policy_kwargs=dict(TINY_NET), batch_size=32,
+        learning_starts=100, seed=0, device="cpu")
+    model.learn(300, callback=RltrainCallback(name, config={
+        "diagnostics": {"grad_freq": 50, "heatmap_freq": 300}}))
+    log_dir = tmp_path / "logs" / name
+    status = json.loads((log_dir / "status.json").read_text())
+    assert status["integration"].endswith(name) and status["updates"] == 200
+    gradients = [d for d in read_jsonl(log_dir / "flow1.jsonl") if d["kind"] == "gradients"]
+    assert gradients and set(gradients[0]["critic"]) == {
+        n for n, _ in model.critic.named_parameters()}
+    algo = name.lower()
+    recorded = yaml.safe_load((log_dir / "config.yaml").read_text())
+    config = config_from_dict(recorded)  # a valid rltrain config: CrossQ's tau 1 left out
+    assert recorded["algo"] == algo and recorded[algo]["ent_coef"] == "auto"
+    own = {"CrossQ": {"policy_delay": 3, "batch_norm_momentum": 0.01},
+           "TQC": {"top_quantiles_to_drop_per_net": 2, "n_quantiles": 25}}[name]
+    assert {k: recorded[algo][k] for k in own} == own
+    assert recorded["library"]["algorithm"] == name
+    hooks = {h.spec.name for h in rule_hooks(RuleContext(config, 2, 1))}
+    assert "entropy_collapse" in hooks and "no_learning" not in hooks
+    view, _ = sb3_view(model)  # every Q head, and the first, in the env's units
+    obs, action = torch.zeros(4, 2), torch.full((4, 1), 2.0)
+    with torch.no_grad():
+        assert view.critic(obs, action).shape == (4, 2)
+        torch.testing.assert_close(view.q_value(obs, action), view.critic(obs, action)[:, :1])
+
+
 def test_sb3_sac_with_its_defaults_names_an_env_that_ignores_the_action():
     """SB3's learning_starts 100 leaves too short a warm-up: SAC's sampling noise after it
     is judged instead (its first 1000 steps whose sample was not saturated)."""
@@ -225,7 +257,8 @@ def test_two_vector_envs_count_each_envs_step_and_episode(tmp_path):
 def test_an_algorithm_without_actor_and_critic_is_refused_in_one_line():
     model = DQN("MlpPolicy", "fake_envs:FakeDiscrete-v0", learning_starts=10, device="cpu")
     with pytest.raises(ConfigError, match=r"^RltrainCallback watches SB3's actor-critic "
-                                          r"off-policy algorithms \(TD3, DDPG, SAC\), not DQN$"):
+                                          r"off-policy algorithms \(DDPG, TD3, SAC, CrossQ, "
+                                          r"TQC\), not DQN$"):
         model.learn(20, callback=RltrainCallback("dqn"))
     assert not Path("logs/dqn").exists()
 

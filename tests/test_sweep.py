@@ -86,6 +86,20 @@ def test_a_two_trial_grid_sweep_completes_and_writes_the_summary(tmp_path, local
         assert '"resume"' not in lines
 
 
+def test_a_sweep_over_an_algorithms_own_option_trains_each_point(tmp_path, local_ray):
+    """CrossQ's own section in a grid, as any key: each trial trains crossq with it."""
+    result = sweep("--config", str(config_file(tmp_path, algo="crossq", max_timesteps=200)),
+                   "--seeds", "1", "--grid", "crossq.policy_delay=1,3", "--name", "cq")
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "logs" / "cq"
+    rows = list(csv.DictReader((folder / "summary.csv").open()))
+    assert [r["grid_point"] for r in rows] == ["crossq.policy_delay=1",
+                                               "crossq.policy_delay=3"]
+    for run, delay in (("cq_crossq.policy_delay-1_s3", 1), ("cq_crossq.policy_delay-3_s3", 3)):
+        config = yaml.safe_load((folder / run / "config.yaml").read_text())
+        assert (config["algo"], config["crossq"]["policy_delay"]) == ("crossq", delay)
+
+
 def test_a_killed_trial_is_retried_from_its_checkpoint_and_finishes(tmp_path, local_ray):
     # Evaluation only at the end, so that the training env's 250th step comes first.
     path = config_file(tmp_path, env_name="fake_envs:FakeKillOncePendulum-v0", eval_freq=400)

@@ -59,7 +59,7 @@ def test_the_noise_spreads_geometrically_over_the_runners():
     assert [noise_scale(i, 3, 2.0) for i in range(3)] == [0.5, 1.0, 2.0]
 
 
-@pytest.mark.parametrize("overrides", [{}, {"algo": "sac"}])
+@pytest.mark.parametrize("overrides", [{}, {"algo": "sac"}, {"algo": "crossq"}])
 def test_a_lockstep_fork_from_a_mid_round_checkpoint_is_bit_exact(tmp_path, overrides):
     train(tmp_path, "full", **overrides)
     result = CliRunner().invoke(cli, [

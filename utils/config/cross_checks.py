@@ -5,6 +5,7 @@ so that one run of a command names every independent problem."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -55,6 +56,25 @@ def _sections_of_the_algorithm(config: TrainConfig, raw: dict[str, Any]) -> None
         if entry.section in raw and config.algo != entry.name:
             raise ConfigError(f"config section '{entry.section}' applies only with algo: "
                               f"{entry.name} (algo is {config.algo})")
+
+
+def _options_of_the_algorithm(config: TrainConfig, raw: dict[str, Any]) -> None:
+    """What the algorithm's own options dataclass refuses across its keys (its
+    `__post_init__`, e.g. tqc's quantiles to drop against its quantiles)."""
+    entry = algorithm(config.algo)
+    if entry.section is not None:
+        try:
+            entry.options_from(dataclasses.asdict(getattr(config, entry.section)))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _tau_needs_a_target(config: TrainConfig, raw: dict[str, Any]) -> None:
+    """`tau` set away from its default for an algorithm that keeps no target network:
+    refused, as it would silently change nothing."""
+    if not algorithm(config.algo).targets and config.tau != TrainConfig().tau:
+        raise ConfigError(f"config key 'tau' sets the target networks' Polyak rate, and algo "
+                          f"{config.algo} keeps no target network; leave tau out")
 
 
 def _action_noise(config: TrainConfig, raw: dict[str, Any]) -> None:
@@ -163,6 +183,8 @@ CHECKS: tuple[tuple[tuple[str, ...], Check], ...] = (
     (("batch_size", "replay_buffer_size"), _batch_fits_the_buffer),
     (("learning_starts", "max_timesteps"), _learning_starts_before_the_end),
     (("algo",), _sections_of_the_algorithm),
+    (("algo",), _options_of_the_algorithm),
+    (("tau", "algo"), _tau_needs_a_target),
     (("algo", *NOISE_KEYS), _action_noise),
     (("noise_decay_steps", "exploration_noise_final"), _noise_decay_has_an_end),
     (("num_workers", "normalize"), _workers_without_normalize),

@@ -234,7 +234,8 @@ class TrainConfig:
     worker_noise_spread: float = opt(
         2.0, "with num_workers: runner i of N explores with exploration_noise * "
         "spread ** (2 i / (N - 1) - 1), from noise / spread to noise * spread (Ape-X's "
-        "spread; 1: all alike; SAC samples its own policy and ignores it)", Range(1, None))
+        "spread; 1: all alike; an algorithm that samples its own policy ignores it)",
+        Range(1, None))
     worker_cpus: float = opt(
         0.0, "with num_workers: CPUs Ray reserves for each runner (0: any number share a "
         "node; 1: a core each, which also spreads them over a cluster's nodes)",

@@ -24,9 +24,9 @@ from rltrain.utils.io.checkpoint_folder import RLLIB_MARK, folder_message
 FORMAT = "rltrain-checkpoint"
 FORMAT_VERSION = 1
 # Every checkpoint's keys; each algorithm adds the keys its agent's state_dict writes
-# (agents/base.py `Implementation.state_keys`).
-REQUIRED_KEYS = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimizer",
-                 "total_steps", "config")
+# (agents/base.py `Implementation.state_keys`: its target networks, if it keeps any).
+REQUIRED_KEYS = ("actor", "critic", "actor_optimizer", "critic_optimizer", "total_steps",
+                 "config")
 PERIODIC = re.compile(r"^checkpoint_step_(\d+)\.pt$")
 
 
@@ -152,12 +152,14 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                               f"{data.get('format_version')}; this rltrain reads "
                               f"{FORMAT_VERSION}")
     missing = [k for k in REQUIRED_KEYS if k not in data]
+    counters: tuple[str, ...] = ()
     if not missing:
-        state_keys = algorithm(checkpoint_algo(data, path)).implementation().state_keys
-        missing = [k for k in state_keys if k not in data]
+        implementation = algorithm(checkpoint_algo(data, path)).implementation()
+        missing = [k for k in implementation.state_keys if k not in data]
+        counters = implementation.network_counters
     if missing:
         raise CheckpointError(f"checkpoint '{path}' is incomplete: missing {', '.join(missing)}")
-    check_fields(data, path)  # every field in range, before anything uses one
+    check_fields(data, path, counters)  # every field in range, before anything uses one
     return data
 
 

@@ -128,16 +128,18 @@ def _unknown_env_message(env_name: str) -> str:
 
 
 def check_action_space(env_name: str, space: gym.Space) -> None:
-    """DDPG outputs a real vector through tanh: the actions must be a bounded `Box`."""
+    """Every algorithm here outputs a real vector through tanh: the actions must be a
+    bounded `Box`."""
     if not isinstance(space, gym.spaces.Box):
-        raise EnvError(f"env '{env_name}' has a {type(space).__name__} action space; DDPG and "
-                       "TD3 need continuous bounded actions (a gymnasium Box)")
+        raise EnvError(f"env '{env_name}' has a {type(space).__name__} action space; "
+                       "rltrain's algorithms need continuous bounded actions (a gymnasium Box)")
     if len(space.shape) != 1:
         raise EnvError(f"env '{env_name}' has actions of shape {space.shape}; rltrain supports "
                        "a flat Box of shape (n,)")
     if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
         raise EnvError(f"env '{env_name}' has unbounded actions (low={space.low}, "
-                       f"high={space.high}); DDPG needs continuous bounded actions")
+                       f"high={space.high}); rltrain's algorithms need continuous bounded "
+                       "actions")
     if not np.all(space.high > space.low):
         raise EnvError(f"env '{env_name}' has an action dimension with high <= low")
     with np.errstate(over="ignore"):
