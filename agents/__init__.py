@@ -1,1 +1,2 @@
-"""Update maths for deterministic actor-critic agents (DDPG and TD3)."""
+"""Update maths: one module per algorithm over one interface (base.py); registry.py lists
+them."""

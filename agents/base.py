@@ -1,5 +1,5 @@
 """The algorithm interface: what the run shell and the watchers use of any off-policy
-actor-critic agent (DDPG, TD3, SAC, or a fourth one).
+actor-critic agent (DDPG, TD3, SAC, CrossQ, TQC, or another one).
 
 An algorithm is one module of `agents/` that defines an agent class following `Agent`
 and its `IMPLEMENTATION` (how to build the agent, how it explores, what its checkpoint
@@ -49,19 +49,62 @@ class CommonSettings:
     seed: int = 0                     # seeds the agent's own random stream
 
 
-class Agent(Protocol):
-    """An off-policy actor-critic agent, as the rest of rltrain sees it.
+class PolicyNetwork(Protocol):
+    """What the rest of rltrain calls on an agent's `actor` (an `nn.Module`: its
+    `state_dict` is the checkpoint's `actor`, which `rltrain eval` and the env runners
+    load into `Implementation.make_actor`'s network)."""
 
-    `actor` maps observations [B, obs_dim] to the deterministic action [B, action_dim]
-    in the env's units (a stochastic policy's mode); `critic` is a twin Q ensemble
-    (networks/critic.py). Metrics from `update` are detached tensors on the agent's
-    device, read by the loop in one transfer.
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        """The deterministic action [B, action_dim] in the env's units for obs [B, obs_dim]
+        (a stochastic policy's mode): what evaluation and the diagnostics run."""
+        ...
+
+    def sample(self, obs: torch.Tensor,
+               generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """An exploring action [B, action_dim] and its log-probability [B, 1], drawn from
+        `generator`: what an env runner explores with. Only a policy that explores by
+        sampling itself (registry family MAX_ENTROPY) has it."""
+        ...
+
+
+class CriticNetwork(Protocol):
+    """What the rest of rltrain calls on an agent's `critic` (an `nn.Module`)."""
+
+    def __call__(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Every critic's Q estimate [n, B, 1] of (obs [B, obs_dim], action [B, action_dim]
+        in the env's units); a distributional critic gives its mean."""
+        ...
+
+    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The first critic alone, [B, 1] (the diagnostics' Q over-estimation check)."""
+        ...
+
+
+class Agent(Protocol):
+    """An off-policy actor-critic agent, as the rest of rltrain sees it: everything the
+    run, the collector, the env runners, the checkpoints and the diagnostics use of it is
+    declared here.
+
+    `actor` follows `PolicyNetwork`, `critic` `CriticNetwork`. Metrics from `update` are
+    detached tensors on the agent's device, read by the loop in one transfer.
+
+    Train and eval mode: outside `update`, every network the agent has (`networks()`) is
+    in eval mode (`nn.Module.eval()`), so that whatever runs them between updates (the
+    diagnostics' probes, evaluation, acting, the env runners' copy of the actor) reads
+    them without changing them. A network whose layers depend on the mode (CrossQ's
+    batch renormalisation, whose training passes move its running statistics) is put in
+    train mode by `update` for its own passes only, and back.
     """
 
     device: torch.device
-    updates: int
+    updates: int             # updates made so far (a checkpoint continues the count)
     actor: nn.Module
     critic: nn.Module
+    # The latest exploring action's noise (standard normal) and mean action, rows as the
+    # observations `act(obs, deterministic=False)` was given, for the ignored_action rule
+    # (utils/training/exploration.py `drawn`); None: not kept (an algorithm that adds
+    # action noise, whose noise the collector draws).
+    drawn: tuple[np.ndarray, np.ndarray] | None
 
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """The action for one observation [obs_dim] or one per row of [N, obs_dim]; with
@@ -77,7 +120,7 @@ class Agent(Protocol):
 
     def networks(self) -> dict[str, nn.Module]:
         """Every network by role: `actor`, `critic`, and the targets it keeps
-        (`actor_target`, `critic_target`)."""
+        (`actor_target`, `critic_target`; agents/registry.py `Algorithm.targets`)."""
         ...
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
@@ -85,13 +128,16 @@ class Agent(Protocol):
         ...
 
     def probe_losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(critic loss, actor loss, critics' Q [n, B, 1]) on `batch`, with autograd graphs
-        and without drawing from the agent's random stream (agents/probes.py)."""
+        """(critic loss, actor loss, critics' Q [n, B, 1]) on `batch`, with autograd graphs,
+        without drawing from the agent's random stream and without changing any state
+        (agents/probes.py)."""
         ...
 
     def parameters_finite(self) -> bool: ...
 
-    def state_dict(self) -> dict[str, Any]: ...
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the agent continues from: the keys `Implementation.state_keys`."""
+        ...
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
         """Restore what `state_dict` saved; whether the agent's random stream continues
@@ -114,6 +160,21 @@ class Implementation:
     build: Callable[..., tuple[Agent, str | None]]
     # What `state_dict` writes: the keys a checkpoint of this algorithm must hold.
     state_keys: tuple[str, ...]
-    # (obs_dim, action_low, action_high, actor spec) -> the policy network that
-    # `state_dict()["actor"]` loads into: what `rltrain eval` and `load_policy` run.
-    make_actor: Callable[[int, np.ndarray, np.ndarray, NetworkSpec], nn.Module]
+    # (obs_dim, action_low, action_high, actor spec, options) -> the policy network that
+    # `state_dict()["actor"]` loads into: what `rltrain eval`, `load_policy` and the env
+    # runners run.
+    make_actor: Callable[..., nn.Module]
+    # The names of the integer counters its networks keep in their state (batch
+    # renormalisation's training passes): a checkpoint's network may hold an integer
+    # tensor under these names only (utils/io/checkpoint_fields.py).
+    network_counters: tuple[str, ...] = ()
+
+
+def built_from_spec(network: type[nn.Module]) -> Callable[..., nn.Module]:
+    """`Implementation.make_actor` for a policy network that its spec alone builds (the
+    algorithm's options change nothing of it)."""
+    def make(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
+             spec: NetworkSpec, options: Any = None) -> nn.Module:
+        return network(obs_dim, action_low, action_high, spec)
+
+    return make

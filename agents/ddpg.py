@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from rltrain.agents.backends import make_agent
-from rltrain.agents.base import Agent, CommonSettings, Implementation
+from rltrain.agents.base import Agent, CommonSettings, Implementation, built_from_spec
 from rltrain.agents.deterministic import STATE_KEYS, DDPGSettings
 from rltrain.networks.actor import Actor
 
@@ -33,4 +33,4 @@ def build(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
 
 
 IMPLEMENTATION = Implementation(build=build, state_keys=STATE_KEYS,
-                                make_actor=Actor)
+                                make_actor=built_from_spec(Actor))

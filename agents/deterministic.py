@@ -56,8 +56,11 @@ class DDPGAgent:
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
                  settings: DDPGSettings, device: torch.device) -> None:
         self.settings, self.device = settings, device
-        self.actor = Actor(obs_dim, action_low, action_high, settings.actor_net).to(device)
-        self.critic = Critic(obs_dim, action_low, action_high, settings.critic_net).to(device)
+        # Eval mode, as the interface has every network outside `update` (agents/base.py);
+        # none of these layers depends on it.
+        self.actor = Actor(obs_dim, action_low, action_high, settings.actor_net).to(device).eval()
+        self.critic = Critic(obs_dim, action_low, action_high,
+                             settings.critic_net).to(device).eval()
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_opt = self._make_optimiser(self.actor, settings.actor_lr)
@@ -66,6 +69,7 @@ class DDPGAgent:
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(settings.seed)
         self.updates = 0
+        self.drawn = None  # the collector draws the noise it explores with
 
     def _make_optimiser(self, net: nn.Module, lr: float) -> Any:
         # fused: one kernel steps all of a network's parameters.

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from rltrain.agents import fused_ops
-from rltrain.agents.base import Agent, CommonSettings, Implementation
+from rltrain.agents.base import Agent, CommonSettings, Implementation, built_from_spec
 from rltrain.agents.sac_flat import FlatSACAgent
 from rltrain.agents.sac_update import STATE_KEYS, SACAgent
 from rltrain.networks.gaussian_actor import GaussianActor
@@ -34,4 +34,5 @@ def build(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
     return cls(obs_dim, action_low, action_high, common, options, device), None
 
 
-IMPLEMENTATION = Implementation(build=build, state_keys=STATE_KEYS, make_actor=GaussianActor)
+IMPLEMENTATION = Implementation(build=build, state_keys=STATE_KEYS,
+                                make_actor=built_from_spec(GaussianActor))

@@ -42,7 +42,8 @@ class Temperature:
     start: float
 
     @classmethod
-    def parse(cls, setting: str | float) -> "Temperature":
+    def parse(cls, setting: str | float, section: str = "sac") -> "Temperature":
+        """`setting` of the config key `<section>.ent_coef`."""
         if isinstance(setting, str):
             if setting == "auto":
                 return cls(True, 1.0)
@@ -50,10 +51,10 @@ class Temperature:
                 start = _positive(setting[len("auto_"):])
                 if start is not None:
                     return cls(True, start)
-            raise ValueError(f"sac.ent_coef {setting!r} is not auto, auto_<start> (e.g. "
+            raise ValueError(f"{section}.ent_coef {setting!r} is not auto, auto_<start> (e.g. "
                              "auto_0.1) or a positive number")
         if not setting > 0:
-            raise ValueError(f"sac.ent_coef must be positive, got {setting}")
+            raise ValueError(f"{section}.ent_coef must be positive, got {setting}")
         return cls(False, float(setting))
 
 
@@ -76,19 +77,29 @@ class LogTemperature(nn.Module):
 
 
 class SACAgent:
-    """Gaussian policy, twin critic and its target, the temperature and their optimisers."""
+    """Gaussian policy, twin critic and its target, the temperature and their optimisers.
+
+    The algorithms that differ from SAC in their networks or update (agents/crossq.py,
+    agents/tqc.py) subclass it: `_make_actor`, `_make_critic` and `keeps_target` say
+    what they are built of."""
+
+    section = "sac"  # the config section of its options, for messages
+    keeps_target = True  # a Polyak-averaged copy of the critic (`critic_target`)
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
                  common: CommonSettings, options: Any, device: torch.device) -> None:
         self.settings, self.options, self.device = common, options, device
-        self.actor = GaussianActor(obs_dim, action_low, action_high, common.actor_net).to(device)
-        self.critic = Critic(obs_dim, action_low, action_high, common.critic_net).to(device)
-        self.critic_target = Critic(obs_dim, action_low, action_high,
-                                    common.critic_net).to(device).requires_grad_(False)
-        self.critic_target.load_state_dict(self.critic.state_dict())
+        # Eval mode between updates (agents/base.py `Agent`).
+        self.actor = self._make_actor(obs_dim, action_low, action_high).to(device).eval()
+        self.critic = self._make_critic(obs_dim, action_low, action_high).to(device).eval()
+        self.critic_target: nn.Module | None = None
+        if self.keeps_target:
+            self.critic_target = self._make_critic(
+                obs_dim, action_low, action_high).to(device).eval().requires_grad_(False)
+            self.critic_target.load_state_dict(self.critic.state_dict())
         self.actor_opt = self._make_optimiser(self.actor, common.actor_lr)
         self.critic_opt = self._make_optimiser(self.critic, common.critic_lr)
-        self.temperature = Temperature.parse(options.ent_coef)
+        self.temperature = Temperature.parse(options.ent_coef, self.section)
         action_dim = len(action_low)
         self.target_entropy = (-float(action_dim) if options.target_entropy == "auto"
                                else float(options.target_entropy))
@@ -102,6 +113,14 @@ class SACAgent:
         # The latest sampled action's noise (standard normal) and mean action, for the
         # ignored_action rule (Exploration.drawn).
         self.drawn: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _make_actor(self, obs_dim: int, action_low: np.ndarray,
+                    action_high: np.ndarray) -> GaussianActor:
+        return GaussianActor(obs_dim, action_low, action_high, self.settings.actor_net)
+
+    def _make_critic(self, obs_dim: int, action_low: np.ndarray,
+                     action_high: np.ndarray) -> Critic:
+        return Critic(obs_dim, action_low, action_high, self.settings.critic_net)
 
     # ------------------------------------------------------------------ acting
     @torch.inference_mode()
@@ -210,7 +229,10 @@ class SACAgent:
 
     # ------------------------------------------------------------ the interface
     def networks(self) -> dict[str, nn.Module]:
-        return {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target}
+        found = {"actor": self.actor, "critic": self.critic}
+        if self.critic_target is not None:
+            found["critic_target"] = self.critic_target
+        return found
 
     def optimizers(self) -> dict[str, Any]:
         found = {"actor": self.actor_opt, "critic": self.critic_opt}
@@ -240,9 +262,7 @@ class SACAgent:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
+            **{name: net.state_dict() for name, net in self.networks().items()},
             "actor_optimizer": self.actor_opt.state_dict(),
             "critic_optimizer": self.critic_opt.state_dict(),
             "log_ent_coef": self.log_ent_coef.detach().clone(),
@@ -254,9 +274,8 @@ class SACAgent:
     def load_state_dict(self, state: dict[str, Any]) -> bool:
         """Restore everything `state_dict` saved; whether the agent's random stream
         continues (False for a checkpoint from the other kind of device)."""
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.critic_target.load_state_dict(state["critic_target"])
+        for name, net in self.networks().items():
+            net.load_state_dict(state[name])
         self._load_optimiser(self.actor_opt, state["actor_optimizer"], self.settings.actor_lr)
         self._load_optimiser(self.critic_opt, state["critic_optimizer"],
                              self.settings.critic_lr)

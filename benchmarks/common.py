@@ -5,6 +5,8 @@ policy delay, no target smoothing), with rltrain's `pendulum_ddpg.yaml` values: 
 networks, batch 256, one update per env step, Adam lr 3e-4, tau 0.005, gamma 0.99,
 gaussian exploration noise 0.1 of the action half-range, 1000 random warm-up steps.
 Both bootstrap through time-limit truncation (SB3: `handle_timeout_termination`).
+SAC, CrossQ and TQC are compared with SB3's SAC and sb3-contrib's CrossQ and TQC set up
+from the same rltrain config (`sb3_model`).
 """
 
 from __future__ import annotations
@@ -83,6 +85,79 @@ def sb3_sac(config, seed: int, device: str = "cpu"):
                verbose=0)
 
 
+def _net_arch(config) -> dict[str, list[int]]:
+    """The config's actor and critic widths as SB3's `net_arch` (pi, qf)."""
+    def widths(net: str) -> list[int]:
+        section = getattr(config.networks, net)
+        return list(section.hidden_sizes or config.hidden_sizes)
+
+    return {"pi": widths("actor"), "qf": widths("critic")}
+
+
+def sb3_crossq(config, seed: int, device: str = "cpu"):
+    """sb3-contrib's CrossQ set up like an rltrain CrossQ config: the same networks,
+    batch renormalisation, batch, rate, replay, policy delay, one update per env step,
+    and the config's entropy settings (Adam's beta1 0.5 is both's default)."""
+    import gymnasium as gym
+    from sb3_contrib import CrossQ
+
+    crossq = config.crossq
+    return CrossQ("MlpPolicy", gym.make(config.env_name), learning_rate=config.actor_lr,
+                  buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
+                  batch_size=config.batch_size, gamma=config.gamma, train_freq=1,
+                  gradient_steps=1, ent_coef=crossq.ent_coef,
+                  target_entropy=crossq.target_entropy, policy_delay=crossq.policy_delay,
+                  policy_kwargs={"net_arch": _net_arch(config),
+                                 "batch_norm_momentum": crossq.batch_norm_momentum,
+                                 "batch_norm_eps": crossq.batch_norm_eps,
+                                 "renorm_warmup_steps": crossq.renorm_warmup_steps},
+                  seed=seed, device=device, verbose=0)
+
+
+def sb3_tqc(config, seed: int, device: str = "cpu"):
+    """sb3-contrib's TQC set up like an rltrain TQC config: the same networks, quantiles,
+    batch, rate, replay, one update per env step, and the config's entropy settings."""
+    import gymnasium as gym
+    from sb3_contrib import TQC
+
+    tqc = config.tqc
+    return TQC("MlpPolicy", gym.make(config.env_name), learning_rate=config.actor_lr,
+               buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
+               batch_size=config.batch_size, tau=config.tau, gamma=config.gamma, train_freq=1,
+               gradient_steps=1, ent_coef=tqc.ent_coef, target_entropy=tqc.target_entropy,
+               target_update_interval=tqc.target_update_interval,
+               top_quantiles_to_drop_per_net=tqc.top_quantiles_to_drop_per_net,
+               policy_kwargs={"net_arch": _net_arch(config), "n_quantiles": tqc.n_quantiles,
+                              "n_critics": tqc.n_critics},
+               seed=seed, device=device, verbose=0)
+
+
+def sbx_crossq(config, seed: int, device: str = "cpu"):
+    """SBX's CrossQ (JAX) set up like an rltrain CrossQ config, as `sb3_crossq` (SBX states
+    the running statistics' rate as 1 - momentum, and has no eps setting: its 0.001 is
+    rltrain's default). JAX picks its own device and threads; `device` is unused."""
+    import gymnasium as gym
+    from sbx import CrossQ
+
+    crossq = config.crossq
+    assert crossq.batch_norm_eps == 0.001, "SBX's batch renormalisation eps is fixed"
+    return CrossQ("MlpPolicy", gym.make(config.env_name), learning_rate=config.actor_lr,
+                  buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
+                  batch_size=config.batch_size, gamma=config.gamma, train_freq=1,
+                  gradient_steps=1, ent_coef=crossq.ent_coef,
+                  target_entropy=crossq.target_entropy, policy_delay=crossq.policy_delay,
+                  policy_kwargs={"net_arch": _net_arch(config),
+                                 "batch_norm_momentum": 1 - crossq.batch_norm_momentum,
+                                 "renorm_warmup_steps": crossq.renorm_warmup_steps},
+                  seed=seed, verbose=0)
+
+
+def sb3_model(config, seed: int, device: str = "cpu"):
+    """The SB3 (or sb3-contrib) model that trains like the rltrain config `config`."""
+    makers = {"sac": sb3_sac, "crossq": sb3_crossq, "tqc": sb3_tqc}
+    return makers.get(config.algo, sb3_td3)(config, seed, device)
+
+
 def agent_on_filled_buffer(package: str = "rltrain", rows: int = 10_000,
                            seed: int | None = None):
     """A DDPG agent (`configs/pendulum_ddpg.yaml`, Pendulum's shapes, CPU) and a replay
@@ -125,19 +200,26 @@ def timed_updates(agent, buffer, updates: int) -> float:
 
 
 class Stopwatch:
-    """Wall time between two marks."""
+    """Wall time, and the process's CPU time (all its threads), between two marks."""
 
     def __init__(self) -> None:
         self.start: float | None = None
         self.stop: float | None = None
+        self.cpu_start: float | None = None
+        self.cpu_stop: float | None = None
 
     def mark_start(self) -> None:
-        self.start = time.perf_counter()
+        self.start, self.cpu_start = time.perf_counter(), time.process_time()
 
     def mark_stop(self) -> None:
-        self.stop = time.perf_counter()
+        self.stop, self.cpu_stop = time.perf_counter(), time.process_time()
 
     @property
     def seconds(self) -> float:
         assert self.start is not None and self.stop is not None
         return self.stop - self.start
+
+    @property
+    def cpu_seconds(self) -> float:
+        assert self.cpu_start is not None and self.cpu_stop is not None
+        return self.cpu_stop - self.cpu_start

@@ -99,7 +99,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)  # both sides alike; the machine is shared
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     spec = importlib.util.spec_from_file_location("rllib_sac", EXAMPLE)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)

@@ -4,15 +4,20 @@
     python benchmarks/throughput.py --rounds 5 --steps 5000
     python benchmarks/throughput.py --device cuda   # both on a GPU (training rounds only)
     python benchmarks/throughput.py --algo sac      # rltrain's SAC against SB3's SAC
+    python benchmarks/throughput.py --algo crossq --threads 1   # against sb3-contrib's
 
 Each round runs, each in a fresh process on the same settings and each round starting
 with the next: rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
 off, rltrain with `update_backend: autograd`, and SB3 (TD3 set up like rltrain's DDPG,
 see common.py). With `--algo sac`: rltrain's SAC (pendulum_sac.yaml) with diagnostics on
-and off, and SB3's SAC on the same settings (SAC has the autograd update only). It
-measures env steps per second over the learning phase (after the random warm-up), the
-process's peak memory, and with the diagnostics on the share of the learning phase spent
-in their own calls. Then, on the CPU only: the diagnostics on
+and off, and SB3's SAC on the same settings (SAC has the autograd update only); `--algo
+crossq` and `--algo tqc` likewise, against sb3-contrib's CrossQ and TQC
+(pendulum_crossq.yaml, pendulum_tqc.yaml; common.py `sb3_model`). `--threads N` gives
+both libraries N torch threads. It measures env steps per second over the learning
+phase (after the random warm-up), per second of wall time and per second of the
+process's CPU time (all its threads), the process's peak memory, and with the
+diagnostics on the share of the learning phase spent in their own calls. Then, on the
+CPU only: the diagnostics on
 and off in one process (alternating blocks), and the update-only rate against the GEMM
 floor (the same matrix shapes timed alone, in alternating blocks) and against the same
 products in sequence. Prints medians and ratios; needs the `[bench]` extra.
@@ -33,8 +38,7 @@ from common import (  # noqa: E402
     agent_on_filled_buffer,
     peak_rss_mib,
     run_worker,
-    sb3_sac,
-    sb3_td3,
+    sb3_model,
     scratch_folder,
     timed_updates,
 )
@@ -51,20 +55,27 @@ AB_BLOCK = 20
 BUFFER = 1_000_000
 
 
-BASE_CONFIGS = {"ddpg": "pendulum_ddpg.yaml", "sac": "pendulum_sac.yaml"}
+BASE_CONFIGS = {"ddpg": "pendulum_ddpg.yaml", "sac": "pendulum_sac.yaml",
+                "crossq": "pendulum_crossq.yaml", "tqc": "pendulum_tqc.yaml"}
 
 
 def bench_config(base: str, steps: int, seed: int, extra: list[str]):
     """`base` (a shipped config) for WARMUP + `steps` env steps, no evaluations or
     checkpoints until the end, output in a temporary folder removed when the worker
     exits."""
+    import torch
+
     from rltrain.utils.config.loader import load_config
 
     folder = scratch_folder()
+    # torch's default threads, as SB3 trains with (rltrain's own default for these
+    # networks is one thread: docs/performance.md, "Threads"); --set torch_threads=N in
+    # `extra` compares another count.
     return load_config(base, [
         f"max_timesteps={WARMUP + steps}", f"learning_starts={WARMUP}", f"seed={seed}",
         "eval_freq=1000000", "checkpoint_freq=1000000", f"replay_buffer_size={BUFFER}",
-        f"log_dir={folder}/logs", f"checkpoint_dir={folder}/checkpoints", *extra])
+        f"log_dir={folder}/logs", f"checkpoint_dir={folder}/checkpoints",
+        f"torch_threads={torch.get_num_threads()}", *extra])
 
 
 def rltrain_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:
@@ -90,6 +101,7 @@ def rltrain_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:
     # learning phase: measured inside one process, so the machine's drift cancels.
     diagnostics = (trainer.diagnostics.seconds - diagnostics_at_start[0]) / watch.seconds
     return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib(),
+            "cpu_steps_per_second": steps / watch.cpu_seconds,
             "diagnostics_share": diagnostics}
 
 
@@ -167,10 +179,15 @@ def sb3_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:
 
     config = load_config(base, [f"learning_starts={WARMUP}", f"replay_buffer_size={BUFFER}",
                                 *extra])
-    model = (sb3_sac if config.algo == "sac" else sb3_td3)(config, seed, config.device)
+    if config.torch_threads is not None:  # as rltrain's Trainer sets them
+        import torch
+
+        torch.set_num_threads(config.torch_threads)
+    model = sb3_model(config, seed, config.device)
     model.learn(WARMUP + steps, callback=Timer())
     watch.mark_stop()
-    return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib()}
+    return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib(),
+            "cpu_steps_per_second": steps / watch.cpu_seconds}
 
 
 def update_only_worker(updates: int) -> dict:
@@ -218,10 +235,13 @@ def main() -> None:
                         help="where both train (cuda: the training rounds only)")
     parser.add_argument("--algo", choices=tuple(BASE_CONFIGS), default="ddpg",
                         help="ddpg: rltrain's DDPG against SB3's TD3 set up as DDPG; sac: "
-                             "the two SACs")
+                             "the two SACs; crossq, tqc: against sb3-contrib's")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads of both libraries (default: torch's choice)")
     args = parser.parse_args()
     script = Path(__file__).resolve()
-    rows = run_rounds(script, args.rounds, args.steps, args.device, BASE_CONFIGS[args.algo])
+    rows = run_rounds(script, args.rounds, args.steps, args.device, BASE_CONFIGS[args.algo],
+                      args.threads)
     print_table(rows, args.rounds)
     if args.device == "cuda" or args.algo != "ddpg":
         return  # the rest measures the CPU: its matrix products, caches and threads
@@ -229,14 +249,17 @@ def main() -> None:
 
 
 def run_rounds(script: Path, rounds: int, steps: int, device_name: str,
-               base: str) -> dict[str, list]:
+               base: str, threads: int | None = None) -> dict[str, list]:
     """Every kind of run once per round, each in a fresh process; their results by kind."""
     device = f"device={device_name}"
-    kinds = {"rltrain": ["rltrain", device], "rltrain, diagnostics off":
-             ["rltrain", device, "diagnostics.enabled=false"],
-             "rltrain, autograd backend": ["rltrain", device, "update_backend=autograd"],
-             "sb3": ["sb3", device]}
-    if base != BASE_CONFIGS["ddpg"]:  # SAC has the autograd update only
+    if threads is not None:
+        device = f"{device} torch_threads={threads}"
+    kinds = {"rltrain": ["rltrain", *device.split()], "rltrain, diagnostics off":
+             ["rltrain", *device.split(), "diagnostics.enabled=false"],
+             "rltrain, autograd backend": ["rltrain", *device.split(),
+                                           "update_backend=autograd"],
+             "sb3": ["sb3", *device.split()]}
+    if base != BASE_CONFIGS["ddpg"]:  # SAC, CrossQ, TQC: the autograd update only
         del kinds["rltrain, autograd backend"]
     rows: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for round_index in range(rounds):
@@ -248,7 +271,8 @@ def run_rounds(script: Path, rounds: int, steps: int, device_name: str,
             result = run_worker(script, [worker, str(steps), str(round_index), base, *extra])
             rows[kind].append(result)
             print(f"round {round_index + 1}: {kind:25s} {result['steps_per_second']:7.1f} "
-                  f"steps/s, peak RSS {result['peak_rss_mib']:.0f} MiB", flush=True)
+                  f"steps/s ({result['cpu_steps_per_second']:.1f} per CPU-second), peak "
+                  f"RSS {result['peak_rss_mib']:.0f} MiB", flush=True)
     return rows
 
 
@@ -265,6 +289,10 @@ def print_table(rows: dict[str, list], rounds: int) -> None:
     print("|---|---|---|---|")
     print(f"| env steps/s, learning phase (median of {rounds}) | {ours:.1f} | "
           f"{theirs:.1f} | {ours / theirs:.2f}x |")
+    cpu_ours = median("rltrain", "cpu_steps_per_second")
+    cpu_theirs = median("sb3", "cpu_steps_per_second")
+    print(f"| env steps per CPU-second, learning phase | {cpu_ours:.1f} | {cpu_theirs:.1f} | "
+          f"{cpu_ours / cpu_theirs:.2f}x |")
     if "rltrain, autograd backend" in rows:
         autograd = median("rltrain, autograd backend", "steps_per_second")
         mem_autograd = median("rltrain, autograd backend", "peak_rss_mib")

@@ -157,7 +157,7 @@ def worker(steps: int, seed: int, extra: list[str]) -> dict:
 
         # The runners import slow_env as this process does.
         path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
-        ray.init(include_dashboard=False, log_to_driver=False,
+        ray.init(address="local", include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"PYTHONPATH": path}})
     marks: dict[str, float] = {}
 

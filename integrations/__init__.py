@@ -1,7 +1,8 @@
 """Watch another library's training with rltrain's health rules and flow-1 diagnostics.
 
 - `rltrain.integrations.sb3.RltrainCallback`: a Stable-Baselines3 callback for TD3, DDPG
-  and SAC (needs the `sb3` extra: `pip install "rltrain[sb3]"`).
+  and SAC, and sb3-contrib's CrossQ and TQC (needs the `sb3` extra: `pip install
+  "rltrain[sb3]"`; sb3-contrib's: `rltrain[sb3-contrib]`).
 - `rltrain.integrations.rllib.rltrain_callback`: the callback class for RLlib's SAC on
   its current API stack (needs the `rllib` extra: `pip install "rltrain[rllib]"`).
 - `rltrain.integrations.Watcher`: for a training loop of your own (CleanRL style), called

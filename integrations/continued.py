@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrain.utils.errors import UserError
-from rltrain.utils.io.checkpoint import save_tensors
+from rltrain.utils.io.checkpoint import load_tensors, save_tensors
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.logger import read_jsonl
 from rltrain.utils.run.status import read_status
@@ -48,12 +48,10 @@ def save_watch_state(paths: RunPaths, env_steps: int, state: dict[str, Any]) -> 
 
 def load_watch_state(paths: RunPaths, env_steps: int) -> dict[str, Any] | None:
     """The watch's state a pause at `env_steps` wrote, or None (no pause there)."""
-    import torch
-
     path = watch_state_file(paths, env_steps)
     if not path.is_file():
         return None
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return load_tensors(path)  # its size and depth bounded, as a checkpoint's
 
 
 def run_integration(paths: RunPaths) -> str | None:

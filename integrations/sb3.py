@@ -1,5 +1,6 @@
 """RltrainCallback: rltrain's health rules and flow-1 diagnostics on a Stable-Baselines3
-run (TD3, DDPG, SAC; Box action spaces; one or more envs).
+run (TD3, DDPG, SAC, and sb3-contrib's CrossQ and TQC; Box action spaces; one or more
+envs).
 
     model.learn(50_000, callback=RltrainCallback(run_name="x", log_dir="logs"))
 
@@ -31,7 +32,9 @@ except ImportError:
     raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
                       'pip install "rltrain[sb3]"') from None
 
+from rltrain.agents.registry import ALGORITHMS
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
+from rltrain.integrations.sb3_env_watch import EnvWatch
 from rltrain.integrations.sb3_settings import SB3Keys
 from rltrain.integrations.sb3_view import (
     PolicyTap,
@@ -44,6 +47,7 @@ from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
 from rltrain.integrations.watcher import box_dims
 from rltrain.utils.errors import ConfigError, UserError
+from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.progress import say
 from rltrain.utils.run.status import read_status
@@ -53,13 +57,14 @@ LOSSES = {"train/critic_loss": "critic_loss", "train/actor_loss": "actor_loss"}
 
 
 def check_model(model: Any) -> None:
-    """TD3, DDPG or SAC-like: off-policy, a replay buffer, an actor and a critic, Box
-    actions. Anything else is a ConfigError naming what is missing."""
+    """TD3, DDPG, SAC, CrossQ, TQC or alike: off-policy, a replay buffer, an actor and a
+    critic, Box actions. Anything else is a ConfigError naming what is missing."""
     name = type(model).__name__
     if not isinstance(model, OffPolicyAlgorithm) or not hasattr(model, "critic") \
             or not hasattr(model, "actor"):
+        known = ", ".join(e.sb3_class for e in ALGORITHMS.values() if e.sb3_class)
         raise ConfigError(f"RltrainCallback watches SB3's actor-critic off-policy "
-                          f"algorithms (TD3, DDPG, SAC), not {name}")
+                          f"algorithms ({known}), not {name}")
     box_dims(model.observation_space, model.action_space)
 
 
@@ -78,6 +83,7 @@ class RltrainCallback(BaseCallback):
                         "checkpoint_dir": checkpoint_dir}
         self.user_config, self.eval_env = dict(config or {}), eval_env
         self.session: Session | None = None
+        self.watched: Any = None  # the model whose run it is
         self.tap: PolicyTap | None = None
         self.paused_files: tuple[Path, Path] | None = None  # model, replay buffer
         self._updates_seen = 0
@@ -111,10 +117,30 @@ class RltrainCallback(BaseCallback):
             steps.close()
             raise
         self.folders["run_name"] = self.session.paths.name  # a later learn() goes on in it
+        self.watched = model  # the model whose run this is (a later learn() checks it)
         self._updates_seen = model._n_updates
         self.view = view
         self.step_gradients = steps
         self.tap = PolicyTap(model, self.scale) if hasattr(model.actor, "mu") else None
+        if model.env is not None and not isinstance(model.env, EnvWatch):
+            model.env = EnvWatch(model.env, self._env_failed)  # until this learn() ends
+
+    def _unwatch_env(self) -> None:
+        if isinstance(self.model.env, EnvWatch):
+            self.model.env = self.model.env.venv
+
+    def _env_failed(self, problem: str) -> None:
+        """The model's envs raised: pause the run with its model and replay buffer saved
+        and the reason; the exception then ends `learn()` as it would have."""
+        self._unwatch_env()
+        s = self.session
+        if s is None or s.closed:
+            return
+        self._tell_updates()
+        s.monitor.request_pause(Finding(s.env_steps, "env_error", None, None, "pause",
+                                        problem))
+        self._pause()
+        self._close_watchers()
 
     def _continuation(self) -> Continuation | None:
         """How this `learn()` continues an existing run, or None for a new run: a later
@@ -124,6 +150,11 @@ class RltrainCallback(BaseCallback):
         if self.session is not None:
             if not self.session.closed:  # the last learn() raised: SB3 ended it no other way
                 self.session.close("crashed")
+            if self.model is not self.watched:  # two models' histories in one run
+                raise UserError(f"this RltrainCallback watched another model's run "
+                                f"'{self.session.paths.name}'; give this model a callback "
+                                "of its own (RltrainCallback(run_name=...)), or load that "
+                                "run's model to continue it")
             return self.session.continuation("another learn() call with its callback")
         name, model = self.folders["run_name"], self.model
         if name is None:
@@ -189,12 +220,16 @@ class RltrainCallback(BaseCallback):
 
     def _on_training_end(self) -> None:
         s = self.session
-        if self.tap is not None:
-            self.tap.close()
+        self._unwatch_env()
         if s is not None and not s.closed:
             self._tell_updates()
             s.step_end()
             s.close("finished")
+        self._close_watchers()
+
+    def _close_watchers(self) -> None:
+        if self.tap is not None:
+            self.tap.close()
         self.step_gradients.close()  # the process's optimisers step unwatched again
 
     # ---------------------------------------------------------------- pause
@@ -228,6 +263,10 @@ class RltrainCallback(BaseCallback):
         folders = "".join(f", {key}=\"{self.folders[key]}\"" for key, default in
                           (("log_dir", "logs"), ("checkpoint_dir", "checkpoints"))
                           if self.folders[key] != default)
+        # The callback's own settings too: without them the run would go on without its
+        # evaluations (early stopping, the Q check) and with other rules.
+        folders += f", config={self.user_config!r}" if self.user_config else ""
+        folders += ", eval_env=eval_env" if self.eval_env is not None else ""
         return (f"  model: {model_file}\n  replay buffer: {buffer_file}\n"
                 f"  once the cause is fixed, continue the run with:\n"
                 f"    model = {type(self.model).__name__}.load(\"{model_file}\", env=env)\n"

@@ -14,17 +14,21 @@ from typing import Any
 
 import numpy as np
 
+from rltrain.agents.registry import ALGORITHMS
 from rltrain.integrations.library_keys import plain, translated
 from rltrain.utils.hooks.findings import Finding
 
-# rltrain's key -> SB3's constructor argument, where the value carries over as it is.
+# rltrain's key -> SB3's constructor argument, where the value carries over as it is; an
+# algorithm's own options by the names its registry entry gives them (`own_options`).
 SAME_VALUE = {"gamma": "gamma", "tau": "tau", "batch_size": "batch_size",
-              "learning_starts": "learning_starts", "replay_buffer_size": "buffer_size",
-              "td3.policy_delay": "policy_delay",
-              "td3.target_policy_noise": "target_policy_noise",
-              "td3.target_noise_clip": "target_noise_clip", "sac.ent_coef": "ent_coef",
-              "sac.target_entropy": "target_entropy",
-              "sac.target_update_interval": "target_update_interval"}
+              "learning_starts": "learning_starts", "replay_buffer_size": "buffer_size"}
+
+
+def own_options() -> dict[str, str]:
+    """Every algorithm's option (rltrain's dotted key) -> SB3's argument for it, a
+    constructor argument or `policy_kwargs.<name>` (agents/registry.py)."""
+    return {key: library for entry in ALGORITHMS.values()
+            for library, key in entry.library_names().items()}
 LEARNING_RATES = ("actor_lr", "critic_lr")  # SB3 has one learning_rate for both
 
 
@@ -65,8 +69,9 @@ def sb3_settings(model: Any) -> dict[str, Any]:
         "policy_kwargs": plain({**model.policy_kwargs,
                                 "net_arch": plain(getattr(model.policy, "net_arch", None))}),
         "n_envs": model.n_envs, "seed": model.seed, "device": str(model.device)}
-    for name in ("policy_delay", "target_policy_noise", "target_noise_clip", "ent_coef",
-                 "target_update_interval", "use_sde"):
+    arguments = {library for entry in ALGORITHMS.values() for library in entry.library_names()
+                 if not library.startswith("policy_kwargs.")}
+    for name in sorted(arguments - {"target_entropy"}) + ["use_sde"]:
         if hasattr(model, name):
             settings[name] = plain(getattr(model, name))
     if hasattr(model, "target_entropy"):
@@ -83,6 +88,14 @@ def updates_per_env_step(model: Any) -> float:
     return model.gradient_steps / (model.train_freq.frequency * model.n_envs)
 
 
+def _put_argument(sb3: dict[str, Any], name: str, value: Any) -> None:
+    """`value` under SB3's argument `name` (`policy_kwargs.<name>`: in that dict)."""
+    if name.startswith("policy_kwargs."):
+        sb3.setdefault("policy_kwargs", {})[name.partition(".")[2]] = value
+    else:
+        sb3[name] = value
+
+
 class SB3Keys:
     """A finding's `suggested_set` in SB3's constructor arguments for one model."""
 
@@ -94,6 +107,7 @@ class SB3Keys:
         """The SB3 arguments for `suggested`, and the rltrain keys SB3 has no setting for."""
         sb3: dict[str, Any] = {}
         missing: list[str] = []
+        own = own_options()
         rates = [v for k, v in suggested.items() if k in LEARNING_RATES]
         if rates:
             sb3["learning_rate"] = min(rates)  # the careful one, for both networks
@@ -102,10 +116,12 @@ class SB3Keys:
                 continue
             if key in SAME_VALUE:
                 sb3[SAME_VALUE[key]] = value
+            elif key in own:
+                _put_argument(sb3, own[key], value)
             elif key == "exploration_noise":
                 sb3["action_noise"] = {"type": "NormalActionNoise", "sigma": value}
             elif key == "hidden_sizes":
-                sb3["policy_kwargs"] = {"net_arch": list(value)}
+                sb3.setdefault("policy_kwargs", {})["net_arch"] = list(value)
             elif key == "utd_ratio" and self.train_freq.unit.value == "step":
                 sb3["gradient_steps"] = int(value) * self.train_freq.frequency * self.n_envs
             else:

@@ -1,4 +1,5 @@
-"""A Stable-Baselines3 off-policy model (TD3, DDPG, SAC) as rltrain's hooks see it.
+"""A Stable-Baselines3 off-policy model (TD3, DDPG, SAC, sb3-contrib's CrossQ and TQC)
+as rltrain's hooks see it.
 
 SB3 keeps actions scaled to [-1, 1] inside the model and its replay buffer; the hooks
 work in the env's units. `sb3_view` wraps the actor (SAC: its deterministic action) and
@@ -16,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltrain.agents.registry import ALGORITHMS
+from rltrain.agents.registry import ALGORITHMS, Algorithm
+from rltrain.integrations.library_keys import plain
 from rltrain.integrations.sb3_settings import network_arch, sb3_settings, updates_per_env_step
 from rltrain.integrations.views import Mirror, ddpg_probe
 from rltrain.utils.hooks.agent_view import AgentView
@@ -156,10 +158,12 @@ def sb3_view(model: Any) -> tuple[AgentView, Scale]:
         policy = Mirror(actor, lambda obs: scale.to_env(actor(obs, deterministic=True)))
     else:
         policy = Mirror(actor, lambda obs: scale.to_env(actor(obs)))
-    critics = Mirror(critic, lambda obs, a: torch.cat(critic(obs, scale.to_sb3(a)), dim=1))
+    critics = Mirror(critic, lambda obs, a: q_heads(critic, obs, scale.to_sb3(a)))
 
     def q_value(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return critic.q1_forward(obs, scale.to_sb3(action))
+        if hasattr(critic, "q1_forward"):
+            return critic.q1_forward(obs, scale.to_sb3(action))
+        return q_heads(critic, obs, scale.to_sb3(action))[:, :1]  # CrossQ's, TQC's
 
     nets = {name: getattr(model, name) for name in
             ("actor", "critic", "actor_target", "critic_target") if hasattr(model, name)}
@@ -175,6 +179,15 @@ def sb3_view(model: Any) -> tuple[AgentView, Scale]:
     return view, scale
 
 
+def q_heads(critic: Any, obs: torch.Tensor, scaled: torch.Tensor) -> torch.Tensor:
+    """Every Q head of an SB3 critic, [B, n]: its tuple of [B, 1] (TD3, SAC, CrossQ), or
+    each critic's mean quantile (TQC's [B, n_critics, n_quantiles])."""
+    out = critic(obs, scaled)
+    if isinstance(out, torch.Tensor):
+        return out.mean(dim=2)
+    return torch.cat(out, dim=1)
+
+
 def env_id(model: Any) -> str:
     """The Gymnasium id of the model's first training env, where it has one."""
     try:
@@ -186,7 +199,7 @@ def env_id(model: Any) -> str:
 
 def sb3_config(model: Any, total_timesteps: int) -> dict[str, Any]:
     """The model's settings as rltrain config keys (what the checks compare against)."""
-    name = type(model).__name__
+    entry = sb3_entry(model)
     rate = float(model.lr_schedule(1.0))  # a schedule's value at the start
     derived: dict[str, Any] = {
         "env_name": env_id(model), "seed": model.seed or 0,
@@ -201,23 +214,43 @@ def sb3_config(model: Any, total_timesteps: int) -> dict[str, Any]:
         "utd_ratio": max(round(updates_per_env_step(model)), 1),
         "actor_lr": rate, "critic_lr": rate,
         "library": sb3_settings(model),
-        # The algorithm the rules judge it as: SB3's own where rltrain has it (DDPG, TD3,
-        # SAC); otherwise ddpg, the nearest (it only names the run).
-        "algo": name.lower() if name.lower() in ALGORITHMS else "ddpg",
+        # The algorithm the rules judge it as: the one whose registry entry names the
+        # model's class (DDPG, TD3, SAC, sb3-contrib's CrossQ and TQC); otherwise ddpg,
+        # the nearest (it only names the run).
+        "algo": entry.name if entry is not None else "ddpg",
     }
+    if entry is not None and not entry.targets:
+        del derived["tau"]  # SB3 sets 1.0 for an algorithm without targets (CrossQ)
     derived.update(noise_config(model))
     actor, critic = network_arch(model)
     derived["networks"] = {"actor": {"hidden_sizes": actor or None},
                            "critic": {"hidden_sizes": critic or None}}
-    if name == "SAC":
-        derived["sac"] = {"ent_coef": model.ent_coef,
-                          "target_entropy": float(model.target_entropy),
-                          "target_update_interval": model.target_update_interval}
-    if name == "TD3":
-        derived["td3"] = {"policy_delay": model.policy_delay,
-                          "target_policy_noise": model.target_policy_noise,
-                          "target_noise_clip": model.target_noise_clip}
+    if entry is not None and entry.section is not None:
+        derived[entry.section] = own_options(model, entry)
     return derived
+
+
+def sb3_entry(model: Any) -> Algorithm | None:
+    """The registry entry of the model's algorithm (None: rltrain has none)."""
+    name = type(model).__name__
+    return next((e for e in ALGORITHMS.values() if e.sb3_class == name), None)
+
+
+def own_options(model: Any, entry: Algorithm) -> dict[str, Any]:
+    """The algorithm's own options as the model has them, by the names SB3 gives them
+    (agents/registry.py): a constructor argument is the model's attribute; one of
+    `policy_kwargs` is the model's policy_kwargs' where given, else left to rltrain's
+    default, which is SB3's (sb3-contrib's)."""
+    options: dict[str, Any] = {}
+    for library, key in entry.library_names().items():
+        field = key.partition(".")[2]
+        if library.startswith("policy_kwargs."):
+            given = model.policy_kwargs or {}
+            if library.partition(".")[2] in given:
+                options[field] = plain(given[library.partition(".")[2]])
+        elif hasattr(model, library):
+            options[field] = plain(getattr(model, library))
+    return options
 
 
 def noise_config(model: Any) -> dict[str, Any]:

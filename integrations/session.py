@@ -173,6 +173,7 @@ class Session:
         self.closed = False
         self.status_file = StatusFile(self.paths.status_file, {
             "run": self.paths.name, "max_timesteps": config.max_timesteps,
+            "checkpoint_dir": str(self.paths.checkpoint_dir.resolve()),
             "integration": self.integration}, [self, self.monitor],
             every_seconds=STATUS_EVERY_SECONDS)
         self.write_status("running")

@@ -184,10 +184,9 @@ class Watcher:
         and return that file; load it with `torch.load(path, weights_only=True)`."""
         assert self.should_pause, "pause() without a pause request (see should_pause)"
         self._saved = {name: obj.state_dict() for name, obj in state.items()}
-        path = self.session.pause_run()
+        path = self.session.pause_run(continue_with)  # what `rltrain status` shows too
         say(f"paused at step {self.session.env_steps} {self.pause_reason}\n"
-            f"  saved: {path}; to continue, load it (torch.load(path, weights_only=True)), "
-            "fix the cause, and run your loop on with a new run_name")
+            f"{continue_with(path)}")
         self.session.close("paused")
         self.step_gradients.close()
         self.sampled.close()
@@ -219,3 +218,9 @@ class Watcher:
             self.session.close("crashed")
             self.step_gradients.close()
             self.sampled.close()
+
+
+def continue_with(path: Path) -> str:
+    """How a plain loop's paused run goes on: `rltrain resume` cannot run the loop."""
+    return (f"  saved: {path}; to continue, load it (torch.load(path, weights_only=True)), "
+            "fix the cause, and run your loop on with a new run_name")

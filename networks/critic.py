@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rltrain.networks.batch_renorm import BatchRenorm, Renorm
 from rltrain.networks.mlp import ACTIVATIONS, NetworkSpec, register_action_bounds
 
 
@@ -56,19 +57,26 @@ class EnsembleLayerNorm(nn.Module):
 
 
 class Critic(nn.Module):
-    """(obs [B, obs_dim], action [B, action_dim]) -> Q values [n_critics, B, 1]."""
+    """(obs [B, obs_dim], action [B, action_dim]) -> Q values [n_critics, B, 1].
+
+    `outputs`: values per critic (a quantile critic's, networks/quantile_critic.py);
+    `renorm`: batch renormalisation before every linear layer, each critic with its own
+    statistics (CrossQ's critic, networks/batch_renorm.py)."""
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
-                 spec: NetworkSpec | None = None, n_critics: int = 2) -> None:
+                 spec: NetworkSpec | None = None, n_critics: int = 2, outputs: int = 1,
+                 renorm: Renorm | None = None) -> None:
         super().__init__()
         spec = spec or NetworkSpec()
         action_dim = register_action_bounds(self, action_low, action_high)
         self.spec, self.n_critics = spec, n_critics
-        widths = [obs_dim + action_dim, *spec.hidden_sizes, 1]
+        widths = [obs_dim + action_dim, *spec.hidden_sizes, outputs]
         self.layers = nn.ModuleList(
             EnsembleLinear(n_critics, w_in, w_out) for w_in, w_out in itertools.pairwise(widths))
         self.norms = nn.ModuleList(EnsembleLayerNorm(n_critics, w) for w in spec.hidden_sizes) \
             if spec.layer_norm else None
+        self.renorms = None if renorm is None else nn.ModuleList(
+            BatchRenorm(w, renorm, members=n_critics) for w in widths[:-1])
         # One module per hidden layer (they hold no parameters): hooks can tell them apart.
         self.activations = nn.ModuleList(ACTIVATIONS[spec.activation]()
                                          for _ in spec.hidden_sizes)
@@ -91,8 +99,12 @@ class Critic(nn.Module):
 
         *hidden, last = self.layers
         for index, layer in enumerate(hidden):
+            if self.renorms is not None:
+                x = run(self.renorms[index], x)
             x = run(layer, x)
             if self.norms is not None:
                 x = run(self.norms[index], x)
             x = self.activations[index](x)
+        if self.renorms is not None:
+            x = run(self.renorms[-1], x)
         return run(last, x)

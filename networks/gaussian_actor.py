@@ -12,12 +12,14 @@ entropy is stated in (-dim(A), as in Stable-Baselines3), whatever the env's boun
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import torch
 from torch import nn
 
+from rltrain.networks.batch_renorm import BatchRenorm, Renorm
 from rltrain.networks.mlp import NetworkSpec, hidden_stack, register_action_bounds
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as Stable-Baselines3 clamps it
@@ -30,12 +32,16 @@ class GaussianActor(nn.Module):
     for an exploring one."""
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
-                 spec: NetworkSpec | None = None) -> None:
+                 spec: NetworkSpec | None = None, renorm: Renorm | None = None) -> None:
         super().__init__()
         spec = spec or NetworkSpec()
         action_dim = register_action_bounds(self, action_low, action_high)
         self.spec = spec
-        self.latent, width = hidden_stack(obs_dim, spec)
+        # `renorm`: batch renormalisation before each linear layer and before the heads
+        # (CrossQ's actor, networks/batch_renorm.py).
+        self.latent, width = hidden_stack(
+            obs_dim, spec, None if renorm is None else functools.partial(BatchRenorm,
+                                                                         settings=renorm))
         self.mu = nn.Linear(width, action_dim)
         self.log_std = nn.Linear(width, action_dim)
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -35,11 +36,16 @@ class NetworkSpec:
         return self.activation == "relu" and not self.layer_norm
 
 
-def hidden_layers(in_dim: int, spec: NetworkSpec) -> tuple[list[nn.Module], int]:
-    """The hidden layers of `spec` in order, and the width they end with."""
+def hidden_layers(in_dim: int, spec: NetworkSpec,
+                  before_linear: Callable[[int], nn.Module] | None = None
+                  ) -> tuple[list[nn.Module], int]:
+    """The hidden layers of `spec` in order, and the width they end with; `before_linear`
+    makes a layer of a width that goes before each linear one (a normalisation)."""
     layers: list[nn.Module] = []
     width = in_dim
     for hidden in spec.hidden_sizes:
+        if before_linear is not None:
+            layers.append(before_linear(width))
         layers.append(nn.Linear(width, hidden))
         if spec.layer_norm:
             layers.append(nn.LayerNorm(hidden))
@@ -48,9 +54,14 @@ def hidden_layers(in_dim: int, spec: NetworkSpec) -> tuple[list[nn.Module], int]
     return layers, width
 
 
-def hidden_stack(in_dim: int, spec: NetworkSpec) -> tuple[nn.Sequential, int]:
-    """The hidden stack of `spec` alone (a network with several heads), and its width."""
-    layers, width = hidden_layers(in_dim, spec)
+def hidden_stack(in_dim: int, spec: NetworkSpec,
+                 before_linear: Callable[[int], nn.Module] | None = None
+                 ) -> tuple[nn.Sequential, int]:
+    """The hidden stack of `spec` alone (a network with several heads), and its width;
+    with `before_linear`, one more of its layers at the end, before the heads."""
+    layers, width = hidden_layers(in_dim, spec, before_linear)
+    if before_linear is not None:
+        layers.append(before_linear(width))
     return nn.Sequential(*layers), width
 
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -14,6 +15,7 @@ def main() -> None:
     """The `rltrain` command. The CLI is imported in here, not above: importing it loads
     torch and Gymnasium (a second or two), and a Ctrl-C then should end quietly, with
     nothing written yet, not in a traceback from inside an import."""
+    _closed_streams_to_devnull()
     try:
         from rltrain.scripts.cli import cli
     except KeyboardInterrupt:
@@ -27,6 +29,15 @@ def main() -> None:
         # (about a second, with torch and env workers) must not turn that into code 130.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise
+
+
+def _closed_streams_to_devnull() -> None:
+    """Started with stdout or stderr closed (`rltrain train ... >&-`, some daemons),
+    Python has None for them: what would be printed there is dropped instead, and the run
+    trains as it would with them redirected to /dev/null."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))
 
 
 def _thread_failed(args: threading.ExceptHookArgs) -> None:

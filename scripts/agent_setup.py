@@ -88,7 +88,8 @@ def checkpoint_actor(payload: dict, config: TrainConfig, path: str | Path) -> nn
     low = np.asarray(spaces["action_low"], dtype=np.float32)
     high = np.asarray(spaces["action_high"], dtype=np.float32)
     make_actor = algorithm(config.algo).implementation().make_actor
-    actor = make_actor(int(spaces["obs_dim"]), low, high, network_spec(config, "actor"))
+    actor = make_actor(int(spaces["obs_dim"]), low, high, network_spec(config, "actor"),
+                       algorithm_options(config))
     try:
         actor.load_state_dict(payload["actor"])
     except (RuntimeError, KeyError, TypeError) as exc:

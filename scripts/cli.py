@@ -34,6 +34,7 @@ from rltrain.utils.errors import (
     OutputError,
     UserError,
     describe_os_error,
+    printable,
 )
 from rltrain.utils.run.folders import relative_to_cwd
 from rltrain.utils.version import __version__
@@ -80,18 +81,33 @@ class RLTrainGroup(click.Group):
     written into one with exit 4, and an exception raised by the env into one with exit 5."""
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
+        args = list(ctx.args)  # the command's, for a usage error's hint
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            hint = _key_value_hint(args)
+            if hint is None or "unexpected extra argument" not in exc.message:
+                raise
+            raise click.UsageError(f"{exc.message}; {hint}", exc.ctx) from None
         except UserError as exc:  # several (a config's problems): each its own Error line
-            raise InputError("\nError: ".join(str(exc).splitlines() or [""])) from None
+            lines = printable(str(exc)).splitlines() or [""]
+            raise InputError("\nError: ".join(lines)) from None
         except OutputError as exc:
-            raise WriteFailure(str(exc)) from None
+            raise WriteFailure(printable(str(exc))) from None
         except EnvFailure as exc:
-            raise EnvFailed(str(exc)) from None
+            raise EnvFailed(printable(str(exc))) from None
         except BrokenPipeError:  # stdout's reader has gone (`rltrain diagnose RUN | head`):
             raise  # Click ends quietly with code 1, as when that happens after the command
         except OSError as exc:
             raise WriteFailure(describe_os_error(exc)) from None
+
+
+def _key_value_hint(args: list[str]) -> str | None:
+    """What `--set gamma 0.98` meant: Click reads 0.98 as an extra argument."""
+    for option, word, value in zip(args, args[1:], args[2:], strict=False):
+        if option in ("--set", "--grid") and "=" not in word and not value.startswith("-"):
+            return (f"{option} takes KEY=VALUE as one word: {option} {word}={value}")
+    return None
 
 
 @click.group(cls=RLTrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -99,18 +115,21 @@ class RLTrainGroup(click.Group):
 def cli() -> None:
     """Train DDPG, TD3 and SAC agents on Gymnasium environments, stop safely, resume exactly.
 
-    \b
     Quick start:
-      rltrain train --config pendulum_ddpg.yaml
-      rltrain train --algo td3 --env LunarLanderContinuous-v3   (tuned values per env)
-      tensorboard --logdir logs
-      rltrain runs                  (the runs under logs/, newest first)
-      rltrain status <run>          (from another terminal)
-      rltrain pause <run>           (pauses with a resumable checkpoint)
-      rltrain resume --checkpoint checkpoints/<run>/paused_at_step_<N>.pt
-      rltrain eval --checkpoint checkpoints/<run>/best_model.pt
-      rltrain diagnose <run>        (why does the agent misbehave?)
+
+        \b
+        rltrain train --config pendulum_ddpg.yaml
+        rltrain train --algo td3 --env LunarLanderContinuous-v3   (tuned values per env)
+        tensorboard --logdir logs
+        rltrain runs                  (the runs under logs/, newest first)
+        rltrain status <run>          (from another terminal)
+        rltrain pause <run>           (pauses with a resumable checkpoint)
+        rltrain resume --checkpoint checkpoints/<run>/paused_at_step_<N>.pt
+        rltrain eval --checkpoint checkpoints/<run>/best_model.pt
+        rltrain diagnose <run>        (why does the agent misbehave?)
     """
+    # The block is indented 4 more than the text: the reference page (mkdocs-click,
+    # Markdown) shows it as a code block, and \b keeps --help from rewrapping it.
 
 
 CONFIG_HELP = ("YAML config: a path, or the name of a config shipped with rltrain ("
@@ -166,10 +185,12 @@ def _outcome_decided() -> None:
     from now on changes nothing: not the report, not the exit code (SIG_IGN, unlike a
     Python handler, holds through the interpreter's shutdown). Not when the CLI runs inside
     another program (tests, notebooks): their Ctrl-C stays theirs."""
+    from rltrain.utils.run.signals import PAUSE_SIGNALS
+
     context = click.get_current_context(silent=True)
     if context is not None and (context.find_root().obj or {}).get("owns_process"):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # nor a SIGTERM (it gave 143)
+        for signum in PAUSE_SIGNALS:  # nor a SIGTERM (it gave 143), SIGHUP, ...
+            signal.signal(signum, signal.SIG_IGN)
 
 
 def _say_paused(outcome: RunOutcome) -> None:
@@ -278,7 +299,7 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
     before = signal.getsignal(signal.SIGINT)  # the sweep ends with Ctrl-C ignored
     try:
         if resume_name is not None:
-            folder = sweeps.resume_sweep(resume_name, log_dir, address)
+            folder = sweeps.resume_sweep(resume_name, log_dir, address, overrides)
         else:
             overrides = flag_overrides(overrides, **flags)
             if config_name is None and given_value(overrides, "env_name") is None:

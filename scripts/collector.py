@@ -128,12 +128,27 @@ class Collector:
 
     def restart(self, env: int, index: int) -> None:
         """Start episode `index` in env `env` (its previous episode has ended)."""
+        self.end(env, index)
+        self.start_next(env)
+
+    def end(self, env: int, index: int) -> None:
+        """Env `env`'s episode has ended; episode `index` comes next, not started yet (no
+        actions, its observation NaN) until `start_next` resets the env. A checkpoint
+        written in between, or after a reset that raised, resumes by making that reset
+        (`restore`)."""
+        previous = self.episodes[env].obs
+        self.episodes[env] = Episode(index=index, obs=np.full_like(previous, np.nan,
+                                                                    dtype=np.float64))
+        self.exploration.reset(env)
+
+    def start_next(self, env: int) -> None:
+        """Reset env `env` for the episode `end` recorded."""
+        index = self.episodes[env].index
         mask = np.arange(self.num_envs) == env
         seeds = [self._seed(index) if m else None for m in mask]
         with env_code(self.config.env_name, "reset"):
             obs, _ = self.envs.reset(seed=seeds, options={"reset_mask": mask})
         self.episodes[env] = Episode(index=index, obs=obs[env])
-        self.exploration.reset(env)
 
     def next(self, env_steps: int, policy: Callable[[np.ndarray], np.ndarray]) -> Transition:
         """The next transition; steps all envs when the last vector step is used up.
@@ -153,8 +168,8 @@ class Collector:
                 actions = self.exploration.noisy(policy(seen), env_steps)
                 drawn = self.exploration.drawn
         self.unstepped = actions  # until the envs have taken the step
-        with env_code(self.config.env_name, "step"):
-            next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
+        with env_code(self.config.env_name, "step"):  # a copy: an env may write into it
+            next_obs, rewards, terminated, truncated, infos = self.envs.step(actions.copy())
         self.unstepped = None
         if self.term_keys is None:
             self.term_keys = term_keys(infos)
@@ -219,6 +234,8 @@ class Collector:
                                          length=int(e["length"]), actions=list(actions),
                                          non_finite_rewards=int(e.get("non_finite_rewards", 0)),
                                          reward_terms=terms_from_state(e)))
+            if not_started(e):  # its reset raised: the replay's reset starts it
+                continue
             if not np.array_equal(np.asarray(obs), e["obs"].numpy()):
                 self.pending = deque(t for t in self.pending if t.env != env)
                 self.restart(env, index)
@@ -253,6 +270,12 @@ def shared_state(episodes: list[Episode], pending: deque[Transition],
                          "steered": torch.as_tensor(np.array(t.steered))})}
                     for t in pending],
     }
+
+
+def not_started(episode: dict[str, Any]) -> bool:
+    """True for a checkpoint's episode whose reset raised (Collector.restart)."""
+    obs = episode["obs"]
+    return len(episode["actions"]) == 0 and bool(torch.isnan(obs.double()).all())
 
 
 def terms_from_state(episode: dict[str, Any]) -> dict[str, float]:

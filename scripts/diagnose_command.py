@@ -14,6 +14,7 @@ import click
 from rltrain.scripts.run_commands import LOG_DIR_HELP
 from rltrain.utils.io.checkpoint import to_json
 from rltrain.utils.run.folders import find_run_log_dir
+from rltrain.utils.run.logger import unreadable_note
 
 EXIT_FINDINGS = 6  # `diagnose --fail-on`: a finding at least that severe
 
@@ -64,6 +65,9 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify:
     from rltrain.utils.diagnosis.report.table import print_table
 
     folder = find_run_log_dir(run, log_dir)
+    note = unreadable_note(folder)
+    if note is not None:  # damaged lines, wrong types, stray files: read around
+        click.echo(note, err=True)
     if verify:
         from rltrain.scripts.verify import summary_lines
         from rltrain.scripts.verify import verify as verify_run

@@ -111,10 +111,13 @@ class DistributedCollector(RunnerCheckpoint):
                                  obs=np.zeros(0, dtype=np.float32))
                          for env in range(self.num_envs)]
 
-    def restart(self, env: int, index: int) -> None:
+    def end(self, env: int, index: int) -> None:
         """The learner's accounting starts episode `index` in `env`; the runner has
         started its next episode there itself, as soon as the last one ended."""
         self.episodes[env] = Episode(index=index, obs=self.episodes[env].obs)
+
+    def start_next(self, env: int) -> None:
+        """Nothing to do here: the runner reset its env itself (`end`)."""
 
     def reseed(self, seed: int) -> None:
         with self.ray_calls():

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from rltrain.utils.errors import UserError
+from rltrain.utils.errors import UserError, printable
 from rltrain.utils.io.checkpoint import atomic_write, to_json
 from rltrain.utils.run.folders import (
     EVENTS_FILE,
@@ -26,7 +26,7 @@ from rltrain.utils.run.folders import (
     STEP_CHECKPOINT,
     find_run_log_dir,
 )
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.logger import read_jsonl, unreadable_note
 from rltrain.utils.run.status import LIVE_STATES, effective_state, process_alive, read_status
 
 LOG_DIR_HELP = "Where run folders live, when RUN is a name (default: logs)."
@@ -130,6 +130,8 @@ def _say_paused(status: dict[str, Any]) -> None:
 def _interrupt_stuck(status: dict[str, Any]) -> None:
     """The run is inside one env call for long and reads no request: a SIGTERM makes it
     abandon the call and stop with a checkpoint (exit code 5, as an env failure)."""
+    if not process_alive(status):  # ended meanwhile: its id may be another's by now
+        return
     stuck = status.get("stuck") or {}
     click.echo(f"the run is stuck in the env's {stuck.get('call', 'code')} (for "
                f"{stuck.get('seconds', '?')} s when last recorded): sending it SIGTERM")
@@ -146,7 +148,11 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
 
     RUN is a run name under --log-dir, or a run folder.
     """
-    report = status_report(find_run_log_dir(run, log_dir))
+    folder = find_run_log_dir(run, log_dir)
+    report = status_report(folder)
+    note = unreadable_note(folder)
+    if note is not None:  # damaged lines, wrong types, stray files: read around
+        click.echo(note, err=True)
     if as_json:
         click.echo(to_json(report))
         return
@@ -183,7 +189,8 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
     if report["workers"]:
         rows += _worker_rows(report["workers"])
     for key, value in rows:
-        table.add_row(key, Text(str(value)))  # Text: no rich markup in messages
+        # Text: no rich markup in messages; printable: no terminal controls from a file
+        table.add_row(key, Text(printable(str(value))))
     Console(soft_wrap=True).print(table)
 
 

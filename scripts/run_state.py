@@ -31,12 +31,12 @@ from rltrain.agents.registry import algorithm
 from rltrain.scripts.agent_setup import agent_view, build_agent, network_spec
 from rltrain.scripts.distributed import make_collector
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
-from rltrain.utils.errors import CheckpointError, EnvFailure
+from rltrain.utils.errors import CheckpointError, EnvFailure, first_line
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Step, Update
 from rltrain.utils.io.checkpoint import check_spaces, checkpoint_algo
-from rltrain.utils.run.device import check_network_memory, tune_process
+from rltrain.utils.run.device import check_network_memory, default_threads, tune_process
 from rltrain.utils.run.environment import environment_record, environment_warning
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.health import HealthRules, is_finite
@@ -88,14 +88,17 @@ class RunState:
 
     def __init__(self, config: TrainConfig, device: torch.device) -> None:
         self.config, self.device = config, device
-        tune_process(config.torch_threads)
+        widths = [network_spec(config, net).hidden_sizes for net in ("actor", "critic")]
+        tune_process(config.torch_threads if config.torch_threads is not None
+                     else default_threads(widths, device))
         seed_global_generators(config.seed)
         # First: a bad env fails here, in-process.
         self.eval_env = make_env(config.env_name, env_kwargs=config.env_kwargs)
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         check_network_memory(self.obs_dim, self.action_dim,
                              network_spec(config, "actor").hidden_sizes,
-                             network_spec(config, "critic").hidden_sizes, device)
+                             network_spec(config, "critic").hidden_sizes, device,
+                             algorithm(config.algo).targets)
         torch.manual_seed(derive_seed(config.seed, NETWORK_INIT))
         self.agent, self.backend_warning = build_agent(config, self.obs_dim, low, high, device)
         self.view = agent_view(self.agent, low, high)  # what the hooks see of the agent
@@ -129,10 +132,19 @@ class RunState:
             raise CheckpointError(f"checkpoint '{self.restored_from}' does not fit this run: "
                                   f"its {name} state: {misfit(exc)}") from None
 
-    def close(self) -> None:
-        """Close the envs (async vector envs run worker processes)."""
-        self.collector.close()
-        self.eval_env.close()
+    def close(self) -> list[str]:
+        """Close the envs (async vector envs run worker processes). An exception from an
+        env's own `close` does not change how the run ended: it is returned, one line
+        each, for the caller to report."""
+        problems = []
+        for which, close in (("training env", self.collector.close),
+                             ("evaluation env", self.eval_env.close)):
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 (the env's own code)
+                problems.append(f"the {which}'s close() raised {type(exc).__name__}: "
+                                f"{first_line(exc)}")
+        return problems
 
     # ------------------------------------------------------- steps and updates
     def env_step(self) -> Step:
@@ -152,7 +164,7 @@ class RunState:
         configured noise is added to them, sampled where the policy explores itself."""
         actions = self.agent.act(obs, deterministic=self.action_noise)
         if not self.action_noise:  # its own noise and mean action, where it keeps them
-            self.collector.exploration.drawn = getattr(self.agent, "drawn", None)
+            self.collector.exploration.drawn = self.agent.drawn
         return actions
 
     def count_step(self, step: Step) -> EpisodeEnd | None:
@@ -162,8 +174,14 @@ class RunState:
         return count_step(self.counters, self.collector.episodes[step.env], step,
                           ended=step.terminated or truncated)
 
-    def next_episode(self, env: int) -> None:
-        self.collector.restart(env, next_episode_index(self.counters, self.collector.num_envs))
+    def end_episode(self, env: int) -> None:
+        """Env `env`'s episode has ended: the next is recorded, its reset made by
+        `start_episode` once the step's updates and due work are done (a reset that
+        raises then stops the run with a checkpoint of the whole step)."""
+        self.collector.end(env, next_episode_index(self.counters, self.collector.num_envs))
+
+    def start_episode(self, env: int) -> None:
+        self.collector.start_next(env)
 
     def status(self) -> dict[str, Any]:
         """The counters (and the env runners', with num_workers), as status.json shows them."""

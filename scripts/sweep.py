@@ -22,10 +22,23 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from rltrain.scripts.config_commands import to_stderr
-from rltrain.scripts.sweep_plan import plan_trials, say_once, trial_config
+from rltrain.scripts.ray_start import init_ray
+from rltrain.scripts.sweep_plan import (
+    check_sweep_name,
+    plan_for_resume,
+    plan_trials,
+    read_plan,
+    say_once,
+    trial_config,
+)
 from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.hook import Hook
-from rltrain.utils.run.sweep_summary import ERROR_FILE, INTERRUPTED_NOTE
+from rltrain.utils.run.sweep_summary import (
+    ERROR_FILE,
+    INTERRUPTED_NOTE,
+    OUTCOME_FILE,
+    interrupted,
+)
 
 if TYPE_CHECKING:
     from rltrain.utils.run.folders import RunPaths
@@ -58,14 +71,12 @@ def _run_trial(params: dict[str, Any], tune: Any) -> None:
 
     config = trial_config(params["config"], params["overrides"])
     own = paths_for(config, params["run_name"])
-    status = read_status(own.status_file) or {}
-    if status.get("state") == "finished":  # stopped after its end, before telling Tune
-        tune.report({key: status.get(key) for key in ("env_steps", "best_eval")}
-                    | {"eval_mean_return": status.get("latest_eval"), "status": "finished"})
+    if _reported_as_it_ended(read_status(own.status_file) or {}, own, tune):
         return
     checkpoint = _checkpoint_to_resume(tune, own)
     if checkpoint is not None:
-        trainer, paths, info = prepare_resume(str(checkpoint), (), None, interactive=False)
+        trainer, paths, info = prepare_resume(str(checkpoint), (), None, interactive=False,
+                                              trusted=config)
     else:
         set_aside_attempt(own)
         (trainer, paths), info = prepare_train(config, interactive=False), None
@@ -76,6 +87,38 @@ def _run_trial(params: dict[str, Any], tune: Any) -> None:
         from rltrain.scripts.sweep_pause import wait_for_hand_over
 
         wait_for_hand_over(Path(config.log_dir))
+    else:
+        from rltrain.utils.io.run_files import write_run_file
+
+        write_run_file(paths.log_dir / OUTCOME_FILE, f"{outcome.status} {outcome.env_steps}\n")
+
+
+def _reported_as_it_ended(status: dict[str, Any], paths: RunPaths, tune: Any) -> bool:
+    """A trial that ended before (finished, paused as its outcome, failed on bad input;
+    a sweep resumed, or a trial stopped after its end before telling Tune) is reported as
+    it ended, not run again. False: it has yet to end (a pause by the sweep's Ctrl-C or
+    by a crash, such as the env's exception, is continued)."""
+    state = status.get("state")
+    error = paths.log_dir / ERROR_FILE
+    ended = state == "finished" or (state == "paused" and not interrupted(status)
+                                    and _outcome(paths) == f"paused {status.get('env_steps')}")
+    if ended:
+        tune.report({key: status.get(key) for key in ("env_steps", "best_eval")}
+                    | {"eval_mean_return": status.get("latest_eval"), "status": state}
+                    | ({"pause_reason": status.get("pause_reason")} if state == "paused" else {}))
+        return True
+    if error.is_file():
+        tune.report({"status": "error", "error": error.read_text(errors="replace").strip()})
+        return True
+    return False
+
+
+def _outcome(paths: RunPaths) -> str | None:
+    """The outcome the trial wrote when it last ended as one ("paused 2000")."""
+    try:
+        return (paths.log_dir / OUTCOME_FILE).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _checkpoint_to_resume(tune: Any, paths: RunPaths) -> Path | None:
@@ -150,7 +193,7 @@ def start_ray(address: str | None) -> None:
     if ray.is_initialized():
         return
     if address is None:
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+        init_ray(ray, num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
     else:
         ray.init(address=address, log_to_driver=False)
@@ -178,6 +221,7 @@ def launch(config_name: str | None, overrides: tuple[str, ...], grid: tuple[str,
     note = say_once(to_stderr)  # which defaults were taken, as `rltrain train` says it
     base = trial_config(config_name, overrides, note, check_env=True)
     check_gpus(base.device, per_trial["gpu"], address)
+    check_sweep_name(name)
     sweep_dir = Path(base.log_dir).resolve() / name
     if sweep_dir.exists():
         raise UserError(f"sweep '{name}' already exists ({sweep_dir}); continue it with "
@@ -199,12 +243,16 @@ def launch(config_name: str | None, overrides: tuple[str, ...], grid: tuple[str,
     return sweep_dir
 
 
-def resume_sweep(name: str, log_dir: str, address: str | None) -> Path:
+def resume_sweep(name: str, log_dir: str, address: str | None,
+                 overrides: tuple[str, ...] = ()) -> Path:
+    """Run the plan of sweep `name` again on a new Tuner (its finished trials report at
+    once); `overrides`: the --set given with --resume (commands and addresses only)."""
     require_ray()
+    check_sweep_name(name)
     sweep_dir = Path(log_dir).resolve() / name
     if not plan_file(sweep_dir).exists():
         raise UserError(f"no sweep '{name}' under '{log_dir}/' (no sweep.yaml)")
-    plan = yaml.safe_load(plan_file(sweep_dir).read_text())
+    plan = plan_for_resume(read_plan(plan_file(sweep_dir)), sweep_dir, overrides, to_stderr)
     _fit(sweep_dir, plan, address, restore=True)
     return sweep_dir
 
@@ -228,9 +276,9 @@ def _fit(sweep_dir: Path, plan: dict[str, Any], address: str | None, restore: bo
 
 
 def _tuner(sweep_dir: Path, plan: dict[str, Any], restore: bool) -> Any:
-    """A new Tuner for the plan, or the saved one restored. A sweep interrupted before
-    Tune saved anything (a Ctrl-C while Ray starts) has none: it starts anew, and each
-    trial still resumes from whatever its own run folder holds."""
+    """A new Tuner for the plan; for a resumed sweep (`restore`) one that keeps its state
+    in a folder of its own (`tune-2`, ...): Tune's saved state is never loaded (module
+    docstring), each trial takes up from its own run folder."""
     from ray import tune
 
     from rltrain.scripts.sweep_pause import SweepPause
@@ -239,15 +287,15 @@ def _tuner(sweep_dir: Path, plan: dict[str, Any], restore: bool) -> Any:
     params = [{"config": plan["config"], "run_name": t["run_name"],
                "overrides": t["overrides"], "threads": threads} for t in plan["trials"]]
     trainable = tune.with_resources(run_trial, trial_resources(plan))
-    if restore and tune.Tuner.can_restore(str(sweep_dir / "tune")):
-        # The Tuner's own settings, SweepPause included, come from its folder.
-        return tune.Tuner.restore(str(sweep_dir / "tune"), trainable=trainable,
-                                  resume_unfinished=True, resume_errored=True)
+    name, k = "tune", 1
+    while restore and (sweep_dir / name).exists():
+        k += 1
+        name = f"tune-{k}"
     return tune.Tuner(
         trainable, param_space={"trial": tune.grid_search(params)},
         tune_config=tune.TuneConfig(max_concurrent_trials=plan["max_concurrent"]),
         run_config=tune.RunConfig(
-            name="tune", storage_path=str(sweep_dir), verbose=1,
+            name=name, storage_path=str(sweep_dir), verbose=1,
             failure_config=tune.FailureConfig(max_failures=plan["max_failures"]),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             callbacks=[SweepPause(sweep_dir)]))
@@ -279,6 +327,6 @@ def check_gpus(device: str, gpus_per_trial: float, address: str | None) -> None:
 def summarise(sweep_dir: Path) -> list[dict[str, Any]]:
     from rltrain.utils.run.sweep_summary import trial_row, write_summary
 
-    plan = yaml.safe_load(plan_file(sweep_dir).read_text())
+    plan = read_plan(plan_file(sweep_dir))
     trials = [trial_row(sweep_dir, t["run_name"], t["point"]) for t in plan["trials"]]
     return write_summary(sweep_dir, trials)

@@ -1,4 +1,5 @@
-"""The plan of an `rltrain sweep`: its grid and seeds as trials, each a validated config.
+"""The plan of an `rltrain sweep`: its grid and seeds as trials, each a validated config;
+the plan read back from `sweep.yaml` for `--resume`.
 
 `--grid key=v1,v2` items take the full product, times `--seeds` seeds (the config's
 seed, seed+1, ...); each (grid point, seed) is one trial with its own run name. A
@@ -12,12 +13,16 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
+from rltrain.utils.config.cross_checks import folder_name_problem
+from rltrain.utils.config.fields import COMMAND_KEYS, NOT_FROM_FILES
 from rltrain.utils.config.loader import apply_overrides
 from rltrain.utils.config.resolve import ConfigRequest, resolve_config
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import ConfigError, UserError
+from rltrain.utils.io.safe_yaml import read_yaml_mapping
 
 
 @dataclass(frozen=True)
@@ -152,3 +157,101 @@ def _slug(text: str) -> str:
     `g_hidden_sizes=[64,64]` -> `g_hidden_sizes-64_64`."""
     return "".join(c if c.isalnum() or c in "-_." else "_" if c == "," else "-"
                    for c in text if c not in "[]{} ")
+
+
+def check_sweep_name(name: str) -> None:
+    """A sweep's name is its folder's: checked as a run name is."""
+    problem = folder_name_problem(name, "a sweep's name")
+    if problem is not None:
+        raise UserError(problem)
+
+
+def read_plan(path: Path) -> dict[str, Any]:
+    """The plan a sweep wrote (`sweep.yaml`), each part checked: a damaged or hand-edited
+    file is one line (UserError), never a traceback."""
+    try:
+        plan = read_yaml_mapping(path)
+    except ConfigError as exc:
+        raise UserError(f"the sweep's plan is unreadable: {exc}") from None
+    problem = _plan_problem(plan)
+    if problem is not None:
+        raise UserError(f"the sweep's plan '{path}' is damaged ({problem}); it is the file "
+                        "`rltrain sweep` wrote, not to be edited")
+    return plan
+
+
+def _plan_problem(plan: dict[str, Any]) -> str | None:
+    def number(key: str, low: float, optional: bool = False) -> bool:
+        value = plan.get(key)
+        return (optional and value is None) or (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and value >= low)
+
+    if not (plan.get("config") is None or isinstance(plan.get("config"), str)):
+        return "'config' is not a file name"
+    for key, low, optional in (("cpus_per_trial", 0.1, False), ("gpus_per_trial", 0, True),
+                               ("max_failures", 0, False), ("max_concurrent", 1, True)):
+        if not number(key, low, optional):
+            return f"'{key}' is not a number >= {low}"
+    trials = plan.get("trials")
+    if not isinstance(trials, list) or not trials:
+        return "'trials' is not a list of trials"
+    for trial in trials:
+        if not (isinstance(trial, dict) and isinstance(trial.get("run_name"), str)
+                and folder_name_problem(trial["run_name"], "") is None
+                and isinstance(trial.get("point"), str)
+                and isinstance(trial.get("overrides"), list)
+                and all(isinstance(o, str) for o in trial["overrides"])):
+            return f"a trial is not a run name, a point and a list of overrides: {trial!r:.80}"
+    return None
+
+
+def plan_for_resume(plan: dict[str, Any], sweep_dir: Path, overrides: tuple[str, ...],
+                    note: Callable[[str], None]) -> dict[str, Any]:
+    """The plan with its trials' commands, addresses and folders (`NOT_FROM_FILES`) not
+    taken from sweep.yaml (a file in a folder, which may not be the user's): the trials
+    write into `sweep_dir`, their checkpoints into `--set checkpoint_dir` (+ the sweep's
+    name), else where the plan says if that is the default `checkpoints/<sweep>` of the
+    current folder; notify and ray_address come from `overrides` only. `note` is told
+    what was left out."""
+    settable = [k for k in NOT_FROM_FILES if k != "log_dir"]
+    for item in overrides:
+        if item.partition("=")[0].strip() not in settable:
+            raise UserError(f"with --resume, --set takes only {', '.join(settable)} (the "
+                            f"rest is the sweep's plan); got '{item}'")
+    given = dict(item.partition("=")[::2] for item in overrides)
+    checkpoints = _resume_checkpoint_dir(plan, sweep_dir, given.pop("checkpoint_dir", None))
+    left_out: set[str] = set()
+    trials = []
+    for trial in plan["trials"]:
+        planned = trial_config(plan["config"], trial["overrides"])
+        left_out |= {key for key in COMMAND_KEYS if _value(planned, key) is not None}
+        kept = [o for o in trial["overrides"]
+                if o.partition("=")[0].strip() not in NOT_FROM_FILES]
+        trials.append({**trial, "overrides": [
+            *kept, f"log_dir={sweep_dir}", f"checkpoint_dir={checkpoints}",
+            *(f"{key}=null" for key in COMMAND_KEYS),
+            *(f"{key}={value}" for key, value in given.items())]})
+    left_out -= set(given)
+    if left_out:
+        note(f"not taken from the sweep's plan (commands and addresses come only from your "
+             f"own --set): {', '.join(sorted(left_out))}")
+    return {**plan, "trials": trials}
+
+
+def _resume_checkpoint_dir(plan: dict[str, Any], sweep_dir: Path, given: str | None) -> Path:
+    if given is not None:
+        return Path(given).resolve() / sweep_dir.name
+    default = Path("checkpoints").resolve() / sweep_dir.name
+    planned = {trial_config(plan["config"], t["overrides"]).checkpoint_dir
+               for t in plan["trials"]}
+    if planned != {str(default)}:
+        where = ", ".join(sorted(planned))
+        raise UserError(f"the sweep's plan puts its checkpoints in '{where}', not "
+                        f"'{default}': to continue there, add --set checkpoint_dir="
+                        f"{Path(sorted(planned)[0]).parent}")
+    return default
+
+
+def _value(config: TrainConfig, key: str) -> Any:
+    section, _, name = key.rpartition(".")
+    return getattr(getattr(config, section) if section else config, name)

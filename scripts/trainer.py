@@ -31,6 +31,7 @@ from rltrain.scripts.outcome import RunOutcome
 from rltrain.scripts.run_state import ResumeInfo, RunState
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import (
+    Aborted,
     EnvFailure,
     OutputError,
     describe_write_failure,
@@ -41,7 +42,7 @@ from rltrain.utils.hooks.hook import Hook
 from rltrain.utils.io.checkpoint import remove_stale_temp_files
 from rltrain.utils.io.run_files import write_run_file
 from rltrain.utils.run.folder_watch import FolderWatch, deleted_message
-from rltrain.utils.run.folders import RunLock, RunPaths, relative_to_cwd
+from rltrain.utils.run.folders import RunLock, RunPaths, checkpoint_step, relative_to_cwd
 from rltrain.utils.run.health import HealthRules
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.run.metrics import RunMetrics
@@ -87,8 +88,10 @@ class Trainer:
                 raise OutputError(f"the run could not start: {problem}{then}") from None
             try:
                 outcome = self._loop(resumed=resume is not None)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 self.write_status("aborted")
+                if isinstance(exc, Aborted):
+                    print(self._aborted_line(), file=sys.stderr)
                 raise
             except (OSError, OutputError) as exc:
                 if not isinstance(exc, OutputError) and os_error_in(exc) is None:
@@ -170,9 +173,12 @@ class Trainer:
         state.watch("rule_hooks", hooks.rule_states())
         self.hooks.hooks = hooks.ordered()
         self.run_hooks = hooks
-        self.status = StatusFile(paths.status_file, {"run": paths.name,
-                                 "max_timesteps": config.max_timesteps}, [state, self.monitor],
-                                 (config.checkpoint_freq, config.eval_freq))
+        # checkpoint_dir: how a resume from another folder knows this log folder is the
+        # run's own (scripts/resume.py).
+        self.status = StatusFile(paths.status_file, {
+            "run": paths.name, "max_timesteps": config.max_timesteps,
+            "checkpoint_dir": str(paths.checkpoint_dir.resolve())}, [state, self.monitor],
+            (config.checkpoint_freq, config.eval_freq))
         if resume is not None:
             self.logger.resume(resume.env_steps, resume.describe(), checkpoint=resume.checkpoint,
                                changes=resume.changes, forked_from=resume.forked_from)
@@ -188,10 +194,15 @@ class Trainer:
         self.run_lock = lock if lock is not None else RunLock(paths)
 
     def close(self) -> None:
-        """Close the envs; give the run's folders back."""
-        self.state.close()
-        if self.run_lock is not None:
-            self.run_lock.release()
+        """Close the envs; give the run's folders back. An env whose `close` raises is a
+        warning: the run's outcome and its checkpoint stand."""
+        try:
+            for problem in self.state.close():
+                print(f"warning: {problem} (ignored: the run's files are written)",
+                      file=sys.stderr)
+        finally:
+            if self.run_lock is not None:
+                self.run_lock.release()
 
     def _loop(self, resumed: bool) -> RunOutcome:
         state = self.state
@@ -223,13 +234,17 @@ class Trainer:
         ended = state.count_step(step)
         if ended is not None:
             hooks.on_episode_end(ended)
-            state.next_episode(ended.env)
+            state.end_episode(ended.env)
         state.in_env_step = False
         if state.learning():
             for _ in range(self.config.utd_ratio):
                 hooks.on_update(state.learn())
         hooks.on_step_end(step.env_steps)
         self._due(step.env_steps)
+        # Last: the step is whole, so a reset that raises (an env breaking the API when
+        # its episode ends) stops the run with a checkpoint of it, nothing lost.
+        if ended is not None:
+            state.start_episode(ended.env)
 
     def _due(self, steps: int) -> None:
         """Evaluation, checkpoints and status due after env step `steps`. An env that
@@ -259,7 +274,21 @@ class Trainer:
         self.write_status("finished")
         return RunOutcome("finished", steps, path)
 
+    def _aborted_line(self) -> str:
+        """What a second Ctrl-C cost: the env steps since the newest checkpoint."""
+        steps, newest = self.state.counters.env_steps, self.monitor.latest_checkpoint
+        if not newest or not Path(newest).is_file():
+            return (f"aborted at step {steps} by a second Ctrl-C: the run has no checkpoint "
+                    "to resume; all of it is lost")
+        since = checkpoint_step(Path(newest))
+        return (f"aborted at step {steps} by a second Ctrl-C, before a checkpoint of it: the "
+                f"{steps - since} env steps since {newest} (step {since}) are lost; resume "
+                f"with: rltrain resume --checkpoint {newest}")
+
     def _pause(self) -> RunOutcome:
+        # The pause is decided: a second Ctrl-C while its checkpoint is written would lose
+        # that checkpoint and what came since the last one, so it no longer aborts.
+        self.signals.settle()
         steps = self.state.counters.env_steps
         self.run_hooks.record_unjudged(self.logger, steps)
         finding, path = self.monitor.take_pause(steps)

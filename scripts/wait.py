@@ -29,9 +29,10 @@ from rltrain.scripts.resume import prepare_resume
 from rltrain.scripts.run_notify import answer_commands, crash_event, outcome_event, warning_event
 from rltrain.scripts.run_state import ResumeInfo
 from rltrain.scripts.trainer import Trainer
+from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import write_json
-from rltrain.utils.run.folders import RunLock, RunPaths
+from rltrain.utils.run.folders import TAKEN_FILE, RunLock, RunPaths
 from rltrain.utils.run.logger import append_event
 from rltrain.utils.run.notify import Notifier
 from rltrain.utils.run.progress import say
@@ -69,7 +70,7 @@ def supervise(trainer: Trainer, paths: RunPaths, resume: ResumeInfo | None, wait
                 return outcome
             announce(outcome)
             trainer = None  # type: ignore[assignment]  # its replay buffer, before the next
-            resumed = wait_after_pause(paths, outcome, config.wait_timeout, interactive, lock)
+            resumed = wait_after_pause(paths, outcome, config, interactive, lock)
             if resumed is None:
                 return outcome
             trainer, paths, resume = resumed
@@ -97,11 +98,13 @@ def _run(trainer: Trainer, paths: RunPaths, resume: ResumeInfo | None,
         raise
 
 
-def wait_after_pause(paths: RunPaths, outcome: RunOutcome, timeout: float | None,
+def wait_after_pause(paths: RunPaths, outcome: RunOutcome, config: TrainConfig,
                      interactive: bool | None, lock: RunLock | None) -> Resumed | None:
     """Wait for an instruction; the resumed trainer on `continue`, None when the wait ends
-    without one (the paused checkpoint stays as it was)."""
+    without one (the paused checkpoint stays as it was). `config`: the run's, whose
+    commands and folders the continued run keeps (the checkpoint's are not trusted)."""
     assert outcome.checkpoint is not None
+    timeout = config.wait_timeout
     checkpoint = str(outcome.checkpoint)
     deadline = None if timeout is None else time.monotonic() + timeout
     paths.instruction_file.unlink(missing_ok=True)  # meant for an earlier process
@@ -114,13 +117,17 @@ def wait_after_pause(paths: RunPaths, outcome: RunOutcome, timeout: float | None
             + ("" if timeout is None else f"; exits with code 3 after {timeout:g} s"))
         while True:
             instruction = next_instruction(paths.instruction_file, signals, deadline)
+            if instruction.action in ("continue", "stop"):
+                # Which one it took: of two given at once, the other is told it was not.
+                write_json(paths.log_dir / TAKEN_FILE,
+                           {"id": instruction.request_id, "action": instruction.action})
             if instruction.action in ("stop", "timeout", "signal"):
                 end_wait(paths, outcome.env_steps, instruction.reason)
                 return None
             if instruction.action == "continue":
                 try:
                     resumed = prepare_resume(checkpoint, instruction.overrides, None,
-                                             interactive, lock)
+                                             interactive, lock, trusted=config)
                 except UserError as exc:
                     refuse(paths, outcome.env_steps, instruction, str(exc))
                     continue

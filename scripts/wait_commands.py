@@ -20,6 +20,7 @@ from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import (
     INSTRUCTION_FILE,
     STATUS_FILE,
+    TAKEN_FILE,
     checkpoint_step,
     find_run_log_dir,
 )
@@ -46,6 +47,18 @@ def waiting_run(run: str, log_dir: str) -> tuple[Path, dict[str, Any]]:
     raise UserError(f"run '{run}' is not waiting for an instruction (state: {state}){then}")
 
 
+def _check_it_was_this_one(folder: Path, request_id: str) -> None:
+    """The run took an instruction: refuse (a UserError) if it was another one, given at
+    the same time (`rltrain continue` and `rltrain stop` at once both said they were
+    obeyed, and the run trained on)."""
+    taken = read_status(folder / TAKEN_FILE) or {}  # a JSON object, read as status is
+    if taken.get("id") not in (None, request_id):
+        then = "continues" if taken.get("action") == "continue" else "stopped waiting"
+        raise UserError(f"another instruction given at the same time reached the run "
+                        f"first: it {then} (`{taken.get('action')}`); this one was not "
+                        "taken")
+
+
 def _taken(folder: Path, since: float, request_id: str, timeout: float) -> dict[str, Any]:
     """Wait until the run has taken the request: its status.json no longer waits since
     `since`, or names the request as refused (a UserError)."""
@@ -58,6 +71,7 @@ def _taken(folder: Path, since: float, request_id: str, timeout: float) -> dict[
             raise UserError(f"refused by the run: {refused.get('message')}; it is still "
                             "waiting")
         if waiting.get("since") != since:
+            _check_it_was_this_one(folder, request_id)
             return status
         if not process_alive(status):
             raise UserError("the waiting process ended before it took the instruction")

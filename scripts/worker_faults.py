@@ -26,6 +26,7 @@ from collections import deque
 from typing import Any, Callable, Iterator
 
 from rltrain.scripts.collector import Episode
+from rltrain.scripts.ray_start import init_ray
 from rltrain.utils.errors import EnvFailure, UserError
 
 
@@ -47,7 +48,7 @@ def last_line(exc: BaseException) -> str:
 def join_cluster(ray: Any, address: str | None, runtime_env: dict[str, Any] | None) -> None:
     """`ray.init`, or one line naming the address when the cluster cannot be joined."""
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+        init_ray(ray, address=address, include_dashboard=False, log_to_driver=False,
                  configure_logging=False, runtime_env=runtime_env)
     except ConnectionError as exc:
         raise UserError(f"could not join the Ray cluster at ray_address '{address}': "

@@ -145,15 +145,60 @@ class CrashingPendulum(gym.Wrapper):
 
     broken = True
 
-    def __init__(self, at: int = 150) -> None:
+    def __init__(self, at: int = 150, message: str = "simulator crashed") -> None:
         super().__init__(gym.make("Pendulum-v1"))
-        self.at, self.steps = at, 0
+        self.at, self.steps, self.message = at, 0, message
 
     def step(self, action):
         self.steps += 1
         if CrashingPendulum.broken and self.steps == self.at:
-            raise RuntimeError("simulator crashed")
+            raise RuntimeError(self.message)
         return self.env.step(action)
+
+
+class BrokenResetPendulum(gym.Wrapper):
+    """Pendulum whose reset breaks Gymnasium's API (no info dict) from its second call
+    on while `BrokenResetPendulum.broken` is true: an env's bug that shows only when its
+    first episode ends."""
+
+    broken = True
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.resets = 0
+
+    def reset(self, **kwargs):
+        self.resets += 1
+        obs, info = self.env.reset(**kwargs)
+        return obs if BrokenResetPendulum.broken and self.resets > 1 else (obs, info)
+
+
+class WideActionPendulum(gym.ActionWrapper):
+    """Pendulum whose action Box claims +/-3e38 (it clips to its real +/-2): its range
+    overflows float32, and random actions and noise became inf, then NaN."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.action_space = gym.spaces.Box(-3e38, 3e38, (1,), np.float32)
+
+    def action(self, action):
+        return np.clip(action, -2.0, 2.0)
+
+
+class MutatingPendulum(gym.Wrapper):
+    """Pendulum whose step clips the action it is given in place (to +/-0.5): code that
+    writes into the caller's array."""
+
+    def step(self, action):
+        np.clip(action, -0.5, 0.5, out=action)
+        return self.env.step(action)
+
+
+class CloseFailingPendulum(gym.Wrapper):
+    """Pendulum whose close() raises: an env with a bug in its clean-up only."""
+
+    def close(self):
+        raise RuntimeError("renderer already gone")
 
 
 class ExitingPendulum(gym.Wrapper):
@@ -478,6 +523,12 @@ gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
 gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
 gym.register("FakeGatedPendulum-v0", entry_point=GatedPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)
+gym.register("FakeBrokenResetPendulum-v0", entry_point=BrokenResetPendulum)
+gym.register("FakeWideActionPendulum-v0", entry_point=WideActionPendulum)
+gym.register("FakeMutatingPendulum-v0",
+             entry_point=lambda: MutatingPendulum(gym.make("Pendulum-v1")))
+gym.register("FakeCloseFailingPendulum-v0",
+             entry_point=lambda **kw: CloseFailingPendulum(gym.make("Pendulum-v1", **kw)))
 gym.register("FakeExitingPendulum-v0", entry_point=ExitingPendulum)
 gym.register("FakeWordyPendulum-v0", entry_point=WordyPendulum)
 gym.register("FakeHangingPendulum-v0", entry_point=HangingPendulum)

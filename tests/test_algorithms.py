@@ -23,7 +23,7 @@ from conftest import tiny_config
 
 
 def test_the_config_offers_every_registered_algorithm_and_its_own_section():
-    assert set(ALGORITHMS) == {"ddpg", "td3", "sac"}
+    assert set(ALGORITHMS) == {"ddpg", "td3", "sac", "crossq", "tqc"}
     for name, entry in ALGORITHMS.items():
         config = config_from_dict({"algo": name})
         assert config.algo == name
@@ -46,6 +46,15 @@ def test_the_config_offers_every_registered_algorithm_and_its_own_section():
      "config key 'noise_type' sets action noise, which algo sac does not add"),
     ({"algo": "sac", "sac": {"ent_coef": -0.1}}, "config key 'sac.ent_coef' must be a number > 0"),
     ({"algo": "sac", "sac": {"ent_coef": True}}, "config key 'sac.ent_coef' must be a number"),
+    ({"algo": "crossq", "tau": 0.01},
+     "config key 'tau' sets the target networks' Polyak rate, and algo crossq keeps no "
+     "target network; leave tau out"),
+    ({"algo": "crossq", "td3": {"policy_delay": 3}},
+     "config section 'td3' applies only with algo: td3 (algo is crossq)"),
+    ({"algo": "tqc", "tqc": {"n_quantiles": 5, "top_quantiles_to_drop_per_net": 5}},
+     "config key 'tqc.top_quantiles_to_drop_per_net' (5) must be below tqc.n_quantiles (5)"),
+    ({"algo": "tqc", "exploration_noise": 0.5},
+     "config key 'exploration_noise' sets action noise, which algo tqc does not add"),
 ])
 def test_a_section_or_key_of_another_algorithm_is_one_config_error(raw, message):
     with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
@@ -117,3 +126,59 @@ def test_resume_cannot_change_the_algorithm(trained_run, run_copy):
 
 def test_the_default_config_is_unchanged_by_the_registry():
     assert TrainConfig().algo == "ddpg" and TrainConfig().td3.policy_delay == 2
+
+
+def built(tmp_path: Path, algo: str, seed: int = 0):
+    """The agent of a tiny `algo` config on a 3-d observation and 2-d action, and a batch."""
+    import numpy as np
+    import torch
+
+    from rltrain.scripts.agent_setup import build_agent
+    from rltrain.utils.training.replay_buffer import Batch
+
+    low, high = np.array([-1.0, 0.0], np.float32), np.array([3.0, 0.5], np.float32)
+    torch.manual_seed(seed)
+    agent, _ = build_agent(tiny_config(tmp_path, algo=algo, batch_size=32), 3, low, high,
+                           torch.device("cpu"))
+    g = torch.Generator().manual_seed(seed + 1)
+    actions = torch.rand(32, 2, generator=g) * torch.tensor(high - low) + torch.tensor(low)
+    batch = Batch(torch.randn(32, 3, generator=g), actions, torch.randn(32, 1, generator=g),
+                  torch.randn(32, 3, generator=g), torch.zeros(32, 1))
+    return agent, batch
+
+
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+def test_every_algorithm_fills_in_the_whole_interface(tmp_path, algo):
+    """What the run, the collector, the env runners and the diagnostics call, and every
+    network in eval mode between updates (agents/base.py `Agent`)."""
+    import numpy as np
+    import torch
+
+    from rltrain.agents.probes import gradient_probe
+
+    agent, batch = built(tmp_path, algo)
+    entry = ALGORITHMS[algo]
+    for _ in range(3):
+        metrics = agent.update(batch)
+        assert {"critic_loss", "q_mean"} <= set(metrics) and agent.updates >= 1
+        assert not any(net.training for net in agent.networks().values())
+    targets = {name for name in agent.networks() if name.endswith("_target")}
+    assert targets == {f"{net}_target" for net in entry.targets}
+    assert set(agent.state_dict()) == set(entry.implementation().state_keys)
+    assert agent.critic(batch.obs, batch.actions).shape[1:] == (32, 1)
+    assert agent.critic.q1(batch.obs, batch.actions).shape == (32, 1)
+    assert agent.act(np.zeros(3, np.float32), deterministic=False).shape == (2,)
+    if not entry.adds_action_noise:  # it explores by sampling: the env runners' call
+        action, log_prob = agent.actor.sample(batch.obs, torch.Generator().manual_seed(0))
+        assert action.shape == (32, 2) and log_prob.shape == (32, 1)
+        assert agent.drawn is not None and agent.drawn[0].shape == (2,)
+    else:
+        assert agent.drawn is None
+
+    def state() -> dict:
+        return {f"{name}.{k}": v.clone() for name, net in agent.networks().items()
+                for k, v in net.state_dict().items()}
+
+    before = state()
+    gradient_probe(agent, batch)  # a probe changes no state, statistics included
+    assert all(torch.equal(before[k], v) for k, v in state().items())

@@ -335,3 +335,72 @@ def test_the_progress_shows_an_evaluations_best_at_once():
     result = EvalResult([-150.0], [200], [-80.0], np.zeros((1, 3)), np.zeros((1, 3)), [True])
     hook.on_eval(Evaluation(2000, result, best=-150.0, evals_since_best=0))
     assert display.shown[-1] == (2000, None, -150.0)
+
+
+def test_a_run_started_with_stdout_closed_trains_and_leaves_no_traceback(tmp_path):
+    """`rltrain train ... >&-`: Python's sys.stdout is None; the progress display failed
+    on it with a traceback and left empty run folders."""
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path)))
+    exe = Path(sys.executable).with_name("rltrain")
+    result = subprocess.run(["sh", "-c", f'exec "{exe}" train --config "{config}" '
+                             "--run-name closed >&-"], capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert (tmp_path / "checkpoints" / "closed" / "checkpoint_step_300.pt").is_file()
+
+
+@pytest.mark.parametrize("args, hint", [
+    (["train", "--set", "gamma", "0.98"], "--set takes KEY=VALUE as one word: --set gamma=0.98"),
+    (["config", "show", "--set", "tau", "0.01"], "--set tau=0.01"),
+    (["sweep", "--env", "Pendulum-v1", "--grid", "tau", "0.01,0.02"],
+     "--grid takes KEY=VALUE as one word: --grid tau=0.01,0.02"),
+])
+def test_a_key_and_value_given_as_two_words_get_the_key_value_hint(args, hint):
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert "Got unexpected extra argument" in result.output and hint in result.output
+
+
+@pytest.mark.parametrize("command", ["status", "diagnose", "pause", "stop"])
+def test_a_mistyped_run_name_gets_the_close_ones(tmp_path, command):
+    for name in ("tour", "tour-2", "other"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text("{}\n")
+    result = CliRunner().invoke(cli, [command, "tuor", "--log-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"Error: run 'tuor' not found (neither a run folder nor a run name under "
+        f"'{tmp_path}/'); did you mean 'tour' or 'tour-2'?"]
+
+
+def test_an_empty_config_file_is_announced(tmp_path):
+    """An empty file trained silently with the defaults (a wrong file, or one saved
+    empty, looked like a config)."""
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(tmp_path / "empty.yaml")])
+    assert result.exit_code == 0
+    assert f"config '{tmp_path / 'empty.yaml'}' is empty: every key takes rltrain's default" \
+        in result.output
+
+
+def test_the_progress_line_shows_the_speed_of_the_steps_from_the_first_ones(monkeypatch,
+                                                                            capsys):
+    """A warm-up at 500 steps/s showed "0 steps/s" (no 2 s window had passed), and the
+    first speed shown counted the run's start-up as if it were steps. A fake clock."""
+    import types
+
+    import rltrain.utils.run.progress as progress
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(progress, "time", types.SimpleNamespace(monotonic=lambda: clock["now"]))
+    monkeypatch.setattr(progress, "PLAIN_EVERY_SECONDS", 0.0)
+    display = progress.ProgressDisplay(10_000, 0, interactive=False)
+    clock["now"] += 30.0  # the envs, logs and first checkpoint made before the first step
+    for step in range(100, 1100, 100):  # 500 steps/s
+        clock["now"] += 0.2
+        display.update(step, None, None)
+    display.close()
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" | ")[1] for line in lines[3:]] == ["500 steps/s"] * 7

@@ -181,6 +181,8 @@ def test_every_field_has_help_text():
     ("train_freq", "'utd_ratio'"),
     ("action_noise", "'exploration_noise' and 'noise_type'"),
     ("policy_noise", "'td3.target_policy_noise'"),
+    ("policy_delay", "'td3.policy_delay' and 'crossq.policy_delay'"),  # by the registry
+    ("top_quantiles_to_drop_per_net", "'tqc.top_quantiles_to_drop_per_net'"),
     ("start_timesteps", "'learning_starts'"),
 ])
 def test_other_tools_names_point_at_rltrains(key, names):
@@ -193,10 +195,10 @@ def test_other_tools_names_point_at_rltrains(key, names):
 
 
 def test_every_alias_names_real_keys_and_shadows_none():
-    from rltrain.utils.config.aliases import ALIASES, NOTES
+    from rltrain.utils.config.aliases import ALIASES, NOTES, aliases
     keys = {key for key, _, _ in iter_fields(TrainConfig)}
-    assert not set(ALIASES) & {key.split(".")[0] for key in keys}
-    for names in ALIASES.values():
+    assert not set(aliases()) & {key.split(".")[0] for key in keys}
+    for names in aliases().values():
         assert all(name in keys or name in {"networks"} for name in names), names
     assert set(NOTES) <= set(ALIASES)
     with pytest.raises(ConfigError, match="did you mean 'td3.policy_delay'"):

@@ -50,7 +50,7 @@ def test_every_independent_problem_is_named_in_the_config_s_order():
     ({"batch_size": "big", "replay_buffer_size": 10},
      "config key 'batch_size' must be an integer >= 1; got 'big'"),
     ({"algo": "ppo", "exploration_noise": 0.3, "sac": {"ent_coef": 0.1}},
-     "config key 'algo' must be one of ddpg, td3, sac; got 'ppo'"),
+     "config key 'algo' must be one of ddpg, td3, sac, crossq, tqc; got 'ppo'"),
     ({"monitor": 5}, "config section 'monitor' must be a mapping, got 5 (int)"),
 ])
 def test_a_bad_value_skips_the_checks_that_read_it(raw, only):
@@ -144,3 +144,40 @@ def test_a_per_env_file_without_the_misspelt_env_names_the_env_id_first(tmp_path
     assert lines[0].startswith("Error: " + UNKNOWN_ENV)
     assert lines[1].startswith("Error: config 'td3.yml' has no entry for env 'Pendulm-v1'")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["td3.yml"]
+
+
+def test_a_run_name_longer_than_a_folder_name_can_be_is_bad_input_not_a_write_failure(
+        tmp_path, monkeypatch):
+    """Over 255 bytes it was exit 4 ("cannot create the run folder"), as if the disk
+    had failed; the name is the user's input: exit 2, nothing made."""
+    monkeypatch.chdir(tmp_path)
+    name = "é" * 128  # 256 bytes in UTF-8, 128 characters
+    result = CliRunner().invoke(cli, ["train", "--env", "Pendulum-v1", "--run-name", name])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: config key 'run_name' is 256 bytes long; a folder name has at most 255 (the "
+        "file system's limit)")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("sets, says", [
+    (["num_envs=100000"], "config key 'num_envs' is 100000; at most 4096 envs step in one "
+                          "process"),
+    (["num_envs=100", "vector_mode=async"], "config key 'num_envs' is 100 with vector_mode "
+                                            "async, a process each"),
+    (["num_workers=500"], "config key 'num_workers' is 500, each runner a process on this "
+                          "machine's"),
+])
+def test_envs_and_runners_beyond_what_the_machine_can_start_are_refused(monkeypatch, sets,
+                                                                         says):
+    """num_envs 100000 or --workers 500 hung at the start, leaving Ray's processes behind."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    args = [part for item in sets for part in ("--set", item)]
+    result = CliRunner().invoke(cli, ["config", "show", *args])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and len(result.output.strip().splitlines()) == 1
+    joined = CliRunner().invoke(cli, ["config", "show", "--set", "num_workers=500", "--set",
+                                      "ray_address=ray://head:10001"])
+    assert joined.exit_code == 0  # a cluster's own size is Ray's to know

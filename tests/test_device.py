@@ -65,6 +65,22 @@ def test_torch_threads_from_the_config_take_effect(tmp_path):
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("hidden, expected", [([256, 256], 1), ([400, 300], 1),
+                                              ([1024, 1024], "torch's")])
+def test_without_torch_threads_small_networks_train_with_one_thread(tmp_path, hidden,
+                                                                     expected):
+    """A busy 2-core machine trained the README's first run (256x256) at 1-3 env steps/s
+    with torch's default threads and 7-14 with one (benchmarks/default_threads.py)."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)  # torch's own choice on a 2-core machine
+        config = tiny_config(tmp_path, torch_threads=None, hidden_sizes=hidden)
+        Trainer(config, torch.device("cpu"), interactive=False).close()
+        assert torch.get_num_threads() == (2 if expected == "torch's" else expected)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_training_uses_full_float32_products_whatever_was_set_before(tmp_path):
     """TF32 products (allowed by set_float32_matmul_precision("high") on Ampere and later
     GPUs) would change every result of a CUDA run without a word."""
@@ -75,3 +91,22 @@ def test_training_uses_full_float32_products_whatever_was_set_before(tmp_path):
         assert not torch.backends.cuda.matmul.allow_tf32
     finally:
         torch.set_float32_matmul_precision("highest")
+
+
+def test_the_memory_check_counts_a_target_copy_only_for_the_networks_with_one(monkeypatch):
+    """Each parameter takes 4 float32 copies (weights, gradient, Adam's moments) and one
+    more where the algorithm keeps a target (agents/registry.py `Algorithm.targets`)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from rltrain.utils.errors import ConfigError
+    from rltrain.utils.run import device as device_module
+
+    params = (3 + 1) * 10 + (10 + 1) * 1 + 2 * ((4 + 1) * 10 + (10 + 1) * 1)  # 173
+    monkeypatch.setattr(device_module.psutil, "virtual_memory",
+                        lambda: SimpleNamespace(total=4 * 4 * params))
+    check = device_module.check_network_memory
+    check(3, 1, (10,), (10,), torch.device("cpu"), targets=())  # exactly fits
+    with pytest.raises(ConfigError, match="GiB for the networks"):
+        check(3, 1, (10,), (10,), torch.device("cpu"), targets=("critic",))

@@ -286,28 +286,33 @@ def test_drop_detection_is_sign_aware():
     assert positive.update(65.0) == 100.0
 
 
-def test_a_timed_call_inside_another_is_counted_once():
-    import time
+def test_a_timed_call_inside_another_is_counted_once(monkeypatch):
+    import types
 
+    from rltrain.utils.diagnosis.measure import timing
     from rltrain.utils.diagnosis.measure.timing import timed
+
+    clock = {"now": 0.0}  # the diagnostics' clock, advanced by the calls' own work
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: clock["now"]))
 
     class Diagnostics:
         seconds, timing = 0.0, False
 
         @timed
         def outer(self):
-            time.sleep(0.01)
+            clock["now"] += 0.01
             self.inner()
 
         @timed
         def inner(self):
-            time.sleep(0.1)
+            clock["now"] += 0.1
 
     diagnostics = Diagnostics()
     diagnostics.outer()
-    assert 0.11 <= diagnostics.seconds < 0.2 and not diagnostics.timing  # twice: >= 0.21
+    assert diagnostics.seconds == pytest.approx(0.11)  # counted twice it would be 0.21
+    assert not diagnostics.timing
     diagnostics.inner()
-    assert 0.21 <= diagnostics.seconds < 0.3
+    assert diagnostics.seconds == pytest.approx(0.21)
 
 
 def test_an_actor_without_any_gradient_is_an_infinite_imbalance():

@@ -54,6 +54,9 @@ def test_site_builds_strict_without_broken_links(tmp_path):
     assert (tmp_path / "reference" / "config" / "index.html").exists()
     cli = (tmp_path / "reference" / "cli" / "index.html").read_text()
     assert "rltrain resume" in cli and "&lt;run&gt;" in cli
+    # The quick start is a code block, one command a line (it ran into one paragraph).
+    assert "<pre><code>rltrain train --config pendulum_ddpg.yaml\nrltrain train --algo td3" \
+        in cli and "\b" not in cli
     # The site's own CSS (docs/stylesheets/extra.css): tables and code fit the column.
     assert (tmp_path / "stylesheets" / "extra.css").exists()
     assert 'href="../../stylesheets/extra.css"' in cli

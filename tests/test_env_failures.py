@@ -175,3 +175,71 @@ def test_an_env_step_that_hangs_past_env_step_timeout_stops_with_a_checkpoint(
     assert never.exit_code == 0, never.output
     assert_same_state(*(load_checkpoint(tmp_path / "checkpoints" / name /
                                         "checkpoint_step_300.pt") for name in ("h", "never")))
+
+
+def test_an_envs_exception_text_reaches_no_terminal_as_control_sequences(tmp_path):
+    """An env's message with terminal escapes (clear the screen, set the window title) is
+    shown escaped by the run, status and diagnose, and so stored in its files; a status
+    planted with one is shown escaped too."""
+    message = "bad state \x1b[2J\x1b]0;pwned\x07 here"
+    config = tmp_path / "esc.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(tmp_path, env_name=CRASHING, eval_freq=1000,
+                                               env_kwargs={"message": message})))
+    result = CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", "esc"])
+    assert result.exit_code == 5, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output
+    assert "bad state \\x1b[2J\\x1b]0;pwned\\x07 here" in result.output
+    folder = tmp_path / "logs" / "esc"
+    for name in ("events.jsonl", "status.json"):
+        assert "\\u001b" not in (folder / name).read_text()  # JSON's escape of a raw ESC
+    status = json.loads((folder / "status.json").read_text())
+    status["pause_reason"] = message  # planted: a file read is shown escaped too
+    (folder / "status.json").write_text(json.dumps(status))
+    with (folder / "events.jsonl").open("a") as f:
+        f.write(json.dumps({"env_steps": 150, "rule": "catastrophic_reward",
+                            "action": "warn", "value": message, "message": message}) + "\n")
+    for command in ("status", "diagnose"):
+        shown = CliRunner().invoke(cli, [command, str(folder)])
+        assert shown.exit_code == 0, shown.output
+        assert "\x1b" not in shown.output and "\x07" not in shown.output, command
+
+
+@pytest.mark.parametrize("extra, code, says", [
+    ({}, 0, "finished at step 300"),
+    ({"min_reward_threshold": 0.0}, 3, "resume with: rltrain resume --checkpoint"),
+])
+def test_an_env_whose_close_raises_leaves_the_runs_outcome_as_it_was(tmp_path, extra, code,
+                                                                       says):
+    """A bug in the env's clean-up was a traceback after the run's checkpoint was written,
+    with no word of how the run ended."""
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(tiny_dict(
+        tmp_path, env_name="fake_envs:FakeCloseFailingPendulum-v0", **extra)))
+    result = CliRunner().invoke(cli, ["train", "--config", str(config), "--run-name", "c"])
+    assert result.exit_code == code, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert says in result.output
+    assert "warning: the training env's close() raised RuntimeError: renderer already gone" \
+        in result.output
+
+
+def test_an_env_whose_reset_breaks_the_api_stops_with_a_checkpoint_of_the_whole_step(
+        tmp_path, monkeypatch):
+    """Its first episode's end (step 200) is where the reset breaks: the run stops there
+    with a paused checkpoint of step 200 (it lost the 100 steps since the last periodic
+    one, "halfway through an env step"), which resumes exactly once the env is fixed."""
+    result = train(tmp_path, "broken", env_name="fake_envs:FakeBrokenResetPendulum-v0")
+    assert result.exit_code == 5, result.output
+    assert "raised ValueError in reset" in result.output
+    paused = tmp_path / "checkpoints" / "broken" / "paused_at_step_200.pt"
+    assert f"a checkpoint was still written; once the env is fixed: rltrain resume " \
+           f"--checkpoint {paused}" in result.output
+    monkeypatch.setattr(fake_envs.BrokenResetPendulum, "broken", False)
+    resumed = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
+    assert resumed.exit_code == 0, resumed.output
+    whole = train(tmp_path, "whole", env_name="fake_envs:FakeBrokenResetPendulum-v0")
+    assert whole.exit_code == 0, whole.output
+    assert_same_state(load_checkpoint(tmp_path / "checkpoints" / "broken" /
+                                      "checkpoint_step_300.pt"),
+                      load_checkpoint(tmp_path / "checkpoints" / "whole" /
+                                      "checkpoint_step_300.pt"))

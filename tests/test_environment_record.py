@@ -23,6 +23,11 @@ from conftest import DEVICE, tiny_config
 NOT_PROMISED = "bit-exact continuation cannot be promised"
 
 
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a file outside its run's folders forks into ./logs
+
+
 @pytest.fixture
 def checkpoints(tmp_path):
     """A finished 200-step run 'base' with checkpoints at 100 and 200 and a best model."""

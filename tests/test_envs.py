@@ -64,3 +64,36 @@ def test_a_box2d_env_without_box2d_names_the_extra(monkeypatch):
         make_env("LunarLanderContinuous-v3")
     assert str(caught.value) == ("env 'LunarLanderContinuous-v3' needs Box2D: "
                                  'pip install "rltrain[box2d]"')
+
+
+def test_action_bounds_too_wide_to_compute_with_are_refused(tmp_path, monkeypatch):
+    """An action Box of +/-3e38: high - low overflows float32, the warm-up's random
+    actions and the noise became inf and NaN, and the NaN was blamed on the env."""
+    from click.testing import CliRunner
+
+    from rltrain.scripts.cli import cli
+
+    with pytest.raises(EnvError, match="high - low overflows float32"):
+        make_env("fake_envs:FakeWideActionPendulum-v0")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["train", "--env", "fake_envs:FakeWideActionPendulum-v0"])
+    assert result.exit_code == 2, result.output
+    assert "has action bounds too wide to compute with" in result.output.splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_buffer_keeps_the_action_chosen_when_the_env_writes_into_its_array(tmp_path):
+    """An env that clipped the action array it was given in place (to +/-0.5) changed
+    the action the replay buffer stored after the step: the agent learned from actions
+    it did not take."""
+    from rltrain.scripts.trainer import Trainer
+    from rltrain.utils.run.folders import create_run
+
+    from conftest import DEVICE, tiny_config
+
+    config = tiny_config(tmp_path, env_name="fake_envs:FakeMutatingPendulum-v0",
+                         max_timesteps=100, learning_starts=99)  # random actions, +/-2
+    trainer = Trainer(config, DEVICE, interactive=False)
+    trainer.run(create_run(config))
+    actions = trainer.state.buffer.newest(100).actions
+    assert actions.abs().max() > 1.0

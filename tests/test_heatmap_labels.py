@@ -73,3 +73,31 @@ def test_a_short_run_gets_a_heatmap_at_its_end(tmp_path: Path) -> None:
     assert "Latest behaviour video" in page and "step_600.mp4" in page
     if not findings.problems(result):
         assert page.index("No problems found") < page.index("<h2>Charts")
+
+
+def test_the_reports_pictures_are_readable(tmp_path: Path, monkeypatch) -> None:
+    """report.html showed the heatmap's map about 220 px wide under 6 px labels, and the
+    gradient chart's legend over its lines."""
+    k = 30
+    view = ClusterView(5000, np.full((k, 1, 10), 0.1), np.full(k, 30),
+                       {"fixated_cluster": [], "chaotic_cluster": [], "blind_cluster": []},
+                       np.zeros(k), [], {}, np.arange(k * 3.0).reshape(k, 3) / 7)
+    figures = []
+    make_figure = plots._figure
+    monkeypatch.setattr(plots, "_figure", lambda w, h: figures.append(make_figure(w, h))
+                        or figures[-1])
+    plots.heatmap(view, tmp_path / "heatmap.png", np.array([-2.0]), np.array([2.0]))
+    [axes, _colorbar] = figures[0].axes
+    renderer = figures[0].canvas.get_renderer()
+    assert axes.get_window_extent(renderer).width >= 400  # pixels of the map itself
+    labels = [*axes.get_xticklabels(), *axes.get_yticklabels()]
+    assert min(label.get_fontsize() for label in labels) >= 8
+    series = {f"actor.net.{i}.weight": [(s, 1.0 + i + s / 100) for s in range(100, 1100, 100)]
+              for i in range(6)}
+    chart = plots.line_figure(series, "gradients", "norm", log=True)
+    chart.canvas.draw()
+    renderer = chart.canvas.get_renderer()
+    [axes] = chart.axes
+    plot, legend = axes.get_window_extent(renderer), axes.get_legend().get_window_extent(renderer)
+    assert legend.x0 >= plot.x1 and legend.x1 <= chart.bbox.width  # beside it, on the page
+    assert axes.get_legend().get_texts()[0].get_fontsize() >= 8

@@ -44,21 +44,21 @@ def assert_refused(result, tmp_path, *words: str) -> None:
     assert not (tmp_path / "logs").exists() and not (tmp_path / "checkpoints").exists()
 
 
-def test_an_alias_bomb_is_refused_in_bounded_time_and_memory(tmp_path):
-    """In a child process with its address space capped (without the check, expanding the
-    aliases would take gigabytes and minutes): the refusal itself takes milliseconds and
-    next to no memory."""
+def test_an_alias_bomb_is_refused_in_bounded_memory(tmp_path):
+    """In a child process with its address space capped at 2 GiB (without the check,
+    expanding the aliases would take gigabytes and minutes): the refusal takes next to no
+    memory. (How long it takes is the machine's: not asserted here.)"""
     (tmp_path / "bomb.yaml").write_text(alias_bomb())
     child = textwrap.dedent("""
-        import json, resource, sys, time
+        import json, resource, sys
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
         from rltrain.utils.config.loader import load_config
         from rltrain.utils.errors import ConfigError
-        before, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.monotonic()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         try:
             load_config(sys.argv[1])
         except ConfigError as exc:
-            print(json.dumps({"error": str(exc), "seconds": time.monotonic() - start,
+            print(json.dumps({"error": str(exc),
                               "extra_mib": (resource.getrusage(resource.RUSAGE_SELF)
                                             .ru_maxrss - before) / 1024}))
     """)
@@ -67,7 +67,7 @@ def test_an_alias_bomb_is_refused_in_bounded_time_and_memory(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout)
     assert "aliases expand to more than" in report["error"]
-    assert report["seconds"] < 1.0 and report["extra_mib"] < 100, report
+    assert report["extra_mib"] < 100, report
 
 
 @pytest.mark.parametrize("text, words", [

@@ -279,3 +279,48 @@ def test_an_explosion_of_large_rewards_proposes_scaling_them(tmp_path, reward, f
     assert found.suggested_set == fix
     assert ("the largest |reward| so far is -1.6e+04" not in found.message and
             ("the largest |reward| so far is 1.6e+04" in found.message) == (reward < -1e3))
+
+
+def fake_cgroup(tmp_path, monkeypatch, version: int, limit: int, used: int,
+                inactive_file: int = 0):
+    """A cgroup of `version` at `tmp_path / "cg"` holding this process, its memory limit
+    `limit` and `used` bytes in use (`inactive_file` of them cache the kernel drops)."""
+    from rltrain.utils import cgroup
+
+    root = tmp_path / "cg"
+    if version == 2:
+        folder = root / "job"
+        folder.mkdir(parents=True)
+        (root / "memory.max").write_text("max\n")
+        (folder / "memory.max").write_text(f"{limit}\n")
+        (folder / "memory.current").write_text(f"{used}\n")
+        (folder / "memory.stat").write_text(f"anon 1\ninactive_file {inactive_file}\n")
+        proc = "0::/job\n"
+    else:
+        folder = root / "memory" / "job"
+        folder.mkdir(parents=True)
+        (folder / "memory.limit_in_bytes").write_text(f"{limit}\n")
+        (folder / "memory.usage_in_bytes").write_text(f"{used}\n")
+        (folder / "memory.stat").write_text(f"total_inactive_file {inactive_file}\n")
+        proc = "4:memory:/job\n1:cpu:/\n"
+    (tmp_path / "proc_cgroup").write_text(proc)
+    monkeypatch.setattr(cgroup, "CGROUP_ROOT", root)
+    monkeypatch.setattr(cgroup, "PROC_CGROUP", tmp_path / "proc_cgroup")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_memory_rule_reads_the_limit_of_the_runs_cgroup(tmp_path, monkeypatch, version):
+    """In a container or a SLURM job the kernel ends the run at the cgroup's limit (a
+    leaking env was OOM-killed): 90% of that limit is the rule's, and what all of the
+    cgroup's processes use counts, without the file cache the kernel drops first."""
+    mib = 1024**2
+    fake_cgroup(tmp_path, monkeypatch, version, limit=4096 * mib, used=3000 * mib,
+                inactive_file=1000 * mib)
+    rules = HealthRules(tiny_config(tmp_path), obs_dim=3, device=torch.device("cpu"))
+    assert rules.by_name["memory"].rule.threshold == round(0.9 * 4096, 1)
+    assert rules.check_memory(5) == []  # 2000 MiB in use
+    fake_cgroup(tmp_path / "later", monkeypatch, version, limit=4096 * mib, used=3900 * mib)
+    [found] = rules.check_memory(5)
+    assert found.rule == "memory" and found.value == 3900
+    assert found.message == ("memory in use by this run's cgroup 3900 MiB is above 3686 MiB "
+                             "(the cgroup's limit: 4096 MiB)")

@@ -106,3 +106,55 @@ def test_every_activation_and_layer_norm_train_both_networks(activation, layer_n
 def test_an_unknown_activation_is_refused():
     with pytest.raises(ValueError, match="unknown activation 'swish'"):
         NetworkSpec((8,), "swish")
+
+
+def test_batch_renorm_is_batch_norm_during_its_warm_up_and_moves_its_statistics():
+    from rltrain.networks.batch_renorm import BatchRenorm, Renorm, training
+
+    layer = BatchRenorm(3, Renorm(momentum=0.1, eps=1e-6, warmup_steps=2)).eval()
+    x = torch.randn(64, 3) * 5 + 2
+    with training(layer):
+        y = layer(x)
+    torch.testing.assert_close(y.mean(0), torch.zeros(3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(y.std(0), torch.ones(3), atol=1e-4, rtol=0)
+    # The running statistics moved 0.1 of the way to the batch's (unbiased variance).
+    torch.testing.assert_close(layer.running_mean[0], 0.1 * x.mean(0))
+    torch.testing.assert_close(layer.running_var[0], 0.9 + 0.1 * x.var(0))
+    assert int(layer.steps) == 1 and not layer.training
+    # Eval mode: the running statistics, nothing moves.
+    before = layer.running_mean.clone()
+    torch.testing.assert_close(layer(x), (x - before) / (layer.running_var + 1e-6).sqrt())
+    assert torch.equal(layer.running_mean, before) and int(layer.steps) == 1
+
+
+def test_batch_renorm_after_its_warm_up_corrects_towards_the_running_statistics():
+    from rltrain.networks.batch_renorm import D_MAX, R_MAX, BatchRenorm, Renorm, training
+
+    layer = BatchRenorm(2, Renorm(momentum=0.0, eps=1e-6, warmup_steps=0)).eval()
+    with torch.no_grad():
+        layer.running_mean.fill_(1.0)  # running: mean 1, std 2
+        layer.running_var.fill_(4.0)
+    x = torch.tensor([[0.0, 0.0], [2.0, 40.0]])  # batch means 1, 20; stds 1.41, 28.3
+    with training(layer, track=False):
+        y = layer(x)
+    mean, std = x.mean(0), (x.var(0) + 1e-6).sqrt()
+    r = (std / 2.0).clamp(1 / R_MAX, R_MAX)         # [0.71, 3 (clipped)]
+    d = ((mean - 1.0) / 2.0).clamp(-D_MAX, D_MAX)   # [0, 5 (clipped)]
+    torch.testing.assert_close(y, (x - mean) / std * r + d)
+    assert int(layer.steps) == 0 and float(layer.running_mean[0, 0]) == 1.0  # untracked
+
+
+def test_a_batch_renormalised_critic_keeps_statistics_per_member():
+    from rltrain.networks.batch_renorm import Renorm, training
+
+    critic = Critic(3, np.array([-1.0]), np.array([1.0]), NetworkSpec((8,)),
+                    renorm=Renorm(warmup_steps=0)).eval()
+    obs, action = torch.randn(32, 3), torch.rand(32, 1) * 2 - 1
+    with torch.no_grad():
+        critic.layers[0].weight[1].mul_(3.0)  # member 1 sees other hidden statistics
+        with training(critic):
+            critic(obs, action)
+    means = critic.renorms[1].running_mean  # [2, 1, 8]
+    assert means.shape == (2, 1, 8) and not torch.allclose(means[0], means[1])
+    q = critic(obs, action)
+    torch.testing.assert_close(critic.q1(obs, action), q[0])  # eval mode: member alone

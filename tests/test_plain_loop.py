@@ -83,6 +83,17 @@ def test_rltrain_pause_reaches_the_loop_at_its_next_env_step(tmp_path):
     path = watcher.pause()
     assert path.name == "paused_at_step_31_state.pt"
     assert torch.load(path, weights_only=True)["actor"].keys() == actor.state_dict().keys()
+    # What `status` says continues it is the loop's way, not `rltrain resume` (which
+    # cannot run the loop, and refused the file as "not an rltrain checkpoint").
+    shown = " ".join(CliRunner().invoke(cli, ["status", "w"]).output.split())  # unwrapped
+    assert "continue with saved: checkpoints/w/paused_at_step_31_state.pt; to continue, " \
+           "load it (torch.load(path, weights_only=True))" in shown, shown
+    assert "rltrain resume" not in shown
+    for command in ("resume", "eval"):
+        refused = CliRunner().invoke(cli, [command, "--checkpoint", str(path)])
+        assert refused.exit_code == 2
+        assert "is the state a Watcher saved (a plain training loop's), not an rltrain " \
+               "checkpoint" in refused.output, refused.output
 
 
 def test_a_discrete_action_space_is_refused_in_one_line():

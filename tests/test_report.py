@@ -85,3 +85,15 @@ def test_the_gradient_chart_marks_layers_with_zero_gradient(tmp_path: Path) -> N
     legend = [text.get_text() for text in axes.get_legend().get_texts()]
     assert "actor.net.0.weight" in legend and "actor.net.0.bias (zero gradient)" in legend
     assert report_page.ZERO_GRADIENT in [text.get_text() for text in axes.texts]
+
+
+def test_a_heatmap_file_name_with_html_in_it_runs_nothing_in_the_page(tmp_path: Path) -> None:
+    """A file named `heatmap_step_<img src=x onerror=...>_9.png` dropped into a run folder
+    went into report.html as markup, and its script ran in the browser."""
+    heatmaps = tmp_path / "heatmaps"
+    heatmaps.mkdir()
+    (heatmaps / "heatmap_step_<img src=x onerror=alert(1)>_9.png").write_bytes(b"png")
+    (heatmaps / "heatmap_step_200.png").write_bytes(b"png")
+    page = report_page.write_html(tmp_path, findings.diagnose(tmp_path)).read_text()
+    assert "<img src=x" not in page and "onerror=alert(1)>" not in page
+    assert re.findall(r"<p>(heatmap_step_[^<]*)</p>", page) == ["heatmap_step_200.png"]

@@ -39,7 +39,8 @@ def metrics(path) -> list[dict]:
 
 def assert_same_state(a: dict, b: dict) -> None:
     assert a["algo"] == b["algo"]
-    for key in (k for k in STATE_KEYS if k in a or k in b):  # SAC has no actor_target
+    for key in (k for k in STATE_KEYS if k in a or k in b):  # SAC has no actor_target,
+        # CrossQ no target at all
         assert a[key].keys() == b[key].keys()
         for name in a[key]:
             assert torch.equal(a[key][name], b[key][name]), f"{key}.{name}"
@@ -75,6 +76,7 @@ def assert_fork_matches_the_full_run(tmp_path, step: int) -> None:
 @pytest.mark.parametrize("overrides", [
     {}, {"algo": "td3", "noise_type": "ou"}, {"algo": "sac"},
     {"algo": "sac", "sac": {"ent_coef": 0.05, "target_update_interval": 2}},
+    {"algo": "crossq", "crossq": {"renorm_warmup_steps": 100}}, {"algo": "tqc"},
     {"update_backend": "autograd", "networks": {"critic": {"activation": "elu",
                                                            "layer_norm": True}}}])
 def test_fork_from_a_mid_episode_checkpoint_is_bit_exact(tmp_path, overrides):
@@ -85,9 +87,10 @@ def test_fork_from_a_mid_episode_checkpoint_is_bit_exact(tmp_path, overrides):
     assert_fork_matches_the_full_run(tmp_path, 150)
 
 
-def test_a_fork_logs_the_same_rollout_means_as_the_uninterrupted_run(tmp_path):
+def test_a_fork_logs_the_same_rollout_means_as_the_uninterrupted_run(tmp_path, monkeypatch):
     """Forked at step 250, after the episode that ended at 200: the last 100 episodes
     travel in the checkpoint, so the fork's rollout/ep_rew_mean at 300 is the full run's."""
+    monkeypatch.chdir(tmp_path)  # a file outside its run's folders forks into ./logs
     full_run(tmp_path)
     assert_fork_matches_the_full_run(tmp_path, 250)
     full, fork = (EventAccumulator(str(tmp_path / "logs" / name)) for name in ("full", "fork"))
@@ -389,10 +392,12 @@ def test_an_env_that_does_not_replay_is_detected_and_its_episode_restarted(tmp_p
     assert "not bit-exact" in warning[0]["message"]
 
 
-def test_a_checkpoint_from_the_other_kind_of_device_resumes_with_new_random_streams(tmp_path):
+def test_a_checkpoint_from_the_other_kind_of_device_resumes_with_new_random_streams(
+        tmp_path, monkeypatch):
     """A CUDA run's checkpoint holds CUDA generator states (a Philox seed and offset, 16
     bytes), which a CPU generator cannot take; the reverse holds too. Resuming on the
     other kind of device (`--set device=cpu`) warns and continues, the same way each time."""
+    monkeypatch.chdir(tmp_path)  # a file outside its run's folders forks into ./logs
     full_run(tmp_path, algo="td3")  # TD3: the agent's generator draws target noise
     saved = load_checkpoint(tmp_path / "checkpoints" / "full" / "checkpoint_step_150.pt")
     philox = torch.arange(16, dtype=torch.uint8)  # the shape of a CUDA generator's state
@@ -466,10 +471,12 @@ def test_a_run_another_process_holds_is_not_resumed_into(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
 
 
-def test_the_input_rules_bookkeeping_resumes_and_old_checkpoints_start_it_afresh(tmp_path):
+def test_the_input_rules_bookkeeping_resumes_and_old_checkpoints_start_it_afresh(
+        tmp_path, monkeypatch):
     """`time_limit_terminal` counts episodes across a resume: with 50-step episodes it
     fires at step 150 (the third) whether the run stopped mid-episode at step 125 or not.
     A checkpoint from before these rules resumes with the count at zero."""
+    monkeypatch.chdir(tmp_path)  # a file outside its run's folders forks into ./logs
     full_run(tmp_path, env_name="fake_envs:FakeShortTimeLimitTerminalPendulum-v0",
              checkpoint_freq=25, diagnostics={"time_limit_terminal": {"threshold": 3}})
 
@@ -488,3 +495,30 @@ def test_the_input_rules_bookkeeping_resumes_and_old_checkpoints_start_it_afresh
     result = CliRunner().invoke(cli, ["resume", "--checkpoint", str(old), "--run-name", "old"])
     assert result.exit_code == 0, result.output
     assert fired("old") == [250]  # counted afresh from step 125: episodes 150, 200, 250
+
+
+def test_a_child_process_the_env_forked_does_not_keep_the_run_locked(tmp_path):
+    """The run lock is a flock, which a forked child's copy of the file keeps held after
+    the run's own process has let go (an env that forks a helper kept its run locked)."""
+    import os
+    import signal
+
+    from rltrain.utils.run.folders import RunLock, RunPaths
+
+    paths = RunPaths("r", tmp_path / "logs" / "r", tmp_path / "checkpoints" / "r")
+    held = RunLock(paths)
+    ready, told = os.pipe()
+    child = os.fork()
+    if child == 0:  # the env's helper: lives on past the run
+        os.write(told, b"x")  # running (the fork's own handlers have run)
+        signal.pause()
+        os._exit(0)
+    try:
+        assert os.read(ready, 1) == b"x"
+        held.release()  # the run's process lets go of its run
+        RunLock(paths).release()  # another resume may take it
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        os.close(ready)
+        os.close(told)

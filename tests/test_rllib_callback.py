@@ -18,6 +18,7 @@ from click.testing import CliRunner
 import rltrain
 from rltrain.integrations.rllib_settings import RLlibKeys
 from rltrain.scripts.cli import cli
+from rltrain.scripts.ray_start import init_ray
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.run.logger import read_jsonl
@@ -58,8 +59,8 @@ def local_ray():
     # tests do.
     path = os.pathsep.join([str(Path(rltrain.__file__).parents[1]),
                             os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    init_ray(ray, num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})  # retried on a loaded machine
     yield
     ray.shutdown()
 

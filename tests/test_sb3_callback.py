@@ -166,6 +166,38 @@ def test_sac_runs_through_the_callback_on_its_deterministic_action(tmp_path):
     assert tap.pop() is None
 
 
+@pytest.mark.parametrize("name", ["CrossQ", "TQC"])
+def test_sb3_contribs_crossq_and_tqc_are_watched_under_their_own_names(tmp_path, name):
+    import sb3_contrib
+
+    model = getattr(sb3_contrib, name)(
+        "MlpPolicy", "fake_envs:FakePoint-v0", policy_kwargs=dict(TINY_NET), batch_size=32,
+        learning_starts=100, seed=0, device="cpu")
+    model.learn(300, callback=RltrainCallback(name, config={
+        "diagnostics": {"grad_freq": 50, "heatmap_freq": 300}}))
+    log_dir = tmp_path / "logs" / name
+    status = json.loads((log_dir / "status.json").read_text())
+    assert status["integration"].endswith(name) and status["updates"] == 200
+    gradients = [d for d in read_jsonl(log_dir / "flow1.jsonl") if d["kind"] == "gradients"]
+    assert gradients and set(gradients[0]["critic"]) == {
+        n for n, _ in model.critic.named_parameters()}
+    algo = name.lower()
+    recorded = yaml.safe_load((log_dir / "config.yaml").read_text())
+    config = config_from_dict(recorded)  # a valid rltrain config: CrossQ's tau 1 left out
+    assert recorded["algo"] == algo and recorded[algo]["ent_coef"] == "auto"
+    own = {"CrossQ": {"policy_delay": 3, "batch_norm_momentum": 0.01},
+           "TQC": {"top_quantiles_to_drop_per_net": 2, "n_quantiles": 25}}[name]
+    assert {k: recorded[algo][k] for k in own} == own
+    assert recorded["library"]["algorithm"] == name
+    hooks = {h.spec.name for h in rule_hooks(RuleContext(config, 2, 1))}
+    assert "entropy_collapse" in hooks and "no_learning" not in hooks
+    view, _ = sb3_view(model)  # every Q head, and the first, in the env's units
+    obs, action = torch.zeros(4, 2), torch.full((4, 1), 2.0)
+    with torch.no_grad():
+        assert view.critic(obs, action).shape == (4, 2)
+        torch.testing.assert_close(view.q_value(obs, action), view.critic(obs, action)[:, :1])
+
+
 def test_sb3_sac_with_its_defaults_names_an_env_that_ignores_the_action():
     """SB3's learning_starts 100 leaves too short a warm-up: SAC's sampling noise after it
     is judged instead (its first 1000 steps whose sample was not saturated)."""
@@ -225,7 +257,8 @@ def test_two_vector_envs_count_each_envs_step_and_episode(tmp_path):
 def test_an_algorithm_without_actor_and_critic_is_refused_in_one_line():
     model = DQN("MlpPolicy", "fake_envs:FakeDiscrete-v0", learning_starts=10, device="cpu")
     with pytest.raises(ConfigError, match=r"^RltrainCallback watches SB3's actor-critic "
-                                          r"off-policy algorithms \(TD3, DDPG, SAC\), not DQN$"):
+                                          r"off-policy algorithms \(DDPG, TD3, SAC, CrossQ, "
+                                          r"TQC\), not DQN$"):
         model.learn(20, callback=RltrainCallback("dqn"))
     assert not Path("logs/dqn").exists()
 
@@ -238,3 +271,54 @@ def test_without_sb3_the_module_says_what_to_install(monkeypatch):
     assert str(caught.value) == ('rltrain.integrations.sb3 needs Stable-Baselines3: '
                                  'pip install "rltrain[sb3]"')
     importlib.reload(importlib.import_module("rltrain.integrations"))  # needs no SB3
+
+
+def test_a_vector_env_whose_env_raises_pauses_the_run_with_its_model_and_reason(tmp_path):
+    """SB3 tells a callback nothing when learn() ends in an exception: the run stayed
+    "running", then "stopped (killed?)", with no checkpoint and no reason."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    env = make_vec_env("fake_envs:FakeCrashingPendulum-v0", n_envs=2, seed=0)  # step 150
+    model = td3(env)
+    with pytest.raises(RuntimeError, match="simulator crashed"):
+        model.learn(1000, callback=RltrainCallback("crash"))
+    assert type(model.env) is DummyVecEnv  # the callback's watch is gone with learn()
+    status = json.loads((tmp_path / "logs" / "crash" / "status.json").read_text())
+    assert status["state"] == "paused" and status["env_steps"] == 298  # 149 vector steps
+    assert status["pause_reason"] == \
+        "[env_error] the env raised RuntimeError in step: simulator crashed"
+    assert status["latest_checkpoint"].endswith("paused_at_step_298.zip")
+    again = loaded(tmp_path, "crash", 298)
+    assert again.num_timesteps == 298 and again.replay_buffer.size() == 149
+    shown = CliRunner().invoke(cli, ["status", "crash"])
+    assert "paused" in shown.output and "stopped" not in shown.output, shown.output
+
+
+def test_the_lines_that_continue_a_paused_run_keep_the_callbacks_settings(tmp_path, capsys):
+    """They dropped the callback's eval_env and config: the continued run went on without
+    its evaluations and with the default rules."""
+    settings = {"eval_freq": 100, "diagnostics": {"grad_freq": 50}}
+    model = td3("Pendulum-v1")
+    model.learn(1000, callback=[RltrainCallback("e", config=settings,
+                                                eval_env=gym.make("Pendulum-v1")),
+                                PauseAt("e", 150)])
+    printed = capsys.readouterr().out
+    line = ('callback=RltrainCallback(run_name="e", config={\'eval_freq\': 100, '
+            '\'diagnostics\': {\'grad_freq\': 50}}, eval_env=eval_env))')
+    assert line in printed, printed
+    status = json.loads((tmp_path / "logs" / "e" / "status.json").read_text())
+    assert line in status["continue_with"]
+
+
+def test_one_callback_given_to_a_fresh_model_is_refused_not_merged(tmp_path):
+    """A callback reused on another, fresh model continued its first model's run: two
+    models' histories in one run folder."""
+    from rltrain.utils.errors import UserError
+
+    callback = RltrainCallback("one")
+    td3("Pendulum-v1").learn(150, callback=callback)
+    with pytest.raises(UserError, match="this RltrainCallback watched another model's run "
+                                        "'one'; give this model a callback of its own"):
+        td3("Pendulum-v1").learn(150, callback=callback)
+    status = json.loads((tmp_path / "logs" / "one" / "status.json").read_text())
+    assert status["env_steps"] == 150 and status["state"] == "finished"

@@ -129,6 +129,12 @@ class Model:
     ({"sac.ent_coef": 0.1, "hidden_sizes": [64, 64]},
      {"ent_coef": 0.1, "policy_kwargs": {"net_arch": [64, 64]}}, []),
     ({"grad_clip_norm": 1.0, "critic_lr": 1e-4}, {"learning_rate": 1e-4}, ["grad_clip_norm"]),
+    # an algorithm's own options by the registry's names, policy_kwargs' ones in that dict
+    ({"crossq.ent_coef": "auto", "crossq.policy_delay": 1},
+     {"ent_coef": "auto", "policy_delay": 1}, []),
+    ({"tqc.n_quantiles": 10, "hidden_sizes": [64], "tqc.top_quantiles_to_drop_per_net": 3},
+     {"policy_kwargs": {"n_quantiles": 10, "net_arch": [64]},
+      "top_quantiles_to_drop_per_net": 3}, []),
 ])
 def test_suggested_sets_are_translated_to_sb3_arguments(suggested, sb3, missing):
     assert SB3Keys(Model()).translate(suggested) == (sb3, missing)

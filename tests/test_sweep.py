@@ -17,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
+from rltrain.scripts.ray_start import init_ray
 from rltrain.utils.run.logger import read_jsonl
 
 from conftest import TESTS_DIR, tiny_dict
@@ -35,8 +36,8 @@ def local_ray(tmp_path_factory):
                                                              old["PYTHONPATH"]]))
     os.environ["RLTRAIN_TEST_KILL_MARKER"] = str(marker)
     os.environ["RLTRAIN_TEST_GATE"] = str(marker.with_name("gate"))
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    init_ray(ray, num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)  # retried on a loaded machine
     yield marker
     ray.shutdown()
     for key, value in old.items():
@@ -77,11 +78,26 @@ def test_a_two_trial_grid_sweep_completes_and_writes_the_summary(tmp_path, local
         assert (tmp_path / "checkpoints" / "grid" / run / "checkpoint_step_400.pt").exists()
     config = yaml.safe_load((folder / "grid_tau-0.01_s3" / "config.yaml").read_text())
     assert config["tau"] == 0.01 and config["seed"] == 3
-    again = sweep("--resume", "grid", "--log-dir", str(tmp_path / "logs"))
+    again = sweep("--resume", "grid", "--log-dir", str(tmp_path / "logs"),
+                  "--set", f"checkpoint_dir={tmp_path / 'checkpoints'}")
     assert again.exit_code == 0, again.output
     for run in ("grid_tau-0.005_s3", "grid_tau-0.01_s3"):  # finished trials are not rerun
         lines = (folder / run / "metrics.jsonl").read_text()
         assert '"resume"' not in lines
+
+
+def test_a_sweep_over_an_algorithms_own_option_trains_each_point(tmp_path, local_ray):
+    """CrossQ's own section in a grid, as any key: each trial trains crossq with it."""
+    result = sweep("--config", str(config_file(tmp_path, algo="crossq", max_timesteps=200)),
+                   "--seeds", "1", "--grid", "crossq.policy_delay=1,3", "--name", "cq")
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "logs" / "cq"
+    rows = list(csv.DictReader((folder / "summary.csv").open()))
+    assert [r["grid_point"] for r in rows] == ["crossq.policy_delay=1",
+                                               "crossq.policy_delay=3"]
+    for run, delay in (("cq_crossq.policy_delay-1_s3", 1), ("cq_crossq.policy_delay-3_s3", 3)):
+        config = yaml.safe_load((folder / run / "config.yaml").read_text())
+        assert (config["algo"], config["crossq"]["policy_delay"]) == ("crossq", delay)
 
 
 def test_a_killed_trial_is_retried_from_its_checkpoint_and_finishes(tmp_path, local_ray):
@@ -180,7 +196,8 @@ def test_ctrl_c_pauses_the_running_trials_and_resume_continues_them(tmp_path, lo
         assert "sweep was interrupted (Ctrl-C)" in status["pause_reason"]
     summary = json.loads((logs / "summary.json").read_text())
     assert [t["state"] for t in summary["trials"]] == ["interrupted", "interrupted"]
-    resumed = sweep("--resume", "cc", "--log-dir", str(tmp_path / "logs"))
+    resumed = sweep("--resume", "cc", "--log-dir", str(tmp_path / "logs"),
+                    "--set", f"checkpoint_dir={tmp_path / 'checkpoints'}")
     assert resumed.exit_code == 0, resumed.output
     for run in runs:
         metrics = read_jsonl(logs / run / "metrics.jsonl")
@@ -489,3 +506,123 @@ def test_trials_reserve_gpus_only_when_asked():
     assert trial_resources({"cpus_per_trial": 2}) == {"cpu": 2}  # a plan from before GPUs
     assert trial_resources({"cpus_per_trial": 1, "gpus_per_trial": 0.25}) == {
         "cpu": 1, "gpu": 0.25}
+
+
+@pytest.mark.parametrize("args", [["--name", "../../outside"], ["--name", "a/b"],
+                                  ["--resume", "../outside"]])
+def test_a_sweep_name_that_is_no_plain_folder_name_is_refused(tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["sweep", "--config", str(config_file(tmp_path)),
+                                      "--log-dir", str(tmp_path / "logs"), *args])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"Error: a sweep's name must be a plain folder name (letters, digits, '-', '_', "
+        f"'.'); got {args[1]!r}"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
+def planted_sweep(tmp_path: Path, plan: dict | str) -> Path:
+    """A sweep folder `logs/sw` with `plan` as its sweep.yaml."""
+    folder = tmp_path / "logs" / "sw"
+    folder.mkdir(parents=True)
+    text = plan if isinstance(plan, str) else yaml.safe_dump(plan)
+    (folder / "sweep.yaml").write_text(text)
+    return folder
+
+
+def finished_trial_plan(tmp_path: Path, **extra) -> dict:
+    return {"config": str(config_file(tmp_path)), "cpus_per_trial": 1, "max_failures": 0,
+            "max_concurrent": None, **extra,
+            "trials": [{"run_name": "sw_s3", "point": "base", "overrides": [
+                f"log_dir={tmp_path / 'logs' / 'sw'}", "seed=3", "run_name=sw_s3",
+                f"checkpoint_dir={tmp_path / 'checkpoints' / 'sw'}"]}]}
+
+
+def test_resume_never_unpickles_tunes_saved_state(tmp_path, monkeypatch, local_ray):
+    """A tuner.pkl in the sweep's folder (Tune's state, a pickle) that would run code
+    when loaded: `--resume` runs the plan on a new Tuner and never loads it."""
+    import pickle
+
+    marker = tmp_path / "the_pickle_ran"
+
+    class Planted:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    folder = planted_sweep(tmp_path, finished_trial_plan(tmp_path))
+    (folder / "tune").mkdir()
+    (folder / "tune" / "tuner.pkl").write_bytes(pickle.dumps(Planted()))
+    (folder / "sw_s3").mkdir()
+    (folder / "sw_s3" / "status.json").write_text(json.dumps(
+        {"run": "sw_s3", "state": "finished", "env_steps": 400}))
+    monkeypatch.chdir(tmp_path)  # the plan's checkpoints are ./checkpoints/sw
+    result = sweep("--resume", "sw", "--log-dir", str(tmp_path / "logs"))
+    assert result.exit_code == 0, result.output
+    assert not marker.exists()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert [t["state"] for t in summary["trials"]] == ["finished"]
+
+
+@pytest.mark.parametrize("plan, says", [
+    ("[1, 2]", "must be a YAML mapping"),
+    ("trials: 5\ncpus_per_trial: 1\nmax_failures: 0\n", "'trials' is not a list"),
+    ("\xff\xfe", "cannot read config"),
+    ("trials: [{run_name: ../x, point: p, overrides: []}]\ncpus_per_trial: 1\n"
+     "max_failures: 0\n", "a trial is not a run name"),
+    ("config: c.yaml\ncpus_per_trial: many\n", "'cpus_per_trial' is not a number"),
+])
+def test_a_damaged_sweep_plan_is_one_line_on_resume(tmp_path, plan, says):
+    folder = planted_sweep(tmp_path, "")
+    (folder / "sweep.yaml").write_bytes(plan.encode("latin-1"))
+    result = CliRunner().invoke(cli, ["sweep", "--resume", "sw", "--log-dir",
+                                      str(tmp_path / "logs")])
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and says in result.output
+    assert sorted(p.name for p in folder.iterdir()) == ["sweep.yaml"]
+
+
+def test_a_resumed_sweep_takes_no_command_or_folder_from_its_plan(tmp_path, monkeypatch):
+    from rltrain.scripts.sweep_plan import plan_for_resume, trial_config
+    from rltrain.utils.errors import UserError
+
+    monkeypatch.chdir(tmp_path)
+    plan = finished_trial_plan(tmp_path)
+    plan["trials"][0]["overrides"] += ["notify.command=touch pwned", "tau=0.01",
+                                       f"checkpoint_dir={tmp_path / 'elsewhere' / 'sw'}"]
+    folder, said = tmp_path / "logs" / "sw", []
+    with pytest.raises(UserError, match=f"puts its checkpoints in '{tmp_path}/elsewhere/sw'"
+                       f".*--set checkpoint_dir={tmp_path}/elsewhere$"):
+        plan_for_resume(plan, folder, (), said.append)
+    moved = plan_for_resume(plan, folder, (f"checkpoint_dir={tmp_path / 'elsewhere'}",),
+                            said.append)
+    assert trial_config(moved["config"], moved["trials"][0]["overrides"]).checkpoint_dir == \
+        str(tmp_path / "elsewhere" / "sw")
+    plan["trials"][0]["overrides"].pop()  # the default checkpoints/sw of this folder
+    said.clear()
+    resumed = plan_for_resume(plan, folder, (), said.append)
+    config = trial_config(resumed["config"], resumed["trials"][0]["overrides"])
+    assert config.notify.command is None and config.tau == 0.01
+    assert config.log_dir == str(folder)
+    assert said == ["not taken from the sweep's plan (commands and addresses come only "
+                    "from your own --set): notify.command"]
+    given = plan_for_resume(plan, folder, ("notify.command=echo mine",), said.append)
+    assert trial_config(given["config"],
+                        given["trials"][0]["overrides"]).notify.command == "echo mine"
+
+
+def test_a_trial_paused_as_its_outcome_is_reported_not_resumed_when_run_again(tmp_path):
+    """What Tune's restored state used to know, the trial's folder says: a trial paused by
+    a health rule is reported paused by a resumed sweep, and trains no further."""
+    from rltrain.scripts.sweep import _run_trial
+
+    params = trial_params(tmp_path, "t")
+    params["overrides"].append("min_reward_threshold=0.0")
+    first = FakeTune()
+    _run_trial(params, first)
+    assert first.reports[-1]["status"] == "paused"
+    metrics = (tmp_path / "logs" / "sw" / "t" / "metrics.jsonl").read_text()
+    again = FakeTune()
+    _run_trial(params, again)
+    assert [r["status"] for r in again.reports] == ["paused"]
+    assert "catastrophic_reward" in again.reports[0]["pause_reason"]
+    assert (tmp_path / "logs" / "sw" / "t" / "metrics.jsonl").read_text() == metrics

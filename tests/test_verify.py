@@ -37,7 +37,7 @@ def check_suggestion(config: TrainConfig, suggested: dict) -> TrainConfig:
     assert suggested and not {k.split(".")[0] for k in suggested} & set(FIXED_ON_RESUME)
     sets = override_strings(suggested)
     changed = config_from_dict(apply_overrides(config_to_dict(config), sets))
-    resumed = resume_config({"config": config_to_dict(config)}, sets, "ck.pt")
+    resumed = resume_config({"config": config_to_dict(config)}, sets, "ck.pt", trusted=config)
     assert resumed == changed
     return changed
 

@@ -202,3 +202,24 @@ def test_concurrent_pauses_of_a_waiting_run_answer_alike(tmp_path):
         rltrain(tmp_path, "stop", "live")
         proc.communicate(timeout=60)
     assert proc.returncode == 3
+
+
+def test_continue_and_stop_given_at_once_tell_which_one_the_run_took(tmp_path):
+    """Both said they were obeyed (exit 0), and the run trained on: the later request
+    replaced the earlier before the run read it."""
+    from rltrain.scripts.wait import write_instruction
+    from rltrain.scripts.wait_commands import _taken
+
+    proc = start(tmp_path, "--wait")
+    since = waiting(tmp_path, proc)["waiting"]["since"]
+    folder = tmp_path / "logs" / "live"
+    request = folder / "instruction.request"
+    earlier = write_instruction(request, "continue")
+    later = write_instruction(request, "stop")  # before the run polls again
+    _taken(folder, since, later, timeout=60)  # taken
+    with pytest.raises(UserError, match=r"another instruction given at the same time "
+                                        r"reached the run first: it stopped waiting \(`stop`\)"
+                                        r"; this one was not taken"):
+        _taken(folder, since, earlier, timeout=60)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 3, out

@@ -15,6 +15,7 @@ from test_resume import assert_same_state, metrics
 
 from rltrain.scripts.cli import cli
 from rltrain.scripts.env_runner import noise_scale
+from rltrain.scripts.ray_start import init_ray
 from rltrain.scripts.trainer import Trainer
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
@@ -36,8 +37,8 @@ WORKERS = {"num_workers": 2, "worker_chunk_steps": 7, "worker_sync_every": 20,
 def local_ray():
     # The runners' processes import the tests' own envs (fake_envs) as the tests do.
     path = os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    init_ray(ray, num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})  # retried on a loaded machine
     yield
     ray.shutdown()
 
@@ -58,7 +59,7 @@ def test_the_noise_spreads_geometrically_over_the_runners():
     assert [noise_scale(i, 3, 2.0) for i in range(3)] == [0.5, 1.0, 2.0]
 
 
-@pytest.mark.parametrize("overrides", [{}, {"algo": "sac"}])
+@pytest.mark.parametrize("overrides", [{}, {"algo": "sac"}, {"algo": "crossq"}])
 def test_a_lockstep_fork_from_a_mid_round_checkpoint_is_bit_exact(tmp_path, overrides):
     train(tmp_path, "full", **overrides)
     result = CliRunner().invoke(cli, [

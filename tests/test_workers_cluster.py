@@ -8,6 +8,7 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
+from rltrain.scripts.ray_start import STARTUP_TIMEOUT, init_ray
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.monitor import TrainingMonitor
 from rltrain.utils.run.status import read_status
@@ -18,13 +19,27 @@ ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 
+def start_two_nodes() -> cluster_utils.Cluster:
+    """One CPU a node and one a runner (worker_cpus): a runner on each node. Started again
+    where a node misses Ray's 30 s to start (a loaded machine)."""
+    for attempt in range(3):
+        cluster = cluster_utils.Cluster()
+        try:
+            cluster.add_node(num_cpus=1)  # the head
+            cluster.add_node(num_cpus=1)
+            cluster.wait_for_nodes()
+            return cluster
+        except Exception as exc:
+            cluster.shutdown()
+            if STARTUP_TIMEOUT not in str(exc) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture
 def two_nodes():
-    # One CPU a node and one a runner (worker_cpus): a runner on each node.
-    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+    cluster = start_two_nodes()
+    init_ray(ray, address=cluster.address, include_dashboard=False, log_to_driver=False)
     yield cluster
     ray.shutdown()
     cluster.shutdown()

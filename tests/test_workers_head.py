@@ -37,6 +37,7 @@ ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_CLIENT_RECONNECT_GRACE_PE
        "GRPC_ENABLE_FORK_SUPPORT": "false",
        "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])}
 CLIENT_SERVER_FAILED = "Starting Ray client server failed"  # Ray's bug, not the run's
+STARTUP_TIMEOUT = "timed out during startup"  # Ray's node missed its 30 s to register
 
 
 def free_port() -> int:
@@ -107,11 +108,15 @@ def ray_head():
     temp_dir = tempfile.mkdtemp(prefix="rltrain_ray_", dir="/tmp")
     client_port, head_port = free_port(), free_port()
     marks = (temp_dir, f":{head_port}", f"--port={client_port}")
-    started = subprocess.run(
-        [str(BIN / "ray"), "start", "--head", f"--port={head_port}",
-         f"--ray-client-server-port={client_port}", "--num-cpus=2",
-         f"--temp-dir={temp_dir}", "--include-dashboard=false", "--disable-usage-stats"],
-        env=ENV, capture_output=True, text=True, timeout=180)
+    for _ in range(3):  # Ray's node has 30 s to start, which a loaded machine can miss
+        started = subprocess.run(
+            [str(BIN / "ray"), "start", "--head", f"--port={head_port}",
+             f"--ray-client-server-port={client_port}", "--num-cpus=2",
+             f"--temp-dir={temp_dir}", "--include-dashboard=false", "--disable-usage-stats"],
+            env=ENV, capture_output=True, text=True, timeout=180)
+        if started.returncode == 0 or STARTUP_TIMEOUT not in started.stdout + started.stderr:
+            break
+        kill_cluster(marks)  # what the failed start left
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         yield f"ray://127.0.0.1:{client_port}", marks

@@ -198,3 +198,112 @@ def test_train_without_config_or_env_says_it_trains_the_default_config(tmp_path)
     assert len(notes) == 1 and "Pendulum-v1" in notes[0]
     saved = yaml.safe_load(Path(tmp_path / "logs" / "plain" / "config.yaml").read_text())
     assert saved["env_name"] == "Pendulum-v1" and saved["gamma"] == TrainConfig().gamma
+
+
+@pytest.mark.parametrize("text", [
+    "dict(net_arch=" + "-" * 200_000 + "1)",  # a MemoryError in Python's parser
+    "dict(net_arch=" + "1+" * 100_000 + "1)",  # a RecursionError
+    "dict(net_arch=[" + "64, " * 50_000 + "64])",  # plain, but 200 KB
+])
+def test_a_huge_rl_zoo_dict_text_is_one_short_line(tmp_path, text):
+    path = tmp_path / "zoo.yml"
+    path.write_text(yaml.safe_dump({"Pendulum-v1": {"policy": "MlpPolicy",
+                                                    "policy_kwargs": text}}))
+    result = CliRunner().invoke(cli, ["config", "show", "--config", str(path),
+                                      "--env", "Pendulum-v1"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    assert "policy_kwargs must be a mapping or a \"dict(key=literal, ...)\" text of at most "\
+           "10000 characters" in result.output
+    assert len(result.output) < 600
+
+
+# RL Zoo's own entries (hyperparams/crossq.yml and tqc.yml, commit 22e3ff2), as it writes them.
+ZOO_CROSSQ = """\
+Pendulum-v1:
+  n_timesteps: 20000
+  policy: 'MlpPolicy'
+  policy_delay: 2
+  policy_kwargs: "dict(net_arch=[256, 256])"
+
+HalfCheetah-v4: &mujoco-defaults
+  buffer_size: 1_000_000
+  learning_rate: !!float 1e-3
+  learning_starts: 5000
+  n_timesteps: !!float 5e6
+  policy: 'MlpPolicy'
+  policy_delay: 3
+  policy_kwargs: "dict(net_arch=dict(pi=[256, 256], qf=[2048, 2048]))"
+"""
+ZOO_TQC = """\
+Pendulum-v1:
+  n_timesteps: 20000
+  policy: 'MlpPolicy'
+  learning_rate: !!float 1e-3
+
+Hopper-v4:
+  n_timesteps: !!float 1e6
+  policy: 'MlpPolicy'
+  learning_starts: 10000
+  top_quantiles_to_drop_per_net: 5
+"""
+
+
+@pytest.mark.parametrize("algo, text, env, expected", [
+    ("crossq", ZOO_CROSSQ, "Pendulum-v1", {"crossq": {"policy_delay": 2},
+                                           "hidden_sizes": [256, 256]}),
+    ("crossq", ZOO_CROSSQ, "HalfCheetah-v4", {
+        "crossq": {"policy_delay": 3}, "actor_lr": 1e-3, "learning_starts": 5000,
+        "networks": {"actor": {"hidden_sizes": [256, 256]},
+                     "critic": {"hidden_sizes": [2048, 2048]}}}),
+    ("tqc", ZOO_TQC, "Pendulum-v1", {"actor_lr": 1e-3, "max_timesteps": 20000}),
+    ("tqc", ZOO_TQC, "Hopper-v4", {"tqc": {"top_quantiles_to_drop_per_net": 5},
+                                   "learning_starts": 10000}),
+])
+def test_rl_zoos_crossq_and_tqc_files_load_into_the_algorithms_own_section(
+        tmp_path, algo, text, env, expected):
+    """RL Zoo's `policy_delay` is crossq's in crossq.yml (td3's only in td3.yml)."""
+    path = tmp_path / f"{algo}.yml"
+    path.write_text(text)
+    config, _ = shown("--config", str(path), "--env", env)
+    assert config["algo"] == algo and config["env_name"] == env
+    for key, value in expected.items():
+        if isinstance(value, dict) and key in (algo, "networks"):
+            for name, part in value.items():
+                assert config[key][name] == part if not isinstance(part, dict) else \
+                    config[key][name]["hidden_sizes"] == part["hidden_sizes"], (key, name)
+        else:
+            assert config[key] == value, key
+
+
+def test_the_command_lines_algo_names_the_options_of_any_rl_zoo_file(tmp_path):
+    path = tmp_path / "mine.yml"  # a file named after no algorithm
+    path.write_text("Pendulum-v1:\n  policy_delay: 2\n  n_timesteps: 5000\n")
+    config, _ = shown("--config", str(path), "--algo", "crossq")
+    assert (config["algo"], config["crossq"]["policy_delay"]) == ("crossq", 2)
+    config, _ = shown("--config", str(path), "--algo", "td3")
+    assert (config["algo"], config["td3"]["policy_delay"]) == ("td3", 2)
+    refused = CliRunner().invoke(cli, ["config", "show", "--config", str(path)])
+    assert refused.exit_code == 2  # ddpg has no policy_delay: SB3's name is pointed at
+    assert "'td3.policy_delay' and 'crossq.policy_delay'" in refused.output
+
+
+def test_an_algorithms_own_policy_kwargs_go_to_its_section():
+    raw = translate({"policy_kwargs": "dict(n_quantiles=10, n_critics=3, net_arch=[64])"},
+                    "here", "tqc")
+    assert raw == {"tqc": {"n_quantiles": 10, "n_critics": 3}, "hidden_sizes": [64]}
+    with pytest.raises(ConfigError, match=r"n_quantiles=10 is not supported \(net_arch, .*"
+                                          r"nn.GELU; the algorithm's own: batch_norm_momentum"):
+        translate({"policy_kwargs": "dict(n_quantiles=10)"}, "here", "crossq")
+
+
+@pytest.mark.parametrize("algo", ["crossq", "tqc"])
+@pytest.mark.parametrize("env", ENVS)
+def test_every_shipped_crossq_and_tqc_entry_is_a_valid_config(algo, env):
+    raw = read_yaml_mapping(shipped_per_env_file(algo))
+    config = config_from_dict(per_env_section(raw, env, f"{algo}.yaml"))
+    assert (config.env_name, config.algo) == (env, algo)
+    if algo == "crossq":  # no target network, so no tau; a wide critic off Pendulum
+        assert config.tau == TrainConfig().tau
+        assert env == "Pendulum-v1" or env.startswith("Mountain") or \
+            config.networks.critic.hidden_sizes[0] >= 1024

@@ -10,6 +10,7 @@ Internal invariants use `assert`; anything else is a bug and keeps its traceback
 
 
 import os
+import unicodedata
 
 
 class UserError(Exception):
@@ -60,8 +61,18 @@ class EnvFailure(Exception):
 
 
 def first_line(exc: BaseException) -> str:
-    """An exception's message, its first line only ("" when it has none)."""
-    return (str(exc).strip().splitlines() or [""])[0]
+    """An exception's message, its first line only ("" when it has none), printable:
+    an env's or a library's text goes into one-line messages, events.jsonl and
+    status.json, which terminals show."""
+    return printable((str(exc).strip().splitlines() or [""])[0])
+
+
+def printable(text: str) -> str:
+    """`text` with every control character but newline and tab written as its escape
+    (`\\x1b`): a terminal shows it instead of obeying it (clearing the screen, moving
+    the cursor, setting the window title)."""
+    return "".join(c if c in "\n\t" or unicodedata.category(c) != "Cc"
+                   else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def os_error_in(exc: BaseException) -> OSError | None:

@@ -54,9 +54,11 @@ HTML_TAGS = {"a", "p", "strong", "em", "code", "pre", "ul", "ol", "li", "br", "h
 
 
 def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
-    """Show the `<run>`-style placeholders of the generated CLI page as text."""
+    """Show the `<run>`-style placeholders of the generated CLI page as text, without
+    Click's no-rewrap marker (a backspace line opening a code block of the help)."""
     if page.file.src_uri != "reference/cli.md":
         return html
+    html = html.replace("\b\n", "").replace("\b", "")
     return re.sub(r"<(/?)(\w+)([^<>]*)>", lambda m: m.group(0) if m.group(2) in HTML_TAGS
                   else "&lt;" + m.group(0)[1:-1] + "&gt;", html)
 

@@ -7,7 +7,11 @@ would point `learning_rate` at `learning_starts`, which is a different thing ent
 
 from __future__ import annotations
 
-# other tool's top-level key -> rltrain's key(s) for the same setting
+from rltrain.agents.registry import ALGORITHMS
+
+# other tool's top-level key -> rltrain's key(s) for the same setting; an algorithm's own
+# options are added from its registry entry (`Algorithm.aliases`: SB3's `policy_delay`
+# is td3.policy_delay and crossq.policy_delay)
 ALIASES: dict[str, tuple[str, ...]] = {
     "learning_rate": ("actor_lr", "critic_lr"),  # SB3, CleanRL: one rate for both
     "lr": ("actor_lr", "critic_lr"),
@@ -19,15 +23,6 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "action_noise": ("exploration_noise", "noise_type"),  # SB3's NormalActionNoise / OU
     "expl_noise": ("exploration_noise",),  # sfujim/TD3
     "start_timesteps": ("learning_starts",),  # sfujim/TD3
-    "policy_delay": ("td3.policy_delay",),  # SB3: a top-level TD3 argument
-    "policy_frequency": ("td3.policy_delay",),  # CleanRL
-    "target_policy_noise": ("td3.target_policy_noise",),  # SB3
-    "policy_noise": ("td3.target_policy_noise",),  # sfujim/TD3, CleanRL
-    "target_noise_clip": ("td3.target_noise_clip",),  # SB3
-    "noise_clip": ("td3.target_noise_clip",),  # sfujim/TD3, CleanRL
-    "ent_coef": ("sac.ent_coef",),  # SB3's SAC
-    "target_entropy": ("sac.target_entropy",),
-    "target_update_interval": ("sac.target_update_interval",),
     "net_arch": ("hidden_sizes",),  # SB3 policy_kwargs
     "policy_kwargs": ("hidden_sizes", "networks"),
     "max_grad_norm": ("grad_clip_norm",),
@@ -44,9 +39,18 @@ NOTES: dict[str, str] = {
 }
 
 
+def aliases() -> dict[str, tuple[str, ...]]:
+    """Every other-tool name -> rltrain's key(s): `ALIASES` and the algorithms' options."""
+    found = dict(ALIASES)
+    for entry in ALGORITHMS.values():
+        for alias, key in entry.aliases().items():
+            found[alias] = (*found.get(alias, ()), key)
+    return found
+
+
 def alias_hint(key: str) -> str | None:
     """"; rltrain calls it 'a' and 'b'" for a known other-tool name, else None."""
-    names = ALIASES.get(key)
+    names = aliases().get(key)
     if names is None:
         return None
     quoted = [f"'{name}'" for name in names]

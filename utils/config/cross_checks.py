@@ -5,6 +5,8 @@ so that one run of a command names every independent problem."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +56,25 @@ def _sections_of_the_algorithm(config: TrainConfig, raw: dict[str, Any]) -> None
         if entry.section in raw and config.algo != entry.name:
             raise ConfigError(f"config section '{entry.section}' applies only with algo: "
                               f"{entry.name} (algo is {config.algo})")
+
+
+def _options_of_the_algorithm(config: TrainConfig, raw: dict[str, Any]) -> None:
+    """What the algorithm's own options dataclass refuses across its keys (its
+    `__post_init__`, e.g. tqc's quantiles to drop against its quantiles)."""
+    entry = algorithm(config.algo)
+    if entry.section is not None:
+        try:
+            entry.options_from(dataclasses.asdict(getattr(config, entry.section)))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _tau_needs_a_target(config: TrainConfig, raw: dict[str, Any]) -> None:
+    """`tau` set away from its default for an algorithm that keeps no target network:
+    refused, as it would silently change nothing."""
+    if not algorithm(config.algo).targets and config.tau != TrainConfig().tau:
+        raise ConfigError(f"config key 'tau' sets the target networks' Polyak rate, and algo "
+                          f"{config.algo} keeps no target network; leave tau out")
 
 
 def _action_noise(config: TrainConfig, raw: dict[str, Any]) -> None:
@@ -112,12 +133,48 @@ def _workers_without_normalize(config: TrainConfig, raw: dict[str, Any]) -> None
                           "num_workers: 0, or turn normalize off")
 
 
+MAX_NAME_BYTES = 255  # a file name's limit on Linux, macOS and Windows file systems
+
+
+def folder_name_problem(name: str, what: str) -> str | None:
+    """Why `name` cannot name a run's or a sweep's folder (None: it can): a plain folder
+    name, one path component, nothing that leads out of its parent folder."""
+    if name in (".", "..") or not name or not all(c.isalnum() or c in "-_." for c in name):
+        return (f"{what} must be a plain folder name (letters, digits, '-', '_', '.'); "
+                f"got {name!r}")
+    if len(name.encode()) > MAX_NAME_BYTES:  # else the write fails, an exit 4
+        return (f"{what} is {len(name.encode())} bytes long; a folder name has at most "
+                f"{MAX_NAME_BYTES} (the file system's limit)")
+    return None
+
+
+MAX_NUM_ENVS = 4096  # training envs of one process (100000 took the run's start forever)
+PROCESSES_PER_CORE = 4  # async env workers or local env runners a core may carry
+
+
+def _envs_fit_the_machine(config: TrainConfig, raw: dict[str, Any]) -> None:
+    """Envs and runners in numbers the machine can start: 100000 envs or 500 runners
+    on one machine hung, with Ray's worker processes left behind."""
+    cores = os.cpu_count() or 1
+    if config.num_envs > MAX_NUM_ENVS:
+        raise ConfigError(f"config key 'num_envs' is {config.num_envs}; at most "
+                          f"{MAX_NUM_ENVS} envs step in one process")
+    processes = PROCESSES_PER_CORE * cores
+    if config.vector_mode == "async" and config.num_envs > processes:
+        raise ConfigError(f"config key 'num_envs' is {config.num_envs} with vector_mode "
+                          f"async, a process each; this machine's {cores} cores carry at "
+                          f"most {processes} (use vector_mode sync, or fewer envs)")
+    if config.num_workers > processes and config.ray_address is None:
+        raise ConfigError(f"config key 'num_workers' is {config.num_workers}, each runner a "
+                          f"process on this machine's {cores} cores, which carry at most "
+                          f"{processes}; join a cluster (ray_address) for more")
+
+
 def _run_name_is_a_folder_name(config: TrainConfig, raw: dict[str, Any]) -> None:
     name = config.run_name
-    if name is not None and (name in (".", "..") or
-                             not all(c.isalnum() or c in "-_." for c in name)):
-        raise ConfigError(f"config key 'run_name' must be a plain folder name (letters, digits, "
-                          f"'-', '_', '.'); got {name!r}")
+    problem = None if name is None else folder_name_problem(name, "config key 'run_name'")
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 # (the keys a check reads, the first one the key its problem is about; the check), in the
@@ -126,9 +183,12 @@ CHECKS: tuple[tuple[tuple[str, ...], Check], ...] = (
     (("batch_size", "replay_buffer_size"), _batch_fits_the_buffer),
     (("learning_starts", "max_timesteps"), _learning_starts_before_the_end),
     (("algo",), _sections_of_the_algorithm),
+    (("algo",), _options_of_the_algorithm),
+    (("tau", "algo"), _tau_needs_a_target),
     (("algo", *NOISE_KEYS), _action_noise),
     (("noise_decay_steps", "exploration_noise_final"), _noise_decay_has_an_end),
     (("num_workers", "normalize"), _workers_without_normalize),
+    (("num_envs", "vector_mode", "num_workers", "ray_address"), _envs_fit_the_machine),
 )
 LAST_CHECKS: tuple[tuple[tuple[str, ...], Check], ...] = (
     (("monitor.state_bounds",), _state_bounds_match),

@@ -69,3 +69,11 @@ def rules_of(section: Any) -> dict[str, RuleConfig]:
 # episodes a checkpoint holds depend on them.
 FIXED_ON_RESUME = ("env_name", "env_kwargs", "seed", "algo", "hidden_sizes", "networks",
                    "replay_buffer_size", "num_envs", "normalize", "diagnostics.max_samples")
+
+# The keys that run a command, send data somewhere or name a folder to write. They are
+# never taken from a file rltrain did not just get from the user (a checkpoint, a run
+# folder): a resume takes them from its own --set, else their defaults
+# (docs/robustness.md, "What is trusted from which file").
+FOLDER_KEYS = ("log_dir", "checkpoint_dir")
+COMMAND_KEYS = ("notify.url", "notify.command", "ray_address")  # default: none
+NOT_FROM_FILES = FOLDER_KEYS + COMMAND_KEYS

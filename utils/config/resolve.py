@@ -65,6 +65,9 @@ def resolve_config(request: ConfigRequest, note: Callable[[str], None] = lambda 
     overrides = (*request.sets, *override_strings(request.keywords))
     try:
         raw, source = _source_mapping(request.config)
+        if raw == {} and isinstance(request.config, (str, Path)):
+            note(f"config '{source}' is empty: every key takes rltrain's default "
+                 "(`rltrain config show` prints them)")
         raw = train_mapping(raw, source, given_value(overrides, "env_name"),
                             given_value(overrides, "algo"), note, say_default)
     except ConfigError as exc:  # no config to check further; the env id still is

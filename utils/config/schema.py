@@ -234,7 +234,8 @@ class TrainConfig:
     worker_noise_spread: float = opt(
         2.0, "with num_workers: runner i of N explores with exploration_noise * "
         "spread ** (2 i / (N - 1) - 1), from noise / spread to noise * spread (Ape-X's "
-        "spread; 1: all alike; SAC samples its own policy and ignores it)", Range(1, None))
+        "spread; 1: all alike; an algorithm that samples its own policy ignores it)",
+        Range(1, None))
     worker_cpus: float = opt(
         0.0, "with num_workers: CPUs Ray reserves for each runner (0: any number share a "
         "node; 1: a core each, which also spreads them over a cluster's nodes)",
@@ -261,9 +262,10 @@ class TrainConfig:
     keep_checkpoints: int = opt(3, "newest periodic checkpoints kept (best and paused are kept)",
                                 AT_LEAST_ONE)
     torch_threads: int | None = opt(
-        None, "torch's CPU threads (null: torch's default, one per core); several runs at once "
-        "on one machine should share its cores (e.g. 1 each for 2 runs on 2 cores)",
-        AT_LEAST_ONE)
+        None, "torch's CPU threads (null: 1 on the CPU for networks no wider than 512, which "
+        "gain little from more and lose much on a busy machine; otherwise torch's default, "
+        "one per core); several runs at once on one machine should share its cores (e.g. 1 "
+        "each for 2 runs on 2 cores)", AT_LEAST_ONE)
     notify: NotifyConfig = opt(NotifyConfig(), "tell someone about pauses, ends, crashes")
     on_pause: Literal["exit", "wait"] = opt(
         "exit", "after a pause: exit (code 3), or wait in the process for `rltrain continue` "

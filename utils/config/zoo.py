@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from rltrain.agents.registry import ALGORITHMS
+from rltrain.agents.registry import ALGORITHMS, algorithm
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.io.safe_yaml import read_yaml_mapping
@@ -28,22 +28,22 @@ from rltrain.utils.io.safe_yaml import read_yaml_mapping
 SHIPPED = "rltrain.configs"
 ZOO_DEFAULT = "default"  # RL Zoo's section for the envs a file does not list
 
-# RL Zoo name -> rltrain key (dotted for a section)
+# RL Zoo name -> rltrain key, for the keys every algorithm has; an algorithm's own options
+# are named by its registry entry (`Algorithm.library_names`: `policy_delay` is
+# td3.policy_delay in td3.yml and crossq.policy_delay in crossq.yml).
 RENAMED = {
     "n_timesteps": "max_timesteps", "buffer_size": "replay_buffer_size",
-    "noise_std": "exploration_noise", "policy_delay": "td3.policy_delay",
-    "target_policy_noise": "td3.target_policy_noise",
-    "target_noise_clip": "td3.target_noise_clip", "ent_coef": "sac.ent_coef",
-    "target_entropy": "sac.target_entropy",
-    "target_update_interval": "sac.target_update_interval",
+    "noise_std": "exploration_noise",
 }
+# RL Zoo's "dict(...)" texts are a few hundred characters; a longer one is not parsed
+# (Python's parser can run out of memory or stack on a long, deeply nested text).
+MAX_DICT_TEXT = 10_000
 NOISE_TYPES = {"normal": "gaussian", "ornstein-uhlenbeck": "ou", "gaussian": "gaussian", "ou": "ou"}
 ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh", "ELU": "elu", "GELU": "gelu"}
 SUPPORTED = ("n_timesteps, learning_rate, buffer_size, learning_starts, batch_size, gamma, "
              "tau, train_freq, gradient_steps, noise_type, noise_std, policy_kwargs "
-             "(net_arch, activation_fn), env_kwargs, normalize, policy_delay, "
-             "target_policy_noise, target_noise_clip, ent_coef, target_entropy, "
-             "target_update_interval, policy: MlpPolicy")
+             "(net_arch, activation_fn, and the algorithm's own), env_kwargs, normalize, "
+             "policy: MlpPolicy, and the algorithm's own options")
 REFUSED = {
     "n_envs": "rltrain's num_envs keeps utd_ratio per env step; set num_envs instead",
     "env_wrapper": "wrap the env in your own registered env ('module:EnvName-v0')",
@@ -84,34 +84,45 @@ def section_for(raw: dict[str, Any], env: str | None, source: str) -> tuple[str,
                       f"({', '.join(envs)}); choose one with --env")
 
 
-def per_env_section(raw: dict[str, Any], env: str | None, source: str) -> dict[str, Any]:
+def per_env_section(raw: dict[str, Any], env: str | None, source: str,
+                    algo: str | None = None) -> dict[str, Any]:
     """The rltrain config mapping of a per-env file's section for `env`; its algo is the
-    file's name when that is an algorithm's (RL Zoo's `td3.yml`) and the section names none."""
+    section's, else the file's name when that is an algorithm's (RL Zoo's `td3.yml`).
+    The algorithm's own options are translated by the names its registry entry gives
+    them, the algorithm being `algo` (the command line's, which the run takes) where
+    given."""
     env_id, section = section_for(raw, env, source)
-    result = translate(section, f"config '{source}', env '{env_id}'")
-    result.setdefault("env_name", env_id)
     stem = Path(source).stem
+    named = algo or section.get("algo") or (stem if stem in ALGORITHMS else None)
+    result = translate(section, f"config '{source}', env '{env_id}'",
+                       named if named in ALGORITHMS else None)
+    result.setdefault("env_name", env_id)
     if "algo" not in result and stem in ALGORITHMS:
         result["algo"] = stem
     return result
 
 
-def translate(section: dict[str, Any], where: str) -> dict[str, Any]:
-    """A section's keys in rltrain's names; rltrain's own names pass as they are."""
+def translate(section: dict[str, Any], where: str, algo: str | None = None) -> dict[str, Any]:
+    """A section's keys in rltrain's names (`algo`'s options by its entry's names; an
+    option of no known algorithm stays as it is, and the config names it unknown);
+    rltrain's own names pass as they are."""
     result: dict[str, Any] = {}
     freq, steps = section.get("train_freq"), section.get("gradient_steps")
+    own = {} if algo is None else algorithm(algo).library_names()
     for key, value in section.items():
         if key in ("train_freq", "gradient_steps"):
             continue
-        for name, converted in _translated(str(key), value, where):
+        for name, converted in _translated(str(key), value, where, own):
             _put(result, name, converted)
     if freq is not None or steps is not None:
         result["utd_ratio"] = utd_ratio(freq, steps, where)
     return result
 
 
-def _translated(key: str, value: Any, where: str) -> list[tuple[str, Any]]:
-    """The (rltrain key, value) pairs of one RL Zoo key."""
+def _translated(key: str, value: Any, where: str,
+                own: dict[str, str]) -> list[tuple[str, Any]]:
+    """The (rltrain key, value) pairs of one RL Zoo key; `own`: the algorithm's options by
+    their library names."""
     if key in REFUSED:
         raise ConfigError(f"{where}: RL Zoo's '{key}' is not supported ({REFUSED[key]}); "
                           f"supported: {SUPPORTED}")
@@ -129,12 +140,12 @@ def _translated(key: str, value: Any, where: str) -> list[tuple[str, Any]]:
                               "ornstein-uhlenbeck, or rltrain's gaussian or ou)")
         return [("noise_type", NOISE_TYPES[value])]
     if key == "policy_kwargs":
-        return _policy_kwargs(_mapping(value, key, where), where)
+        return _policy_kwargs(_mapping(value, key, where), where, own)
     if key == "env_kwargs":
         return [("env_kwargs", _mapping(value, key, where))]
     if key == "normalize":
         return [("normalize", _normalize(value, where))]
-    return [(RENAMED.get(key, key), value)]
+    return [(own.get(key, RENAMED.get(key, key)), value)]
 
 
 def utd_ratio(freq: Any, steps: Any, where: str) -> int:
@@ -167,10 +178,13 @@ def _number(value: Any, key: str, where: str, must: str) -> float:
     raise ConfigError(f"{where}: {key} {value!r} must be {must}")
 
 
-def _policy_kwargs(kwargs: dict[str, Any], where: str) -> list[tuple[str, Any]]:
+def _policy_kwargs(kwargs: dict[str, Any], where: str,
+                   own: dict[str, str]) -> list[tuple[str, Any]]:
     pairs: list[tuple[str, Any]] = []
     for key, value in kwargs.items():
-        if key == "net_arch" and isinstance(value, dict):
+        if f"policy_kwargs.{key}" in own:  # the algorithm's own (tqc's n_quantiles)
+            pairs.append((own[f"policy_kwargs.{key}"], value))
+        elif key == "net_arch" and isinstance(value, dict):
             pairs += [("networks.actor.hidden_sizes", value.get("pi")),
                       ("networks.critic.hidden_sizes", value.get("qf"))]
         elif key == "net_arch":
@@ -179,9 +193,12 @@ def _policy_kwargs(kwargs: dict[str, Any], where: str) -> list[tuple[str, Any]]:
             name = ACTIVATIONS[str(value).rpartition(".")[2]]
             pairs += [("networks.actor.activation", name), ("networks.critic.activation", name)]
         else:
+            theirs = ", ".join(k.partition(".")[2] for k in own
+                               if k.startswith("policy_kwargs."))
             raise ConfigError(f"{where}: policy_kwargs {key}={value!r} is not supported "
                               "(net_arch, and activation_fn nn.ReLU, nn.Tanh, nn.ELU or "
-                              "nn.GELU)")
+                              "nn.GELU" + (f"; the algorithm's own: {theirs}" if theirs
+                                           else "") + ")")
     return [(k, v) for k, v in pairs if v is not None]
 
 
@@ -209,16 +226,19 @@ def _mapping(value: Any, key: str, where: str) -> dict[str, Any]:
         parsed = _dict_call(value)
         if parsed is not None:
             return parsed
+    shown = repr(value) if len(repr(value)) <= 200 else f"{repr(value)[:200]}... (cut)"
     raise ConfigError(f"{where}: {key} must be a mapping or a \"dict(key=literal, ...)\" "
-                      f"text; got {value!r}")
+                      f"text of at most {MAX_DICT_TEXT} characters; got {shown}")
 
 
 def _dict_call(text: str) -> dict[str, Any] | None:
     """`dict(k=v, ...)` whose values are literals, nested dict(...) or dotted names
     (`nn.ReLU`, kept as text); None for anything else. Nothing is evaluated."""
+    if len(text) > MAX_DICT_TEXT:
+        return None
     try:
         tree = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     return _dict_node(tree)
 
@@ -227,7 +247,7 @@ def _dict_node(node: ast.AST) -> dict[str, Any] | None:
     if isinstance(node, ast.Dict):
         try:
             return ast.literal_eval(node)
-        except ValueError:
+        except (ValueError, TypeError, MemoryError, RecursionError):
             return None
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             and node.func.id == "dict" and not node.args):
@@ -254,7 +274,7 @@ def _literal(node: ast.AST) -> Any:
         return f"{node.value.id}.{node.attr}"
     try:
         return ast.literal_eval(node)
-    except ValueError:
+    except (ValueError, TypeError, MemoryError, RecursionError):
         return _NOT_LITERAL
 
 
@@ -276,7 +296,7 @@ def train_mapping(raw: dict[str, Any] | None, source: str | None, env: str | Non
     the last case only with `say_default`)."""
     if raw is not None:
         assert source is not None
-        return per_env_section(raw, env, source) if is_per_env(raw) else raw
+        return per_env_section(raw, env, source, algo) if is_per_env(raw) else raw
     if env is None:
         if say_default:
             note("no --config or --env given: using rltrain's default config (Pendulum-v1; "

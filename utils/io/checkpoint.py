@@ -18,14 +18,15 @@ from typing import Any, Callable
 
 from rltrain.agents.registry import ALGORITHMS, algorithm
 from rltrain.utils.errors import CheckpointError, OutputError, os_error_in
+from rltrain.utils.io.checkpoint_bounds import check_bounds
 from rltrain.utils.io.checkpoint_folder import RLLIB_MARK, folder_message
 
 FORMAT = "rltrain-checkpoint"
 FORMAT_VERSION = 1
 # Every checkpoint's keys; each algorithm adds the keys its agent's state_dict writes
-# (agents/base.py `Implementation.state_keys`).
-REQUIRED_KEYS = ("actor", "critic", "critic_target", "actor_optimizer", "critic_optimizer",
-                 "total_steps", "config")
+# (agents/base.py `Implementation.state_keys`: its target networks, if it keeps any).
+REQUIRED_KEYS = ("actor", "critic", "actor_optimizer", "critic_optimizer", "total_steps",
+                 "config")
 PERIODIC = re.compile(r"^checkpoint_step_(\d+)\.pt$")
 
 
@@ -131,7 +132,6 @@ def _on_cpu(value: Any) -> Any:
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint safely onto the CPU, every field checked (utils/io/checkpoint_fields.py),
     or raise one clear `CheckpointError`."""
-    import torch
 
     from rltrain.utils.io.checkpoint_fields import check_fields
 
@@ -144,9 +144,33 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(folder_message(path.parent))
     if not path.is_file():
         raise CheckpointError(f"checkpoint '{path}' is not a file")
+    data = load_tensors(path)
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CheckpointError(_not_a_checkpoint(path, data))
+    if data.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint '{path}' has format version "
+                              f"{data.get('format_version')}; this rltrain reads "
+                              f"{FORMAT_VERSION}")
+    missing = [k for k in REQUIRED_KEYS if k not in data]
+    counters: tuple[str, ...] = ()
+    if not missing:
+        implementation = algorithm(checkpoint_algo(data, path)).implementation()
+        missing = [k for k in implementation.state_keys if k not in data]
+        counters = implementation.network_counters
+    if missing:
+        raise CheckpointError(f"checkpoint '{path}' is incomplete: missing {', '.join(missing)}")
+    check_fields(data, path, counters)  # every field in range, before anything uses one
+    return data
+
+
+def load_tensors(path: Path) -> Any:
+    """What `save_tensors` wrote to `path`, loaded on the CPU with weights_only=True after
+    the archive's checks (what loading may cost, checksums), or one CheckpointError."""
+    import torch
+
     _check_archive(path)
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # any failure to parse a user file is a user-facing error
         if "weights only load failed" in str(exc).lower():
             raise CheckpointError(
@@ -155,20 +179,17 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                 "weights_only=True and never unpickles code") from None
         raise CheckpointError(f"checkpoint '{path}' is truncated or corrupt "
                               f"({type(exc).__name__})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise CheckpointError(f"'{path}' is not an rltrain checkpoint")
-    if data.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint '{path}' has format version "
-                              f"{data.get('format_version')}; this rltrain reads "
-                              f"{FORMAT_VERSION}")
-    missing = [k for k in REQUIRED_KEYS if k not in data]
-    if not missing:
-        state_keys = algorithm(checkpoint_algo(data, path)).implementation().state_keys
-        missing = [k for k in state_keys if k not in data]
-    if missing:
-        raise CheckpointError(f"checkpoint '{path}' is incomplete: missing {', '.join(missing)}")
-    check_fields(data, path)  # every field in range, before anything uses one
-    return data
+
+
+def _not_a_checkpoint(path: Path, data: Any) -> str:
+    """Why `path` is no rltrain checkpoint: a plain loop's saved state (a Watcher's pause
+    or best model) is said to be one, with how to continue it."""
+    if isinstance(data, dict) and {"env_steps", "actor", "critic"} <= data.keys():
+        return (f"'{path}' is the state a Watcher saved (a plain training loop's), not an "
+                "rltrain checkpoint: `rltrain resume` and `eval` cannot run your loop; load "
+                "it in your loop with torch.load(path, weights_only=True), fix the cause, "
+                "and run the loop on with a new run_name")
+    return f"'{path}' is not an rltrain checkpoint"
 
 
 # A file in every zip archive Stable-Baselines3's `save` writes.
@@ -176,8 +197,9 @@ SB3_MARK = "_stable_baselines3_version"
 
 
 def _check_archive(path: Path) -> None:
-    """torch.save writes a zip archive; check its checksums, which torch.load does not:
-    a file damaged inside a tensor's bytes would otherwise load and run."""
+    """torch.save writes a zip archive; check what loading it may cost (before anything
+    is unpacked: utils/io/checkpoint_bounds.py) and its checksums, which torch.load does
+    not check: a file damaged inside a tensor's bytes would otherwise load and run."""
     try:
         with open(path, "rb") as f:
             magic = f.read(4)
@@ -185,9 +207,12 @@ def _check_archive(path: Path) -> None:
             raise CheckpointError(f"'{path}' is not an rltrain checkpoint (not the zip "
                                   "archive that torch.save writes)")
         with zipfile.ZipFile(path) as archive:
-            damaged = archive.testzip()
             names = archive.namelist()
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+            if SB3_MARK not in names:
+                check_bounds(path, archive)  # before anything unpacks an entry
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError,
+            RuntimeError):  # the last two: a compression or encryption flag torch never sets
         raise CheckpointError(f"checkpoint '{path}' is truncated or corrupt") from None
     if SB3_MARK in names:
         raise CheckpointError(_sb3_model_message(path))
@@ -197,13 +222,19 @@ def _check_archive(path: Path) -> None:
 
 
 def _sb3_model_message(path: Path) -> str:
-    """What to do with a Stable-Baselines3 model (an RltrainCallback run's pause or best
-    model), which rltrain's resume cannot continue: SB3 does, in Python."""
-    run = path.resolve().parent.name
-    return (f"'{path}' is a Stable-Baselines3 model, not an rltrain checkpoint: continue "
+    """What to do with a Stable-Baselines3 model, which rltrain's resume cannot continue:
+    SB3 does, in Python. One in the checkpoint folder of a run (whose log folder, under
+    logs/ here or beside its checkpoints folder, has a status.json) continues that run."""
+    head = (f"'{path}' is a Stable-Baselines3 model, not an rltrain checkpoint: continue "
             f"it in Python with SB3 (Model.load, load_replay_buffer, learn with "
-            f"reset_num_timesteps=False and callback=RltrainCallback(run_name=\"{run}\")); "
-            f"`rltrain status {run}` prints the exact lines")
+            f"reset_num_timesteps=False")
+    folder = path.resolve().parent
+    run = folder.name
+    if not any((logs / run / "status.json").is_file()
+               for logs in (Path("logs"), folder.parent.parent / "logs")):
+        return f"{head}; watch it with callback=RltrainCallback(run_name=...))"
+    return (f"{head} and callback=RltrainCallback(run_name=\"{run}\")); `rltrain status "
+            f"{run}` prints the exact lines")
 
 
 def check_spaces(payload: dict[str, Any], current: dict[str, Any], path: str | Path) -> None:

@@ -23,9 +23,12 @@ NETWORKS = ("actor", "critic", "actor_target", "critic_target")  # those a check
 OPTIMIZERS = ("actor_optimizer", "critic_optimizer")
 
 
-def check_fields(data: dict[str, Any], path: object) -> None:
+def check_fields(data: dict[str, Any], path: object,
+                 counters: tuple[str, ...] = ()) -> None:
     """Raise a `CheckpointError` for the first field of `data` that is not as rltrain
-    writes it."""
+    writes it. `counters`: the names of the integer counters the algorithm's networks
+    keep (agents/base.py `Implementation.network_counters`); every other tensor of a
+    network is floating-point."""
     fields = _Fields(data, path)
     _check_dense(fields, data, "")
     steps = fields.integer("total_steps", data["total_steps"], 0, MAX_STEPS)
@@ -38,7 +41,7 @@ def check_fields(data: dict[str, Any], path: object) -> None:
     if "run_name" in data and not _plain_name(data["run_name"]):
         raise fields.bad("run_name", data["run_name"], "a plain folder name")
     obs_dim, action_dim = _check_spaces(fields, data.get("spaces"))
-    _check_networks(fields, data, data["spaces"])
+    _check_networks(fields, data, data["spaces"], counters)
     _check_generators(fields, data)
     if data.get("normalize") is not None:  # absent from checkpoints written before it
         _check_normalize(fields, data["normalize"], obs_dim)
@@ -142,15 +145,20 @@ def _check_generators(fields: _Fields, data: dict[str, Any]) -> None:
             raise fields.bad(key, value, f"a random generator's state: {sizes} bytes")
 
 
-def _check_networks(fields: _Fields, data: dict[str, Any], spaces: dict[str, Any]) -> None:
-    """Each network a dict of floating tensors; each target of its network's shapes; the
-    action bounds they keep (action_scale, action_bias) those of the env's spaces."""
+def _check_networks(fields: _Fields, data: dict[str, Any], spaces: dict[str, Any],
+                    counters: tuple[str, ...]) -> None:
+    """Each network a dict of floating tensors (and of the algorithm's `counters`, each a
+    count >= 0); each target of its network's shapes; the action bounds they keep
+    (action_scale, action_bias) those of the env's spaces."""
     low, high = (torch.tensor(spaces[side], dtype=torch.float64)
                  for side in ("action_low", "action_high"))
     bounds = {"action_scale": (high - low) / 2, "action_bias": (high + low) / 2}
     for name in (n for n in NETWORKS if n in data):
         weights = fields.of_type(name, data[name], dict, "a mapping of tensors")
         for key, value in weights.items():
+            if key.rpartition(".")[2] in counters:
+                _check_counter(fields, f"{name}.{key}", value)
+                continue
             if not isinstance(value, torch.Tensor) or not value.is_floating_point():
                 raise fields.bad(f"{name}.{key}", value, "a floating-point tensor")
             want = bounds.get(key)
@@ -167,6 +175,13 @@ def _check_networks(fields: _Fields, data: dict[str, Any], spaces: dict[str, Any
                              f"of the shapes of '{name}'")
     for name in OPTIMIZERS:
         fields.of_type(name, data[name], dict, "a mapping")
+
+
+def _check_counter(fields: _Fields, field: str, value: Any) -> None:
+    """A network's integer counter (batch renormalisation's training passes): one count."""
+    if (not isinstance(value, torch.Tensor) or value.dtype != torch.int64 or value.dim() != 0
+            or int(value) < 0):
+        raise fields.bad(field, value, "a count: a 0-d int64 tensor >= 0")
 
 
 def _check_buffer(fields: _Fields, buffer: Any, steps: int, width: int) -> None:

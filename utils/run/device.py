@@ -23,6 +23,20 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+# The widest hidden layer a CPU run trains with one torch thread when its config does not
+# say (torch_threads: null). The matrix products of such an update are too small to split
+# well, and on a machine busy with other work torch's one thread per core wait for each
+# other: 2-20x slower (benchmarks/default_threads.py, results/default_threads.txt).
+ONE_THREAD_WIDTH = 512
+
+
+def default_threads(hidden_sizes: list[tuple[int, ...]], device: torch.device) -> int | None:
+    """The torch threads of a run whose config leaves them to rltrain: one for a CPU run
+    of networks no wider than ONE_THREAD_WIDTH, else torch's choice (None)."""
+    widest = max((width for sizes in hidden_sizes for width in sizes), default=0)
+    return 1 if device.type == "cpu" and widest <= ONE_THREAD_WIDTH else None
+
+
 def tune_process(threads: int | None = None) -> None:
     """The process-wide CPU settings training runs with (the Trainer calls it first);
     `threads`: torch's CPU threads (None: leave torch's choice, one per core)."""
@@ -40,16 +54,21 @@ def tune_process(threads: int | None = None) -> None:
 
 
 def check_network_memory(obs_dim: int, action_dim: int, actor_hidden: tuple[int, ...],
-                         critic_hidden: tuple[int, ...], device: torch.device) -> None:
+                         critic_hidden: tuple[int, ...], device: torch.device,
+                         targets: tuple[str, ...] = ("actor", "critic")) -> None:
     """Refuse networks whose parameters cannot fit the device before allocating them: each
-    parameter is held five times (online, target, gradient, Adam's two moments) in float32,
-    the critic twice (its twin Q-networks)."""
+    parameter is held four times (online, gradient, Adam's two moments) in float32, and
+    once more for a network with a target copy (`targets`: the algorithm's,
+    agents/registry.py), the critic twice (its twin Q-networks)."""
     def count(inputs: int, hidden: tuple[int, ...], outputs: int) -> int:
         widths = [inputs, *hidden, outputs]
         return sum((a + 1) * b for a, b in zip(widths, widths[1:], strict=False))
 
-    needed = 5 * 4 * (count(obs_dim, actor_hidden, action_dim)
-                      + 2 * count(obs_dim + action_dim, critic_hidden, 1))
+    def copies(net: str) -> int:
+        return 5 if net in targets else 4
+
+    needed = 4 * (copies("actor") * count(obs_dim, actor_hidden, action_dim)
+                  + copies("critic") * 2 * count(obs_dim + action_dim, critic_hidden, 1))
     if device.type == "cuda":
         total = torch.cuda.get_device_properties(device).total_memory
     else:

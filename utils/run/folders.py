@@ -6,6 +6,8 @@ metrics.jsonl, events.jsonl, status.json) and `<checkpoint_dir>/R/` (checkpoints
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
 import shutil
 import time
@@ -31,6 +33,7 @@ STATUS_FILE = "status.json"
 DIAGNOSTICS_FILE = "flow1.jsonl"
 PAUSE_REQUEST_FILE = "pause.request"
 INSTRUCTION_FILE = "instruction.request"  # `rltrain continue` / `stop` to a waiting run
+TAKEN_FILE = "instruction.taken"  # the one the waiting run took: its id and action
 CONFIG_FILE = "config.yaml"
 LOCK_FILE = "run.lock"
 # Files named after the env step they were written at: periodic and paused checkpoints,
@@ -153,6 +156,22 @@ def _taken(paths: RunPaths) -> Path | None:
     return None
 
 
+# The lock files this process holds (RunLock), closed in a child it forks: a child
+# holding a copy of one keeps the flock after this process has ended (an env that forks
+# a helper process kept its run locked).
+_HELD: set[BinaryIO] = set()
+
+
+def _close_held_in_child() -> None:
+    for file in list(_HELD):
+        file.close()  # the child's copy only: the parent's lock stays
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_held_in_child)
+
+
 class RunLock:
     """This process's claim on a run's folders: an exclusive `flock` on
     `<log_dir>/<run>/run.lock`, so that no second rltrain process trains, resumes or
@@ -184,6 +203,7 @@ class RunLock:
             file.close()
             raise self._in_use(paths, f"it holds {path}") from None
         self.file = file
+        _HELD.add(file)
 
     @staticmethod
     def _in_use(paths: RunPaths, evidence: str) -> UserError:
@@ -199,6 +219,7 @@ class RunLock:
 
     def release(self) -> None:
         if self.file is not None:
+            _HELD.discard(self.file)
             self.file.close()  # closing the file releases the lock
             self.file = None
 
@@ -211,8 +232,18 @@ def find_run_log_dir(run: str, log_dir: str = "logs") -> Path:
     candidate = Path(log_dir) / run
     if candidate.is_dir() and (candidate / CONFIG_FILE).exists():
         return candidate
+    close = difflib.get_close_matches(run, run_names(Path(log_dir)), n=3)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise UserError(f"run '{run}' not found (neither a run folder nor a run name under "
-                    f"'{log_dir}/')")
+                    f"'{log_dir}/'){hint}")
+
+
+def run_names(log_dir: Path) -> list[str]:
+    """The names of the runs under `log_dir` (folders with a config.yaml)."""
+    try:
+        return sorted(p.name for p in log_dir.iterdir() if (p / CONFIG_FILE).is_file())
+    except OSError:
+        return []
 
 
 def set_aside_later(paths: RunPaths, env_steps: int) -> dict[Path, list[str]]:

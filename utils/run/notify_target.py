@@ -4,8 +4,9 @@ secrets a webhook URL carries.
 A webhook URL often carries its credential: `https://user:TOKEN@host/...` or
 `...?token=TOKEN`. rltrain writes URLs in config.yaml, command.txt, TensorBoard's config
 text, events.jsonl and console messages; each of those gets `mask_url`'s form, with the
-userinfo and every query value replaced by `***`. Only the checkpoint keeps the URL as
-given (a resumed run delivers to it); it holds the run's weights, so is private anyway.
+userinfo and every query value replaced by `***`. Only the checkpoint's config keeps the
+URL as given; it holds the run's weights, so is private anyway (a resume delivers only
+to a URL its own --set gives: scripts/resume.py).
 """
 
 from __future__ import annotations

@@ -69,10 +69,13 @@ class ProgressDisplay:
     def __init__(self, total_steps: int, start_steps: int, interactive: bool | None = None,
                  console: Console | None = None):
         self.total = total_steps
-        self.interactive = sys.stdout.isatty() if interactive is None else interactive
+        if interactive is None:  # no stdout (closed): nothing to draw on
+            interactive = sys.stdout is not None and sys.stdout.isatty()
+        self.interactive = interactive
         self.console = console or _TrainingConsole(highlight=False, soft_wrap=True)
         self._last_plain = time.monotonic()
-        self._rate_mark = (time.monotonic(), start_steps)
+        # Set at the first update: the run's start-up (envs, logs) is no env step's time.
+        self._rate_mark: tuple[float, int] | None = None
         self._rate = 0.0
         self._bar: Progress | None = None
         if self.interactive:
@@ -92,9 +95,15 @@ class ProgressDisplay:
     def update(self, env_steps: int, last_return: float | None,
                best_eval: float | None) -> None:
         now = time.monotonic()
+        if self._rate_mark is None:
+            self._rate_mark = (now, env_steps)
         mark_time, mark_steps = self._rate_mark
-        if now - mark_time >= 2.0:
+        # The speed over the window so far, as soon as it is half a second long (the
+        # warm-up's hundreds of steps/s showed as 0 until a full window had passed); a new
+        # window every 2 s, so that the speed follows the run (slower once it updates).
+        if now - mark_time >= 0.5 and env_steps > mark_steps:
             self._rate = (env_steps - mark_steps) / (now - mark_time)
+        if now - mark_time >= 2.0:
             self._rate_mark = (now, env_steps)
         if self._bar is not None:
             self._bar.update(self._task, completed=env_steps, rate=f"{self._rate:.0f}",

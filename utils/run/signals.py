@@ -1,4 +1,10 @@
-"""Ctrl-C and SIGTERM as pause requests: the first one asks, a second Ctrl-C aborts.
+"""Ctrl-C and the signals that end a process as pause requests: the first one asks, a
+second Ctrl-C aborts.
+
+SIGTERM (`kill`, a preempted job), SIGHUP (the terminal closed) and SIGUSR1/SIGUSR2
+(what SLURM's `--signal` sends before a job's time limit) each pause the run with a
+checkpoint as Ctrl-C does: left to their default action they ended the process at once,
+with no checkpoint and no reason written.
 
 The handler only records the signal. It can run between any two bytecodes (inside an
 import, a log write, a checkpoint write), so anything more than setting a field is
@@ -15,9 +21,15 @@ from types import FrameType, TracebackType
 from rltrain.utils.errors import Aborted
 from rltrain.utils.training.env_clock import ENV_CLOCK, clock_supported
 
+# Every signal that pauses a run (those this platform has: Windows has no SIGHUP).
+PAUSE_SIGNALS = tuple(getattr(signal, name) for name in
+                      ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
+                      if hasattr(signal, name))
+
 
 class SignalCatcher:
-    """Context manager: SIGINT/SIGTERM set `received`; a second SIGINT raises `Aborted`.
+    """Context manager: each of PAUSE_SIGNALS sets `received`; a second SIGINT raises
+    `Aborted`.
     It also makes the env calls' clock live (SIGALRM): a call into the env that hangs is
     abandoned at its timeout, or at a pause request once it has lasted a while."""
 
@@ -46,8 +58,7 @@ class SignalCatcher:
 
     def __enter__(self) -> SignalCatcher:
         try:
-            self._previous = {s: signal.signal(s, self._handle)
-                              for s in (signal.SIGINT, signal.SIGTERM)}
+            self._previous = {s: signal.signal(s, self._handle) for s in PAUSE_SIGNALS}
         except ValueError:  # not the main thread (e.g. a Ray worker): no handlers
             self._previous = {}
             return self

@@ -20,6 +20,9 @@ from rltrain.utils.run.logger import eval_curve, read_jsonl
 from rltrain.utils.run.status import effective_state, read_status
 
 ERROR_FILE = "trial_error.txt"  # in a trial's log folder: why it could not run
+# In a trial's log folder: it ended as an outcome (finished, or paused by a rule or
+# `rltrain pause`), which `rltrain sweep --resume` reports rather than runs again.
+OUTCOME_FILE = "trial_outcome.txt"
 # The pause request a sweep's Ctrl-C leaves in each running trial's folder. A trial paused
 # by it is not an outcome like a health rule's pause: `rltrain sweep --resume` continues it.
 INTERRUPTED_NOTE = "the sweep was interrupted (Ctrl-C); rltrain sweep --resume continues it"
@@ -33,7 +36,7 @@ def trial_row(log_dir: Path, run_name: str, point: str) -> dict[str, Any]:
     error = folder / ERROR_FILE
     if error.exists() and state not in ("finished", "paused"):
         state = "failed"
-    if state == "paused" and status.get("pause_reason") == f"[outside_request] {INTERRUPTED_NOTE}":
+    if state == "paused" and interrupted(status):
         state = "interrupted"  # counted as unfinished
     return {"run": run_name, "grid_point": point, "state": state,
             "env_steps": status.get("env_steps", 0),
@@ -41,6 +44,11 @@ def trial_row(log_dir: Path, run_name: str, point: str) -> dict[str, Any]:
             "best_eval": max(v for _, v in evals) if evals else None,
             "pause_reason": status.get("pause_reason"),
             "error": error.read_text().strip() if error.exists() else None, "curve": evals}
+
+
+def interrupted(status: dict[str, Any]) -> bool:
+    """True for a trial paused by the sweep's Ctrl-C (its pause is not an outcome)."""
+    return status.get("pause_reason") == f"[outside_request] {INTERRUPTED_NOTE}"
 
 
 def _stats(values: list[float], prefix: str) -> dict[str, float | None]:

@@ -128,18 +128,26 @@ def _unknown_env_message(env_name: str) -> str:
 
 
 def check_action_space(env_name: str, space: gym.Space) -> None:
-    """DDPG outputs a real vector through tanh: the actions must be a bounded `Box`."""
+    """Every algorithm here outputs a real vector through tanh: the actions must be a
+    bounded `Box`."""
     if not isinstance(space, gym.spaces.Box):
-        raise EnvError(f"env '{env_name}' has a {type(space).__name__} action space; DDPG and "
-                       "TD3 need continuous bounded actions (a gymnasium Box)")
+        raise EnvError(f"env '{env_name}' has a {type(space).__name__} action space; "
+                       "rltrain's algorithms need continuous bounded actions (a gymnasium Box)")
     if len(space.shape) != 1:
         raise EnvError(f"env '{env_name}' has actions of shape {space.shape}; rltrain supports "
                        "a flat Box of shape (n,)")
     if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
         raise EnvError(f"env '{env_name}' has unbounded actions (low={space.low}, "
-                       f"high={space.high}); DDPG needs continuous bounded actions")
+                       f"high={space.high}); rltrain's algorithms need continuous bounded "
+                       "actions")
     if not np.all(space.high > space.low):
         raise EnvError(f"env '{env_name}' has an action dimension with high <= low")
+    with np.errstate(over="ignore"):
+        span = space.high.astype(np.float32) - space.low.astype(np.float32)
+    if not np.all(np.isfinite(span)):  # random actions and noise would be inf, then NaN
+        raise EnvError(f"env '{env_name}' has action bounds too wide to compute with "
+                       f"(low={space.low}, high={space.high}: high - low overflows "
+                       "float32); give its Box the range the env really takes")
 
 
 def _missing_package(env_name: str, exc: Exception) -> str:

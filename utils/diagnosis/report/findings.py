@@ -17,7 +17,7 @@ from rltrain.utils.config.loader import read_yaml_mapping
 from rltrain.utils.diagnosis.ranking import finding_rank, link, most_likely_cause
 from rltrain.utils.diagnosis.report import evidence
 from rltrain.utils.diagnosis.rules.registry import all_specs
-from rltrain.utils.errors import ConfigError
+from rltrain.utils.errors import ConfigError, printable
 from rltrain.utils.run.folders import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE
 from rltrain.utils.run.logger import read_jsonl
 
@@ -57,7 +57,7 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
                                     "first_step": earlier["first_step"],
                                     "count": earlier["count"] + 1 + event.get("held_back", 0),
                                     "evidence": event.get("value"), "severity": severity,
-                                    "message": event.get("message", ""),
+                                    "message": printable(str(event.get("message", ""))),
                                     "suggested_set": dict(event.get("suggested_set") or {})}
     return link(list(latest.values()))
 
@@ -70,7 +70,7 @@ def reward_drops(log_dir: Path) -> dict[str, Any] | None:
     return {"rule": "reward_drop", "step": drops[-1]["env_steps"], "suggested_set": {},
             "first_step": drops[0]["env_steps"], "count": len(drops),
             "evidence": [d["env_steps"] for d in drops][-10:], "severity": "info",
-            "message": drops[-1]["reason"], "caused_by": []}
+            "message": printable(str(drops[-1].get("reason"))), "caused_by": []}
 
 
 def diagnose(log_dir: Path) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from rltrain.utils.diagnosis.report.table import (
 )
 from rltrain.utils.io.checkpoint import atomic_write
 from rltrain.utils.run.folders import DIAGNOSTICS_FILE, METRICS_FILE
-from rltrain.utils.run.logger import eval_curve, read_jsonl
+from rltrain.utils.run.logger import HEATMAP, eval_curve, number, read_jsonl
 
 ZERO_GRADIENT = "zero gradient"  # the gradient chart's label for layers with none
 
@@ -40,8 +40,9 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
     metrics = read_jsonl(log_dir / METRICS_FILE)
     flow1 = read_jsonl(log_dir / DIAGNOSTICS_FILE)
     charts = [_learning_curve(metrics), _reward_chart(flow1), _gradient_chart(flow1)]
-    heatmaps = sorted((log_dir / "heatmaps").glob("heatmap_step_*.png"),
-                      key=lambda p: int(p.stem.rsplit("_", 1)[-1]))[-2:]
+    heatmaps = sorted((p for p in (log_dir / "heatmaps").glob("heatmap_step_*.png")
+                       if HEATMAP.match(p.name)),  # not a stray "... (copy).png"
+                      key=lambda p: int(HEATMAP.match(p.name).group(1)))[-2:]
     parts = [f"<h1>rltrain diagnosis: {html.escape(report['run'])}</h1>",
              *_cause_html(report), "<h2>Findings</h2>", _findings_html(report),
              *_unjudged_html(report), *_verify_html(report), *_terms_html(report),
@@ -53,8 +54,9 @@ def write_html(log_dir: Path, report: dict[str, Any]) -> Path:
     if heatmaps:
         parts.append("<p>Row #N is state cluster N, as the findings number the clusters "
                      "(its typical states: heatmaps/clusters_step_&lt;step&gt;.json).</p>")
-    parts += [f'<p>{p.name}</p><img alt="{p.name}" src="data:image/png;base64,'
-              f'{base64.b64encode(p.read_bytes()).decode()}">' for p in heatmaps]
+    parts += [f'<p>{html.escape(p.name)}</p><img alt="{html.escape(p.name)}" '
+              f'src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
+              for p in heatmaps]
     if not heatmaps:
         parts.append("<p>none yet</p>")
     parts += _video_html(log_dir)
@@ -153,8 +155,8 @@ def _video_html(log_dir: Path) -> list[str]:
 
 
 def _learning_curve(metrics: list[dict]) -> tuple[str, str | None]:
-    episodes = [(m["env_steps"], float(m["episode_return"])) for m in metrics
-                if m["kind"] == "episode"]
+    episodes = [(m["env_steps"], value) for m in metrics if m["kind"] == "episode"
+                and (value := number(m.get("episode_return"))) is not None]
     evals = eval_curve(metrics)
     if not episodes and not evals:
         return "learning curve", None

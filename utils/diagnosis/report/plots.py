@@ -18,6 +18,7 @@ from rltrain.utils.diagnosis.measure.state_action import ClusterView
 from rltrain.utils.io.checkpoint import atomic_write
 
 MARKS = {"fixated_cluster": "F", "chaotic_cluster": "C", "blind_cluster": "B"}
+LABEL_SIZE = 8  # points: the smallest text of a picture, readable in report.html
 LABEL_DIMS = 6  # observation dimensions written in a row's label
 MAX_DIMS = 4
 
@@ -35,7 +36,8 @@ def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
             action_high: np.ndarray) -> np.ndarray:
     """Save the heatmap PNG; return it as an RGB array [H, W, 3] for TensorBoard."""
     dims = min(view.probs.shape[1], MAX_DIMS)
-    fig = _figure(4.2 * dims + 1.0, max(4.0, 0.18 * len(view.counts) + 1.5))
+    # Wide enough that the rows' labels leave the map itself most of the width.
+    fig = _figure(7.5 * dims + 1.0, max(4.5, 0.22 * len(view.counts) + 1.8))
     for d in range(dims):
         ax = fig.add_subplot(1, dims, d + 1)
         image = ax.imshow(view.probs[:, d, :], aspect="auto", cmap="viridis", vmin=0, vmax=1)
@@ -43,13 +45,14 @@ def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
         edges = np.linspace(action_low[d], action_high[d], bins + 1)
         ax.set_xticks(range(bins))
         ax.set_xticklabels([f"{(a + b) / 2:.2g}" for a, b in itertools.pairwise(edges)],
-                           rotation=90, fontsize=6)
+                           rotation=90, fontsize=LABEL_SIZE)
         ax.set_yticks(range(len(view.counts)))
-        ax.set_yticklabels([_label(view, c, d) for c in range(len(view.counts))], fontsize=6)
+        ax.set_yticklabels([_label(view, c, d) for c in range(len(view.counts))],
+                           fontsize=LABEL_SIZE)
         ax.set_xlabel(f"action[{d}] value (bin centre)")
         ax.set_ylabel("state cluster #, as the findings number it: mean observation, samples",
-                      fontsize=7)
-        ax.set_title(f"P(action bin | state cluster), step {view.env_steps}", fontsize=8)
+                      fontsize=LABEL_SIZE)
+        ax.set_title(f"P(action bin | state cluster), step {view.env_steps}", fontsize=10)
         fig.colorbar(image, ax=ax, fraction=0.05)
     fig.tight_layout()
     fig.canvas.draw()  # rendered once: the PNG is written from the same pixels
@@ -93,7 +96,7 @@ def line_figure(series: dict[str, Sequence[tuple[int, float]]], title: str, ylab
     0, which a log scale cannot show: they are drawn as crosses on a dotted floor line
     (a decade under the smallest value drawn) labelled `zero_label`, in the series'
     colour, or under their own legend entry for a series that was never above 0."""
-    fig = _figure(7.0, 3.2)
+    fig = _figure(9.0, 4.2)
     ax = fig.add_subplot(1, 1, 1)
     colours = {}
     for name, points in series.items():
@@ -109,8 +112,9 @@ def line_figure(series: dict[str, Sequence[tuple[int, float]]], title: str, ylab
     ax.set_xlabel("env steps")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    if len(set(series) | set(zeros or {})) > 1:
-        ax.legend(fontsize=6, ncol=2)
+    if len(set(series) | set(zeros or {})) > 1:  # beside the plot, never over its lines
+        ax.legend(fontsize=LABEL_SIZE, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0.0)
     fig.tight_layout()
     return fig
 
@@ -123,7 +127,7 @@ def _zero_floor(ax: Any, series: dict[str, Sequence[tuple[int, float]]],
     floor = (min(positive, default=1.0) / 10) if log else 0.0
     ax.axhline(floor, color="grey", linestyle=":", linewidth=1)
     # x in axes units, y in data units: the label sits at the left end of the floor line.
-    ax.text(0.01, floor, label, transform=ax.get_yaxis_transform(), fontsize=7,
+    ax.text(0.01, floor, label, transform=ax.get_yaxis_transform(), fontsize=LABEL_SIZE,
             color="grey", va="bottom")
     for name, steps in zeros.items():
         if not steps:

@@ -8,6 +8,7 @@ from typing import Any
 
 from rltrain.utils.diagnosis.report import evidence
 from rltrain.utils.diagnosis.report.findings import RULES, problems
+from rltrain.utils.errors import printable
 
 WIDE_TABLE = 120  # terminal columns from which the findings are printed as a table
 
@@ -47,7 +48,7 @@ def print_table(report: dict[str, Any]) -> None:
     for f in report["findings"]:
         hypothesis, check = RULES[f["rule"]]
         table.add_row(Text(f["severity"]), Text(f["rule"]), Text(seen_at(f)),
-                      Text(evidence.text(f["evidence"])),
+                      Text(printable(evidence.text(f["evidence"]))),
                       Text(f"{f['message']}{symptom_note(f)}\nhypothesis: {hypothesis}\n"
                            f"check: {check}"))
     console.print(table)
@@ -62,7 +63,7 @@ def _print_blocks(console: Any, report: dict[str, Any]) -> None:
     console.print(Text(f"findings for run {report['run']}"))
     for f in report["findings"]:
         hypothesis, check = RULES[f["rule"]]
-        shown = evidence.text(f["evidence"]).replace("\n", "\n    ")
+        shown = printable(evidence.text(f["evidence"])).replace("\n", "\n    ")
         console.print(Text(f"\n[{f['severity']}] {f['rule']}, steps {seen_at(f)}, evidence "
                            f"{shown}\n  {f['message']}{symptom_note(f)}\n  hypothesis: "
                            f"{hypothesis}\n  check: {check}"))

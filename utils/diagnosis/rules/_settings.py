@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rltrain.agents.registry import algorithm, section_of
 from rltrain.utils.diagnosis.rules._weights import USUAL_LR
 
 MIN_WIDTH = 32  # narrower hidden layers are far under the usual 64-400 units
@@ -22,7 +23,12 @@ USUAL_DELAY = 2
 
 def algorithm_option(config: Any, name: str) -> Any:
     """An option of the run's algorithm (its own config section), None where it has none."""
-    return getattr(getattr(config, config.algo, None), name, None)
+    return getattr(section_of(config), name, None)
+
+
+def option_key(config: Any, name: str) -> str:
+    """The dotted key of an option of the run's algorithm (`td3.policy_delay`)."""
+    return f"{algorithm(config.algo).section}.{name}"
 
 
 def widths(config: Any, net: str) -> tuple[tuple[int, ...], str]:
@@ -54,6 +60,6 @@ def far_off(config: Any, net: str) -> tuple[dict[str, Any], list[str]]:
         why.append(f"grad_clip_norm {clip:g} cuts every gradient to almost nothing")
     delay = algorithm_option(config, "policy_delay")
     if net == "actor" and delay is not None and delay > MAX_DELAY:
-        proposed[f"{config.algo}.policy_delay"] = USUAL_DELAY
+        proposed[option_key(config, "policy_delay")] = USUAL_DELAY
         why.append(f"the actor is updated once per {delay} critic updates")
     return proposed, why

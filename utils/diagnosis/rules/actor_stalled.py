@@ -26,7 +26,12 @@ import numpy as np
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.diagnosis.rules._probe import ProbeStates
-from rltrain.utils.diagnosis.rules._settings import MAX_DELAY, USUAL_DELAY, algorithm_option
+from rltrain.utils.diagnosis.rules._settings import (
+    MAX_DELAY,
+    USUAL_DELAY,
+    algorithm_option,
+    option_key,
+)
 from rltrain.utils.diagnosis.rules._weights import USUAL_LR, flat, relative_change, toward_usual
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
@@ -179,9 +184,9 @@ class ActorPace(_ActorMovement):
                     f"actor_lr {config.actor_lr:g} is {ratio:.0f} times critic_lr "
                     f"{config.critic_lr:g}: --set actor_lr={config.critic_lr:g}")
         if way == "slow" and delay is not None and delay > MAX_DELAY:
-            return ({f"{config.algo}.policy_delay": USUAL_DELAY},
+            return ({option_key(config, "policy_delay"): USUAL_DELAY},
                     f"the actor is updated once per {delay} critic updates: --set "
-                    f"{config.algo}.policy_delay={USUAL_DELAY}")
+                    f"{option_key(config, 'policy_delay')}={USUAL_DELAY}")
         if way == "slow" and ratio < 0.1:
             return ({"actor_lr": config.critic_lr},
                     f"actor_lr {config.actor_lr:g} is {1 / ratio:.0f} times under critic_lr: "

@@ -1,6 +1,8 @@
 """`entropy_collapse`: SAC's exploration dies out before the returns have grown.
 
-SAC explores by the entropy of its own policy, kept up by the temperature alpha
+It judges every algorithm of the MAX_ENTROPY family (agents/registry.py: SAC, CrossQ,
+TQC), whose options `ent_coef` and `target_entropy` it reads in the algorithm's own
+section. SAC explores by the entropy of its own policy, kept up by the temperature alpha
 (Haarnoja et al., 2018). When alpha is fixed too small, or a learnt alpha is driven to
 about 0, the policy turns near-deterministic: its entropy (estimated on each update's
 batch as -mean log pi, in the [-1, 1] action units SAC's target entropy is stated in)
@@ -15,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rltrain.agents.registry import MAX_ENTROPY, algorithm, section_of
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
@@ -29,10 +32,11 @@ SPECS = (RuleSpec(
                "one driven to about 0), then the policy turns near-deterministic before it "
                "has found what the reward pays for: its entropy falls far under its target "
                "and the returns stall",
-    check="let SAC learn its temperature (sac.ent_coef: auto) or raise a fixed one; with a "
-          "learnt temperature, raise sac.target_entropy so that it keeps exploring",
+    check="let the algorithm learn its temperature (<algo>.ent_coef: auto, e.g. "
+          "sac.ent_coef) or raise a fixed one; with a learnt temperature, raise "
+          "<algo>.target_entropy so that it keeps exploring",
     group="Training set-up",
-    algorithms=("sac",),
+    algorithms=(MAX_ENTROPY,),
     options=(Option("evaluations", 3, "evaluations in a row without a new best before the "
                     "rule fires", AT_LEAST_ONE),
              Option("min_ent_coef", 1e-4, "a temperature under this counts as collapsed",
@@ -65,7 +69,7 @@ class EntropyCollapse(RuleHook):
         if self.entropy is None or self.stalled < self.settings.evaluations:
             return []
         dims = self.context.action_dim
-        target = target_entropy(self.context.config.sac.target_entropy, dims)
+        target = target_entropy(section_of(self.context.config).target_entropy, dims)
         gap = (target - self.entropy) / dims  # nats per action dimension under the target
         alpha = self.ent_coef if self.ent_coef is not None else math.nan
         collapsed = alpha < self.settings.min_ent_coef
@@ -76,14 +80,16 @@ class EntropyCollapse(RuleHook):
 
     def _finding(self, env_steps: int, gap: float, target: float,
                  alpha: float) -> list[Finding]:
-        setting = self.context.config.sac.ent_coef
+        setting = section_of(self.context.config).ent_coef
+        section = algorithm(self.context.config.algo).section
         if isinstance(setting, str) and setting.startswith("auto"):
             raised = round(target + 0.5 * self.context.action_dim, 3)
-            suggested: dict[str, Any] = {"sac.target_entropy": raised}
-            fix = f"raise sac.target_entropy from {target:g} to {raised:g}"
+            suggested: dict[str, Any] = {f"{section}.target_entropy": raised}
+            fix = f"raise {section}.target_entropy from {target:g} to {raised:g}"
         else:
-            suggested = {"sac.ent_coef": "auto"}
-            fix = f"learn the temperature (sac.ent_coef: auto) instead of the fixed {setting}"
+            suggested = {f"{section}.ent_coef": "auto"}
+            fix = (f"learn the temperature ({section}.ent_coef: auto) instead of the fixed "
+                   f"{setting}")
         return self.rule.fire(
             env_steps, round(gap, 3),
             f"policy entropy {self.entropy:.2f} is {gap:.2f} nats per action dimension under "

@@ -1,5 +1,8 @@
 """`entropy_temperature`: SAC's temperature set against what its policy can do.
 
+It judges every algorithm of the MAX_ENTROPY family (SAC, CrossQ, TQC), reading the
+run's own section (`sac.`, `crossq.`, `tqc.`); the keys below are named as SAC's.
+
 SAC's temperature alpha weighs the policy's entropy against the return (Haarnoja et al.,
 2018); learnt, it rises while the entropy (-mean log pi on each update's batch, in the
 [-1, 1] action units the target entropy is stated in) is under `sac.target_entropy`
@@ -24,8 +27,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rltrain.agents.registry import MAX_ENTROPY
 from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
-from rltrain.utils.diagnosis.rules._settings import algorithm_option
+from rltrain.utils.diagnosis.rules._settings import algorithm_option, option_key
 from rltrain.utils.diagnosis.rules.entropy_collapse import target_entropy
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
@@ -47,7 +51,7 @@ SPECS = (RuleSpec(
                "with a runaway temperature)",
     check="keep sac.target_entropy under d ln 2 (its default, -d, is what SAC's authors use); "
           "learn the temperature (sac.ent_coef: auto) rather than fixing it large",
-    algorithms=("sac",),
+    algorithms=(MAX_ENTROPY,),
     options=(Option("margin", 0.1, "nats per action dimension under the uniform policy's "
                     "entropy within which the policy counts as random", NON_NEGATIVE),
              Option("every_updates", 500, "updates between two measurements", AT_LEAST_ONE),
@@ -72,6 +76,8 @@ class EntropyTemperature(RuleHook):
         self.learnt = isinstance(setting, str) and setting.startswith("auto")
         self.start = (float(setting[len("auto_"):]) if self.learnt and "_" in setting
                       else self.settings.start if self.learnt else float(setting))
+        self.target_key = option_key(context.config, "target_entropy")
+        self.ent_coef_key = option_key(context.config, "ent_coef")
         self.checked_target = False
         self.random = 0  # measurements in a row of a near-uniform policy
         self.measured = 0
@@ -105,11 +111,11 @@ class EntropyTemperature(RuleHook):
         fixed = -float(self.dims)
         return self.fire(
             env_steps, round(self.target, 3),
-            f"sac.target_entropy {self.target:g} is at or above the most entropy any policy "
+            f"{self.target_key} {self.target:g} is at or above the most entropy any policy "
             f"on {self.dims} action dimension(s) has ({self.dims * UNIFORM:.3g} nats, the "
             "uniform one's): the entropy stays under it forever and a learnt temperature "
-            f"rises without bound; train with --set sac.target_entropy={fixed:g} (SAC's "
-            "default, -dim(A))", suggested_set={"sac.target_entropy": fixed})
+            f"rises without bound; train with --set {self.target_key}={fixed:g} (SAC's "
+            "default, -dim(A))", suggested_set={self.target_key: fixed})
 
     def _runaway(self, env_steps: int, entropy: float, alpha: float) -> list[Finding]:
         fixed = min(self.target, -float(self.dims))
@@ -118,8 +124,8 @@ class EntropyTemperature(RuleHook):
             f"the learnt temperature is {alpha:.3g}, {alpha / self.start:.0f} times its start, "
             f"and the policy's entropy {entropy:.3g} is still under its target "
             f"{self.target:g}: the temperature runs away and the entropy bonus swamps the "
-            f"reward in the critic's targets; lower sac.target_entropy to {fixed:g}",
-            suggested_set={"sac.target_entropy": fixed})
+            f"reward in the critic's targets; lower {self.target_key} to {fixed:g}",
+            suggested_set={self.target_key: fixed})
 
     def _too_random(self, env_steps: int, updates: int, entropy: float,
                     alpha: float) -> list[Finding]:
@@ -131,8 +137,8 @@ class EntropyTemperature(RuleHook):
             f"({self.dims * UNIFORM:.3g}), for {self.settings.measurements} measurements in "
             f"a row, with the temperature fixed at {alpha:.3g}: the entropy bonus outweighs "
             f"what the reward tells apart and the policy stays random; lower it to "
-            f"{lower:g} (--set sac.ent_coef={lower:g}) or learn it (sac.ent_coef: auto)",
-            suggested_set={"sac.ent_coef": lower})
+            f"{lower:g} (--set {self.ent_coef_key}={lower:g}) or learn it "
+            f"({self.ent_coef_key}: auto)", suggested_set={self.ent_coef_key: lower})
 
     def unjudged(self) -> str | None:
         return self.waiting(self.measured, self.settings.measurements, "measurements",

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from rltrain.agents.registry import ACTION_NOISE
 from rltrain.utils.config.fields import NON_NEGATIVE, Range
 from rltrain.utils.diagnosis.rules._probe import ProbeStates
 from rltrain.utils.diagnosis.rules._weights import flat, relative_change
@@ -43,7 +44,7 @@ SPECS = (RuleSpec(
           "correlated), or a longer random warm-up (learning_starts) in a new run",
     # Its remedy is the exploration noise, which only DDPG and TD3 add (SAC samples its
     # policy: entropy_collapse judges its exploration).
-    algorithms=("ddpg", "td3"),
+    algorithms=(ACTION_NOISE,),
     # One evaluation has no spread, so it would always count as flat: two at least.
     options=(Option("evaluations", 5, "newest evaluations judged (none before this many)",
                     Range(2)),

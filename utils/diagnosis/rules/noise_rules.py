@@ -22,7 +22,7 @@ import math
 from typing import Any
 
 from rltrain.agents.registry import algorithm
-from rltrain.utils.diagnosis.rules._settings import algorithm_option
+from rltrain.utils.diagnosis.rules._settings import algorithm_option, option_key
 from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Update
@@ -126,7 +126,7 @@ class TargetSmoothing(_AtFirstUpdate):
         std = smoothing_std(sigma, clip)
         if not std >= self.rule.threshold:
             return []
-        section = config.algo
+        section = option_key(config, "").rstrip(".")
         noise, noise_clip = USUAL_SMOOTHING
         return self.fire(
             env_steps, round(std, 3),

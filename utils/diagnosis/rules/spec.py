@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
+from rltrain.agents.registry import algorithm
 from rltrain.utils.hooks.hook import Hook
 
 if TYPE_CHECKING:
@@ -49,12 +50,13 @@ class RuleSpec:
     # The config change proposed as the fix, from the run's config: the findings'
     # `suggested_set` (None where no config change is the remedy).
     remedy: Callable[[Any], dict[str, Any]] | None = None
-    # The algorithms (`algo`) whose runs it judges; None: every one. A rule about the
-    # exploration noise, for example, is silent on an algorithm that adds none.
+    # The algorithms whose runs it judges, by family (agents/registry.py: ACTION_NOISE,
+    # MAX_ENTROPY) or by name (`algo`); None: every one. A rule about the exploration
+    # noise, for example, is silent on an algorithm that adds none.
     algorithms: tuple[str, ...] | None = None
 
     def judges(self, algo: str) -> bool:
-        return self.algorithms is None or algo in self.algorithms
+        return self.algorithms is None or algorithm(algo).is_of(self.algorithms)
 
 
 @dataclass(frozen=True)

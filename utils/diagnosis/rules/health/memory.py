@@ -1,8 +1,12 @@
 """`memory`: the process's resident memory and, on CUDA, the GPU's memory in use.
 
 Checked every `monitor.memory_check_freq` env steps. The limits default to 90% of the
-machine's RAM and of the device's memory. The device running out of memory in an
-update is this rule's pause too (scripts/trainer.py stops the run there).
+machine's RAM and of the device's memory. In a cgroup with a memory limit (a
+container, a SLURM job), the limit is 90% of the lower of the RAM and the cgroup's
+limit, and what counts is the larger of the process's memory and what every process
+of the cgroup uses (its env workers too): the kernel ends the process at the cgroup's
+limit, whatever the host has free. The device running out of memory in an update is
+this rule's pause too (scripts/trainer.py stops the run there).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rltrain.utils.cgroup import cgroup_memory
 from rltrain.utils.config.fields import POSITIVE, RuleAction, opt
 from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 
@@ -24,7 +29,8 @@ class MemoryRuleConfig:
     """The `memory` rule: resident memory of the process and, on CUDA, of the GPU."""
 
     threshold: float | None = opt(
-        None, "process resident memory limit in MiB (null: 90% of the machine's RAM)", POSITIVE)
+        None, "process resident memory limit in MiB (null: 90% of the machine's RAM, or of "
+        "its cgroup's memory limit where that is lower)", POSITIVE)
     gpu_threshold: float | None = opt(
         None, "GPU memory limit in MiB on CUDA (null: 90% of the device's memory)", POSITIVE)
     action: RuleAction = opt("pause", "warn, pause or off")
@@ -57,7 +63,10 @@ class Memory(RuleHook):
         self.gpu_mib = self.settings.gpu_threshold
         if self.gpu_mib is None and device.type == "cuda":
             self.gpu_mib = 0.9 * torch.cuda.get_device_properties(device).total_memory / MIB
-        memory_mib = self.settings.threshold or 0.9 * psutil.virtual_memory().total / MIB
+        cgroup = cgroup_memory()
+        self.cgroup_mib = None if cgroup is None else cgroup.limit / MIB
+        ram = psutil.virtual_memory().total / MIB
+        memory_mib = self.settings.threshold or 0.9 * min(ram, self.cgroup_mib or ram)
         return round(memory_mib, 1), self.settings.action
 
     def on_step_end(self, env_steps: int) -> list[Finding]:
@@ -69,7 +78,14 @@ class Memory(RuleHook):
 
         rss = psutil.Process().memory_info().rss / MIB
         found = []
-        if rss > self.rule.threshold:
+        cgroup = cgroup_memory() if self.cgroup_mib is not None else None
+        if cgroup is not None and cgroup.used / MIB > max(rss, self.rule.threshold):
+            used = cgroup.used / MIB
+            found += self.fire(env_steps, round(used, 1),
+                               f"memory in use by this run's cgroup {used:.0f} MiB is above "
+                               f"{self.rule.threshold:.0f} MiB (the cgroup's limit: "
+                               f"{cgroup.limit / MIB:.0f} MiB)")
+        elif rss > self.rule.threshold:
             found += self.fire(env_steps, round(rss, 1),
                                f"process memory {rss:.0f} MiB is above "
                                f"{self.rule.threshold:.0f} MiB")
