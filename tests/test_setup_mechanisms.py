@@ -24,7 +24,7 @@ from rltrain.utils.diagnosis.rules.noise_rules import (
     smoothing_std,
 )
 from rltrain.utils.diagnosis.rules.spec import RuleContext
-from rltrain.utils.hooks.hook import Update
+from rltrain.utils.hooks.hook import Step, Update
 from rltrain.utils.training.replay_buffer import Batch
 
 from conftest import tiny_config
@@ -101,11 +101,32 @@ def test_a_learnt_temperature_that_runs_away_is_named(tmp_path):
     assert found[0].suggested_set["sac.target_entropy"] < 0.6
 
 
+def rewarded(rule: EntropyTemperature, rewards: np.ndarray) -> EntropyTemperature:
+    for k, reward in enumerate(rewards):
+        rule.on_step(Step(k + 1, 0, np.zeros(3), np.zeros(1), float(reward), np.zeros(3),
+                          False, False, True))
+    return rule
+
+
 def test_a_fixed_temperature_that_keeps_the_policy_random_is_named(tmp_path):
     uniform = math.log(2.0)
-    rule = sac_rule(tmp_path, ent_coef=20.0)
+    pendulum = -np.linspace(0.0, 10.0, 1000)  # rewards spread over 9 a step
+    rule = rewarded(sac_rule(tmp_path, ent_coef=20.0), pendulum)  # a bonus up to 13.9
     found = feed(rule, [uniform - 0.02] * 3, [20.0] * 3)
     assert len(found) == 1 and found[0].suggested_set["sac.ent_coef"] < 20.0
+    assert "outweighs the 9 the rewards spread over a step" in found[0].message
+    alive = rewarded(sac_rule(tmp_path / "alive", ent_coef=20.0), np.ones(1000))
+    assert len(feed(alive, [uniform - 0.02] * 3, [20.0] * 3)) == 1  # 13.9 against 1
+
+
+def test_a_random_policy_under_a_bonus_below_the_rewards_spread_is_not_named(tmp_path):
+    """MountainCar's control cost, -0.1 a^2 a step, spreads over about 0.09; RL Zoo's
+    fixed 0.1 pays at most 0.069: the policy stays random because nothing in the reward
+    tells the actions apart before the goal is found, not because of the temperature."""
+    uniform = math.log(2.0)
+    actions = np.random.default_rng(0).uniform(-1, 1, 5000)
+    rule = rewarded(sac_rule(tmp_path, ent_coef=0.1), -0.1 * actions ** 2)
+    assert feed(rule, [uniform - 0.02] * 6, [0.1] * 6) == []
     healthy = sac_rule(tmp_path / "auto")  # learnt, target -1: the entropy falls
     assert feed(healthy, [0.6, 0.2, -0.4, -0.9], [0.9, 0.5, 0.2, 0.1]) == []
 

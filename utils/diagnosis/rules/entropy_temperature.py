@@ -16,16 +16,24 @@ updates once the policy has had `min_updates`:
   entropy is still under the target: it keeps rising, the entropy bonus swamps the
   reward in the critic's targets, and their loss grows with it;
 - a fixed temperature too high: the policy's entropy within `margin` nats per dimension
-  of the uniform one's, `measurements` measurements in a row: the entropy bonus
-  outweighs everything the reward tells apart, so the policy stays random (a fixed
-  ent_coef too large for the reward's scale). A learnt one is not judged so: it falls
-  while the entropy is over its target, and a healthy run starts near uniform.
+  of the uniform one's, `measurements` measurements in a row, while the most entropy
+  bonus a step can pay, alpha d ln 2, is above what the rewards tell apart per step (the
+  spread of the last `reward_window` training rewards, 5th to 95th percentile, or their
+  mean size where they do not vary): the bonus outweighs the reward, so the policy stays
+  random (a fixed ent_coef too large for the reward's scale). A random policy under a
+  bonus smaller than that is the reward's doing (nothing in it to tell the actions
+  apart yet, as in MountainCar before the goal is found), not the temperature's. A
+  learnt one is not judged so: it falls while the entropy is over its target, and a
+  healthy run starts near uniform.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Any
+
+import numpy as np
 
 from rltrain.agents.registry import MAX_ENTROPY
 from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
@@ -33,7 +41,7 @@ from rltrain.utils.diagnosis.rules._settings import algorithm_option, option_key
 from rltrain.utils.diagnosis.rules.entropy_collapse import target_entropy
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
-from rltrain.utils.hooks.hook import Update
+from rltrain.utils.hooks.hook import Step, Update
 
 UNIFORM = math.log(2.0)  # the entropy of the uniform distribution on [-1, 1], per dimension
 
@@ -42,8 +50,10 @@ SPECS = (RuleSpec(
     threshold=100.0, action="warn",
     fires_when="SAC's target entropy is at or above the uniform policy's (d ln 2), or its "
                "learnt temperature has grown to this many times its start while the entropy "
-               "is under the target, or the policy's entropy stays within `margin` nats per "
-               "dimension of the uniform policy's for `measurements` measurements",
+               "is under the target, or, with a fixed temperature whose bonus (alpha d ln 2 "
+               "a step) is above the rewards' spread per step, the policy's entropy stays "
+               "within `margin` nats per dimension of the uniform policy's for "
+               "`measurements` measurements",
     hypothesis="if SAC's temperature is set against what its policy can do (a target entropy "
                "no policy reaches, a fixed ent_coef too large for the reward), then the "
                "temperature runs away or the policy stays as random as a policy can be, and "
@@ -59,6 +69,8 @@ SPECS = (RuleSpec(
                     NON_NEGATIVE),
              Option("measurements", 3, "measurements in a row of a random policy before "
                     "the rule fires", AT_LEAST_ONE),
+             Option("reward_window", 5000, "training rewards whose spread the entropy "
+                    "bonus is weighed against", AT_LEAST_ONE),
              Option("start", 1.0, "the temperature a learnt `auto` starts at (SB3's and "
                     "rltrain's)", POSITIVE)),
 ),)
@@ -81,6 +93,21 @@ class EntropyTemperature(RuleHook):
         self.checked_target = False
         self.random = 0  # measurements in a row of a near-uniform policy
         self.measured = 0
+        self.rewards: deque[float] = deque(maxlen=self.settings.reward_window)
+
+    def on_step(self, step: Step) -> list[Finding]:
+        if math.isfinite(step.reward):
+            self.rewards.append(step.reward)
+        return []
+
+    def reward_spread(self) -> float:
+        """What the rewards tell apart per step: their 5th-95th percentile spread, or
+        their mean size where they do not vary (a constant alive bonus); 0 with none."""
+        if not self.rewards:
+            return 0.0
+        rewards = np.fromiter(self.rewards, dtype=np.float64)
+        low, high = np.percentile(rewards, [5, 95])
+        return float(max(high - low, abs(rewards.mean())))
 
     def on_update(self, update: Update) -> list[Finding]:
         metrics = update.metrics
@@ -101,11 +128,13 @@ class EntropyTemperature(RuleHook):
         # near uniform then is one it is still driving down (what goes wrong with a learnt
         # one is the target, judged above), so only a fixed temperature is judged here.
         near_uniform = entropy >= self.dims * (UNIFORM - self.settings.margin)
-        self.random = self.random + 1 if near_uniform and not self.learnt else 0
+        outweighs = alpha * self.dims * UNIFORM > self.reward_spread()
+        self.random = self.random + 1 if near_uniform and outweighs and not self.learnt else 0
         if self.random < self.settings.measurements:
             return []
         self.random = 0
-        return self._too_random(update.env_steps, update.updates, entropy, alpha)
+        return self._too_random(update.env_steps, update.updates, entropy, alpha,
+                                self.reward_spread())
 
     def _unreachable(self, env_steps: int) -> list[Finding]:
         fixed = -float(self.dims)
@@ -127,16 +156,17 @@ class EntropyTemperature(RuleHook):
             f"reward in the critic's targets; lower {self.target_key} to {fixed:g}",
             suggested_set={self.target_key: fixed})
 
-    def _too_random(self, env_steps: int, updates: int, entropy: float,
-                    alpha: float) -> list[Finding]:
+    def _too_random(self, env_steps: int, updates: int, entropy: float, alpha: float,
+                    spread: float) -> list[Finding]:
         lower = float(f"{alpha / 10:.3g}")
         return self.fire(
             env_steps, round(entropy / self.dims, 3),
             f"after {updates} updates the policy's entropy is {entropy:.3g} nats, within "
             f"{self.settings.margin:g} per dimension of a uniform policy's "
             f"({self.dims * UNIFORM:.3g}), for {self.settings.measurements} measurements in "
-            f"a row, with the temperature fixed at {alpha:.3g}: the entropy bonus outweighs "
-            f"what the reward tells apart and the policy stays random; lower it to "
+            f"a row, with the temperature fixed at {alpha:.3g}: its bonus, up to "
+            f"{alpha * self.dims * UNIFORM:.3g} a step, outweighs the {spread:.3g} the rewards "
+            f"spread over a step, and the policy stays random; lower it to "
             f"{lower:g} (--set {self.ent_coef_key}={lower:g}) or learn it "
             f"({self.ent_coef_key}: auto)", suggested_set={self.ent_coef_key: lower})
 
