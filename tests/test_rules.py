@@ -17,7 +17,7 @@ from rltrain.utils.diagnosis.rules.eval_collapse import EvalCollapse
 from rltrain.utils.diagnosis.rules.registry import all_specs, hook_classes, rule_hooks
 from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleContext
 from rltrain.utils.hooks.eval_result import EvalResult
-from rltrain.utils.hooks.hook import Evaluation
+from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation
 
 from conftest import tiny_config
 
@@ -115,6 +115,21 @@ def test_eval_collapse_silent_on_noise_and_steady_learning(tmp_path: Path) -> No
     assert _evaluations(hook, [-1500, -900, -400, -250, -300, -220, -260, -200]) == []
     # One bad evaluation is not a collapse (evaluations: 2 in a row by default).
     assert _evaluations(hook, [-1400, -190]) == []
+
+
+def test_eval_collapse_silent_on_a_gain_inside_the_training_returns_spread(
+        tmp_path: Path) -> None:
+    """MountainCar before the goal: evaluations of -0.1, then -0.0, then -0.1 are a 100%
+    fall of a gain of 0.1, while the training episodes' returns spread over 20: no policy
+    was learnt to lose. The same evaluations after returns that spread over 0.2 fire."""
+    wide = EvalCollapse(RuleContext(tiny_config(tmp_path), 3, 1))
+    for k, episode_return in enumerate(np.linspace(-25.0, -5.0, 50)):
+        wide.on_episode_end(EpisodeEnd(k * 999, 0, k, float(episode_return), 999, False, 0))
+    assert _evaluations(wide, [-0.1, -0.0, -0.1, -0.1]) == []
+    narrow = EvalCollapse(RuleContext(tiny_config(tmp_path), 3, 1))
+    for k, episode_return in enumerate(np.linspace(-0.3, -0.1, 50)):
+        narrow.on_episode_end(EpisodeEnd(k * 999, 0, k, float(episode_return), 999, False, 0))
+    assert len(_evaluations(narrow, [-0.1, -0.0, -0.1, -0.1])) == 1
 
 
 def test_eval_collapse_state_round_trips(tmp_path: Path) -> None:

@@ -4,24 +4,30 @@ The collapse after solving a task that TD3 users report: a policy that reached a
 return loses most of what it had learnt, for several evaluations in a row. The fall is
 measured against the gain since the first evaluation (the warm-up's near-random policy),
 so that it means the same for returns of any sign and scale; a gain below `min_gain` of
-the first evaluation's magnitude is noise around a policy that never learnt (too low a
-learning rate shows so), not a policy to lose. The finding names the
+the first evaluation's magnitude, or of the spread of the last 100 training episodes'
+returns (5th to 95th percentile), is noise around a policy that never learnt (too low a
+learning rate shows so; so does MountainCar before the goal is found, whose returns
+near 0 make any wobble a large share of the first), not a policy to lose. The finding names the
 newest checkpoint written before the fall, to resume from with smaller learning rates.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
-    from rltrain.utils.hooks.hook import Evaluation
+    from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation
 
 LR_FACTOR = 0.3  # the learning rates proposed after a collapse, relative to today's
+RETURNS = 100  # the training episodes whose returns' spread a gain must stand out of
 
 SPECS = (RuleSpec(
     name="eval_collapse", section="monitor", threshold=0.5, action="warn",
@@ -40,7 +46,8 @@ SPECS = (RuleSpec(
     options=(Option("evaluations", 2, "evaluations in a row below the collapse line before "
                     "the rule fires", AT_LEAST_ONE),
              Option("min_gain", 0.2, "the gain since the first evaluation must be at least "
-                    "this share of its magnitude: a policy that learnt something",
+                    "this share of its magnitude and of the training returns' spread: a "
+                    "policy that learnt something",
                     NON_NEGATIVE)),
 ),)
 
@@ -55,6 +62,19 @@ class EvalCollapse(RuleHook):
         self.best_step = 0
         self.below = 0  # evaluations in a row below the collapse line
         self.checkpoints: list[tuple[int, str]] = []  # periodic and paused, oldest first
+        self.returns: deque[float] = deque(maxlen=RETURNS)  # training episodes', newest last
+
+    def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
+        if np.isfinite(episode.episode_return):
+            self.returns.append(float(episode.episode_return))
+        return []
+
+    def returns_spread(self) -> float:
+        """The 5th-95th percentile spread of the recent training episodes' returns."""
+        if not self.returns:
+            return 0.0
+        low, high = np.percentile(np.fromiter(self.returns, dtype=np.float64), [5, 95])
+        return float(high - low)
 
     def on_checkpoint(self, kind: str, path: Path, env_steps: int) -> list[Finding]:
         if kind != "best":
@@ -69,7 +89,8 @@ class EvalCollapse(RuleHook):
             self.best, self.best_step, self.below = mean, steps, 0
             return []
         gain = self.best - self.first
-        if gain <= 0 or gain < self.settings.min_gain * abs(self.first):
+        scale = max(abs(self.first), self.returns_spread())
+        if gain <= 0 or gain < self.settings.min_gain * scale:
             return []
         share = (self.best - mean) / gain
         self.below = self.below + 1 if share > self.rule.threshold else 0
@@ -98,9 +119,11 @@ class EvalCollapse(RuleHook):
 
     def state_dict(self) -> dict[str, Any]:
         return {"first": self.first, "best": self.best, "best_step": self.best_step,
-                "below": self.below, "checkpoints": [list(c) for c in self.checkpoints]}
+                "below": self.below, "checkpoints": [list(c) for c in self.checkpoints],
+                "returns": list(self.returns)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.first, self.best = state["first"], state["best"]
         self.best_step, self.below = int(state["best_step"]), int(state["below"])
         self.checkpoints = [(int(s), str(p)) for s, p in state["checkpoints"]]
+        self.returns = deque((float(r) for r in state.get("returns", ())), maxlen=RETURNS)
