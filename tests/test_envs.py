@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium import spaces
 
 from rltrain.utils.errors import EnvError
 from rltrain.utils.seeding import TRAIN_EPISODES, derive_seed
@@ -32,6 +34,40 @@ def test_missing_user_module_is_an_env_error():
 def test_discrete_actions_are_refused(env_id):
     with pytest.raises(EnvError, match="need continuous bounded actions"):
         make_env(env_id)
+
+
+class ShapedEnv(gym.Env):
+    """An env observing `space`, with Pendulum's actions: only made, never stepped."""
+
+    def __init__(self, space: gym.Space) -> None:
+        self.observation_space = space
+        self.action_space = spaces.Box(-2.0, 2.0, (1,), np.float32)
+
+
+def make_shaped(space: gym.Space):
+    gym.register("TestShaped-v0", entry_point=ShapedEnv, kwargs={"space": space},
+                 disable_env_checker=True)
+    try:
+        return make_env("TestShaped-v0")
+    finally:
+        gym.registry.pop("TestShaped-v0")
+
+
+@pytest.mark.parametrize("space", [
+    spaces.Box(0, 255, (96, 96, 3), np.uint8),  # CarRacing's frames
+    spaces.Box(0.0, 1.0, (3, 64, 64), np.float32),  # normalised, channels first
+    spaces.Dict({"pixels": spaces.Box(0, 255, (84, 84), np.uint8),
+                 "speed": spaces.Box(-1.0, 1.0, (1,), np.float32)}),
+])
+def test_image_observations_are_refused_in_one_line_naming_what_to_use(space):
+    with pytest.raises(EnvError, match=r"observes images \(a (uint8|float32) Box of shape "
+                                       r".*convolutional policy \(SB3's \"CnnPolicy\"\)"):
+        make_shaped(space)
+
+
+def test_small_vector_and_matrix_observations_are_not_images():
+    assert make_shaped(spaces.Box(-1.0, 1.0, (4, 3), np.float32)).observation_space.shape \
+        == (12,)
 
 
 def test_user_module_env_with_asymmetric_bounds():
@@ -97,3 +133,23 @@ def test_the_buffer_keeps_the_action_chosen_when_the_env_writes_into_its_array(t
     trainer.run(create_run(config))
     actions = trainer.state.buffer.newest(100).actions
     assert actions.abs().max() > 1.0
+
+
+def test_train_refuses_an_image_env_with_exit_2_and_writes_nothing(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from rltrain.scripts.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    gym.register("TestPixels-v0", entry_point=ShapedEnv,
+                 kwargs={"space": spaces.Box(0, 255, (96, 96, 3), np.uint8)},
+                 disable_env_checker=True)
+    try:
+        result = CliRunner().invoke(cli, ["train", "--env", "TestPixels-v0", "--steps", "2000"])
+    finally:
+        gym.registry.pop("TestPixels-v0")
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "observes images" in errors[0]
+    assert "Traceback" not in result.output
+    assert not any((tmp_path / "checkpoints").glob("*/*.pt"))

@@ -132,7 +132,9 @@ def check_action_space(env_name: str, space: gym.Space) -> None:
     bounded `Box`."""
     if not isinstance(space, gym.spaces.Box):
         raise EnvError(f"env '{env_name}' has a {type(space).__name__} action space; "
-                       "rltrain's algorithms need continuous bounded actions (a gymnasium Box)")
+                       "rltrain's algorithms need continuous bounded actions (a gymnasium "
+                       "Box): train discrete actions with a discrete-action algorithm, such "
+                       "as SB3's DQN or PPO")
     if len(space.shape) != 1:
         raise EnvError(f"env '{env_name}' has actions of shape {space.shape}; rltrain supports "
                        "a flat Box of shape (n,)")
@@ -184,6 +186,13 @@ class StepTypes(gym.Wrapper):
 
 def _flat_observations(env_name: str, env: gym.Env) -> gym.Env:
     space = env.observation_space
+    image = _image_space(space)
+    if image is not None:
+        raise EnvError(
+            f"env '{env_name}' observes images (a {image.dtype} Box of shape {image.shape}); "
+            "rltrain's networks are MLPs over a flat vector and would learn from "
+            f"{int(np.prod(image.shape)):,} raw pixels: train it with a convolutional "
+            "policy (SB3's \"CnnPolicy\"), or wrap the env to observe its state as a vector")
     if not isinstance(space, gym.spaces.Box):
         try:
             return FlattenObservation(env)
@@ -191,6 +200,32 @@ def _flat_observations(env_name: str, env: gym.Env) -> gym.Env:
             raise EnvError(f"env '{env_name}' has a {type(space).__name__} observation space "
                            "that cannot be flattened to a vector") from None
     return FlattenObservation(env) if len(space.shape) != 1 else env
+
+
+def _image_space(space: gym.Space) -> gym.spaces.Box | None:
+    """The first image in an observation space (a Box of 2 or 3 axes of uint8 pixels, as
+    Gymnasium's and SB3's image checks take them, or of 3 axes with 1, 3 or 4 channels
+    first or last), looking into Dict and Tuple spaces; None where there is none."""
+    if isinstance(space, gym.spaces.Dict):
+        spaces = list(space.spaces.values())
+    elif isinstance(space, gym.spaces.Tuple):
+        spaces = list(space.spaces)
+    else:
+        spaces = [space]
+    for part in spaces:
+        if part is not space and not isinstance(part, gym.spaces.Box):
+            found = _image_space(part)
+            if found is not None:
+                return found
+        if not isinstance(part, gym.spaces.Box):
+            continue
+        shape = part.shape
+        pixels = [d for d in shape if d not in (1, 3, 4)]  # the axes that are not channels
+        channels = len(shape) == 3 and (shape[0] in (1, 3, 4) or shape[-1] in (1, 3, 4))
+        if (len(shape) in (2, 3) and part.dtype == np.uint8) or (
+                channels and pixels and min(pixels) >= 16):
+            return part
+    return None
 
 
 def space_dims(env: gym.Env) -> tuple[int, int, np.ndarray, np.ndarray]:
