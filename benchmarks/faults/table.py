@@ -11,6 +11,10 @@ from typing import Any
 
 from benchmarks.faults.cases import CASES, HALVES, HEALTHY, Case
 
+# The first finding's step is also given as if each run had Pendulum's budget (6,000
+# steps): a step times 6,000 over the run's own budget (10,000 on MountainCar, ...).
+PENDULUM_STEPS = 6000
+
 
 def judge(case: Case, result: dict[str, Any]) -> dict[str, Any]:
     """Named, the right key, the first step, and whether `rltrain diagnose`'s most
@@ -109,9 +113,12 @@ def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None) -> str:
     """One half's totals (None: both): recall, right keys, false alarms on its healthy
     runs, the median step of detection and the fixes verify confirmed."""
     cases = [c for c in CASES if c.id in by_name and which in (None, c.half)]
-    named, keyed, keyed_of, steps, led = 0, 0, 0, [], 0
+    named, keyed, keyed_of, steps, led, scaled = 0, 0, 0, [], 0, []
     for case in cases:
         verdicts = [judge(case, r) for r in by_name[case.id]]
+        scaled += [v["first_step"] * PENDULUM_STEPS / r["steps"]
+                   for v, r in zip(verdicts, by_name[case.id], strict=True)
+                   if v["first_step"] is not None and r.get("steps")]
         named += all(v["named"] for v in verdicts)
         led += all(v["led"] for v in verdicts)
         if case.key:
@@ -125,8 +132,13 @@ def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None) -> str:
             f"right key {keyed}/{keyed_of} ({_share(keyed, keyed_of)}); led by a case's rule "
             f"{led}/{len(cases)}; false alarms: {alarms} "
             f"over {len(healthy_runs)} healthy runs ({_alarm_list(healthy_runs)}); median steps "
-            f"to detection: {statistics.median(steps) if steps else '-'}; "
+            f"to detection: {statistics.median(steps) if steps else '-'} "
+            f"({_median(scaled)} at Pendulum's scale of {PENDULUM_STEPS:,}); "
             f"{verified_line([by_name.get(c.id, []) for c in cases])}")
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):.0f}" if values else "-"
 
 
 def _share(part: int, whole: int) -> str:
