@@ -13,7 +13,7 @@ the training loop and the API that wire them together.
 """
 
 from rltrain.scripts.api import Policy, Run, diagnose, load_policy, resume, train
-from rltrain.scripts.verify_model import Verification, verify
+from rltrain.scripts.verify.verify_model import Verification, verify
 from rltrain.utils.errors import (
     CheckpointError,
     ConfigError,
