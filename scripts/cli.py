@@ -113,7 +113,8 @@ def _key_value_hint(args: list[str]) -> str | None:
 @click.group(cls=RLTrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rltrain")
 def cli() -> None:
-    """Train DDPG, TD3 and SAC agents on Gymnasium environments, stop safely, resume exactly.
+    """Train off-policy actor-critic agents (`rltrain train --help` lists them under
+    --algo) on Gymnasium environments, stop safely, resume exactly.
 
     Quick start:
 
