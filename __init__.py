@@ -1,5 +1,5 @@
-"""rltrain: train DDPG, TD3, SAC, CrossQ and TQC agents on Gymnasium environments, stop
-safely, resume exactly.
+"""rltrain: train off-policy actor-critic agents (the algorithms of agents/registry.py) on
+Gymnasium environments, stop safely, resume exactly.
 
 The Python API (docs/api.md): `train`, `resume`, `load_policy`, `diagnose`, `verify` (an
 A/B test of a change on a model factory of your own), the `Run`
@@ -13,7 +13,7 @@ the training loop and the API that wire them together.
 """
 
 from rltrain.scripts.api import Policy, Run, diagnose, load_policy, resume, train
-from rltrain.scripts.verify_model import Verification, verify
+from rltrain.scripts.verify.verify_model import Verification, verify
 from rltrain.utils.errors import (
     CheckpointError,
     ConfigError,

@@ -1,5 +1,5 @@
 """The algorithm interface: what the run shell and the watchers use of any off-policy
-actor-critic agent (DDPG, TD3, SAC, CrossQ, TQC, or another one).
+actor-critic agent (each algorithm of registry.py, or another one).
 
 An algorithm is one module of `agents/` that defines an agent class following `Agent`
 and its `IMPLEMENTATION` (how to build the agent, how it explores, what its checkpoint

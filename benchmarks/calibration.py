@@ -85,7 +85,7 @@ COLUMNS = [  # rule, statistic shown, how it is read from flow1.jsonl
 def worker(name: str) -> dict:
     import torch
 
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.config.loader import load_config
     from rltrain.utils.run.folders import create_run
 

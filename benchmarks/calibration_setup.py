@@ -54,7 +54,7 @@ SCENARIOS: dict[str, tuple[str, list[str], str | None]] = {
 
 def worker(name: str, steps: int, seed: int, root: str, extra: list[str]) -> dict:
     """One scenario in this process: train, then read its findings and rule states."""
-    from rltrain.scripts.resume import prepare_train
+    from rltrain.scripts.training.resume import prepare_train
     from rltrain.utils.config.loader import apply_overrides, config_from_dict, resolve_config_path
     from rltrain.utils.io.safe_yaml import read_yaml_mapping
     from rltrain.utils.run.logger import read_jsonl

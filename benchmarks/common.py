@@ -175,7 +175,7 @@ def agent_on_filled_buffer(package: str = "rltrain", rows: int = 10_000,
     low, high = np.array([-2.0], np.float32), np.array([2.0], np.float32)
     config = configs.load_config("pendulum_ddpg.yaml")
     try:  # the config's update backend, as a run would build it
-        setup = importlib.import_module(f"{package}.scripts.agent_setup")
+        setup = importlib.import_module(f"{package}.scripts.training.agent_setup")
         agent, _ = setup.build_agent(config, 3, low, high, torch.device("cpu"))
     except ModuleNotFoundError:  # a commit from before update backends
         agents = importlib.import_module(f"{package}.agents.ddpg")

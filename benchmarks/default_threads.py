@@ -34,7 +34,7 @@ def worker(threads: int, width: int, steps: int) -> None:
     """One run; prints {"steps_per_s": ...} of its learning phase as its last line."""
     import torch
 
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.config.loader import config_from_dict
     from rltrain.utils.hooks.hook import Hook
     from rltrain.utils.run.folders import create_run

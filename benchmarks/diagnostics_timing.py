@@ -28,7 +28,7 @@ def one_run(folder: Path, cost: float) -> dict[str, list[float] | float]:
     import torch
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.config.loader import config_from_dict
     from rltrain.utils.diagnosis.measure.state_action import StateActionMap
     from rltrain.utils.run.folders import create_run

@@ -25,7 +25,7 @@ from common import run_worker, sb3_td3, scratch_folder  # noqa: E402
 def rltrain_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, float]]:
     import torch
 
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.config.loader import load_config
     from rltrain.utils.run.folders import create_run
     from rltrain.utils.run.logger import eval_curve, read_jsonl

@@ -79,7 +79,7 @@ def bench_config(base: str, steps: int, seed: int, extra: list[str]):
 
 
 def rltrain_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.run.device import resolve_device
     from rltrain.utils.run.folders import create_run
 
@@ -116,7 +116,7 @@ def diagnostics_ab_worker(steps: int) -> dict:
     (one per 5000 steps), whose cost the in-run share includes."""
     import torch
 
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.diagnosis.watch import NoDiagnostics
     from rltrain.utils.run.folders import create_run
 

@@ -140,7 +140,7 @@ def curve(args: argparse.Namespace) -> None:
 def worker(steps: int, seed: int, extra: list[str]) -> dict:
     import tempfile
 
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.config.loader import load_config
     from rltrain.utils.run.device import resolve_device
     from rltrain.utils.run.folders import create_run

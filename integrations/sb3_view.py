@@ -215,8 +215,8 @@ def sb3_config(model: Any, total_timesteps: int) -> dict[str, Any]:
         "actor_lr": rate, "critic_lr": rate,
         "library": sb3_settings(model),
         # The algorithm the rules judge it as: the one whose registry entry names the
-        # model's class (DDPG, TD3, SAC, sb3-contrib's CrossQ and TQC); otherwise ddpg,
-        # the nearest (it only names the run).
+        # model's class (its `sb3_class`); otherwise ddpg, the nearest (it only names the
+        # run).
         "algo": entry.name if entry is not None else "ddpg",
     }
     if entry is not None and not entry.targets:

@@ -1,6 +1,10 @@
 """The Click CLI and the training loop: the only layer that wires the others together.
 
-`main` is the `rltrain` command: the process around the CLI (scripts/cli.py).
+`main` is the `rltrain` command: the process around the CLI (scripts/cli.py, with the
+`train`, `resume` and `sweep` commands). Beside it `api.py` is the Python API, and the
+rest is laid out by job: `commands/` (the other CLI commands), `training/` (one run: its
+agent, state, loop, resume and waiting), `workers/` (env runners on Ray), `verify/`
+(`diagnose --verify` and `rltrain.verify`) and `sweep/` (Ray Tune).
 """
 
 from __future__ import annotations

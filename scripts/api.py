@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from rltrain.networks.actor import Actor
-    from rltrain.scripts.outcome import RunOutcome
+    from rltrain.scripts.training.outcome import RunOutcome
     from rltrain.utils.config.schema import TrainConfig
     from rltrain.utils.run.folders import RunPaths
     from rltrain.utils.training.normalize import Normalizer
@@ -59,7 +59,7 @@ def train(config: str | Path | Mapping[str, Any] | TrainConfig | None = None,
     problem, one a line: an unknown env's first when there are others), `OutputError`
     when a file cannot be written, `EnvFailure` when the env's own code raises.
     """
-    from rltrain.scripts.resume import prepare_train
+    from rltrain.scripts.training.resume import prepare_train
     from rltrain.utils.config.resolve import ConfigRequest, resolve_config
     from rltrain.utils.run.progress import say
     from rltrain.utils.training.envs import check_env_id
@@ -80,7 +80,7 @@ def resume(checkpoint: str | Path, run_name: str | None = None, **overrides: Any
     continuing in its own. Raises `CheckpointError` for a missing, corrupt or unsuitable
     checkpoint, `ConfigError` or `UserError` for a change that cannot apply.
     """
-    from rltrain.scripts.resume import prepare_resume
+    from rltrain.scripts.training.resume import prepare_resume
     from rltrain.utils.config.resolve import override_strings
 
     trainer, paths, info = prepare_resume(str(checkpoint), override_strings(overrides),
@@ -89,8 +89,8 @@ def resume(checkpoint: str | Path, run_name: str | None = None, **overrides: Any
 
 
 def _supervised(trainer: Any, paths: RunPaths, info: Any) -> Run:
-    from rltrain.scripts.outcome import resume_hint
-    from rltrain.scripts.wait import supervise
+    from rltrain.scripts.training.outcome import resume_hint
+    from rltrain.scripts.training.wait import supervise
     from rltrain.utils.run.progress import say
 
     def announce(outcome: RunOutcome) -> None:  # before an `on_pause: wait` wait
@@ -147,7 +147,7 @@ def load_policy(checkpoint: str | Path) -> Policy:
     """The policy of a checkpoint written by rltrain (best_model.pt, checkpoint_step_N.pt,
     paused_at_step_N.pt), built as `rltrain eval` builds it; no env is made. Raises
     `CheckpointError` for a missing, corrupt or unsafe checkpoint."""
-    from rltrain.scripts.agent_setup import checkpoint_actor, checkpoint_config
+    from rltrain.scripts.training.agent_setup import checkpoint_actor, checkpoint_config
     from rltrain.utils.io.checkpoint import load_checkpoint
     from rltrain.utils.training.normalize import normalizer_from_checkpoint
 

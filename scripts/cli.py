@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rltrain.scripts.config_commands import (
+from rltrain.scripts.commands.config_commands import (
     config_group,
     everyday_options,
     flag_overrides,
     to_stderr,
 )
-from rltrain.scripts.diagnose_command import diagnose
-from rltrain.scripts.eval_command import eval_command, load_actor  # noqa: F401 (API)
-from rltrain.scripts.run_commands import pause, status
-from rltrain.scripts.runs_command import runs
-from rltrain.scripts.wait_commands import continue_command, stop
+from rltrain.scripts.commands.diagnose_command import diagnose
+from rltrain.scripts.commands.eval_command import eval_command, load_actor  # noqa: F401 (API)
+from rltrain.scripts.commands.run_commands import pause, status
+from rltrain.scripts.commands.runs_command import runs
+from rltrain.scripts.commands.wait_commands import continue_command, stop
 from rltrain.utils.config.fields import FIXED_ON_RESUME
 from rltrain.utils.config.loader import shipped_config_names
 from rltrain.utils.config.resolve import ConfigRequest, given_value, resolve_config
@@ -42,7 +42,7 @@ from rltrain.utils.version import __version__
 # torch, Gymnasium and what uses them are imported inside the commands that need them:
 # `rltrain --help`, `status`, `runs`, `pause` start in a fraction of a second.
 if TYPE_CHECKING:
-    from rltrain.scripts.outcome import RunOutcome
+    from rltrain.scripts.training.outcome import RunOutcome
 
 
 def say(text: str) -> None:
@@ -113,7 +113,8 @@ def _key_value_hint(args: list[str]) -> str | None:
 @click.group(cls=RLTrainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rltrain")
 def cli() -> None:
-    """Train DDPG, TD3 and SAC agents on Gymnasium environments, stop safely, resume exactly.
+    """Train off-policy actor-critic agents (`rltrain train --help` lists them under
+    --algo) on Gymnasium environments, stop safely, resume exactly.
 
     Quick start:
 
@@ -162,8 +163,8 @@ def train(config_name: str | None, overrides: tuple[str, ...], run_name: str | N
     `rltrain config show` with the same --config, --algo, --env, --set prints every key
     it would train with.
     """
-    from rltrain.scripts.resume import prepare_train
-    from rltrain.scripts.wait import supervise
+    from rltrain.scripts.training.resume import prepare_train
+    from rltrain.scripts.training.wait import supervise
     from rltrain.utils.training.envs import check_env_id
 
     config = resolve_config(ConfigRequest(config_name, flag_overrides(overrides, **flags),
@@ -194,7 +195,7 @@ def _outcome_decided() -> None:
 
 
 def _say_paused(outcome: RunOutcome) -> None:
-    from rltrain.scripts.outcome import resume_hint
+    from rltrain.scripts.training.outcome import resume_hint
 
     say(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
     say(f"resume with: rltrain resume --checkpoint {_shown(outcome.checkpoint)}")
@@ -206,7 +207,7 @@ def _say_paused(outcome: RunOutcome) -> None:
 def _say_paused_waiting(outcome: RunOutcome) -> None:
     """A pause the process waits after (--wait, on_pause: wait): the run is answered from
     another terminal with `rltrain continue` or `rltrain stop`, not resumed."""
-    from rltrain.scripts.outcome import resume_hint
+    from rltrain.scripts.training.outcome import resume_hint
 
     say(f"paused at step {outcome.env_steps} [{outcome.rule}]: {outcome.reason}")
     hint = resume_hint(outcome)
@@ -244,8 +245,8 @@ def resume(checkpoint_path: str, overrides: tuple[str, ...], run_name: str | Non
     with no gap and no duplicate points) unless --run-name forks it. On CPU the result
     is bit-identical to a run that never stopped. Exits 0, or 3 when paused again.
     """
-    from rltrain.scripts.resume import prepare_resume
-    from rltrain.scripts.wait import supervise
+    from rltrain.scripts.training.resume import prepare_resume
+    from rltrain.scripts.training.wait import supervise
 
     trainer, paths, info = prepare_resume(checkpoint_path, overrides, run_name,
                                          fork_seed=fork_seed)
@@ -293,7 +294,7 @@ def sweep(config_name: str | None, seeds: int, grid: tuple[str, ...],
     by a health rule stays paused. Writes summary.csv, summary.json and
     learning_curves.png to <log_dir>/<name>/. Needs pip install "rltrain[sweep]".
     """
-    from rltrain.scripts import sweep as sweeps
+    from rltrain.scripts.sweep import sweep as sweeps
     from rltrain.utils.run.sweep_summary import print_summary
 
     before = signal.getsignal(signal.SIGINT)  # the sweep ends with Ctrl-C ignored

@@ -77,7 +77,7 @@ def tiny(tmp_path: Path) -> TrainConfig:
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """One tiny finished run (its checkpoints at steps 100, 200, 300 and best_model.pt),
     shared: tests copy its files, never change them."""
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.run.folders import create_run
 
     config = tiny_config(tmp_path_factory.mktemp("trained"), run_name="trained")
@@ -90,7 +90,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def agent_settings(config):
     """The DDPG/TD3 update settings a config asks for (agents/ddpg.py, agents/td3.py)."""
     from rltrain.agents import ddpg, td3
-    from rltrain.scripts.agent_setup import algorithm_options, common_settings
+    from rltrain.scripts.training.agent_setup import algorithm_options, common_settings
 
     module = td3 if config.algo == "td3" else ddpg
     return module.settings(common_settings(config), algorithm_options(config))

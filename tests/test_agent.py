@@ -14,7 +14,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from rltrain.agents.deterministic import DDPGAgent
-from rltrain.scripts.agent_setup import build_agent
+from rltrain.scripts.training.agent_setup import build_agent
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.training.replay_buffer import Batch, ReplayBuffer
 

@@ -133,7 +133,7 @@ def built(tmp_path: Path, algo: str, seed: int = 0):
     import numpy as np
     import torch
 
-    from rltrain.scripts.agent_setup import build_agent
+    from rltrain.scripts.training.agent_setup import build_agent
     from rltrain.utils.training.replay_buffer import Batch
 
     low, high = np.array([-1.0, 0.0], np.float32), np.array([3.0, 0.5], np.float32)

@@ -11,7 +11,7 @@ import torch
 
 from rltrain.agents.deterministic import DDPGAgent
 from rltrain.agents.fused import FusedDDPGAgent
-from rltrain.scripts.agent_setup import build_agent
+from rltrain.scripts.training.agent_setup import build_agent
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.training.replay_buffer import Batch
@@ -125,7 +125,7 @@ def test_per_network_hidden_sizes_override_the_top_level_ones():
 def test_a_run_whose_torch_lacks_a_private_op_trains_through_autograd_and_says_so(
         tmp_path, monkeypatch):
     from rltrain.agents import fused_ops
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.run.folders import create_run
     from rltrain.utils.run.logger import read_jsonl
 

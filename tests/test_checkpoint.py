@@ -9,7 +9,7 @@ import zipfile
 import pytest
 import torch
 
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.errors import CheckpointError, OutputError
 from rltrain.utils.io.checkpoint import (
     REQUIRED_KEYS,

@@ -198,7 +198,7 @@ def test_eval_refuses_a_checkpoint_for_another_env(tmp_path, monkeypatch):
     config = write_config(tmp_path, max_timesteps=150)
     assert run_cli("train", "--config", str(config), "--run-name", "r").exit_code == 0
     checkpoint = tmp_path / "checkpoints" / "r" / "best_model.pt"
-    import rltrain.scripts.eval_command as eval_module
+    import rltrain.scripts.commands.eval_command as eval_module
 
     real_make_env = eval_module.make_env
     monkeypatch.setattr(eval_module, "make_env",
@@ -300,7 +300,7 @@ def test_eval_json_is_strict_json_when_a_return_is_nan(tmp_path):
 def test_a_refused_start_closes_its_envs(tmp_path, monkeypatch):
     # The envs are made before the run's folders; when the name is taken they are closed
     # (async workers left to the garbage collector can print "Exception ignored ...").
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
 
     closed = []
     real_close = Trainer.close

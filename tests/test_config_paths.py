@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import rltrain
 from rltrain.scripts.cli import cli
-from rltrain.scripts.sweep_plan import trial_config
+from rltrain.scripts.sweep.sweep_plan import trial_config
 from rltrain.utils.config.resolve import override_strings
 from rltrain.utils.config.schema import config_to_dict
 
@@ -27,7 +27,7 @@ def api_config(monkeypatch):
     def capture(config: Any, *args: Any, **kwargs: Any) -> None:
         raise Resolved(config)
 
-    monkeypatch.setattr("rltrain.scripts.resume.prepare_train", capture)
+    monkeypatch.setattr("rltrain.scripts.training.resume.prepare_train", capture)
 
     def resolve(config: Any, **keywords: Any) -> dict:
         with pytest.raises(Resolved) as caught:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import rltrain
 from rltrain.scripts.cli import cli
-from rltrain.scripts.sweep_plan import plan_trials, trial_config
+from rltrain.scripts.sweep.sweep_plan import plan_trials, trial_config
 from rltrain.utils.config.loader import apply_overrides, config_from_dict, load_config
 from rltrain.utils.errors import ConfigError, EnvError, UserError
 

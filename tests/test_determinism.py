@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.run.folders import create_run
 
 from conftest import DEVICE, tiny_config

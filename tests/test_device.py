@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
 
 from conftest import DEVICE, tiny_config
 

@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.diagnosis.measure import snapshots
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run

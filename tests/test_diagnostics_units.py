@@ -250,7 +250,7 @@ def test_the_reward_scale_follows_every_reward_at_once():
 def test_q_overestimation_is_relative_to_the_return_with_the_reward_scale_as_floor():
     import torch
 
-    from rltrain.scripts.agent_setup import agent_view, build_agent
+    from rltrain.scripts.training.agent_setup import agent_view, build_agent
     from rltrain.utils.diagnosis.measure.critic import q_overestimation
     from rltrain.utils.hooks.eval_result import EvalResult
 

@@ -36,7 +36,7 @@ import markdown
 import pytest
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.config_commands import flag_overrides
+from rltrain.scripts.commands.config_commands import flag_overrides
 from rltrain.utils.config.resolve import ConfigRequest, resolve_config
 from rltrain.utils.errors import ConfigError, UserError
 

@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.environment import FIELDS, environment_record, environment_warning
 from rltrain.utils.run.folders import create_run

@@ -122,7 +122,7 @@ def test_the_buffer_keeps_the_action_chosen_when_the_env_writes_into_its_array(t
     """An env that clipped the action array it was given in place (to +/-0.5) changed
     the action the replay buffer stored after the step: the agent learned from actions
     it did not take."""
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.run.folders import create_run
 
     from conftest import DEVICE, tiny_config

@@ -148,7 +148,8 @@ def _warn(rule, step, suggested=None):
 
 
 def _tried(rule, suggested, verdict, difference=None, interval=None, also=()):
-    """One finding's result as scripts/verify.py's `verify` returns it (the keys read)."""
+    """One finding's result as scripts/verify/verify.py's `verify` returns it (the keys
+    read)."""
     return {"rule": rule, "also": list(also), "suggested_set": suggested,
             "verdict": verdict, "difference": difference, "interval": interval,
             "steps": 3000, "seeds": 3}

@@ -148,7 +148,7 @@ def test_training_does_not_import_torch_dynamo():
     backend's updates and saves must not."""
     code = (
         "import sys, numpy as np, torch\n"
-        "from rltrain.scripts.agent_setup import build_agent\n"
+        "from rltrain.scripts.training.agent_setup import build_agent\n"
         "from rltrain.utils.config.loader import config_from_dict\n"
         "from rltrain.utils.training.replay_buffer import Batch\n"
         "agent, _ = build_agent(config_from_dict({'hidden_sizes': [8, 8]}), 3,\n"

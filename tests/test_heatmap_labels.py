@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.diagnosis.measure.state_action import ClusterView
 from rltrain.utils.diagnosis.report import findings, plots
 from rltrain.utils.diagnosis.report import page as report_page

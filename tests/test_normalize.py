@@ -16,7 +16,7 @@ from test_resume import (
 
 import rltrain
 from rltrain.scripts.cli import cli
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.config.env import NormalizeConfig
 from rltrain.utils.errors import ConfigError, EnvError
 from rltrain.utils.io.checkpoint import load_checkpoint
@@ -238,7 +238,7 @@ def test_forged_statistics_are_refused_in_one_line(tmp_path, observed):
 
 
 def test_rltrain_eval_makes_its_env_with_the_runs_env_kwargs(tmp_path, monkeypatch):
-    import rltrain.scripts.eval_command as eval_module
+    import rltrain.scripts.commands.eval_command as eval_module
 
     full_run(tmp_path, env_kwargs={"g": 4.0}, max_timesteps=150)
     made = []

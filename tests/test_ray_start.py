@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rltrain.scripts.ray_start import init_ray
+from rltrain.scripts.workers.ray_start import init_ray
 
 
 class SlowRay:

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
 from rltrain.utils.run.logger import read_jsonl
@@ -365,7 +365,7 @@ def test_resume_refuses_bad_files_with_exit_2_and_touches_nothing(tmp_path, monk
         assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "PWNED").exists()
     # A checkpoint whose shapes do not fit the env (the env changed under the run).
-    import rltrain.scripts.run_state as trainer_module
+    import rltrain.scripts.training.run_state as trainer_module
 
     real = trainer_module.make_env
     monkeypatch.setattr(trainer_module, "make_env",

@@ -11,15 +11,15 @@ import torch
 from click.testing import CliRunner
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rltrain.scripts import collector
 from rltrain.scripts.cli import cli
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.diagnosis.measure.reward_terms import TermWindow, term_stats
 from rltrain.utils.diagnosis.rules.reward_terms import RewardTerms, weight_fix
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
 from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.training import collector
 from rltrain.utils.training.reward_terms import TermReader, step_terms, term_keys
 
 from conftest import DEVICE, tiny_config

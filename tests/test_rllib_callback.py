@@ -18,7 +18,7 @@ from click.testing import CliRunner
 import rltrain
 from rltrain.integrations.rllib_settings import RLlibKeys
 from rltrain.scripts.cli import cli
-from rltrain.scripts.ray_start import init_ray
+from rltrain.scripts.workers.ray_start import init_ray
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.run.logger import read_jsonl

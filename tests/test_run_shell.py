@@ -13,7 +13,7 @@ from gymnasium import spaces
 from rltrain.integrations import Watcher
 from rltrain.networks.actor import Actor
 from rltrain.networks.critic import Critic
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.hooks.hook import Step
 from rltrain.utils.run.folders import create_run
 from rltrain.utils.run.shell import Counters, EpisodeTally, count_step, next_episode_index

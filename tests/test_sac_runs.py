@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import rltrain
 from rltrain.scripts.cli import cli
-from rltrain.scripts.run_state import RunState
+from rltrain.scripts.training.run_state import RunState
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.diagnosis.rules.entropy_collapse import EntropyCollapse
 from rltrain.utils.diagnosis.rules.spec import RuleContext

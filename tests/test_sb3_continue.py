@@ -16,7 +16,7 @@ from test_sb3_callback import PauseAt, td3
 
 from rltrain.integrations.sb3 import RltrainCallback
 from rltrain.scripts.cli import cli
-from rltrain.scripts.run_commands import _say_paused
+from rltrain.scripts.commands.run_commands import _say_paused
 from rltrain.utils.errors import UserError
 from rltrain.utils.run.logger import read_jsonl
 

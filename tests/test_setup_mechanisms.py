@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain.scripts.agent_setup import agent_view, build_agent
+from rltrain.scripts.training.agent_setup import agent_view, build_agent
 from rltrain.utils.diagnosis.measure.gradient_noise import LARGE, noise_terms
 from rltrain.utils.diagnosis.rules.entropy_temperature import EntropyTemperature
 from rltrain.utils.diagnosis.rules.gradient_noise import GradientNoise

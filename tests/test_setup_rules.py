@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from rltrain.scripts.agent_setup import agent_view, build_agent
+from rltrain.scripts.training.agent_setup import agent_view, build_agent
 from rltrain.utils.diagnosis.rules.actor_stalled import ActorStalled
 from rltrain.utils.diagnosis.rules.learning_rate import LearningRate
 from rltrain.utils.diagnosis.rules.long_horizon import LongHorizon

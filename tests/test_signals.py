@@ -192,7 +192,7 @@ def test_the_cli_ignores_ctrl_c_once_the_command_has_ended(monkeypatch):
 
 
 def test_a_ctrl_c_while_the_run_starts_pauses_it_before_its_first_step(tmp_path, monkeypatch):
-    from rltrain.scripts import trainer
+    from rltrain.scripts.training import trainer
 
     original = trainer.make_diagnostics
 
@@ -279,7 +279,7 @@ def test_pause_of_a_run_stuck_in_its_env_ends_it_with_a_checkpoint(tmp_path):
 def train_in_process(tmp_path: Path, monkeypatch, step_hook) -> None:
     """A tiny run through the CLI in this process, with `Trainer._step` replaced by
     `step_hook(the original _step)`; it must finish at step 300."""
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
 
     monkeypatch.setattr(Trainer, "_step", step_hook(Trainer._step))
     config = tmp_path / "c.yaml"

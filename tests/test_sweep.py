@@ -17,7 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.ray_start import init_ray
+from rltrain.scripts.workers.ray_start import init_ray
 from rltrain.utils.run.logger import read_jsonl
 
 from conftest import TESTS_DIR, tiny_dict
@@ -211,7 +211,7 @@ def assert_like_an_uninterrupted_run(tmp_path: Path, checkpoint: Path) -> None:
     """The trial (tau 0.01) trained on exactly as a run of its config that never stopped."""
     import torch
 
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.config.loader import config_from_dict
     from rltrain.utils.io.checkpoint import load_checkpoint
     from rltrain.utils.run.folders import create_run
@@ -237,7 +237,7 @@ def test_a_second_ctrl_c_stops_the_wait_for_the_trials(tmp_path, capsys):
     starting trial deleted the request), the second hands the Ctrl-C on to Tune."""
     from types import SimpleNamespace
 
-    from rltrain.scripts.sweep_pause import HANDED_ON_FILE, SweepPause
+    from rltrain.scripts.sweep.sweep_pause import HANDED_ON_FILE, SweepPause
 
     def trial(name: str):
         (tmp_path / name).mkdir()
@@ -272,7 +272,7 @@ def test_a_second_ctrl_c_stops_the_wait_for_the_trials(tmp_path, capsys):
 
 
 def test_a_paused_trial_waits_for_the_hand_over_but_not_forever(tmp_path, monkeypatch):
-    from rltrain.scripts import sweep_pause
+    from rltrain.scripts.sweep import sweep_pause
 
     (tmp_path / sweep_pause.HANDED_ON_FILE).write_text("")
     start = time.monotonic()
@@ -289,7 +289,7 @@ def test_a_sweep_stopped_before_tune_saved_anything_resumes_by_starting_anew(
     plan on a new Tuner (each trial still resumes from its own folder), not a restore."""
     from ray import tune
 
-    from rltrain.scripts import sweep as sweeps
+    from rltrain.scripts.sweep import sweep as sweeps
 
     plan = {"config": "c.yaml", "cpus_per_trial": 1, "max_concurrent": None,
             "max_failures": 1, "trials": [{"run_name": "t", "point": "", "overrides": []}]}
@@ -339,7 +339,7 @@ def test_a_bad_grid_spec_is_a_clear_error(tmp_path, grid, message):
 
 
 def test_a_grid_over_lists_plans_one_trial_per_list(tmp_path):
-    from rltrain.scripts.sweep_plan import plan_trials
+    from rltrain.scripts.sweep.sweep_plan import plan_trials
     from rltrain.utils.config.loader import load_config
 
     path = str(config_file(tmp_path))
@@ -363,13 +363,13 @@ def test_a_grid_over_lists_plans_one_trial_per_list(tmp_path):
     ('["x]", "y"],[z]', ['["x]", "y"]', "[z]"]),
 ])
 def test_grid_values_split_at_the_commas_between_values(text, values):
-    from rltrain.scripts.sweep_plan import _split_values
+    from rltrain.scripts.sweep.sweep_plan import _split_values
 
     assert _split_values(text) == values
 
 
 def test_grid_points_that_make_the_same_trial_are_refused(tmp_path):
-    from rltrain.scripts.sweep_plan import plan_trials
+    from rltrain.scripts.sweep.sweep_plan import plan_trials
     from rltrain.utils.errors import ConfigError
 
     path = str(config_file(tmp_path))
@@ -404,7 +404,7 @@ def test_a_trial_tune_has_no_checkpoint_for_resumes_from_its_own_newest(tmp_path
                                                                         monkeypatch):
     # The env fails (in the evaluation at step 100); Tune (here) has no checkpoint of the
     # trial, its folder has.
-    from rltrain.scripts.sweep import _run_trial
+    from rltrain.scripts.sweep.sweep import _run_trial
     from rltrain.utils.errors import EnvFailure
 
     import fake_envs
@@ -440,7 +440,7 @@ def test_a_continued_trial_resumes_from_the_newer_of_tunes_and_its_own_checkpoin
     # A pause after the trial's last report to Tune leaves the newer checkpoint in the run.
     from ray.tune import Checkpoint
 
-    from rltrain.scripts.sweep import _checkpoint_to_resume
+    from rltrain.scripts.sweep.sweep import _checkpoint_to_resume
     from rltrain.utils.run.folders import RunPaths
 
     paths = RunPaths("r", tmp_path / "logs" / "r", tmp_path / "checkpoints" / "r")
@@ -501,7 +501,7 @@ def test_gpus_for_the_trials_are_asked_for_where_they_are_needed(tmp_path, monke
 
 
 def test_trials_reserve_gpus_only_when_asked():
-    from rltrain.scripts.sweep import trial_resources
+    from rltrain.scripts.sweep.sweep import trial_resources
 
     assert trial_resources({"cpus_per_trial": 2}) == {"cpu": 2}  # a plan from before GPUs
     assert trial_resources({"cpus_per_trial": 1, "gpus_per_trial": 0.25}) == {
@@ -582,7 +582,7 @@ def test_a_damaged_sweep_plan_is_one_line_on_resume(tmp_path, plan, says):
 
 
 def test_a_resumed_sweep_takes_no_command_or_folder_from_its_plan(tmp_path, monkeypatch):
-    from rltrain.scripts.sweep_plan import plan_for_resume, trial_config
+    from rltrain.scripts.sweep.sweep_plan import plan_for_resume, trial_config
     from rltrain.utils.errors import UserError
 
     monkeypatch.chdir(tmp_path)
@@ -613,7 +613,7 @@ def test_a_resumed_sweep_takes_no_command_or_folder_from_its_plan(tmp_path, monk
 def test_a_trial_paused_as_its_outcome_is_reported_not_resumed_when_run_again(tmp_path):
     """What Tune's restored state used to know, the trial's folder says: a trial paused by
     a health rule is reported paused by a resumed sweep, and trains no further."""
-    from rltrain.scripts.sweep import _run_trial
+    from rltrain.scripts.sweep.sweep import _run_trial
 
     params = trial_params(tmp_path, "t")
     params["overrides"].append("min_reward_threshold=0.0")

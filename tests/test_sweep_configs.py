@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.sweep_plan import plan_trials, trial_config
+from rltrain.scripts.sweep.sweep_plan import plan_trials, trial_config
 from rltrain.utils.config.schema import TrainConfig
 
 from conftest import tiny_dict
@@ -55,7 +55,7 @@ class FakeTune:
 @pytest.fixture
 def in_process(monkeypatch):
     """Tune's fit replaced by the plan's trials, run in this process as Tune runs each."""
-    from rltrain.scripts import sweep as sweeps
+    from rltrain.scripts.sweep import sweep as sweeps
 
     def fit(sweep_dir: Path, plan: dict, address, restore: bool) -> None:
         for trial in plan["trials"]:

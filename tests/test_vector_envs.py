@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from test_resume import assert_fork_matches_the_full_run, assert_same_state, full_run
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.config.loader import load_config
 from rltrain.utils.diagnosis.measure.reward_signal import RewardAnalyzer
 from rltrain.utils.io.checkpoint import load_checkpoint

@@ -14,8 +14,8 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.resume import FIXED_ON_RESUME, resume_config
-from rltrain.scripts.verify import difference, fork_point, verdict
+from rltrain.scripts.training.resume import FIXED_ON_RESUME, resume_config
+from rltrain.scripts.verify.verify import difference, fork_point, verdict
 from rltrain.utils.config.loader import apply_overrides, config_from_dict
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.diagnosis.rules.registry import remedies
@@ -171,7 +171,7 @@ def test_verdicts_follow_the_bootstrap_interval() -> None:
 
 
 def test_the_verdict_judges_where_the_branches_end_up() -> None:
-    from rltrain.scripts.verify_stats import common_steps, compared_steps, returns_at
+    from rltrain.scripts.verify.verify_stats import common_steps, compared_steps, returns_at
 
     steps = [100 * s for s in range(1, 7)]
     fix = [(s, [-10.0, -11.0, -9.0] if s < 500 else [85.0, 81.0, 89.0]) for s in steps]
@@ -188,7 +188,7 @@ def test_the_verdict_judges_where_the_branches_end_up() -> None:
 
 
 def test_reseeded_pairs_are_judged_over_pairs_and_episodes() -> None:
-    from rltrain.scripts.verify_stats import pooled_difference
+    from rltrain.scripts.verify.verify_stats import pooled_difference
 
     one = pooled_difference([([10.0, 11.0, 12.0, 10.5], [0.0, 1.0, -1.0, 0.5])])
     assert one == {**difference([10.0, 11.0, 12.0, 10.5], [0.0, 1.0, -1.0, 0.5]),
@@ -234,7 +234,7 @@ def test_a_reseeded_fork_is_repeatable_and_resumes_exactly(tmp_path: Path) -> No
 
 
 def test_verify_with_reseeded_pairs_reports_each_pair(hot: Path, tmp_path: Path) -> None:
-    from rltrain.scripts.verify import summary_lines
+    from rltrain.scripts.verify.verify import summary_lines
     from rltrain.utils.io.checkpoint import load_checkpoint
     from rltrain.utils.seeding import FORKS, derive_seed
 
@@ -288,7 +288,7 @@ def test_a_fault_of_the_set_up_is_verified_from_the_start(hot: Path) -> None:
 
 
 def test_a_fault_set_on_a_resume_is_verified_from_a_checkpoint_before_it(tmp_path: Path):
-    from rltrain.scripts.verify import start_point
+    from rltrain.scripts.verify.verify import start_point
 
     folder = tmp_path / "logs" / "r"
     (tmp_path / "checkpoints" / "r").mkdir(parents=True)
@@ -310,7 +310,7 @@ def test_a_fault_set_on_a_resume_is_verified_from_a_checkpoint_before_it(tmp_pat
 
 
 def test_fork_branches_that_end_alike_are_too_late_not_no_difference(tmp_path: Path):
-    from rltrain.scripts.verify import _verify_plan, summary_lines
+    from rltrain.scripts.verify.verify import _verify_plan, summary_lines
 
     folder = tmp_path / "logs" / "r"
     for name in ("r", "f", "c"):
@@ -338,7 +338,7 @@ def test_a_fix_is_confirmed_only_when_it_gains_a_fifth_of_the_control():
 
 
 def test_two_rules_proposing_one_change_are_one_experiment():
-    from rltrain.scripts.verify_plan import distinct
+    from rltrain.scripts.verify.verify_plan import distinct
 
     found = [{"rule": "actor_stalled", "suggested_set": {"actor_lr": 0.001}},
              {"rule": "learning_rate", "suggested_set": {"actor_lr": 0.001}},
@@ -355,7 +355,7 @@ def test_two_rules_proposing_one_change_are_one_experiment():
 ])
 def test_branches_from_the_start_train_past_the_warm_up(tmp_path: Path, made, max_timesteps,
                                                          expected) -> None:
-    from rltrain.scripts.verify_plan import plan_finding
+    from rltrain.scripts.verify.verify_plan import plan_finding
 
     folder = tmp_path / "logs" / "r"
     folder.mkdir(parents=True)
@@ -371,7 +371,7 @@ def test_branches_from_the_start_train_past_the_warm_up(tmp_path: Path, made, ma
 def test_the_cost_line_times_the_run_after_its_warm_up(tmp_path: Path) -> None:
     """The warm-up's random steps run far faster than the updates: the estimate leaves
     them out, and says nothing where the run never got past them."""
-    from rltrain.scripts.verify_plan import cost_line, plan_finding
+    from rltrain.scripts.verify.verify_plan import cost_line, plan_finding
 
     folder = tmp_path / "logs" / "r"
     folder.mkdir(parents=True)

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from webhook import Webhook
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.run_state import check_resumable
+from rltrain.scripts.training.run_state import check_resumable
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import RunLock, RunPaths
@@ -207,8 +207,8 @@ def test_concurrent_pauses_of_a_waiting_run_answer_alike(tmp_path):
 def test_continue_and_stop_given_at_once_tell_which_one_the_run_took(tmp_path):
     """Both said they were obeyed (exit 0), and the run trained on: the later request
     replaced the earlier before the run read it."""
-    from rltrain.scripts.wait import write_instruction
-    from rltrain.scripts.wait_commands import _taken
+    from rltrain.scripts.commands.wait_commands import _taken
+    from rltrain.scripts.training.wait import write_instruction
 
     proc = start(tmp_path, "--wait")
     since = waiting(tmp_path, proc)["waiting"]["since"]

@@ -1,6 +1,6 @@
 """The health rule `worker_starvation`, fed readings of the pace as the env runners'
-watcher (scripts/worker_stats.py) hands them over: the learner waiting for chunks, the
-runners waiting idle for the learner, and neither at a balanced pace."""
+watcher (scripts/workers/worker_stats.py) hands them over: the learner waiting for chunks,
+the runners waiting idle for the learner, and neither at a balanced pace."""
 
 from __future__ import annotations
 

@@ -14,9 +14,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from test_resume import assert_same_state, metrics
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.env_runner import noise_scale
-from rltrain.scripts.ray_start import init_ray
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.trainer import Trainer
+from rltrain.scripts.workers.env_runner import noise_scale
+from rltrain.scripts.workers.ray_start import init_ray
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
 from rltrain.utils.run.logger import read_jsonl
@@ -116,7 +116,7 @@ def test_a_resume_into_another_number_of_workers_goes_on_and_says_it_is_not_exac
 def test_an_async_run_trains_reports_its_runners_and_resumes(tmp_path, monkeypatch):
     # A reading of the pace every log_freq steps, however fast the run; a threshold near 0
     # makes the starvation rule fire on each one: its findings reach events.jsonl.
-    monkeypatch.setattr("rltrain.scripts.worker_stats.MIN_WINDOW", 1e-3)
+    monkeypatch.setattr("rltrain.scripts.workers.worker_stats.MIN_WINDOW", 1e-3)
     train(tmp_path, "async", worker_mode="async",
           monitor={"worker_starvation": {"threshold": 0.01, "readings": 1}})
     starved = [e for e in read_jsonl(tmp_path / "logs/async/events.jsonl")

@@ -8,7 +8,7 @@ import yaml
 from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
-from rltrain.scripts.ray_start import STARTUP_TIMEOUT, init_ray
+from rltrain.scripts.workers.ray_start import STARTUP_TIMEOUT, init_ray
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.monitor import TrainingMonitor
 from rltrain.utils.run.status import read_status

@@ -193,7 +193,7 @@ def test_run_folders_deleted_mid_run_are_named_as_such(tmp_path, monkeypatch):
     """Both folders go (moved away: as `rm -rf` from another shell, but atomic) at step
     150: the run stops before its next step saying so, with exit code 4 and a paused
     checkpoint in a checkpoint folder made again."""
-    from rltrain.scripts.trainer import Trainer
+    from rltrain.scripts.training.trainer import Trainer
 
     real_step = Trainer._step
 

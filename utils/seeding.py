@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 # FORKS: the seeds of re-seeded forks (`rltrain diagnose --verify --seeds K`), by pair.
-# WORKERS: each env runner's own run seed (scripts/env_runner.py), by runner index.
+# WORKERS: each env runner's own run seed (scripts/workers/env_runner.py), by runner index.
 (TRAIN_EPISODES, EVAL_EPISODES, REPLAY, EXPLORATION, AGENT, NETWORK_INIT, DIAGNOSTICS,
  GLOBAL_GENERATORS, FORKS, WORKERS) = range(10)
 

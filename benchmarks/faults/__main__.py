@@ -223,7 +223,7 @@ def verify_cost(names: list[str], scale: float, options: dict[str, Any]) -> str:
     config fix, `top` findings' experiments (verify's default: 3) of `seeds` pairs of two
     branches of the run's own budget (verify trains at least 5000 steps past the
     warm-up)."""
-    from rltrain.scripts.verify import TOP
+    from rltrain.scripts.verify.verify import TOP
 
     top = options.get("top") or TOP
     cases = [c for c in CASES if c.id in names and c.key and c.loop is None]

@@ -1,5 +1,5 @@
 """The fault benchmark's `--verify`: the fix that named a case, tried as a controlled
-experiment by `rltrain diagnose RUN --verify` (scripts/verify.py) on the case's run,
+experiment by `rltrain diagnose RUN --verify` (scripts/verify/verify.py) on the case's run,
 before its temporary folder goes.
 
 A case is verified when its run was named by one of its rules with a `suggested_set`
@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from benchmarks.faults.cases import Case
 from benchmarks.faults.table import right_key
-from rltrain.scripts.verify import DEFAULT_SEEDS, verify
+from rltrain.scripts.verify.verify import DEFAULT_SEEDS, verify
 
 __all__ = ["DEFAULT_SEEDS", "naming_finding", "verify_case"]
 
@@ -41,8 +41,8 @@ def verify_case(case: Case, result: dict[str, Any], log_dir: Path,
     """Verify the run in `log_dir` if the case was named with a fix; what it found for
     that fix (verdict, difference, interval), the env steps and seconds it cost. A verify
     that fails is recorded with its error, never loses the run's result. `options`:
-    verify's `steps`, `seeds` and `jobs`; `run_verify` stands in for scripts/verify.py's
-    `verify` in tests."""
+    verify's `steps`, `seeds` and `jobs`; `run_verify` stands in for
+    scripts/verify/verify.py's `verify` in tests."""
     finding = naming_finding(case, result)
     if finding is None:
         return None

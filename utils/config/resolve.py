@@ -1,6 +1,7 @@
 """The one way a run's config is resolved from what a user gives, whoever asks:
-`rltrain train` and `config show` (scripts/config_commands.py), `rltrain sweep`'s trials
-(scripts/sweep_plan.py) and the Python API's `rltrain.train` (scripts/api.py).
+`rltrain train` and `config show` (scripts/commands/config_commands.py), `rltrain sweep`'s
+trials (scripts/sweep/sweep_plan.py) and the Python API's `rltrain.train`
+(scripts/api.py).
 
 What is given (`ConfigRequest`) and the order in which it applies, each later step
 overriding the earlier:

@@ -148,7 +148,7 @@ class NotifyConfig:
 class TrainConfig:
     """Everything one training run needs; `rltrain train --config` builds it from YAML."""
 
-    # --- The common DDPG keys ---
+    # --- The keys every algorithm takes (the original DDPG set) ---
     env_name: str = opt("Pendulum-v1", "Gymnasium id, or 'some.module:EnvName-v0' for your own env")
     env_kwargs: dict[str, Any] = opt(
         {}, "keyword arguments of gymnasium.make for every env of the run (training, "

@@ -2,8 +2,8 @@
 modules and a few read-only functions, never the agent object itself.
 
 Anything with an actor and a twin-or-single critic can be shown this way, rltrain's own
-agent (scripts/agent_setup.py builds its view) or another library's, so the diagnostics
-depend on no particular agent class.
+agent (scripts/training/agent_setup.py builds its view) or another library's, so the
+diagnostics depend on no particular agent class.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ a module of utils/diagnosis/rules/health/ with its spec, its check and its words
 hook of its own. This list builds them in the order their findings are reported
 (`health.CHECKS`); the loop adds `hooks` to its hook list. It also gives a
 resumed run their checks of the restored state, and the env runners' watcher
-(scripts/worker_stats.py) the check of their pace (`check_pace`).
+(scripts/workers/worker_stats.py) the check of their pace (`check_pace`).
 What happens to a finding (event line, console, pause) is the monitor's job. The
 per-step checks are plain Python/NumPy on values the loop already has on the host, so
 they cost a few microseconds.

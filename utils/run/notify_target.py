@@ -6,7 +6,7 @@ A webhook URL often carries its credential: `https://user:TOKEN@host/...` or
 text, events.jsonl and console messages; each of those gets `mask_url`'s form, with the
 userinfo and every query value replaced by `***`. Only the checkpoint's config keeps the
 URL as given; it holds the run's weights, so is private anyway (a resume delivers only
-to a URL its own --set gives: scripts/resume.py).
+to a URL its own --set gives: scripts/training/resume.py).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The run shell: what every way of driving a run shares.
 
-rltrain's own loop (scripts/trainer.py with scripts/run_state.py), the SB3 callback and
-a plain loop's Watcher (integrations/, through integrations/session.py) all drive a run
-through these, so that a behaviour fixed here is fixed for the three:
+rltrain's own loop (scripts/training/trainer.py with scripts/training/run_state.py), the
+SB3 callback and a plain loop's Watcher (integrations/, through integrations/session.py)
+all drive a run through these, so that a behaviour fixed here is fixed for the three:
 
 - the hooks and their order (`RunHooks`): metrics, the health rules, the flow-1
   diagnostics, the rules that are their own hooks, then the driver's own (progress, a

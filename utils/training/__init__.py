@@ -1,3 +1,3 @@
-"""The parts of a training step: envs, observation normalization, the replay buffer,
-exploration noise and evaluation.
+"""The parts of a training step: the training envs and the collector that steps them,
+observation normalization, the replay buffer, exploration noise and evaluation.
 """

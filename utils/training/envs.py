@@ -5,7 +5,7 @@ form (which imports the module to register the user's own env) both work. DDPG n
 continuous, bounded `Box` action space; anything else is refused with one clear line.
 Every episode's reset is seeded with `utils.seeding.derive_seed`, which makes episodes
 reproducible on their own: the basis of exact resume. `vector_envs.make_training_envs`
-puts `num_envs` copies behind Gymnasium's vector API for scripts/collector.py.
+puts `num_envs` copies behind Gymnasium's vector API for utils/training/collector.py.
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ Two conventions are read, both per env step:
 
 Which keys an env reports is looked at once, on the run's first env step
 (`term_keys`): an env that reports none then costs nothing more per step. The
-collector (scripts/collector.py) sums each step's terms into its episode; the episode's
-sums reach the diagnostics on its `EpisodeEnd` (utils/diagnosis/measure/reward_terms.py). A
-term that is NaN or infinite at a step is left out of that step, as a non-finite
-reward is left out of the return.
+collector (utils/training/collector.py) sums each step's terms into its episode; the
+episode's sums reach the diagnostics on its `EpisodeEnd`
+(utils/diagnosis/measure/reward_terms.py). A term that is NaN or infinite at a step is
+left out of that step, as a non-finite reward is left out of the return.
 
 `step_terms` reads a vector env's infos (Gymnasium's layout: each entry an array over
 the sub-envs with a `_key` mask of the sub-envs that reported it); `env_terms` one env's

@@ -31,7 +31,7 @@ RULES: dict[str, tuple[str, str]] = {name: (spec.hypothesis, spec.check)
 # events.jsonl's action -> the finding's severity ("stop": stopped without a checkpoint).
 SEVERITY = {"info": "info", "warn": "warning", "pause": "pause", "stop": "pause"}
 
-VERIFY_FILE = "verify.json"  # the verdicts of `diagnose --verify` (scripts/verify.py)
+VERIFY_FILE = "verify.json"  # the verdicts of `diagnose --verify` (scripts/verify/verify.py)
 
 
 def findings(log_dir: Path) -> list[dict[str, Any]]:

@@ -1,8 +1,8 @@
 """`entropy_collapse`: SAC's exploration dies out before the returns have grown.
 
-It judges every algorithm of the MAX_ENTROPY family (agents/registry.py: SAC, CrossQ,
-TQC), whose options `ent_coef` and `target_entropy` it reads in the algorithm's own
-section. SAC explores by the entropy of its own policy, kept up by the temperature alpha
+It judges every algorithm of the MAX_ENTROPY family (agents/registry.py), whose
+options `ent_coef` and `target_entropy` it reads in the algorithm's own section. SAC
+explores by the entropy of its own policy, kept up by the temperature alpha
 (Haarnoja et al., 2018). When alpha is fixed too small, or a learnt alpha is driven to
 about 0, the policy turns near-deterministic: its entropy (estimated on each update's
 batch as -mean log pi, in the [-1, 1] action units SAC's target entropy is stated in)

@@ -1,7 +1,7 @@
 """`entropy_temperature`: SAC's temperature set against what its policy can do.
 
-It judges every algorithm of the MAX_ENTROPY family (SAC, CrossQ, TQC), reading the
-run's own section (`sac.`, `crossq.`, `tqc.`); the keys below are named as SAC's.
+It judges every algorithm of the MAX_ENTROPY family (agents/registry.py), reading the
+run's own section (`sac.`, `crossq.`, ...); the keys below are named as SAC's.
 
 SAC's temperature alpha weighs the policy's entropy against the return (Haarnoja et al.,
 2018); learnt, it rises while the entropy (-mean log pi on each update's batch, in the

@@ -42,8 +42,8 @@ SPECS = (RuleSpec(
                "random actions earned, or flat",
     check="explore more: raise exploration_noise, use noise_type: ou (temporally "
           "correlated), or a longer random warm-up (learning_starts) in a new run",
-    # Its remedy is the exploration noise, which only DDPG and TD3 add (SAC samples its
-    # policy: entropy_collapse judges its exploration).
+    # Its remedy is the exploration noise, which only the ACTION_NOISE family adds (a
+    # MAX_ENTROPY policy samples itself: entropy_collapse judges its exploration).
     algorithms=(ACTION_NOISE,),
     # One evaluation has no spread, so it would always count as flat: two at least.
     options=(Option("evaluations", 5, "newest evaluations judged (none before this many)",

@@ -1,7 +1,7 @@
 """Runs stopped by something outside the training: not configurable, always reported.
 
-scripts/trainer.py records them when the env raises, a file cannot be written or the Ray
-cluster of a run's env runners is lost.
+scripts/training/trainer.py records them when the env raises, a file cannot be written or
+the Ray cluster of a run's env runners is lost.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ container, a SLURM job), the limit is 90% of the lower of the RAM and the cgroup
 limit, and what counts is the larger of the process's memory and what every process
 of the cgroup uses (its env workers too): the kernel ends the process at the cgroup's
 limit, whatever the host has free. The device running out of memory in an update is
-this rule's pause too (scripts/trainer.py stops the run there).
+this rule's pause too (scripts/training/trainer.py stops the run there).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ An actor-learner run is as fast as its slower side. When the runners cannot step
 fast as the learner takes transitions, the learner waits for chunks; when the learner
 cannot update as fast as the runners step, the runners wait idle for it to ask again
 (the bounded queue of async mode, the rounds of lockstep). Both shares of time are
-measured by scripts/worker_stats.py (status.json's `workers`, TensorBoard's
+measured by scripts/workers/worker_stats.py (status.json's `workers`, TensorBoard's
 `workers/`), which hands each new reading to this rule: it judges only runs with env
 runners, and only once learning has started (during the random warm-up the learner
 has no updates to do, so it always waits).

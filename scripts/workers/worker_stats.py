@@ -1,4 +1,5 @@
-"""What the env runners and the learner report of their pace (scripts/distributed.py).
+"""What the env runners and the learner report of their pace
+(scripts/workers/distributed.py).
 
 Per runner, over its last chunk: env steps per second, CPU share, peak memory, the
 share of time it waited idle for the learner to ask again (the learner starves it), its

@@ -23,7 +23,7 @@ seeds, and train through warnings (safe_mode off). What the experiment costs is 
 before it starts.
 
 The branches are compared where they end up: the last `last` evaluations both reached
-(default: the last third, at least one; scripts/verify_stats.py says why), by the
+(default: the last third, at least one; scripts/verify/verify_stats.py says why), by the
 difference of the mean returns (fix - control) with a 95% bootstrap interval over the
 episodes, and a verdict: confirmed (the interval lies above 0), not confirmed (it lies
 below a gain of `MARGIN` of the control's magnitude) or inconclusive.
@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from rltrain.scripts.verify_plan import (
+from rltrain.scripts.verify.verify_plan import (
     DEFAULT_STEPS,
     checkpoint_dir,
     cost_line,
@@ -62,7 +62,7 @@ from rltrain.scripts.verify_plan import (
     start_point,
     step_checkpoints,
 )
-from rltrain.scripts.verify_stats import (
+from rltrain.scripts.verify.verify_stats import (
     MARGIN,
     Evaluations,
     common_steps,

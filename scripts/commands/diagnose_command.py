@@ -1,5 +1,5 @@
 """`rltrain diagnose`: the findings of a run (live or not), its report page, and with
-`--verify` a test of the proposed changes (scripts/verify.py).
+`--verify` a test of the proposed changes (scripts/verify/verify.py).
 
 The findings come from the run's files (utils/diagnosis/report/); `--fail-on` turns
 them into an exit code for scripts and CI.
@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from rltrain.scripts.run_commands import LOG_DIR_HELP
+from rltrain.scripts.commands.run_commands import LOG_DIR_HELP
 from rltrain.utils.io.checkpoint import to_json
 from rltrain.utils.run.folders import find_run_log_dir
 from rltrain.utils.run.logger import unreadable_note
@@ -69,8 +69,8 @@ def diagnose(run: str, log_dir: str, as_json: bool, fail_on: str | None, verify:
     if note is not None:  # damaged lines, wrong types, stray files: read around
         click.echo(note, err=True)
     if verify:
-        from rltrain.scripts.verify import summary_lines
-        from rltrain.scripts.verify import verify as verify_run
+        from rltrain.scripts.verify.verify import summary_lines
+        from rltrain.scripts.verify.verify import verify as verify_run
 
         lines = summary_lines(verify_run(folder, steps, seeds, top, fork_step, last, jobs,
                                          lambda line: click.echo(line, err=True),

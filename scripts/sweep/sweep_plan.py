@@ -6,7 +6,7 @@ seed, seed+1, ...); each (grid point, seed) is one trial with its own run name. 
 trial's config is chosen as `rltrain train` chooses one (`trial_config`): a flat file, a
 per-env file's section for the trial's env, or the shipped tuned values for its algo and
 env. Every trial's config is built here, before anything runs, so that a typo or an
-out-of-range value fails up front. Running the plan on Ray Tune is scripts/sweep.py.
+out-of-range value fails up front. Running the plan on Ray Tune is scripts/sweep/sweep.py.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The training loop, and every way a run ends.
 
 The run's state (agent, replay buffer, envs, counters, random states) is a `RunState`
-(scripts/run_state.py), which takes the env steps and the updates. The loop puts them in
-order and tells the hooks (utils/hooks/hook.py: metrics, health rules, diagnostics, the rules
-of utils/diagnosis/rules/, progress, and any the caller adds) of each step, update, episode and
-evaluation; the TrainingMonitor records what they find, evaluates and checkpoints.
-Per vector step the loop does one action transfer (the diagnostics' actor hook two more
-when it keeps that step's states) and, per update, one transfer of a few scalar
-metrics; all file writes happen per episode or less often.
+(scripts/training/run_state.py), which takes the env steps and the updates. The loop puts
+them in order and tells the hooks (utils/hooks/hook.py: metrics, health rules,
+diagnostics, the rules of utils/diagnosis/rules/, progress, and any the caller adds) of
+each step, update, episode and evaluation; the TrainingMonitor records what they find,
+evaluates and checkpoints. Per vector step the loop does one action transfer (the
+diagnostics' actor hook two more when it keeps that step's states) and, per update, one
+transfer of a few scalar metrics; all file writes happen per episode or less often.
 
 Every way a run ends is here: finished (max_timesteps); paused (a health rule, Ctrl-C,
 SIGTERM or `rltrain pause` asked the monitor: the loop finishes the env step it is in and
@@ -27,8 +27,8 @@ from typing import Any, Callable
 
 import torch
 
-from rltrain.scripts.outcome import RunOutcome
-from rltrain.scripts.run_state import ResumeInfo, RunState
+from rltrain.scripts.training.outcome import RunOutcome
+from rltrain.scripts.training.run_state import ResumeInfo, RunState
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import (
     Aborted,
@@ -174,7 +174,7 @@ class Trainer:
         self.hooks.hooks = hooks.ordered()
         self.run_hooks = hooks
         # checkpoint_dir: how a resume from another folder knows this log folder is the
-        # run's own (scripts/resume.py).
+        # run's own (scripts/training/resume.py).
         self.status = StatusFile(paths.status_file, {
             "run": paths.name, "max_timesteps": config.max_timesteps,
             "checkpoint_dir": str(paths.checkpoint_dir.resolve())}, [state, self.monitor],

@@ -13,8 +13,8 @@ episode's actions from its seeded reset. `best_model.pt` (kind "best") holds the
 only and cannot be resumed.
 
 It also takes the env steps and the updates (`env_step`, `learn`), each returning the
-record the hooks are told of, so that the loop (scripts/trainer.py) is only the order of
-things and the ways a run ends.
+record the hooks are told of, so that the loop (scripts/training/trainer.py) is only the
+order of things and the ways a run ends.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import torch
 
 from rltrain.agents.probes import gradient_probe
 from rltrain.agents.registry import algorithm
-from rltrain.scripts.agent_setup import agent_view, build_agent, network_spec
-from rltrain.scripts.distributed import make_collector
+from rltrain.scripts.training.agent_setup import agent_view, build_agent, network_spec
+from rltrain.scripts.workers.distributed import make_collector
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import CheckpointError, EnvFailure, first_line
 from rltrain.utils.hooks.eval_result import EvalResult

@@ -7,8 +7,8 @@ hands Tune its newest periodic checkpoint. When a trial crashes or its worker di
 Tune's failure handling (`FailureConfig(max_failures)`) restarts it and the trial
 resumes exactly from that checkpoint. A trial paused by a health rule ends as paused,
 with its reason; it is not retried. Ctrl-C pauses the running trials, each with a
-paused checkpoint, before Tune stops (scripts/sweep_pause.py); `--resume` continues them
-from those checkpoints. Ray is an optional extra: `rltrain[sweep]`.
+paused checkpoint, before Tune stops (scripts/sweep/sweep_pause.py); `--resume` continues
+them from those checkpoints. Ray is an optional extra: `rltrain[sweep]`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rltrain.scripts.config_commands import to_stderr
-from rltrain.scripts.ray_start import init_ray
-from rltrain.scripts.sweep_plan import (
+from rltrain.scripts.commands.config_commands import to_stderr
+from rltrain.scripts.sweep.sweep_plan import (
     check_sweep_name,
     plan_for_resume,
     plan_trials,
@@ -31,6 +30,7 @@ from rltrain.scripts.sweep_plan import (
     say_once,
     trial_config,
 )
+from rltrain.scripts.workers.ray_start import init_ray
 from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.hook import Hook
 from rltrain.utils.run.sweep_summary import (
@@ -65,7 +65,7 @@ def run_trial(tune_config: dict[str, Any]) -> None:
 
 
 def _run_trial(params: dict[str, Any], tune: Any) -> None:
-    from rltrain.scripts.resume import prepare_resume, prepare_train
+    from rltrain.scripts.training.resume import prepare_resume, prepare_train
     from rltrain.utils.run.folders import paths_for, set_aside_attempt
     from rltrain.utils.run.status import read_status
 
@@ -84,7 +84,7 @@ def _run_trial(params: dict[str, Any], tune: Any) -> None:
     outcome = reporter.attach().run(paths, info)
     reporter.final(outcome)
     if outcome.reason == INTERRUPTED_NOTE:  # paused by the sweep's Ctrl-C
-        from rltrain.scripts.sweep_pause import wait_for_hand_over
+        from rltrain.scripts.sweep.sweep_pause import wait_for_hand_over
 
         wait_for_hand_over(Path(config.log_dir))
     else:
@@ -262,7 +262,7 @@ def _fit(sweep_dir: Path, plan: dict[str, Any], address: str | None, restore: bo
     restores it): a late one would otherwise cut the summary that follows."""
     import signal
 
-    from rltrain.scripts.sweep_pause import HANDED_ON_FILE
+    from rltrain.scripts.sweep.sweep_pause import HANDED_ON_FILE
 
     (sweep_dir / HANDED_ON_FILE).unlink(missing_ok=True)  # from an earlier Ctrl-C
     try:
@@ -281,7 +281,7 @@ def _tuner(sweep_dir: Path, plan: dict[str, Any], restore: bool) -> Any:
     docstring), each trial takes up from its own run folder."""
     from ray import tune
 
-    from rltrain.scripts.sweep_pause import SweepPause
+    from rltrain.scripts.sweep.sweep_pause import SweepPause
 
     threads = max(1, int(plan["cpus_per_trial"]))
     params = [{"config": plan["config"], "run_name": t["run_name"],

@@ -5,9 +5,9 @@ an SB3 model or a plain loop, over several seeds.
 library trains has no such checkpoint, so here each branch is trained from scratch by
 the user's factory, `make_model(seed=S)` (the control) and `make_model(seed=S,
 **change)` (the fix), for `steps` env steps, and its final policy evaluated. The
-comparison is `diagnose --verify`'s own (scripts/verify_stats.py): the mean over seeds of
-mean(fix) - mean(control), its 95% bootstrap interval over seeds and episodes, and the
-verdict.
+comparison is `diagnose --verify`'s own (scripts/verify/verify_stats.py): the mean over
+seeds of mean(fix) - mean(control), its 95% bootstrap interval over seeds and episodes,
+and the verdict.
 
 The factory returns either a model with SB3's `learn(total_timesteps)` and
 `predict(obs, deterministic=True)` (evaluated by rltrain on `eval_env`, by default a
@@ -45,7 +45,7 @@ def verify(make_model: Callable[..., Any], change: Mapping[str, Any], steps: int
            eval_episodes: int = 10) -> Verification:
     """Train `make_model(seed=S)` and `make_model(seed=S, **change)` for `steps` env steps
     on each seed in `seeds`, evaluate both, and judge the change (see the module)."""
-    from rltrain.scripts.verify_stats import pooled_difference, verdict  # numpy: when used
+    from rltrain.scripts.verify.verify_stats import pooled_difference, verdict  # numpy: when used
 
     if not change:
         raise UserError("verify needs a change to test, e.g. {'learning_rate': 1e-4}")

@@ -44,7 +44,7 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
     import numpy as np
     import torch
 
-    from rltrain.scripts.agent_setup import checkpoint_config
+    from rltrain.scripts.training.agent_setup import checkpoint_config
     from rltrain.utils.diagnosis.measure import snapshots
     from rltrain.utils.io.checkpoint import load_checkpoint
     from rltrain.utils.training.evaluation import evaluate
@@ -106,7 +106,7 @@ def _video_path(folder: Path, run: str | None, stem: str, seed: int) -> Path:
 
 def load_actor(payload: dict, env, path: str) -> Actor:
     """The checkpoint's actor on the CPU, after checking it fits the env's spaces."""
-    from rltrain.scripts.agent_setup import checkpoint_actor
+    from rltrain.scripts.training.agent_setup import checkpoint_actor
     from rltrain.utils.config.loader import config_from_dict
     from rltrain.utils.io.checkpoint import check_spaces
     from rltrain.utils.training.envs import space_record

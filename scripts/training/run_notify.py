@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rltrain.scripts.outcome import RunOutcome
+from rltrain.scripts.training.outcome import RunOutcome
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import first_line
 from rltrain.utils.run.folders import RunPaths

@@ -1,12 +1,12 @@
 """The training envs on Ray: N env runners feed one learner (`num_workers`).
 
-`DistributedCollector` has the Collector's interface (scripts/collector.py): the run's
-state (scripts/run_state.py) takes one transition at a time from it, so the replay
-buffer, `utd_ratio` (updates per env step), the hooks, evaluation and checkpoints are
-those of a single-process run. Behind it, `num_workers` Ray actors (scripts/env_runner.py)
-each step `num_envs` envs of their own and send `worker_chunk_steps` vector steps of
-transitions at a time; the actor's weights go to them through the object store every
-`worker_sync_every` updates.
+`DistributedCollector` has the Collector's interface (utils/training/collector.py): the
+run's state (scripts/training/run_state.py) takes one transition at a time from it, so the
+replay buffer, `utd_ratio` (updates per env step), the hooks, evaluation and checkpoints
+are those of a single-process run. Behind it, `num_workers` Ray actors
+(scripts/workers/env_runner.py) each step `num_envs` envs of their own and send
+`worker_chunk_steps` vector steps of transitions at a time; the actor's weights go to them
+through the object store every `worker_sync_every` updates.
 
 - **lockstep**: every runner is asked for one chunk, and the chunks are handed out in
   runner order. The runners step in parallel, but what the learner sees depends only on
@@ -20,10 +20,11 @@ transitions at a time; the actor's weights go to them through the object store e
   A checkpoint first takes the chunks in flight; a resumed async run continues
   correctly, not bit for bit.
 
-Runners lost, failing or silent, and the cluster lost, are scripts/worker_faults.py's:
-the run goes on past a runner restarted, or stops as on an env failure (exit code 5)
-with a checkpoint. The runners' part of checkpoints is scripts/worker_checkpoint.py's,
-their pace (status.json, TensorBoard, the `worker_starvation` rule) worker_stats.py's.
+Runners lost, failing or silent, and the cluster lost, are
+scripts/workers/worker_faults.py's: the run goes on past a runner restarted, or stops as
+on an env failure (exit code 5) with a checkpoint. The runners' part of checkpoints is
+scripts/workers/worker_checkpoint.py's, their pace (status.json, TensorBoard, the
+`worker_starvation` rule) worker_stats.py's.
 """
 
 from __future__ import annotations
@@ -36,14 +37,14 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from rltrain.scripts.collector import Collector, Episode, Transition
-from rltrain.scripts.env_runner import EnvRunner
-from rltrain.scripts.worker_checkpoint import RunnerCheckpoint
-from rltrain.scripts.worker_faults import join_cluster, last_line
-from rltrain.scripts.worker_stats import PaceCheck, RunnerMetrics, RunnerStats
+from rltrain.scripts.workers.env_runner import EnvRunner
+from rltrain.scripts.workers.worker_checkpoint import RunnerCheckpoint
+from rltrain.scripts.workers.worker_faults import join_cluster, last_line
+from rltrain.scripts.workers.worker_stats import PaceCheck, RunnerMetrics, RunnerStats
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import EnvFailure, UserError
 from rltrain.utils.hooks.hook import Hook
+from rltrain.utils.training.collector import Collector, Episode, Transition
 from rltrain.utils.training.exploration import Exploration
 from rltrain.utils.training.normalize import Normalizer
 

@@ -1,5 +1,5 @@
 """A run's outcome (finished or paused, where, why), and what to change before resuming
-a pause. How each outcome comes about is in scripts/trainer.py."""
+a pause. How each outcome comes about is in scripts/training/trainer.py."""
 
 from __future__ import annotations
 

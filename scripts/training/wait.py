@@ -24,11 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from rltrain.scripts.outcome import RunOutcome
-from rltrain.scripts.resume import prepare_resume
-from rltrain.scripts.run_notify import answer_commands, crash_event, outcome_event, warning_event
-from rltrain.scripts.run_state import ResumeInfo
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.outcome import RunOutcome
+from rltrain.scripts.training.resume import prepare_resume
+from rltrain.scripts.training.run_notify import (
+    answer_commands,
+    crash_event,
+    outcome_event,
+    warning_event,
+)
+from rltrain.scripts.training.run_state import ResumeInfo
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import write_json

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from rltrain.scripts.run_commands import LOG_DIR_HELP
+from rltrain.scripts.commands.run_commands import LOG_DIR_HELP
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import (
@@ -94,8 +94,8 @@ def continue_command(run: str, overrides: tuple[str, ...], log_dir: str,
     process from its paused checkpoint, exactly as `rltrain resume --checkpoint ...
     --set ...` would.
     """
-    from rltrain.scripts.resume import checked_resume_config  # torch: only when it is used
-    from rltrain.scripts.wait import write_instruction
+    from rltrain.scripts.training.resume import checked_resume_config  # torch: only when it is used
+    from rltrain.scripts.training.wait import write_instruction
     from rltrain.utils.run.device import resolve_device
 
     folder, waiting = waiting_run(run, log_dir)
@@ -122,7 +122,7 @@ def stop(run: str, log_dir: str, timeout: float) -> None:
     RUN is a run name under --log-dir, or a run folder. The paused checkpoint stays as it
     is, for `rltrain resume` later.
     """
-    from rltrain.scripts.wait import write_instruction
+    from rltrain.scripts.training.wait import write_instruction
 
     folder, waiting = waiting_run(run, log_dir)
     request_id = write_instruction(folder / INSTRUCTION_FILE, "stop")

@@ -25,8 +25,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from rltrain.scripts.run_state import ResumeInfo, check_resumable
-from rltrain.scripts.trainer import Trainer
+from rltrain.scripts.training.run_state import ResumeInfo, check_resumable
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.config.fields import FIXED_ON_RESUME, FOLDER_KEYS, NOT_FROM_FILES
 from rltrain.utils.config.loader import apply_overrides, config_from_dict
 from rltrain.utils.config.schema import TrainConfig, config_to_dict

@@ -1,7 +1,7 @@
 """`diagnose --verify`'s plan: where each finding's branches start (from the start for a
 fault of the set-up, else from a checkpoint before it), their seeds and names, and what
-the experiment will cost; scripts/verify.py runs and judges it (its docstring says why
-the branches start where they do).
+the experiment will cost; scripts/verify/verify.py runs and judges it (its docstring says
+why the branches start where they do).
 """
 
 from __future__ import annotations

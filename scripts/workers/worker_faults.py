@@ -1,4 +1,5 @@
-"""What goes wrong with env runners on Ray (scripts/distributed.py), and what the run does.
+"""What goes wrong with env runners on Ray (scripts/workers/distributed.py), and what the
+run does.
 
 - **A runner lost**: its process died (Ray restarts it, `max_restarts`) or its env raised
   (the learner starts its episodes again). Either is an event in events.jsonl, the
@@ -25,9 +26,9 @@ import time
 from collections import deque
 from typing import Any, Callable, Iterator
 
-from rltrain.scripts.collector import Episode
-from rltrain.scripts.ray_start import init_ray
+from rltrain.scripts.workers.ray_start import init_ray
 from rltrain.utils.errors import EnvFailure, UserError
+from rltrain.utils.training.collector import Episode
 
 
 class ClusterLost(EnvFailure):

@@ -1,11 +1,11 @@
-"""The env runners' part of a run's checkpoint (scripts/distributed.py's collector).
+"""The env runners' part of a run's checkpoint (scripts/workers/distributed.py's collector).
 
 A checkpoint holds the learner's episodes and the transitions not handed out, the
 weights the runners act with, each runner's next episode index and restarts, and each
-runner's own state (scripts/env_runner.py: its episodes in progress as seeds and
+runner's own state (scripts/workers/env_runner.py: its episodes in progress as seeds and
 actions, its exploration and random streams), so a lockstep run resumes bit for bit.
 A runner whose state could not be had (lost, or the whole cluster lost:
-scripts/worker_faults.py) is saved as None and starts new episodes on resume; a
+scripts/workers/worker_faults.py) is saved as None and starts new episodes on resume; a
 checkpoint of another number of runners, or of none, resumes with new episodes too
 (correct, not bit for bit).
 """
@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-from rltrain.scripts.collector import Episode, pending_from_state, shared_state
-from rltrain.scripts.worker_faults import ClusterLost, RunnerFaults
+from rltrain.scripts.workers.worker_faults import ClusterLost, RunnerFaults
 from rltrain.utils.errors import EnvFailure
+from rltrain.utils.training.collector import Episode, pending_from_state, shared_state
 
 
 class RunnerCheckpoint(RunnerFaults):

@@ -89,7 +89,7 @@ class Collector:
         # The info keys holding reward terms, read on the run's first env step (None: not
         # yet); () for an env that reports none, which then costs nothing per step.
         self.term_keys: tuple[str, ...] | None = None
-        # What the run learns of its envs' faults (scripts/distributed.py has some).
+        # What the run learns of its envs' faults (scripts/workers/distributed.py has some).
         self.report: Callable[[str], None] = lambda message: None
         self.updates: Callable[[], int] = lambda: 0  # the learner's updates (unused here)
 
@@ -249,7 +249,7 @@ class Collector:
 def shared_state(episodes: list[Episode], pending: deque[Transition],
                  action_dim: int) -> dict[str, Any]:
     """The episodes in progress and the transitions not handed out, as a checkpoint holds
-    them (scripts/distributed.py writes its own in the same layout)."""
+    them (scripts/workers/distributed.py writes its own in the same layout)."""
     def actions(episode: Episode) -> torch.Tensor:
         return torch.from_numpy(np.stack(episode.actions) if episode.actions
                                 else np.zeros((0, action_dim), dtype=np.float32))

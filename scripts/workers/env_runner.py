@@ -1,16 +1,15 @@
 """One env runner: a Collector of its own, acting with a copy of the learner's policy.
 
-`num_workers` runners (scripts/distributed.py makes each a Ray actor) step their envs
-while one learner keeps the replay buffer and runs the updates: the actor-learner shape
-of Ape-X (Horgan et al. 2018, "Distributed Prioritized Experience Replay", section 3)
-and D4PG. A runner is today's single-process `Collector` (scripts/collector.py) with
-its own run seed (`derive_seed(seed, WORKERS, index)`, so its episodes' resets are its
-own) and its own exploration scale: runner i of N explores with
-`exploration_noise * spread ** (2 i / (N - 1) - 1)`, Ape-X's spread of epsilons over
-actors carried over to action noise. Its checkpoint state is the Collector's (each
-episode in progress as its seed index and actions, replayed on resume), its
-exploration's, its process's global random states and its policy's sampling stream:
-a lockstep run resumes bit for bit.
+`num_workers` runners (scripts/workers/distributed.py makes each a Ray actor) step their
+envs while one learner keeps the replay buffer and runs the updates: the actor-learner
+shape of Ape-X (Horgan et al. 2018, "Distributed Prioritized Experience Replay", section
+3) and D4PG. A runner is today's single-process `Collector` (utils/training/collector.py)
+with its own run seed (`derive_seed(seed, WORKERS, index)`, so its episodes' resets are
+its own) and its own exploration scale: runner i of N explores with `exploration_noise *
+spread ** (2 i / (N - 1) - 1)`, Ape-X's spread of epsilons over actors carried over to
+action noise. Its checkpoint state is the Collector's (each episode in progress as its
+seed index and actions, replayed on resume), its exploration's, its process's global
+random states and its policy's sampling stream: a lockstep run resumes bit for bit.
 
 A runner never raises an env's exception across Ray: `collect` hands it back as data
 (`failure`), so the learner reports it with its traceback's last line.
@@ -28,7 +27,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from rltrain.scripts.collector import Collector
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.errors import EnvFailure
@@ -42,6 +40,7 @@ from rltrain.utils.seeding import (
     seed_global_generators,
     set_global_rng_state,
 )
+from rltrain.utils.training.collector import Collector
 from rltrain.utils.training.envs import make_env, space_dims
 from rltrain.utils.training.exploration import Exploration
 
@@ -136,7 +135,8 @@ class EnvRunner:
 
     def _next(self, env_steps: int) -> tuple[Any, ...]:
         """One transition; an episode that ends with it is followed by the next one (the
-        same end as the learner's accounting: scripts/run_state.py's `count_step`)."""
+        same end as the learner's accounting: scripts/training/run_state.py's
+        `count_step`)."""
         t = self.collector.next(env_steps, self.act)
         stored = is_finite(t.next_obs, t.action, t.reward)
         broken = not stored and not np.isfinite(t.next_obs).all()
