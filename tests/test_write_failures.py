@@ -212,3 +212,61 @@ def test_run_folders_deleted_mid_run_are_named_as_such(tmp_path, monkeypatch):
         f"deleted while the run wrote to them; a checkpoint was still written; once that is "
         f"fixed: rltrain resume --checkpoint {checkpoints / 'paused_at_step_150.pt'}")
     assert "b'" not in result.output
+
+
+class FillsAtEval200:
+    """metrics.jsonl on a disk that is full when the evaluation at step 200 is written."""
+
+    def __init__(self, file, path) -> None:
+        self.file, self.path = file, path
+
+    def write(self, text: str) -> int:
+        line = json.loads(text)
+        if line["kind"] == "eval" and line["env_steps"] == 200:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+        return self.file.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.file, name)
+
+
+def test_an_evaluation_the_full_disk_refused_is_written_on_resume(tmp_path, monkeypatch):
+    """The evaluation at step 200 is done, but its metrics.jsonl line cannot be written:
+    the paused checkpoint keeps the line, the resume writes it, once (resumed twice too),
+    and the run's files and state equal those of a run that never stopped."""
+    from test_resume import assert_same_state, metrics
+
+    assert train(tmp_path, "--run-name", "full").exit_code == 0  # the last --run-name wins
+    real_init = RunLogger.__init__
+
+    def init(self, paths, resume_step=None):
+        real_init(self, paths, resume_step)
+        self._metrics = FillsAtEval200(self._metrics, paths.metrics_file)
+
+    monkeypatch.setattr(RunLogger, "__init__", init)
+    result = train(tmp_path)
+    monkeypatch.setattr(RunLogger, "__init__", real_init)  # space freed
+    paused = tmp_path / "checkpoints" / "r" / "paused_at_step_200.pt"
+    log_dir = tmp_path / "logs" / "r"
+    assert result.exit_code == 4, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: stopped at step 200: No space left on device: '{log_dir / 'metrics.jsonl'}'; "
+        f"a checkpoint was still written; once that is fixed: rltrain resume --checkpoint "
+        f"{paused}")
+    for _ in range(2):  # the second resume of the same checkpoint adds no second line
+        resumed = CliRunner().invoke(cli, ["resume", "--checkpoint", str(paused)])
+        assert resumed.exit_code == 0, resumed.output
+    written = [json.loads(line) for line in (log_dir / "metrics.jsonl").read_text().splitlines()]
+    assert sum(x["kind"] == "eval" and x["env_steps"] == 200 for x in written) == 1
+    # Read as one history (the second resume's steps past 200 replace the first's).
+    assert [x["env_steps"] for x in metrics(log_dir / "metrics.jsonl")
+            if x["kind"] == "eval"] == [100, 200, 300]
+    assert metrics(log_dir / "metrics.jsonl") == metrics(tmp_path / "logs" / "full" /
+                                                         "metrics.jsonl")
+    full = read_status(tmp_path / "logs" / "full" / "status.json")
+    split = read_status(log_dir / "status.json")
+    for key in ("evaluations", "latest_eval", "best_eval", "best_eval_step", "evals_since_best"):
+        assert split[key] == full[key], key
+    assert_same_state(load_checkpoint(tmp_path / "checkpoints" / "full" /
+                                      "checkpoint_step_300.pt"),
+                      load_checkpoint(tmp_path / "checkpoints" / "r" / "checkpoint_step_300.pt"))

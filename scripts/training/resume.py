@@ -203,9 +203,11 @@ def _claim_folders(trainer: Trainer, own: RunPaths | None, checkpoint: str, step
         trainer.claim(paths)
         inherit_best_model(Path(checkpoint).resolve().parent, paths, steps)
         # The fork's events.jsonl starts empty: the warnings its parent reported do not
-        # hold back the fork's own (monitor.warn_every).
+        # hold back the fork's own (monitor.warn_every). Its metrics.jsonl holds its own
+        # lines only: a line its parent could not write belongs in the parent's.
         restored = trainer.state.restored
         restored["monitor"] = {**restored["monitor"], "last_warned": {}, "held_back": {}}
+        restored.pop("logger", None)
         return paths
     trainer.claim(own, lock)
     return own

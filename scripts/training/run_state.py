@@ -271,7 +271,8 @@ class RunState:
         self.restored = {"monitor": state["monitor"], "diagnostics": state["diagnostics"],
                          "metrics": {"losses": state["losses"],
                                      "recent_episodes": state.get("recent_episodes", ())},
-                         "rule_hooks": state.get("rule_hooks", {})}  # none in older checkpoints
+                         "rule_hooks": state.get("rule_hooks", {}),  # none in older checkpoints
+                         "logger": state.get("logger", {})}  # metrics lines left unwritten
         set_global_rng_state(state["rng"])
         warnings = [] if all(continued) else [
             "the checkpoint was written on another kind of device than this run's "

@@ -149,6 +149,7 @@ class Trainer:
         self.logger = RunLogger(paths, resume_step=resume.env_steps if resume else None)
         self.logger.write_run_files(config, self.argv)
         self.logger.on_event = self.on_event
+        state.watch("logger", self.logger)  # lines a full disk left out: written on resume
         self.progress = ProgressDisplay(config.max_timesteps, state.counters.env_steps,
                                         self.interactive)
         self.monitor = TrainingMonitor(config, paths, self.logger, state, self.progress.message)

@@ -9,6 +9,8 @@ ever appended to, never re-read or re-written by the training loop (a log re-rea
 re-written every episode would cost time quadratic in run length).
 On resume, TensorBoard events after the checkpoint's step are purged and the JSON
 Lines files get a `resume` line: readers drop earlier lines past that step.
+A metrics.jsonl line that could not be written (a full disk: the run stops) is kept in
+the checkpoint written as it stops, and the resumed run writes it first.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class RunLogger:
         self._metrics = open_run_file(paths.metrics_file, line_buffered=True)
         self._events = open_run_file(paths.events_file, line_buffered=True)
         self._diagnostics = open_run_file(paths.diagnostics_file, line_buffered=True)
+        self.unwritten: list[str] = []  # metrics.jsonl lines a failed write left out
 
     def write_run_files(self, config: TrainConfig, argv: list[str] | None = None) -> None:
         """config.yaml (the resolved config), command.txt, and the config in TensorBoard."""
@@ -72,7 +75,28 @@ class RunLogger:
     def metric(self, kind: str, env_steps: int, **fields: Any) -> None:
         """Append one line to metrics.jsonl."""
         line = {"kind": kind, "env_steps": env_steps, "time": round(time.time(), 3), **fields}
-        self._metrics.write(to_json(line) + "\n")
+        text = to_json(line) + "\n"
+        try:
+            self._metrics.write(text)
+        except OSError:  # the run stops; the checkpoint it writes keeps the line
+            self.unwritten.append(text)
+            raise
+
+    def write_unwritten(self) -> None:
+        """Write the lines the stopped run could not; one that is there already (this
+        checkpoint resumed before, or the line written after all when the file was
+        closed) is not written again. Read once, on resume only."""
+        if not self.unwritten:
+            return
+        with open(self.paths.metrics_file, "rb") as f:
+            written = f.read()
+        if written and not written.endswith(b"\n"):  # a line cut short by the full disk
+            self._metrics.write("\n")
+        present = set(written.decode("utf-8", errors="replace").splitlines(keepends=True))
+        while self.unwritten:
+            if self.unwritten[0] not in present:
+                self._metrics.write(self.unwritten[0])
+            self.unwritten.pop(0)
 
     def event(self, env_steps: int, **fields: Any) -> None:
         """Append one line to events.jsonl (warnings, pauses, resumes)."""
@@ -87,11 +111,23 @@ class RunLogger:
 
     def resume(self, env_steps: int, message: str, **fields: Any) -> None:
         """Mark where a resumed run continues, in metrics.jsonl, events.jsonl and
-        flow1.jsonl: `read_jsonl` drops older lines past the mark."""
+        flow1.jsonl: `read_jsonl` drops older lines past the mark. First, the lines the
+        stopped run could not write."""
+        self.write_unwritten()
         self.metric("resume", env_steps, **fields)
         self.diagnostic("resume", env_steps)
         self.event(env_steps, rule="resume", value=fields.get("changes"), threshold=None,
                    action="resume", message=message)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"unwritten": list(self.unwritten)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        lines = list(state["unwritten"])
+        if not all(isinstance(line, str) and line.endswith("\n") and line.count("\n") == 1
+                   for line in lines):
+            raise ValueError("unwritten metrics lines must be single lines of text")
+        self.unwritten = lines
 
     def histogram(self, tag: str, values: Any, env_steps: int) -> None:
         self.writer.add_histogram(tag, values, env_steps)

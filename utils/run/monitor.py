@@ -119,8 +119,16 @@ class TrainingMonitor:
     def evaluate(self, env_steps: int) -> EvalResult:
         self.hooks.on_eval_start(env_steps)
         result = self.run.evaluate()
+        # The bookkeeping before any write: a write that fails (a full disk) stops the run
+        # with a checkpoint that holds this evaluation, its line kept by the logger.
         self.evaluations += 1
         self.latest_eval = result.mean
+        improved = self.best_eval is None or result.mean > self.best_eval
+        if improved:
+            self.best_eval, self.best_eval_step, self.evals_since_best = (
+                result.mean, env_steps, 0)
+        else:
+            self.evals_since_best += 1
         # SB3's EvalCallback names (eval/mean_reward is the mean return of the episodes)
         values = {"eval/mean_reward": result.mean, "eval/std_reward": result.std}
         if result.lengths:
@@ -129,13 +137,8 @@ class TrainingMonitor:
         self.logger.metric("eval", env_steps, evaluation=self.evaluations,
                            mean_return=result.mean, std_return=result.std,
                            returns=result.returns)
-        improved = self.best_eval is None or result.mean > self.best_eval
         if improved:
-            self.best_eval, self.best_eval_step, self.evals_since_best = (
-                result.mean, env_steps, 0)
             self.checkpoint("best", env_steps)
-        else:
-            self.evals_since_best += 1
         self._say(f"step {env_steps}: eval mean return {result.mean:.1f} +/- {result.std:.1f} "
                   f"(best {self.best_eval:.1f} at step {self.best_eval_step})")
         # After the line above, so that a pause (patience) follows the eval it is about.
