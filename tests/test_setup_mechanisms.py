@@ -160,9 +160,11 @@ def test_batches_far_under_the_noise_scale_are_named_with_a_larger_batch(tmp_pat
     assert small.check(100, ratio=400.0, scale=800.0, measured=1) == []  # too few yet
     found = small.check(200, ratio=400.0, scale=800.0, measured=2)
     assert found and found[0].suggested_set["batch_size"] > 2
-    assert found[0].action == "info"  # a note: healthy runs measure large scales too
+    assert found[0].action == "warn"  # a batch of 2 is far under any usual one
     usual = GradientNoise(RuleContext(tiny_config(tmp_path, batch_size=256), 3, 1))
     assert usual.check(200, ratio=2.0, scale=512.0, measured=5) == []
+    noted = usual.check(300, ratio=199.0, scale=5.1e4, measured=6)  # healthy LunarLander
+    assert noted and noted[0].action == "info"
 
 
 def test_the_noise_measure_runs_on_a_real_agent_without_touching_its_streams(tmp_path):

@@ -7,9 +7,11 @@ larger is more than `threshold` times the run's batch size, once `measurements`
 measurements are in: each update then steps mostly on the noise of a few transitions
 (the critic's values wander; the actor walks at random, often into its saturated tanh).
 
-It is a note, not a warning: healthy runs measure noise scales far above their batch
-too (LunarLander TD3 199 times its 256, HalfCheetah SAC 18-40 times), where the tune
-half's healthy runs had put the line at 10 with its largest at 7.9.
+It warns only where the batch itself is far under the usual (under `MIN_BATCH`; RL
+Zoo's off-policy batches are 64 to 2048): at a usual batch it is a note, since healthy
+runs measure noise scales far above their batch too (LunarLander TD3 199 times its 256,
+HalfCheetah SAC 18-40 times), where the tune half's healthy runs had put the line at 10
+with their largest at 7.9.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
 
 USUAL_BATCH = 256  # RL Zoo's batch size for off-policy continuous control
+MIN_BATCH = 32  # a batch under this is far under any RL Zoo off-policy batch
 
 SPECS = (RuleSpec(
     name="gradient_noise", section="diagnostics", group="Training set-up", threshold=10.0,
     action="warn",
     fires_when="the critic's or the actor's gradient noise scale (the batch size at which a "
                "batch gradient's noise equals its signal) is more than this many times "
-               "batch_size (a note)",
+               "batch_size, and batch_size is under 32 (a note at a usual batch)",
     hypothesis="if the batches are far smaller than the networks' gradient noise scale, then "
                "each update steps mostly on the noise of a few transitions: the critic's "
                "values wander instead of settling, and the actor walks at random (often into "
@@ -58,7 +61,7 @@ class GradientNoise(RuleCheck):
             f"the {net}'s gradient noise scale is about {scale:.3g} transitions, "
             f"{ratio:.3g} times the batch of {batch}: each update steps mostly on the noise "
             f"of a few transitions; --set batch_size={proposed}",
-            observation=True, suggested_set={"batch_size": proposed})
+            observation=batch >= MIN_BATCH, suggested_set={"batch_size": proposed})
 
 
 CHECKS = (GradientNoise,)
