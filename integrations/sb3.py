@@ -62,7 +62,7 @@ def check_model(model: Any) -> None:
     name = type(model).__name__
     if not isinstance(model, OffPolicyAlgorithm) or not hasattr(model, "critic") \
             or not hasattr(model, "actor"):
-        known = ", ".join(e.sb3_class for e in ALGORITHMS.values() if e.sb3_class)
+        known = ", ".join(e.sb3_class for e in ALGORITHMS.values() if e.sb3_class and e.trained)
         raise ConfigError(f"RltrainCallback watches SB3's actor-critic off-policy "
                           f"algorithms ({known}), not {name}")
     box_dims(model.observation_space, model.action_space)

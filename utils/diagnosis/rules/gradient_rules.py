@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rltrain.agents.registry import POLICY_NETWORKS
 from rltrain.utils.diagnosis.rules._remedies import clip_norm
 from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
 
@@ -47,6 +48,7 @@ SPECS = (
         remedy=lambda c: {"grad_clip_norm": clip_norm(c)}),
     RuleSpec(
         name='value_policy_imbalance',
+        algorithms=POLICY_NETWORKS,
         section='diagnostics',
         group='Gradient flow',
         fires_when="the critic's relative gradient (norm / weight norm) over the actor's",
