@@ -94,10 +94,6 @@ def families_where(value: str | None = None, data: str | None = None,
 ACTOR_Q_CRITICS = families_where(value=Q_CRITICS)
 # The families that learn from a replay buffer (its size, its batches' integrity).
 REPLAYED = families_where(data=REPLAY)
-# The families with a policy network of their own beside the value's (not DQN's greedy
-# choice over its Q network): what compares the policy's gradients with the value's.
-POLICY_NETWORKS = tuple(name for name, f in FAMILY_TRAITS.items()
-                        if EPSILON_GREEDY not in f.policies)
 
 
 def option(default: Any, help: str, low: float | None = None, high: float | None = None,

@@ -29,7 +29,7 @@ ACTOR_CRITIC_ONLY = (
     "entropy_collapse", "entropy_temperature", "critic_fit", "actor_fit", "actor_direction",
     "gradient_noise", "learning_rate", "long_horizon", "no_learning", "excess_noise",
     "target_smoothing", "partial_observability", "q_divergence", "target_update",
-    "ignored_action")
+    "ignored_action", "value_policy_imbalance")
 # Rules about the reward, the observations, the episodes' ends, the gradients and the
 # run's health: every family.
 EVERY_FAMILY = (
@@ -69,9 +69,6 @@ def test_a_rule_about_rewards_observations_episodes_or_gradients_judges_every_on
 def test_the_replay_rules_judge_dqn_and_not_ppo():
     for rule in ("small_replay", "transition_integrity", "sample_recency"):
         assert all_specs()[rule].judges("dqn") and not all_specs()[rule].judges("a2c")
-    # DQN's greedy choice has no network of its own to compare the Q network's with.
-    imbalance = all_specs()["value_policy_imbalance"]
-    assert imbalance.judges("ppo") and not imbalance.judges("dqn")
 
 
 def test_diagnose_is_told_which_rules_do_not_judge_an_algorithm():

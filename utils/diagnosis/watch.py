@@ -70,7 +70,7 @@ class Flow1Diagnostics(Hook):
         self.terms = reward_terms.TermWindow(self.settings.window_size)
         self.terms_rule = RewardTerms(context)
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
-                                  training_envs(config))
+                                  training_envs(config), agent.discrete_actions)
         self.collecting_before_eval = self.map.collecting  # see on_eval_start
         self.runners = config.num_workers > 0  # the envs step in Ray env runners
         self.gradients = GradientWatch(context, buffer, logger, paths, self._report)
