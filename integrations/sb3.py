@@ -23,7 +23,6 @@ the run's folder.
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -33,72 +32,27 @@ import numpy as np
 try:
     import stable_baselines3
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 except ImportError:
     raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
                       'pip install "rltrain[sb3]"') from None
 
-from rltrain.agents.registry import ALGORITHMS, ON_POLICY, Algorithm
+from rltrain.agents.registry import ON_POLICY, Algorithm
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
 from rltrain.integrations.sb3_env_watch import EnvWatch
+from rltrain.integrations.sb3_models import LOSSES, check_model, derived_config, watched
 from rltrain.integrations.sb3_settings import SB3Keys
-from rltrain.integrations.sb3_value_view import (
-    action_bounds,
-    dqn_view,
-    onpolicy_view,
-    rollout_config,
-)
-from rltrain.integrations.sb3_view import (
-    PolicyTap,
-    SB3Replay,
-    env_id,
-    noise_scale,
-    sb3_config,
-    sb3_entry,
-    sb3_view,
-)
+from rltrain.integrations.sb3_view import PolicyTap
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
-from rltrain.integrations.watcher import KEPT_ROWS, box_dims, observation_dim
-from rltrain.utils.errors import ConfigError, UserError
+from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.health import is_finite
 from rltrain.utils.run.progress import say
 from rltrain.utils.run.status import read_status
-from rltrain.utils.seeding import REPLAY, derive_seed
 from rltrain.utils.training.replay_buffer import ReplayBuffer
 
 LIBRARY = "stable-baselines3"  # how status.json's `integration` begins
-# SB3's logged losses -> the update metrics the rules read, by what the model is: an
-# actor-critic (None), or a watched-only algorithm's family
-LOSSES: dict[str | None, dict[str, str]] = {
-    None: {"train/critic_loss": "critic_loss", "train/actor_loss": "actor_loss"},
-    ON_POLICY: {"train/value_loss": "critic_loss", "train/policy_gradient_loss": "actor_loss",
-                "train/policy_loss": "actor_loss", "train/entropy_loss": "entropy_loss"},
-    "q_learning": {"train/loss": "critic_loss"},
-}
-
-
-def check_model(model: Any) -> Algorithm | None:
-    """The watched-only algorithm the model is (PPO, A2C: a Box or Discrete action space;
-    DQN: Discrete), or None for TD3, DDPG, SAC, CrossQ, TQC or alike (off-policy, a
-    replay buffer, an actor and a critic, Box actions). Anything else is a ConfigError
-    in one line naming what is watched."""
-    entry = sb3_entry(model)
-    if entry is not None and not entry.trained:
-        observation_dim(model.observation_space)
-        action_bounds(model.action_space)
-        return entry
-    if not isinstance(model, OffPolicyAlgorithm) or not hasattr(model, "critic") \
-            or not hasattr(model, "actor"):
-        known = ", ".join(e.sb3_class for e in ALGORITHMS.values() if e.sb3_class)
-        raise ConfigError(f"RltrainCallback watches SB3's {known}, not "
-                          f"{type(model).__name__}")
-    box_dims(model.observation_space, model.action_space)
-    return None
-
-
 class RltrainCallback(BaseCallback):
     """Watches `learn()` and writes `<log_dir>/<run_name>/`; `config`: rltrain config
     keys for the rules (`monitor`, `diagnostics`, `eval_freq`, `n_eval_episodes`, ...);
@@ -128,38 +82,9 @@ class RltrainCallback(BaseCallback):
     def _init_callback(self) -> None:
         self.entry = check_model(self.model)
 
-    def _watched(self, model: Any) -> tuple[Any, Any, float]:
-        """The model's view, the buffer the diagnostics read and its noise scale."""
-        if self.entry is None:
-            view, self.scale = sb3_view(model)
-            return view, SB3Replay(model.replay_buffer, self.scale, model.device), \
-                noise_scale(model)
-        self.scale = None
-        if self.family != ON_POLICY:
-            return dqn_view(model), SB3Replay(model.replay_buffer, None, model.device), \
-                math.nan
-        view = onpolicy_view(model)
-        # The rollout buffer is emptied each rollout: the diagnostics keep their own.
-        self.kept = ReplayBuffer(KEPT_ROWS, int(model.observation_space.shape[0]),
-                                 len(view.action_low), model.device,
-                                 seed=derive_seed(model.seed or 0, REPLAY))
-        return view, self.kept, math.nan
-
-    def _derived(self, model: Any, start: int) -> dict[str, Any]:
-        """The model's settings as rltrain's config keys, for a run that goes to the end
-        of this learn() call (SB3's total_timesteps counts from its num_timesteps, 0
-        again unless reset_num_timesteps=False; PPO and A2C end on a whole rollout)."""
-        this_call = int(self.locals["total_timesteps"]) - model.num_timesteps
-        if self.entry is None:
-            return sb3_config(model, start + this_call)
-        if self.family == ON_POLICY:
-            rollout = model.n_steps * model.n_envs
-            this_call = -(-this_call // rollout) * rollout
-        return rollout_config(model, self.entry, start + this_call, env_id(model))
-
     def _on_training_start(self) -> None:
         model = self.model
-        view, buffer, noise = self._watched(model)
+        view, buffer, noise, self.scale, self.kept = watched(model, self.entry)
         # The gradients each optimiser steps with: SB3 runs the actor's loss through the
         # critic after the critic's step, so the critic's .grad then is not its own.
         steps = StepGradients({"actor": view.actor, "critic": view.critic})
@@ -167,8 +92,11 @@ class RltrainCallback(BaseCallback):
                                    step_sources=steps.sources.counts)
         continued = self._continuation()
         start = continued.env_steps if continued is not None else model.num_timesteps
-        config = session_config(self.user_config, {**self._derived(model, start),
-                                                   **self.folders})
+        # SB3's total_timesteps counts from its num_timesteps (0 again unless
+        # reset_num_timesteps=False); the run's steps go on from `start`.
+        this_call = int(self.locals["total_timesteps"]) - model.num_timesteps
+        config = session_config(self.user_config, {
+            **derived_config(model, self.entry, start, this_call), **self.folders})
         integration = f"{LIBRARY} {stable_baselines3.__version__} {type(model).__name__}"
         try:
             self.session = Session(config, view, buffer,
@@ -365,4 +293,4 @@ class RltrainCallback(BaseCallback):
                 f"callback=RltrainCallback(run_name=\"{s.paths.name}\"{folders}))")
 
 
-__all__ = ["RltrainCallback", "check_model"]
+__all__ = ["RltrainCallback", "check_model"]  # check_model: integrations/sb3_models.py
