@@ -11,10 +11,12 @@ the last one (losses from SB3's logger, gradients as each optimiser stepped with
 then of the new step. A pause (a rule, or `rltrain pause RUN`) saves the model and its replay
 buffer with SB3's own `save` and `save_replay_buffer`, records why, prints how to go
 on, and stops `learn()` (`_on_step` returns False); the step it stopped at is then not
-in the saved buffer, as with any callback that stops SB3. PPO and A2C stop at the first
-step of a rollout, once the one before has been trained on (their rollout buffer is
-not saved: a step in the middle would lose the rollout's steps, not an update); the
-diagnostics keep the latest transitions they see in a small buffer of their own.
+in the saved buffer, as with any callback that stops SB3. PPO and A2C, asked from
+outside, stop at the first step of a rollout, once the one before has been trained on
+(their rollout buffer is not saved: a step in the middle would lose the rollout's
+steps, not an update); a rule's pause stops them at once, dropping the rollout that
+holds what it found. The diagnostics keep PPO's and A2C's latest transitions in a
+small buffer of their own.
 Training goes on as SB3's does (integrations/continued.py): another `learn()` with the
 callback, or a loaded model learning with a callback of the same run name, continues
 the run's folder.
@@ -209,10 +211,14 @@ class RltrainCallback(BaseCallback):
             self.kept.add(obs, action, reward, next_obs, done and not truncated, truncated)
 
     def _safe_point(self) -> bool:
-        """Whether `learn()` may stop at this step: PPO and A2C at the first step of a
-        rollout (the one before trained on; this step is in no buffer, as SB3 leaves the
-        step a callback stops at), any other at every step."""
-        return self.family != ON_POLICY or self.model.rollout_buffer.pos == 0
+        """Whether `learn()` may stop at this step for the pause asked: PPO and A2C, asked
+        from outside (`rltrain pause`), at the first step of a rollout, the one before
+        trained on (this step is in no buffer, as SB3 leaves the step a callback stops
+        at); for a rule's pause at once, so that the rollout holding what it found (a
+        NaN reward) is dropped, not trained on. Any other algorithm at every step."""
+        if self.family != ON_POLICY or self.model.rollout_buffer.pos == 0:
+            return True
+        return self.session.pause.rule != "outside_request"
 
     def _tell_updates(self) -> None:
         """The updates SB3 made since the last call: one record each, with the losses SB3

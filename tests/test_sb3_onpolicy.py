@@ -162,6 +162,21 @@ def test_rltrain_pause_stops_at_a_safe_point_and_the_printed_lines_continue(
     assert [f["rule"] for f in report["findings"] if f["severity"] != "info"] == []
 
 
+def test_a_rules_pause_stops_ppo_at_once_and_drops_the_rollout_holding_it(tmp_path):
+    """A NaN reward at step 120, in the middle of a 256-step rollout: PPO stops there, the
+    model as the last whole rollout left it (none: its initial weights), never trained
+    on the NaN."""
+    trained = PPO("MlpPolicy", "fake_envs:FakeNaNReward-v0", n_steps=256, batch_size=64,
+                  n_epochs=1, seed=0, device="cpu")
+    trained.learn(1024, callback=RltrainCallback("nan"))
+    assert trained.num_timesteps == 120 and trained._n_updates == 0
+    events = read_jsonl(tmp_path / "logs" / "nan" / "events.jsonl")
+    assert [(e["rule"], e["action"], e["env_steps"]) for e in events] == [
+        ("non_finite", "pause", 120), ("non_finite", "paused", 120)]
+    saved = PPO.load(tmp_path / "checkpoints" / "nan" / "paused_at_step_120.zip", device="cpu")
+    assert all(torch.isfinite(p).all() for p in saved.policy.parameters())
+
+
 def test_an_action_space_it_does_not_watch_is_refused_in_one_line():
     # (an algorithm it does not watch: test_sb3_callback.py)
     multi = PPO("MlpPolicy", "fake_envs:FakeMultiDiscrete-v0", n_steps=16, batch_size=16,
