@@ -1,14 +1,17 @@
-"""Every algorithm rltrain trains, one entry each: its name, a line that says what it is,
+"""Every algorithm rltrain trains or watches, one entry each: its name, a line that says what it is,
 its own config options, how it explores, which target networks it keeps, and the module
 that implements it.
 
 This is the one place that names algorithms: the config schema (the `algo` choices and
 one option section per algorithm), RL Zoo's and Stable-Baselines3's names for an
 option (`option(library=...)`), other tools' names for the "did you mean", the keys a
-checkpoint holds, and which rules judge a run (a rule names a family, `ACTION_NOISE` or
-`MAX_ENTROPY`, or an algorithm) are all read from here. It imports neither torch nor
-the algorithms' modules: commands that must start quickly build the config from it. A
-run loads the module's `IMPLEMENTATION` (agents/base.py) when it builds the agent.
+checkpoint holds, and which rules judge a run (a rule names families, or an algorithm)
+are all read from here. Some entries are watched only: rltrain watches another
+library's training of them (SB3's PPO, A2C and DQN) and never trains them itself; their
+families (`ON_POLICY`, `Q_LEARNING`) tell the rules what such a run is made of. It
+imports neither torch nor the algorithms' modules: commands that must start quickly
+build the config from it. A run loads the module's `IMPLEMENTATION` (agents/base.py)
+when it builds the agent.
 
 Adding an algorithm: its module in `agents/` (the agent and `IMPLEMENTATION`), its
 entry below (with its options dataclass, if it has options), and its configs. An entry
@@ -23,16 +26,74 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-# How an algorithm explores, for what is true of every algorithm of a kind (the collector,
-# the config's noise keys, the rules that judge only some: `RuleSpec.algorithms` may name
-# a family):
+# The families of algorithms, for what is true of every algorithm of a kind (the
+# collector, the config's noise keys, which rules judge a run: `RuleSpec.algorithms` may
+# name a family). Each is described once, by three things a watcher must know of a run:
+# its policy's kind, its value estimate and the data it learns from (`FAMILY_TRAITS`).
 # a deterministic policy, explored with the config's action noise (exploration_noise, ...)
 ACTION_NOISE = "action_noise"
 # a tanh-squashed Gaussian policy that explores by sampling itself, its entropy kept up by
 # a temperature: the options `ent_coef` (fixed, or learnt: "auto") and `target_entropy`
 # (what a learnt one aims at), in the algorithm's own section
 MAX_ENTROPY = "max_entropy"
-FAMILIES = (ACTION_NOISE, MAX_ENTROPY)
+# watched only (another library trains them): a policy gradient on rollouts of the
+# current policy (PPO, A2C), a Gaussian policy for Box actions, a categorical one for
+# Discrete actions, and a state value V as its baseline; no replay buffer
+ON_POLICY = "on_policy"
+# watched only: a Q network over Discrete actions, acted on epsilon-greedily (DQN), fit
+# from a replay buffer
+Q_LEARNING = "q_learning"
+FAMILIES = (ACTION_NOISE, MAX_ENTROPY, ON_POLICY, Q_LEARNING)
+
+# A policy's kind
+DETERMINISTIC, GAUSSIAN, CATEGORICAL, EPSILON_GREEDY = (
+    "a deterministic policy", "a Gaussian policy", "a categorical policy",
+    "an epsilon-greedy choice over Q values")
+# A value estimate
+Q_CRITICS, STATE_VALUE, Q_NETWORK = ("Q critics", "a state value V", "a Q network")
+# The data it learns from
+REPLAY, ROLLOUTS = "a replay buffer", "on-policy rollouts"
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a family's runs are made of."""
+
+    policies: tuple[str, ...]  # its policy's kind (two: by the action space, Box first)
+    value: str                 # its value estimate
+    data: str                  # what it learns from
+    box_actions: bool          # acts in a Box (in the env's units) always
+    discrete_actions: bool     # may act in a Discrete space
+
+    def describe(self) -> str:
+        """In words: "a Gaussian policy or a categorical policy, a state value V,
+        on-policy rollouts"."""
+        return f"{' or '.join(self.policies)}, {self.value}, {self.data}"
+
+
+FAMILY_TRAITS = {
+    ACTION_NOISE: Family((DETERMINISTIC,), Q_CRITICS, REPLAY, True, False),
+    MAX_ENTROPY: Family((GAUSSIAN,), Q_CRITICS, REPLAY, True, False),
+    ON_POLICY: Family((GAUSSIAN, CATEGORICAL), STATE_VALUE, ROLLOUTS, False, True),
+    Q_LEARNING: Family((EPSILON_GREEDY,), Q_NETWORK, REPLAY, False, True),
+}
+
+
+def families_where(value: str | None = None, data: str | None = None,
+                   box_actions: bool | None = None) -> tuple[str, ...]:
+    """The families with these traits, for a rule's `RuleSpec.algorithms`: e.g.
+    `families_where(value=Q_CRITICS)` for a rule that reads a critic's Q of a Box action."""
+    return tuple(name for name, f in FAMILY_TRAITS.items()
+                 if value in (None, f.value) and data in (None, f.data)
+                 and box_actions in (None, f.box_actions))
+
+
+# The families whose value estimate is Q critics of a Box actor's actions in [low, high]
+# (rltrain's own algorithms): what the critic checks, the fit checks and the actor's
+# rules read.
+ACTOR_Q_CRITICS = families_where(value=Q_CRITICS)
+# The families that learn from a replay buffer (its size, its batches' integrity).
+REPLAYED = families_where(data=REPLAY)
 
 
 def option(default: Any, help: str, low: float | None = None, high: float | None = None,
@@ -53,7 +114,9 @@ class Algorithm:
 
     name: str      # the config's `algo` value
     summary: str   # what it is, in a few words (`--help`, the config reference)
-    module: str    # the module whose `IMPLEMENTATION` builds its agent
+    # the module whose `IMPLEMENTATION` builds its agent; None: rltrain does not train it,
+    # it only watches another library's training of it (SB3's PPO, A2C, DQN)
+    module: str | None
     # Its own config section (`td3:`, `sac:`), a frozen dataclass of `option` fields;
     # None: it has none.
     options: type | None = None
@@ -79,8 +142,18 @@ class Algorithm:
         by sampling its own policy."""
         return self.family == ACTION_NOISE
 
+    @property
+    def trained(self) -> bool:
+        """rltrain trains it itself (else it only watches another library's training)."""
+        return self.module is not None
+
+    @property
+    def traits(self) -> Family:
+        return FAMILY_TRAITS[self.family]
+
     def implementation(self) -> Any:
         """The module's `IMPLEMENTATION` (imports torch)."""
+        assert self.module is not None, f"{self.name} is watched only"
         return importlib.import_module(self.module).IMPLEMENTATION
 
     def options_from(self, values: dict[str, Any] | None) -> Any:
@@ -235,6 +308,14 @@ for _entry in (
     Algorithm("tqc", "SAC with quantile critics whose highest target quantiles are dropped",
               "rltrain.agents.tqc", TQCOptions, family=MAX_ENTROPY, targets=("critic",),
               sb3_class="TQC"),
+    # Watched only (RltrainCallback on Stable-Baselines3's classes); `rltrain train`
+    # refuses them (utils/config/cross_checks.py).
+    Algorithm("ppo", "watched only: proximal policy optimisation (SB3's PPO)", None,
+              family=ON_POLICY, targets=(), sb3_class="PPO"),
+    Algorithm("a2c", "watched only: advantage actor-critic (SB3's A2C)", None,
+              family=ON_POLICY, targets=(), sb3_class="A2C"),
+    Algorithm("dqn", "watched only: deep Q-network, Discrete actions (SB3's DQN)", None,
+              family=Q_LEARNING, targets=("critic",), sb3_class="DQN"),
 ):
     register(_entry)
 
@@ -244,6 +325,11 @@ def section_of(config: Any) -> Any:
     the algorithm has no options): what a rule reads instead of naming the algorithm."""
     section = algorithm(config.algo).section
     return None if section is None else getattr(config, section)
+
+
+def trained_names() -> tuple[str, ...]:
+    """The algorithms rltrain trains itself (`rltrain train`'s `algo` choices)."""
+    return tuple(name for name, entry in ALGORITHMS.items() if entry.trained)
 
 
 def algorithm(name: str) -> Algorithm:

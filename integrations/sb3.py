@@ -1,6 +1,6 @@
 """RltrainCallback: rltrain's health rules and flow-1 diagnostics on a Stable-Baselines3
-run (TD3, DDPG, SAC, and sb3-contrib's CrossQ and TQC; Box action spaces; one or more
-envs).
+run: TD3, DDPG, SAC and sb3-contrib's CrossQ and TQC (Box action spaces); PPO and A2C
+(Box or Discrete); DQN (Discrete); one or more envs.
 
     model.learn(50_000, callback=RltrainCallback(run_name="x", log_dir="logs"))
 
@@ -11,9 +11,15 @@ the last one (losses from SB3's logger, gradients as each optimiser stepped with
 then of the new step. A pause (a rule, or `rltrain pause RUN`) saves the model and its replay
 buffer with SB3's own `save` and `save_replay_buffer`, records why, prints how to go
 on, and stops `learn()` (`_on_step` returns False); the step it stopped at is then not
-in the saved buffer, as with any callback that stops SB3. Training goes on as SB3's does
-(integrations/continued.py): another `learn()` with the callback, or a loaded model
-learning with a callback of the same run name, continues the run's folder.
+in the saved buffer, as with any callback that stops SB3. PPO and A2C, asked from
+outside, stop at the first step of a rollout, once the one before has been trained on
+(their rollout buffer is not saved: a step in the middle would lose the rollout's
+steps, not an update); a rule's pause stops them at once, dropping the rollout that
+holds what it found. The diagnostics keep PPO's and A2C's latest transitions in a
+small buffer of their own.
+Training goes on as SB3's does (integrations/continued.py): another `learn()` with the
+callback, or a loaded model learning with a callback of the same run name, continues
+the run's folder.
 """
 
 from __future__ import annotations
@@ -23,51 +29,32 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import gymnasium as gym
+import numpy as np
 
 try:
     import stable_baselines3
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 except ImportError:
     raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
                       'pip install "rltrain[sb3]"') from None
 
-from rltrain.agents.registry import ALGORITHMS
+from rltrain.agents.registry import ON_POLICY, Algorithm
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
 from rltrain.integrations.sb3_env_watch import EnvWatch
+from rltrain.integrations.sb3_models import LOSSES, check_model, derived_config, watched
 from rltrain.integrations.sb3_settings import SB3Keys
-from rltrain.integrations.sb3_view import (
-    PolicyTap,
-    SB3Replay,
-    noise_scale,
-    sb3_config,
-    sb3_view,
-)
+from rltrain.integrations.sb3_view import PolicyTap
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
-from rltrain.integrations.watcher import box_dims
-from rltrain.utils.errors import ConfigError, UserError
+from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.run.folders import RunPaths
+from rltrain.utils.run.health import is_finite
 from rltrain.utils.run.progress import say
 from rltrain.utils.run.status import read_status
+from rltrain.utils.training.replay_buffer import ReplayBuffer
 
 LIBRARY = "stable-baselines3"  # how status.json's `integration` begins
-LOSSES = {"train/critic_loss": "critic_loss", "train/actor_loss": "actor_loss"}
-
-
-def check_model(model: Any) -> None:
-    """TD3, DDPG, SAC, CrossQ, TQC or alike: off-policy, a replay buffer, an actor and a
-    critic, Box actions. Anything else is a ConfigError naming what is missing."""
-    name = type(model).__name__
-    if not isinstance(model, OffPolicyAlgorithm) or not hasattr(model, "critic") \
-            or not hasattr(model, "actor"):
-        known = ", ".join(e.sb3_class for e in ALGORITHMS.values() if e.sb3_class)
-        raise ConfigError(f"RltrainCallback watches SB3's actor-critic off-policy "
-                          f"algorithms ({known}), not {name}")
-    box_dims(model.observation_space, model.action_space)
-
-
 class RltrainCallback(BaseCallback):
     """Watches `learn()` and writes `<log_dir>/<run_name>/`; `config`: rltrain config
     keys for the rules (`monitor`, `diagnostics`, `eval_freq`, `n_eval_episodes`, ...);
@@ -85,15 +72,21 @@ class RltrainCallback(BaseCallback):
         self.session: Session | None = None
         self.watched: Any = None  # the model whose run it is
         self.tap: PolicyTap | None = None
-        self.paused_files: tuple[Path, Path] | None = None  # model, replay buffer
+        self.paused_files: tuple[Path, Path | None] | None = None  # model, replay buffer
         self._updates_seen = 0
+        self.entry: Algorithm | None = None  # a watched-only algorithm (None: actor-critic)
+        self.kept: ReplayBuffer | None = None  # PPO's, A2C's latest transitions
+
+    @property
+    def family(self) -> str | None:
+        return None if self.entry is None else self.entry.family
 
     def _init_callback(self) -> None:
-        check_model(self.model)
+        self.entry = check_model(self.model)
 
     def _on_training_start(self) -> None:
         model = self.model
-        view, self.scale = sb3_view(model)
+        view, buffer, noise, self.scale, self.kept = watched(model, self.entry)
         # The gradients each optimiser steps with: SB3 runs the actor's loss through the
         # critic after the critic's step, so the critic's .grad then is not its own.
         steps = StepGradients({"actor": view.actor, "critic": view.critic})
@@ -105,13 +98,12 @@ class RltrainCallback(BaseCallback):
         # reset_num_timesteps=False); the run's steps go on from `start`.
         this_call = int(self.locals["total_timesteps"]) - model.num_timesteps
         config = session_config(self.user_config, {
-            **sb3_config(model, start + this_call), **self.folders})
+            **derived_config(model, self.entry, start, this_call), **self.folders})
         integration = f"{LIBRARY} {stable_baselines3.__version__} {type(model).__name__}"
         try:
-            self.session = Session(config, view, SB3Replay(model.replay_buffer, self.scale,
-                                                           model.device),
+            self.session = Session(config, view, buffer,
                                    int(model.observation_space.shape[0]), self._save,
-                                   integration, self.eval_env, noise_scale(model), start,
+                                   integration, self.eval_env, noise, start,
                                    model._n_updates, continued, SB3Keys(model).finding)
         except BaseException:
             steps.close()
@@ -121,7 +113,8 @@ class RltrainCallback(BaseCallback):
         self._updates_seen = model._n_updates
         self.view = view
         self.step_gradients = steps
-        self.tap = PolicyTap(model, self.scale) if hasattr(model.actor, "mu") else None
+        self.tap = (PolicyTap(model, self.scale) if hasattr(getattr(model, "actor", None), "mu")
+                    else None)
         if model.env is not None and not isinstance(model.env, EnvWatch):
             model.env = EnvWatch(model.env, self._env_failed)  # until this learn() ends
 
@@ -184,7 +177,10 @@ class RltrainCallback(BaseCallback):
         s.step_end()
         obs, loc = self.model._last_obs, self.locals  # _last_obs: before this step
         new_obs, rewards, dones, infos = loc["new_obs"], loc["rewards"], loc["dones"], loc["infos"]
-        actions = loc["actions"]  # in env units (buffer_actions are SB3's [-1, 1])
+        # in env units (off-policy buffer_actions are SB3's [-1, 1]; PPO's and A2C's
+        # `actions` are its Gaussian's draws, `clipped_actions` what the env was given)
+        actions = loc["clipped_actions"] if self.family == ON_POLICY else loc["actions"]
+        actions = np.asarray(actions).reshape(len(dones), -1)
         if tap is None:
             s.sample(obs)
         elif out is not None:
@@ -199,10 +195,30 @@ class RltrainCallback(BaseCallback):
                    new_obs[env] if final is None else final, done and not truncated, truncated,
                    s.terms.of_env(info), *((None, None) if drawn is None
                                            else (drawn[0][env], drawn[1][env])))
-        if s.pause is None:
+            if self.kept is not None:
+                self._keep(obs[env], actions[env], float(rewards[env]),
+                           new_obs[env] if final is None else final, done, truncated)
+        if s.pause is None or not self._safe_point():
             return True
         self._pause()
         return False
+
+    def _keep(self, obs: np.ndarray, action: np.ndarray, reward: float, next_obs: np.ndarray,
+              done: bool, truncated: bool) -> None:
+        """One env's transition into the diagnostics' own buffer, if finite (as rltrain's
+        replay buffer takes them)."""
+        if is_finite(next_obs, action, reward):
+            self.kept.add(obs, action, reward, next_obs, done and not truncated, truncated)
+
+    def _safe_point(self) -> bool:
+        """Whether `learn()` may stop at this step for the pause asked: PPO and A2C, asked
+        from outside (`rltrain pause`), at the first step of a rollout, the one before
+        trained on (this step is in no buffer, as SB3 leaves the step a callback stops
+        at); for a rule's pause at once, so that the rollout holding what it found (a
+        NaN reward) is dropped, not trained on. Any other algorithm at every step."""
+        if self.family != ON_POLICY or self.model.rollout_buffer.pos == 0:
+            return True
+        return self.session.pause.rule != "outside_request"
 
     def _tell_updates(self) -> None:
         """The updates SB3 made since the last call: one record each, with the losses SB3
@@ -213,7 +229,8 @@ class RltrainCallback(BaseCallback):
             return
         self._updates_seen = self.model._n_updates
         logged = self.model.logger.name_to_value
-        metrics = {name: float(logged[key]) for key, name in LOSSES.items() if key in logged}
+        metrics = {name: float(logged[key]) for key, name in LOSSES[self.family].items()
+                   if key in logged}
         metrics.update(self.step_gradients.norms())
         for _ in range(done):
             self.session.update(metrics)
@@ -224,7 +241,10 @@ class RltrainCallback(BaseCallback):
         if s is not None and not s.closed:
             self._tell_updates()
             s.step_end()
-            s.close("finished")
+            if s.pause is not None:  # asked for in PPO's last rollout: its end is safe
+                self._pause()
+            else:
+                s.close("finished")
         self._close_watchers()
 
     def _close_watchers(self) -> None:
@@ -239,9 +259,11 @@ class RltrainCallback(BaseCallback):
             self.model.save(path)
             return path
         path = paths.checkpoint_dir / f"paused_at_step_{env_steps}.zip"
-        buffer = path.with_name(f"paused_at_step_{env_steps}_replay_buffer.pkl")
         self.model.save(path)
-        self.model.save_replay_buffer(buffer)
+        buffer = None
+        if self.family != ON_POLICY:  # PPO's and A2C's rollouts start afresh
+            buffer = path.with_name(f"paused_at_step_{env_steps}_replay_buffer.pkl")
+            self.model.save_replay_buffer(buffer)
         self.paused_files = (path, buffer)
         return path
 
@@ -267,12 +289,14 @@ class RltrainCallback(BaseCallback):
         # evaluations (early stopping, the Q check) and with other rules.
         folders += f", config={self.user_config!r}" if self.user_config else ""
         folders += ", eval_env=eval_env" if self.eval_env is not None else ""
-        return (f"  model: {model_file}\n  replay buffer: {buffer_file}\n"
-                f"  once the cause is fixed, continue the run with:\n"
-                f"    model = {type(self.model).__name__}.load(\"{model_file}\", env=env)\n"
-                f"    model.load_replay_buffer(\"{buffer_file}\")\n"
+        files = f"  model: {model_file}\n"
+        load = f"    model = {type(self.model).__name__}.load(\"{model_file}\", env=env)\n"
+        if buffer_file is not None:
+            files += f"  replay buffer: {buffer_file}\n"
+            load += f"    model.load_replay_buffer(\"{buffer_file}\")\n"
+        return (f"{files}  once the cause is fixed, continue the run with:\n{load}"
                 f"    model.learn({left}, reset_num_timesteps=False, "
                 f"callback=RltrainCallback(run_name=\"{s.paths.name}\"{folders}))")
 
 
-__all__ = ["RltrainCallback", "check_model"]
+__all__ = ["RltrainCallback", "check_model"]  # check_model: integrations/sb3_models.py

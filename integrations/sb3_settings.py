@@ -100,7 +100,8 @@ class SB3Keys:
     """A finding's `suggested_set` in SB3's constructor arguments for one model."""
 
     def __init__(self, model: Any) -> None:
-        self.n_envs, self.train_freq = model.n_envs, model.train_freq
+        # PPO and A2C have no train_freq: they update after each rollout
+        self.n_envs, self.train_freq = model.n_envs, getattr(model, "train_freq", None)
         self.action_dim = int(np.prod(model.action_space.shape))
 
     def translate(self, suggested: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -122,7 +123,8 @@ class SB3Keys:
                 sb3["action_noise"] = {"type": "NormalActionNoise", "sigma": value}
             elif key == "hidden_sizes":
                 sb3.setdefault("policy_kwargs", {})["net_arch"] = list(value)
-            elif key == "utd_ratio" and self.train_freq.unit.value == "step":
+            elif (key == "utd_ratio" and self.train_freq is not None
+                  and self.train_freq.unit.value == "step"):
                 sb3["gradient_steps"] = int(value) * self.train_freq.frequency * self.n_envs
             else:
                 missing.append(key)

@@ -46,11 +46,12 @@ class Scale:
 
 class SB3Replay:
     """SB3's ReplayBuffer read in place, with what the diagnostics use of rltrain's
-    (`len`, `capacity`, `newest`). Reading in place costs nothing per env step; a copy
+    (`len`, `capacity`, `newest`); `scale`: SB3's [-1, 1] actions to the env's (None:
+    DQN's actions, which SB3 keeps as they are). Reading in place costs nothing per env step; a copy
     filled as transitions arrive would cost a row write per step and the memory twice.
     Rows are ordered as rltrain's vector envs add them: step by step, env by env."""
 
-    def __init__(self, buffer: Any, scale: Scale, device: torch.device) -> None:
+    def __init__(self, buffer: Any, scale: Scale | None, device: torch.device) -> None:
         self.buffer, self.scale, self.device = buffer, scale, device
         self.capacity = buffer.buffer_size * buffer.n_envs
 
@@ -70,8 +71,10 @@ class SB3Replay:
         else:
             next_obs = b.next_observations[pos]
         terminated = b.dones[pos] * (1.0 - b.timeouts[pos])
-        columns = (b.observations[pos], self.scale.to_env_np(b.actions[pos]), b.rewards[pos],
-                   next_obs, terminated)
+        actions = b.actions[pos]  # a Discrete action's index as it is (DQN's)
+        if self.scale is not None:
+            actions = self.scale.to_env_np(actions)
+        columns = (b.observations[pos], actions, b.rewards[pos], next_obs, terminated)
         return Batch(*(torch.as_tensor(
             np.asarray(c, np.float32).reshape(k * b.n_envs, -1)[-n:], device=self.device)
             for c in columns))

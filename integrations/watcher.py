@@ -45,9 +45,14 @@ def box_dims(observation_space: Any, action_space: Any) -> tuple[int, int]:
     if not isinstance(action_space, spaces.Box) or len(action_space.shape) != 1:
         raise ConfigError(f"rltrain watches continuous control: the action space must be a "
                           f"1-D Box, not {action_space}")
+    return observation_dim(observation_space), int(action_space.shape[0])
+
+
+def observation_dim(observation_space: Any) -> int:
+    """obs_dim of a flat Box space; anything else is a ConfigError."""
     if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
         raise ConfigError(f"the observation space must be a 1-D Box, not {observation_space}")
-    return int(observation_space.shape[0]), int(action_space.shape[0])
+    return int(observation_space.shape[0])
 
 
 class Watcher:

@@ -51,6 +51,17 @@ class DiscreteEnv(PointEnv):
         self.action_space = spaces.Discrete(3)
 
 
+class MultiDiscreteEnv(PointEnv):
+    """Two discrete choices at each step: a space the SB3 callback does not watch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.action_space = spaces.MultiDiscrete([3, 3])
+
+    def step(self, action):
+        return super().step(np.asarray(action[:1], np.float32))
+
+
 class NaNReward(gym.Wrapper):
     """Pendulum whose reward is NaN at one step of every episode (a planted fault)."""
 
@@ -520,6 +531,7 @@ gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
              kwargs={"delay": 30.0, "after": 100})
 gym.register("FakeSlowClosingPendulum-v0", entry_point=SlowClosingPendulum)
 gym.register("FakeDiscrete-v0", entry_point=DiscreteEnv)
+gym.register("FakeMultiDiscrete-v0", entry_point=MultiDiscreteEnv)
 gym.register("FakeBusyPendulum-v0", entry_point=BusyPendulum)
 gym.register("FakeGatedPendulum-v0", entry_point=GatedPendulum)
 gym.register("FakeCrashingPendulum-v0", entry_point=CrashingPendulum)

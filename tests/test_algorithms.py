@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rltrain.agents.registry import ALGORITHMS
+from rltrain.agents.registry import ALGORITHMS, trained_names
 from rltrain.scripts.cli import cli
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
@@ -23,9 +23,12 @@ from conftest import tiny_config
 
 
 def test_the_config_offers_every_registered_algorithm_and_its_own_section():
-    assert set(ALGORITHMS) == {"ddpg", "td3", "sac", "crossq", "tqc"}
+    assert set(ALGORITHMS) == {"ddpg", "td3", "sac", "crossq", "tqc", "ppo", "a2c", "dqn"}
+    assert trained_names() == ("ddpg", "td3", "sac", "crossq", "tqc")
     for name, entry in ALGORITHMS.items():
-        config = config_from_dict({"algo": name})
+        # A watched-only algorithm names a run another library trains (its `library`).
+        watched = {} if entry.trained else {"library": {"algorithm": name.upper()}}
+        config = config_from_dict({"algo": name, **watched})
         assert config.algo == name
         if entry.section is not None:  # its section, with the options' defaults
             section = getattr(config, entry.section)
@@ -147,7 +150,7 @@ def built(tmp_path: Path, algo: str, seed: int = 0):
     return agent, batch
 
 
-@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+@pytest.mark.parametrize("algo", sorted(trained_names()))
 def test_every_algorithm_fills_in_the_whole_interface(tmp_path, algo):
     """What the run, the collector, the env runners and the diagnostics call, and every
     network in eval mode between updates (agents/base.py `Agent`)."""

@@ -56,7 +56,9 @@ def test_missing_config_names_the_shipped_ones():
     ({"safe_mode": "yes please"}, "'safe_mode' must be true or false"),
     ({"safe_mode": 1}, "'safe_mode' must be true or false"),
     ({"device": "tpu"}, "'device' must be one of auto, cpu, cuda"),
-    ({"algo": "ppo"}, "'algo' must be one of ddpg, td3, sac"),
+    ({"algo": "trpo"}, "'algo' must be one of ddpg, td3, sac"),
+    ({"algo": "ppo"}, "^algo ppo is watched, not trained, by rltrain: train it with "
+                      "Stable-Baselines3 and RltrainCallback"),
     ({"hidden_sizes": []}, "'hidden_sizes' must be a non-empty list"),
     ({"hidden_sizes": [64, 0]}, r"'hidden_sizes\[1\]' must be an integer >= 1"),
     ({"exploration_noise": float("nan")}, "'exploration_noise' must be a number >= 0"),

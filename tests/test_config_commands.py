@@ -69,7 +69,8 @@ def test_each_flag_is_its_set(tmp_path, flag, key, value):
     (["--steps", "500", "--set", "max_timesteps=600"],
      "--steps and --set max_timesteps=... both given; use one of them"),
     (["--seed", "abc"], "config key 'seed' must be an integer >= 0; got 'abc'"),
-    (["--algo", "ppo"], "'algo' must be one of ddpg, td3, sac"),
+    (["--algo", "trpo"], "'algo' must be one of ddpg, td3, sac"),
+    (["--algo", "dqn"], "algo dqn is watched, not trained, by rltrain"),
 ])
 def test_a_bad_or_doubled_flag_is_one_line_and_exit_2(tmp_path, args, message):
     for command in (["train", "--config", str(write_config(tmp_path))], ["config", "show"]):

@@ -49,8 +49,9 @@ def test_every_independent_problem_is_named_in_the_config_s_order():
      "config key 'max_timesteps' must be an integer >= 1; got 'abc'"),
     ({"batch_size": "big", "replay_buffer_size": 10},
      "config key 'batch_size' must be an integer >= 1; got 'big'"),
-    ({"algo": "ppo", "exploration_noise": 0.3, "sac": {"ent_coef": 0.1}},
-     "config key 'algo' must be one of ddpg, td3, sac, crossq, tqc; got 'ppo'"),
+    ({"algo": "trpo", "exploration_noise": 0.3, "sac": {"ent_coef": 0.1}},
+     "config key 'algo' must be one of ddpg, td3, sac, crossq, tqc, ppo, a2c, dqn; got "
+     "'trpo'"),
     ({"monitor": 5}, "config section 'monitor' must be a mapping, got 5 (int)"),
 ])
 def test_a_bad_value_skips_the_checks_that_read_it(raw, only):

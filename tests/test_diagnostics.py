@@ -381,8 +381,10 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert set(report) == {"run", "most_likely_cause", "findings", "diagnostics_enabled",
-                           "unjudged", "verifications", "reward_terms"}
+                           "unjudged", "not_judged_for", "verifications", "reward_terms"}
     assert report["run"] == "r"
+    # DDPG's run: the rules of SAC's temperature do not judge it
+    assert report["not_judged_for"]["rules"] == ["entropy_collapse", "entropy_temperature"]
     assert report["diagnostics_enabled"] is True
     assert report["findings"]
     for finding in report["findings"]:

@@ -573,3 +573,21 @@ def test_a_reward_paid_at_few_steps_is_a_sparse_warning_not_spikes():
     assert RewardSpikes(context).check(9, stats, 20) == []
     for dense in (rng.normal(-5.0, 2.0, 4000), np.full(4000, -1.0)):
         assert SparseReward(context).check(9, reward_stats(dense, returns()), 20) == []
+
+
+@pytest.mark.parametrize("terminated, fires", [(False, True), (True, False)])
+def test_a_constant_reward_carries_the_signal_where_episodes_end_terminated(terminated, fires):
+    """CartPole's +1 a step until the pole falls: the return is the episode's length,
+    which the actions decide; the same +1 cut only by a time limit says nothing."""
+    from rltrain.utils.diagnosis.rules.reward_rules import ConstantReward
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
+
+    analyzer = RewardAnalyzer(window=5)
+    for length in (12, 30, 9, 51, 20):
+        for _ in range(length):
+            analyzer.add(1.0)
+        analyzer.end_episode(terminated=terminated and length != 51)  # one truncated
+    stats = analyzer.stats()
+    assert stats["cv"] == 0.0
+    rule = ConstantReward(RuleContext(config_from_dict({}), 3, 1))
+    assert bool(rule.check(100, stats, 5)) == fires

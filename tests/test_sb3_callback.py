@@ -14,7 +14,7 @@ import pytest
 import torch
 import yaml
 from click.testing import CliRunner
-from stable_baselines3 import DQN, SAC, TD3
+from stable_baselines3 import SAC, TD3
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
@@ -254,13 +254,14 @@ def test_two_vector_envs_count_each_envs_step_and_episode(tmp_path):
                                2.0 * (b.actions[148:150].reshape(4, 1)[1:] + 1.0), atol=1e-6)
 
 
-def test_an_algorithm_without_actor_and_critic_is_refused_in_one_line():
-    model = DQN("MlpPolicy", "fake_envs:FakeDiscrete-v0", learning_starts=10, device="cpu")
-    with pytest.raises(ConfigError, match=r"^RltrainCallback watches SB3's actor-critic "
-                                          r"off-policy algorithms \(DDPG, TD3, SAC, CrossQ, "
-                                          r"TQC\), not DQN$"):
-        model.learn(20, callback=RltrainCallback("dqn"))
-    assert not Path("logs/dqn").exists()
+def test_an_algorithm_it_does_not_watch_is_refused_in_one_line():
+    from sb3_contrib import QRDQN  # off-policy, a quantile network: neither family's
+
+    model = QRDQN("MlpPolicy", "fake_envs:FakeDiscrete-v0", learning_starts=10, device="cpu")
+    with pytest.raises(ConfigError, match=r"^RltrainCallback watches SB3's DDPG, TD3, SAC, "
+                                          r"CrossQ, TQC, PPO, A2C, DQN, not QRDQN$"):
+        model.learn(20, callback=RltrainCallback("qrdqn"))
+    assert not Path("logs/qrdqn").exists()
 
 
 def test_without_sb3_the_module_says_what_to_install(monkeypatch):

@@ -14,7 +14,7 @@ from typing import Any
 import click
 import yaml
 
-from rltrain.agents.registry import ALGORITHMS
+from rltrain.agents.registry import trained_names
 from rltrain.utils.config.resolve import ConfigRequest, resolve_config
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.errors import ConfigError
@@ -22,7 +22,7 @@ from rltrain.utils.errors import ConfigError
 # flag name -> (config key, metavar)
 FLAGS: dict[str, tuple[str, str]] = {
     "env": ("env_name", "ID"),
-    "algo": ("algo", "|".join(ALGORITHMS)),
+    "algo": ("algo", "|".join(trained_names())),
     "seed": ("seed", "N"),
     "steps": ("max_timesteps", "N"),
     "device": ("device", "auto|cpu|cuda"),

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from rltrain.agents.registry import ALGORITHMS, algorithm
+from rltrain.agents.registry import ALGORITHMS, algorithm, trained_names
 from rltrain.utils.config.fields import rules_of
 from rltrain.utils.config.problems import Problems
 from rltrain.utils.config.schema import TrainConfig
@@ -67,6 +67,15 @@ def _options_of_the_algorithm(config: TrainConfig, raw: dict[str, Any]) -> None:
             entry.options_from(dataclasses.asdict(getattr(config, entry.section)))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+
+def _watched_only(config: TrainConfig, raw: dict[str, Any]) -> None:
+    """A watched-only algorithm (SB3's PPO, A2C, DQN) names a run another library trains
+    (its settings in `library`); rltrain cannot train one itself."""
+    if not algorithm(config.algo).trained and not config.library:
+        raise ConfigError(f"algo {config.algo} is watched, not trained, by rltrain: train it "
+                          f"with Stable-Baselines3 and RltrainCallback (docs/integrations.md); "
+                          f"rltrain trains {', '.join(trained_names())}")
 
 
 def _tau_needs_a_target(config: TrainConfig, raw: dict[str, Any]) -> None:
@@ -184,6 +193,7 @@ CHECKS: tuple[tuple[tuple[str, ...], Check], ...] = (
     (("learning_starts", "max_timesteps"), _learning_starts_before_the_end),
     (("algo",), _sections_of_the_algorithm),
     (("algo",), _options_of_the_algorithm),
+    (("algo", "library"), _watched_only),
     (("tau", "algo"), _tau_needs_a_target),
     (("algo", *NOISE_KEYS), _action_noise),
     (("noise_decay_steps", "exploration_noise_final"), _noise_decay_has_an_end),

@@ -70,7 +70,7 @@ class Flow1Diagnostics(Hook):
         self.terms = reward_terms.TermWindow(self.settings.window_size)
         self.terms_rule = RewardTerms(context)
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
-                                  training_envs(config))
+                                  training_envs(config), agent.discrete_actions)
         self.collecting_before_eval = self.map.collecting  # see on_eval_start
         self.runners = config.num_workers > 0  # the envs step in Ray env runners
         self.gradients = GradientWatch(context, buffer, logger, paths, self._report)
@@ -216,6 +216,21 @@ class Flow1Diagnostics(Hook):
     def on_eval(self, evaluation: Evaluation) -> None:
         env_steps, result = evaluation.env_steps, evaluation.result
         self.map.collecting = self.collecting_before_eval
+        if self._judges_critic():
+            self._critic_checks(env_steps, result)
+        baseline = self.eval_drop.update(result.mean)
+        if baseline is not None:
+            self._trace(env_steps, f"eval return {result.mean:.1f} fell below its baseline "
+                                   f"{baseline:.1f}")
+
+    def _judges_critic(self) -> bool:
+        """Whether the critic checks judge this run's algorithm: not one without Q critics
+        of a Box actor's actions (DQN, PPO: `RuleSpec.algorithms`), whose networks they
+        could not read."""
+        return any(self.critic_checks[name].spec.judges(self.config.algo)
+                   for name in ("q_overestimation", "dead_relu"))
+
+    def _critic_checks(self, env_steps: int, result: Any) -> None:
         with self.paused_collection():
             q = critic.q_overestimation(self.agent, result, self.config.gamma,
                                              self.reward.max_abs)
@@ -229,10 +244,6 @@ class Flow1Diagnostics(Hook):
         checks = self.critic_checks
         self.pending += (checks["q_overestimation"].check(env_steps, q, self.agent.updates())
                          + checks["dead_relu"].check(env_steps, dead))
-        baseline = self.eval_drop.update(result.mean)
-        if baseline is not None:
-            self._trace(env_steps, f"eval return {result.mean:.1f} fell below its baseline "
-                                   f"{baseline:.1f}")
 
     def _trace(self, env_steps: int, reason: str) -> None:
         """A return drop: recorded (`rltrain diagnose` lists it), then traced unless a
@@ -254,16 +265,22 @@ class Flow1Diagnostics(Hook):
         image = plots.heatmap(view, folder / f"heatmap_step_{env_steps}.png", self.low,
                               self.high)
         self.logger.image("flow1/heatmap", image, env_steps)
-        saturation = self.map.saturation()
+        # Actions at the bounds of a Box; none where its rule does not judge the algorithm
+        # (a Discrete action space has no bounds to saturate).
+        saturated = self.critic_checks["action_saturation"]
+        saturation = (self.map.saturation() if saturated.spec.judges(self.config.algo)
+                      else None)
         clusters = view.summary()
         write_json(folder / f"clusters_step_{env_steps}.json", clusters)
-        self.logger.scalars(env_steps, {"flow1/action_saturation": saturation,
-                                        "flow1/sample_rate": self.map.sample_rate()})
+        self.logger.scalars(env_steps, {"flow1/sample_rate": self.map.sample_rate(),
+                                        **({} if saturation is None else
+                                           {"flow1/action_saturation": saturation})})
         self.logger.diagnostic("heatmap", env_steps, action_saturation=saturation,
                                png=str(folder / f"heatmap_step_{env_steps}.png"),
                                verdicts={k: len(v) for k, v in view.verdicts.items()})
         self._cluster_findings(env_steps, view)
-        self.pending += self.critic_checks["action_saturation"].check(env_steps, saturation)
+        if saturation is not None:
+            self.pending += saturated.check(env_steps, saturation)
 
     def _cluster_findings(self, env_steps: int, view: ClusterView) -> None:
         for rule, found in view.verdicts.items():

@@ -55,3 +55,7 @@ class AgentView:
     # sampled_batches.py): the newest capture's statistics (None: none yet) and how many
     # captures so far. None: not watched; rltrain's own buffer is not.
     sampled_batches: Callable[[], tuple[dict[str, Any] | None, int]] | None = None
+    # A Discrete(n) action space's n: its actions are indices, one number in
+    # [action_low, action_high] = [start - 0.5, start + n - 0.5], and the state-action
+    # map gives each its own bin. None: a Box.
+    discrete_actions: int | None = None

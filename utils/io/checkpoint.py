@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-from rltrain.agents.registry import ALGORITHMS, algorithm
+from rltrain.agents.registry import algorithm, trained_names
 from rltrain.utils.errors import CheckpointError, OutputError, os_error_in
 from rltrain.utils.io.checkpoint_bounds import check_bounds
 from rltrain.utils.io.checkpoint_folder import RLLIB_MARK, folder_message
@@ -91,9 +91,9 @@ def checkpoint_algo(data: dict[str, Any], path: object = "") -> str:
     know, or a record that disagrees with the config, is a CheckpointError."""
     config = data.get("config") if isinstance(data.get("config"), dict) else {}
     algo = data.get("algo", config.get("algo", "ddpg"))
-    if not isinstance(algo, str) or algo not in ALGORITHMS:
+    if not isinstance(algo, str) or algo not in trained_names():
         raise CheckpointError(f"checkpoint '{path}' names algo {algo!r}, which this rltrain "
-                              f"does not train (it trains {', '.join(ALGORITHMS)})")
+                              f"does not train (it trains {', '.join(trained_names())})")
     if config.get("algo", algo) != algo:
         raise CheckpointError(f"checkpoint '{path}' holds a {algo} agent but its config says "
                               f"algo {config.get('algo')!r}")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from rltrain.utils.config.schema import TrainConfig
-from rltrain.utils.diagnosis.rules.registry import rule_hooks
+from rltrain.utils.diagnosis.rules.registry import not_judging, rule_hooks
 from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook
 from rltrain.utils.diagnosis.watch import Flow1Diagnostics, NoDiagnostics
 from rltrain.utils.hooks.agent_view import AgentView
@@ -123,6 +123,7 @@ class RunHooks:
     diagnostics: Flow1Diagnostics | NoDiagnostics
     rules: list[RuleHook]
     driver: list[Hook] = field(default_factory=list)  # progress, a sweep's reporter
+    algo: str = "ddpg"  # the run's algorithm: which rules judge it
 
     @classmethod
     def build(cls, config: TrainConfig, obs_dim: int, action_dim: int, view: AgentView,
@@ -135,7 +136,8 @@ class RunHooks:
         record = getattr(diagnostics, "record_rule", None)
         extra = {} if record is None else {"record": record}
         return cls(metrics, health, diagnostics,
-                   rule_hooks(RuleContext(config, obs_dim, action_dim, view, extra=extra)))
+                   rule_hooks(RuleContext(config, obs_dim, action_dim, view, extra=extra)),
+                   algo=config.algo)
 
     def ordered(self) -> list[Hook]:
         return [self.metrics, *self.health.hooks, self.diagnostics, *self.rules,
@@ -154,7 +156,8 @@ class RunHooks:
         """The rules that could not judge the run, for `rltrain diagnose` (flow1.jsonl,
         which a run with its diagnostics off leaves empty)."""
         if not isinstance(self.diagnostics, NoDiagnostics):
-            logger.diagnostic("unjudged", env_steps, rules=self.unjudged())
+            logger.diagnostic("unjudged", env_steps, rules=self.unjudged(),
+                              not_for_algo=not_judging(self.algo))
 
     def rule_states(self) -> HookList:
         """The rules' hooks (the health rules' too) as one list whose state_dict a

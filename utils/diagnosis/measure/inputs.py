@@ -162,7 +162,7 @@ class InputChecks:
         if not self.started:
             self.started = True
             self.report(self.rules["small_replay"].check(env_steps))
-            if updates == 1:
+            if updates == 1 and self.rules["ignored_action"].spec.judges(self.config.algo):
                 self._measure_action_effect(env_steps)
             self.report(self.rules["ignored_action"].check(env_steps, self.effect))
         if (updates - 1) % self.settings.grad_freq == 0:

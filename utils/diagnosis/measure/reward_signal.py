@@ -147,7 +147,8 @@ class RewardAnalyzer:
         lengths = np.array([len(e) for e in self.episodes], dtype=np.float64)
         return {**reward_stats(rewards, returns, judged), "max_abs": self.max_abs,
                 "typical_abs": typical, "typical_from_warmup": float(source == "warm-up"),
-                "length_r2": length_r2(returns, lengths)}
+                "length_r2": length_r2(returns, lengths),
+                "terminated_share": float(np.mean(self.terminated))}
 
     def state_dict(self) -> dict[str, Any]:
         import torch

@@ -6,7 +6,8 @@ the clustering happens later. At each heatmap, the states
 are clustered by k-means (SciPy's `kmeans2` the first time, then each centre follows
 the running mean of the states it is given, so cluster ids and regions persist between
 heatmaps) and each action dimension is cut into fixed bins over the action range (so a
-column means the same action in every heatmap).
+column means the same action in every heatmap). A Discrete(n) action (its index) has n
+bins, one per action: a cluster's row counts the actions the policy chose there.
 Each cluster gets P(bin | cluster) and a verdict: fixated (one bin >= 0.95), chaotic
 (normalised entropy >= 0.9) or blind (no bin reaches a clear preference).
 
@@ -63,8 +64,12 @@ class StateActionMap:
     """Samples (state, action) from the actor and turns them into cluster verdicts."""
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
-                 settings: Any, gamma: float, seed: int, num_envs: int = 1) -> None:
+                 settings: Any, gamma: float, seed: int, num_envs: int = 1,
+                 bins: int | None = None) -> None:
+        """`bins`: per action dimension (None: `settings.action_bins`); a Discrete(n)
+        action space's n, one bin per action, over its [start - 0.5, start + n - 0.5]."""
         self.settings, self.gamma = settings, gamma
+        self.bins = bins or settings.action_bins
         self.low, self.high = action_low.astype(np.float64), action_high.astype(np.float64)
         n = settings.max_samples
         self.states = np.zeros((n, obs_dim), dtype=np.float32)
@@ -174,8 +179,7 @@ class StateActionMap:
 
     def _view(self, env_steps: int, states: np.ndarray, actions: np.ndarray,
               rtg: np.ndarray, labels: np.ndarray, k: int) -> ClusterView:
-        s = self.settings
-        bins = s.action_bins
+        bins = self.bins
         scaled = (actions - self.low) / (self.high - self.low)
         binned = np.clip((scaled * bins).astype(int), 0, bins - 1)  # [N, action_dim]
         counts = np.bincount(labels, minlength=k)

@@ -82,7 +82,8 @@ def diagnose(log_dir: Path) -> dict[str, Any]:
         found = sorted([*found, drops], key=finding_rank)
     return {"run": log_dir.name, "most_likely_cause": cause_line(found), "findings": found,
             "diagnostics_enabled": _diagnostics_enabled(log_dir),
-            "unjudged": unjudged(log_dir), "verifications": verifications(log_dir),
+            "unjudged": unjudged(log_dir), "not_judged_for": not_judged_for(log_dir),
+            "verifications": verifications(log_dir),
             "reward_terms": latest_terms(log_dir)}
 
 
@@ -114,6 +115,14 @@ def unjudged(log_dir: Path) -> dict[str, str]:
     why (flow1.jsonl's newest "unjudged" line; none written: {})."""
     lines = [d for d in read_jsonl(log_dir / DIAGNOSTICS_FILE) if d["kind"] == "unjudged"]
     return dict(lines[-1]["rules"]) if lines else {}
+
+
+def not_judged_for(log_dir: Path) -> dict[str, Any]:
+    """The rules that do not judge runs of this run's algorithm ({"algo", "family",
+    "rules"}, from flow1.jsonl's newest "unjudged" line; none, or a run written before
+    it was recorded: {})."""
+    lines = [d for d in read_jsonl(log_dir / DIAGNOSTICS_FILE) if d["kind"] == "unjudged"]
+    return dict(lines[-1].get("not_for_algo") or {}) if lines else {}
 
 
 def verifications(log_dir: Path) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from rltrain.utils.diagnosis.report import evidence, plots
 from rltrain.utils.diagnosis.report.findings import RULES, problems
 from rltrain.utils.diagnosis.report.table import (
     cause_lines,
+    not_judged_lines,
     reward_terms_lines,
     seen_at,
     symptom_note,
@@ -29,10 +30,11 @@ ZERO_GRADIENT = "zero gradient"  # the gradient chart's label for layers with no
 
 def _unjudged_html(report: dict[str, Any]) -> list[str]:
     lines = unjudged_lines(report)
+    other = [f"<p>{html.escape(line)}</p>" for line in not_judged_lines(report)]
     if not lines:
-        return []
+        return other
     items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
-    return ["<p>Not judged (too little data so far):</p>", f"<ul>{items}</ul>"]
+    return ["<p>Not judged (too little data so far):</p>", f"<ul>{items}</ul>", *other]
 
 
 def write_html(log_dir: Path, report: dict[str, Any]) -> Path:

@@ -26,6 +26,7 @@ def print_table(report: dict[str, Any]) -> None:
     judged = " by the rules that could judge it" if waiting else ""
     if waiting:  # printed last: after the findings, or after "no problems found"
         waiting = ["not judged (too little data so far):", *(f"  {w}" for w in waiting)]
+    waiting += not_judged_lines(report)
     # The reward's terms, where the env reports them, before the rules that did not judge.
     waiting = reward_terms_lines(report.get("reward_terms")) + waiting
     for line in cause_lines(report):
@@ -114,6 +115,15 @@ def seen_at(finding: dict[str, Any]) -> str:
 def unjudged_lines(report: dict[str, Any]) -> list[str]:
     """`rule: why` per rule that could not judge, for the table and the page."""
     return [f"{rule}: {why}" for rule, why in sorted(report.get("unjudged", {}).items())]
+
+
+def not_judged_lines(report: dict[str, Any]) -> list[str]:
+    """The rules that do not judge this run's algorithm, in one line (none: no lines)."""
+    other = report.get("not_judged_for") or {}
+    if not other.get("rules"):
+        return []
+    return [f"not judged for algo {other['algo']} ({other['family']}): "
+            f"{', '.join(other['rules'])}"]
 
 
 def reward_terms_lines(record: dict[str, Any] | None) -> list[str]:

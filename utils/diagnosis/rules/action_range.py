@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, UNIT_INTERVAL
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 
@@ -39,6 +40,7 @@ MIN_REACH = 0.1
 
 SPECS = (RuleSpec(
     name="action_range_unused", section="diagnostics", group="Critic checks",
+    algorithms=ACTOR_Q_CRITICS,
     threshold=0.2, action="warn",
     fires_when="at least this share of the policy's actions sit at a limit of its own "
                "(on both sides) that lies within `max_reach` of the action bounds' "

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.diagnosis.rules._probe import ProbeStates
 from rltrain.utils.diagnosis.rules._settings import (
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 SPECS = (RuleSpec(
     name="actor_stalled", section="diagnostics", threshold=1e-6, action="warn",
+    algorithms=ACTOR_Q_CRITICS,
     fires_when="the policy's actions change less than this (share of the action half-range) "
                "per update, while the critic's weights change more than `critic_floor`",
     hypothesis="if the actor gets no usable gradient (too low actor_lr, a cut graph, a tanh "
@@ -56,6 +58,7 @@ SPECS = (RuleSpec(
                     AT_LEAST_ONE)),
 ), RuleSpec(
     name="actor_pace", section="diagnostics", group="Training set-up", threshold=100.0,
+    algorithms=ACTOR_Q_CRITICS,
     action="warn",
     fires_when="the policy's change per critic update (share of the action half-range) over "
                "the critic's weight change per update (share of its norm) is above this or "

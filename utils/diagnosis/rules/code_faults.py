@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 SPECS = (
     RuleSpec(
         name="gradients_not_zeroed", section="diagnostics", group="Gradient flow",
+        algorithms=ACTOR_Q_CRITICS,
         threshold=10.0, action="warn",
         fires_when="optimiser steps (of the actor's or the critic's) whose gradients still "
                    "held the previous step's: at least this many",
@@ -40,6 +42,7 @@ SPECS = (
               "Watcher's and SB3's)"),
     RuleSpec(
         name="actor_loss_steps_critic", section="diagnostics", group="Gradient flow",
+        algorithms=ACTOR_Q_CRITICS,
         threshold=10.0, action="warn",
         fires_when="critic optimiser steps with gradients from a backward that also "
                    "reached the actor's parameters (the actor's loss): at least this many",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.diagnosis.rules._remedies import lower
 from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 SPECS = (
     RuleSpec(
         name='action_saturation',
+        algorithms=ACTOR_Q_CRITICS,
         section='diagnostics',
         group='Critic checks',
         fires_when='share of policy actions within 1% of the action bounds (a note: '
@@ -35,6 +37,7 @@ SPECS = (
               'and bounds'),
     RuleSpec(
         name='q_overestimation',
+        algorithms=ACTOR_Q_CRITICS,
         section='diagnostics',
         group='Critic checks',
         fires_when='critic Q at eval start states over the discounted return obtained, relative',
@@ -49,6 +52,7 @@ SPECS = (
         remedy=lambda c: {"critic_lr": lower(c.critic_lr, 0.3)}),
     RuleSpec(
         name='dead_relu',
+        algorithms=ACTOR_Q_CRITICS,
         section='diagnostics',
         group='Critic checks',
         fires_when="share of a layer's hidden units never active on a replay batch (healthy "

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE
 from rltrain.utils.diagnosis.rules._settings import far_off
 from rltrain.utils.diagnosis.rules.spec import Option, RuleCheck, RuleSpec
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 SPECS = (
     RuleSpec(
         name="critic_fit", section="diagnostics", group="Training set-up", threshold=0.5,
+        algorithms=ACTOR_Q_CRITICS,
         action="warn",
         fires_when="the critic explains less than this share of its one-step targets' "
                    "variance (1 - Var(TD error) / Var(targets), on the newest transitions), "
@@ -57,6 +59,7 @@ SPECS = (
                         AT_LEAST_ONE))),
     RuleSpec(
         name="actor_fit", section="diagnostics", group="Training set-up", threshold=0.75,
+        algorithms=ACTOR_Q_CRITICS,
         action="warn",
         fires_when="the actor's action ranks under this share of uniform actions by the "
                    "critic's values (and at or above actor_direction's), `measurements` "
@@ -71,6 +74,7 @@ SPECS = (
                         NON_NEGATIVE),)),
     RuleSpec(
         name="actor_direction", section="diagnostics", group="Training set-up",
+        algorithms=ACTOR_Q_CRITICS,
         threshold=0.25, action="warn",
         fires_when="the actor's action ranks under this share of uniform actions by the "
                    "critic's values, `measurements` measurements in a row (critic_fit's "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE
 from rltrain.utils.diagnosis.rules.spec import Option, RuleCheck, RuleSpec
 
@@ -29,6 +30,7 @@ MIN_BATCH = 32  # a batch under this is far under any RL Zoo off-policy batch
 
 SPECS = (RuleSpec(
     name="gradient_noise", section="diagnostics", group="Training set-up", threshold=10.0,
+    algorithms=ACTOR_Q_CRITICS,
     action="warn",
     fires_when="the critic's or the actor's gradient noise scale (the batch size at which a "
                "batch gradient's noise equals its signal) is more than this many times "

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS, REPLAYED
 from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ SPECS = (
         remedy=lambda c: {"gamma": 0.99}),
     RuleSpec(
         name='small_replay',
+        algorithms=REPLAYED,
         section='diagnostics',
         group='What goes into learning',
         fires_when='the replay buffer holds fewer than this many batches',
@@ -128,6 +130,7 @@ SPECS = (
              '(its suggested_set), or --set diagnostics.small_replay.action=warn'),
     RuleSpec(
         name='ignored_action',
+        algorithms=ACTOR_Q_CRITICS,
         section='diagnostics',
         group='What goes into learning',
         fires_when="the warm-up's random actions changed the observations and the reward no more "

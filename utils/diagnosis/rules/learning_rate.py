@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.diagnosis.rules._weights import (
     USUAL_LR,
@@ -40,6 +41,7 @@ GREW = 1.5  # a loss this many times its first measurement grew
 
 SPECS = (RuleSpec(
     name="learning_rate", section="diagnostics", threshold=0.03, action="warn",
+    algorithms=ACTOR_Q_CRITICS,
     fires_when="the median update-to-weight ratio (||dw||/||w|| of one update) of the actor "
                "or the critic is above this (too high a learning rate) or below `low`",
     hypothesis="if a network's learning rate is far too high, then each update rewrites a "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
@@ -22,6 +23,7 @@ EPISODES = 20  # newest episodes whose mean length is compared
 
 SPECS = (RuleSpec(
     name="long_horizon", section="diagnostics", threshold=1.5, action="warn",
+    algorithms=ACTOR_Q_CRITICS,
     fires_when="gamma's horizon 1/(1-gamma) is over `ratio` times the mean episode length "
                "and |mean Q| over this times the largest |episode return| seen",
     hypothesis="if gamma looks far beyond the episodes, then the critic bootstraps value the "

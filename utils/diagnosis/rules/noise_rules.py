@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rltrain.agents.registry import algorithm
+from rltrain.agents.registry import ACTION_NOISE, algorithm
 from rltrain.utils.diagnosis.rules._settings import algorithm_option, option_key
 from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
@@ -33,6 +33,7 @@ USUAL_SMOOTHING = (0.2, 0.5)  # TD3's target_policy_noise and target_noise_clip
 SPECS = (
     RuleSpec(
         name="excess_noise", section="diagnostics", group="Training set-up", threshold=0.5,
+        algorithms=(ACTION_NOISE,),
         action="warn",
         fires_when="the exploration noise would push more than this share of the actions in "
                    "the middle of the range past the action bounds (judged at the first "
@@ -44,6 +45,7 @@ SPECS = (
               "0.5 is RL Zoo's largest); lower exploration_noise"),
     RuleSpec(
         name="target_smoothing", section="diagnostics", group="Training set-up",
+        algorithms=(ACTION_NOISE,),
         threshold=0.5, action="warn",
         fires_when="the target policy smoothing noise's std (clipped at target_noise_clip), "
                    "in units of the action half-range, is at least this (judged at the first "

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, UNIT_INTERVAL
 from rltrain.utils.diagnosis.rules.spec import Option, RuleCheck, RuleSpec
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 SPECS = (RuleSpec(
     name="partial_observability", section="diagnostics", group="What goes into learning",
+    algorithms=ACTOR_Q_CRITICS,
     threshold=0.5, action="warn",
     fires_when="the steps before explain at least this share of what the observation and "
                "the action leave unexplained of the next observation's change (or the reward "

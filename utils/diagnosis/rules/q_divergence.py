@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, Range
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
@@ -23,6 +24,7 @@ LR_FLOOR = 1e-5
 
 SPECS = (RuleSpec(
     name="q_divergence", section="diagnostics", threshold=0.05, action="warn",
+    algorithms=ACTOR_Q_CRITICS,
     fires_when="mean Q lies outside [min r, max r] / (1 - gamma), the discounted returns "
                "any policy could reach, by more than this share of its width, at each of "
                "the newest measurements and further out at the newest",

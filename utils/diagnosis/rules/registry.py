@@ -83,6 +83,18 @@ def rule_hooks(context: RuleContext) -> list[RuleHook]:
     return hooks
 
 
+def not_judging(algo: str) -> dict[str, Any]:
+    """The rules that do not judge runs of `algo` (their specs name other families), with
+    what such a run is made of: {"algo", "family" (in words), "rules"} (no rules: {})."""
+    from rltrain.agents.registry import algorithm
+
+    rules = [name for name, spec in all_specs().items() if not spec.judges(algo)]
+    if not rules:
+        return {}
+    entry = algorithm(algo)
+    return {"algo": algo, "family": entry.traits.describe(), "rules": rules}
+
+
 def config_fields(section: Section) -> list[tuple[str, type, Any]]:
     """The config fields of the rules set in `section`, for dataclasses.make_dataclass."""
     from rltrain.utils.config.fields import RuleConfig, opt

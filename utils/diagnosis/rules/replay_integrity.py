@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rltrain.agents.registry import REPLAYED
 from rltrain.utils.config.fields import AT_LEAST_ONE
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding
@@ -26,6 +27,7 @@ from rltrain.utils.hooks.hook import Update
 SPECS = (
     RuleSpec(
         name="transition_integrity", section="diagnostics",
+        algorithms=REPLAYED,
         group="What goes into learning",
         threshold=0.1, action="warn",
         fires_when="more than this share of a watched loop's batch rows hold an observation "
@@ -42,6 +44,7 @@ SPECS = (
                         "250 updates)", AT_LEAST_ONE),)),
     RuleSpec(
         name="sample_recency", section="diagnostics", group="What goes into learning",
+        algorithms=REPLAYED,
         threshold=0.1,
         action="warn",
         fires_when="a watched loop's batch rows are on average younger than this share of what "

@@ -18,7 +18,10 @@ the docs' page on diagnosing a run):
   (InvertedPendulum's +1), and the return says how long it did: a note. Otherwise `bonus_share`, the
   same as `penalty_share` for steps above the mean: rare large bonuses, a note.
 - `constant_reward`: fires when `cv`, std / |mean| over the window, is (about) zero:
-  rewards that never vary carry no signal about the actions.
+  rewards that never vary carry no signal about the actions. Unless some episode of the
+  window ended terminated (`terminated_share` above 0): a constant reward per step then
+  makes the return the episode's length, which the actions decide (CartPole's +1 until
+  the pole falls, MountainCar's -1 until the goal).
 - `reward_scale`: fires when even the largest reward seen so far (`max_abs`) is orders
   of magnitude below 1 (rewards scaled by 1e-5 make the critic's targets vanish), or the
   typical non-zero one of the random warm-up (`typical_abs`: Pendulum's rewards x1e-4,
@@ -90,7 +93,8 @@ SPECS = (
         name='constant_reward',
         section='diagnostics',
         group='Reward signal',
-        fires_when="the rewards' std / |mean| over the window at most this: they do not vary",
+        fires_when="the rewards' std / |mean| over the window at most this: they do not vary "
+                   "(and no episode of the window ended terminated)",
         threshold=1e-06,
         action='warn',
         hypothesis='if the reward does not depend on the actions (a constant, a reward term '
@@ -156,7 +160,7 @@ class ConstantReward(RuleCheck):
     spec = SPECS[3]
 
     def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
-        if not stats["cv"] <= self.rule.threshold:
+        if not stats["cv"] <= self.rule.threshold or stats.get("terminated_share", 0.0) > 0:
             return []
         return self.fire(env_steps, stats["cv"],
                          f"the rewards of the last {episodes} episodes do not vary (mean "

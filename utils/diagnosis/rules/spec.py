@@ -51,8 +51,11 @@ class RuleSpec:
     # `suggested_set` (None where no config change is the remedy).
     remedy: Callable[[Any], dict[str, Any]] | None = None
     # The algorithms whose runs it judges, by family (agents/registry.py: ACTION_NOISE,
-    # MAX_ENTROPY) or by name (`algo`); None: every one. A rule about the exploration
-    # noise, for example, is silent on an algorithm that adds none.
+    # MAX_ENTROPY, ON_POLICY, Q_LEARNING, or a group of them such as ACTOR_Q_CRITICS) or
+    # by name (`algo`); None: every one. A rule about the exploration noise, for example,
+    # is silent on an algorithm that adds none; one that reads a critic's Q of a Box
+    # action is not built for PPO or DQN. `rltrain diagnose` lists the rules a run's
+    # algorithm is not judged by.
     algorithms: tuple[str, ...] | None = None
 
     def judges(self, algo: str) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.diagnosis.rules._weights import USUAL_TAU, flat, relative_change
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
@@ -32,6 +33,7 @@ PROPOSED_TAU = 0.005
 
 SPECS = (RuleSpec(
     name="target_update", section="diagnostics", threshold=2.0, action="warn",
+    algorithms=ACTOR_Q_CRITICS,
     fires_when="the critic's target is fewer than this many updates' steps behind the "
                "online critic (chasing), or further than `frozen` of its norm (frozen)",
     hypothesis="if tau is far too high, then the target network equals the online one "

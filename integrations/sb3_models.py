@@ -1,0 +1,106 @@
+"""Which Stable-Baselines3 models RltrainCallback watches, and what it sees of each: the
+registry entry of a watched-only algorithm (PPO, A2C, DQN) or an actor-critic (TD3,
+DDPG, SAC, CrossQ, TQC), its `AgentView`, the buffer the diagnostics read, the losses
+SB3 logs for it, and its settings as rltrain's config keys. The callback
+(integrations/sb3.py) asks this module once per `learn()`; the per-step work is its own.
+This module reads the model's attributes; it imports SB3 only where `check_model` asks
+whether a model is off-policy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from rltrain.agents.registry import ALGORITHMS, ON_POLICY, Q_LEARNING, Algorithm
+from rltrain.integrations.sb3_value_view import (
+    action_bounds,
+    dqn_view,
+    onpolicy_view,
+    rollout_config,
+)
+from rltrain.integrations.sb3_view import (
+    SB3Replay,
+    Scale,
+    env_id,
+    noise_scale,
+    sb3_config,
+    sb3_entry,
+    sb3_view,
+)
+from rltrain.integrations.watcher import KEPT_ROWS, box_dims, observation_dim
+from rltrain.utils.errors import ConfigError
+from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.seeding import REPLAY, derive_seed
+from rltrain.utils.training.replay_buffer import ReplayBuffer
+
+# SB3's logged losses -> the update metrics the rules read, by what the model is: an
+# actor-critic (None), or a watched-only algorithm's family
+LOSSES: dict[str | None, dict[str, str]] = {
+    None: {"train/critic_loss": "critic_loss", "train/actor_loss": "actor_loss"},
+    ON_POLICY: {"train/value_loss": "critic_loss", "train/policy_gradient_loss": "actor_loss",
+                "train/policy_loss": "actor_loss", "train/entropy_loss": "entropy_loss"},
+    Q_LEARNING: {"train/loss": "critic_loss"},
+}
+
+
+def check_model(model: Any) -> Algorithm | None:
+    """The watched-only algorithm the model is (PPO, A2C: a Box or Discrete action space;
+    DQN: Discrete), or None for TD3, DDPG, SAC, CrossQ, TQC or alike (off-policy, a
+    replay buffer, an actor and a critic, Box actions). Anything else is a ConfigError
+    in one line naming what is watched."""
+    entry = sb3_entry(model)
+    if entry is not None and not entry.trained:
+        observation_dim(model.observation_space)
+        action_bounds(model.action_space)
+        return entry
+    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+
+    if not isinstance(model, OffPolicyAlgorithm) or not hasattr(model, "critic") \
+            or not hasattr(model, "actor"):
+        known = ", ".join(e.sb3_class for e in ALGORITHMS.values() if e.sb3_class)
+        raise ConfigError(f"RltrainCallback watches SB3's {known}, not "
+                          f"{type(model).__name__}")
+    box_dims(model.observation_space, model.action_space)
+    return None
+
+
+class Watched(NamedTuple):
+    """What the callback sees of one model."""
+
+    view: AgentView
+    buffer: Any  # what the diagnostics read: SB3Replay, or `kept`
+    noise: float  # the exploration noise's scale (NaN: not a Gaussian's added noise)
+    scale: Scale | None  # SB3's [-1, 1] actions to the env's (None: kept as they are)
+    # PPO's and A2C's newest transitions, which the callback adds (their rollout buffer
+    # is emptied each rollout); None: SB3's replay buffer is read in place
+    kept: ReplayBuffer | None
+
+
+def watched(model: Any, entry: Algorithm | None) -> Watched:
+    """The model's view and the buffer its diagnostics read (`entry`: check_model's)."""
+    if entry is None:
+        view, scale = sb3_view(model)
+        return Watched(view, SB3Replay(model.replay_buffer, scale, model.device),
+                       noise_scale(model), scale, None)
+    if entry.family != ON_POLICY:
+        return Watched(dqn_view(model), SB3Replay(model.replay_buffer, None, model.device),
+                       math.nan, None, None)
+    view = onpolicy_view(model)
+    kept = ReplayBuffer(KEPT_ROWS, int(model.observation_space.shape[0]),
+                        len(view.action_low), model.device,
+                        seed=derive_seed(model.seed or 0, REPLAY))
+    return Watched(view, kept, math.nan, None, kept)
+
+
+def derived_config(model: Any, entry: Algorithm | None, start: int,
+                   this_call: int) -> dict[str, Any]:
+    """The model's settings as rltrain's config keys, for a run from env step `start`
+    that goes on for `this_call` steps (PPO and A2C: to the end of the rollout that
+    passes them, as SB3 stops)."""
+    if entry is None:
+        return sb3_config(model, start + this_call)
+    if entry.family == ON_POLICY:
+        rollout = model.n_steps * model.n_envs
+        this_call = -(-this_call // rollout) * rollout
+    return rollout_config(model, entry, start + this_call, env_id(model))

@@ -1,0 +1,217 @@
+"""Stable-Baselines3's PPO and A2C (the ON_POLICY family: a Gaussian or categorical
+policy and a state value V, learnt from rollouts) and DQN (Q_LEARNING: a Q network acted
+on epsilon-greedily, learnt from a replay buffer) as rltrain's hooks see them.
+
+The view's `actor` is the policy's choice in the env's units: PPO's and A2C's mode (a
+Box action: the Gaussian's mean, clipped to the bounds as SB3's `predict` does; a
+Discrete one: the likeliest action's index), DQN's greedy action. A Discrete(n) action
+is one number, its index, in [-0.5, n - 0.5]: the state-action map cuts that range into
+n bins, one per action. The `critic` is the value network (PPO's V of a state, DQN's Q
+of every action). No rule that reads a critic's Q of a Box action judges these families
+(`RuleSpec.algorithms`), so `q_value` is never asked for. The gradient trace probes
+each network with a one-step loss on the newest transitions: V's and the policy
+gradient's with the one-step advantage (PPO, A2C), the Q network's TD loss (DQN).
+This module reads the model's attributes only and imports nothing of SB3.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.nn import functional as F
+
+from rltrain.agents.probes import Probe, loss_layer_norms
+from rltrain.agents.registry import ON_POLICY, Algorithm
+from rltrain.integrations.library_keys import plain
+from rltrain.integrations.sb3_settings import learning_rate, updates_per_env_step
+from rltrain.integrations.views import Mirror
+from rltrain.utils.errors import ConfigError
+from rltrain.utils.hooks.agent_view import AgentView
+from rltrain.utils.training.replay_buffer import Batch
+
+# SB3's constructor arguments recorded in config.yaml's `library`, where the model has them.
+ARGUMENTS = ("n_steps", "batch_size", "n_epochs", "gae_lambda", "clip_range", "clip_range_vf",
+             "normalize_advantage", "ent_coef", "vf_coef", "max_grad_norm", "target_kl",
+             "use_rms_prop", "rms_prop_eps", "use_sde", "sde_sample_freq", "buffer_size",
+             "learning_starts", "tau", "gradient_steps", "target_update_interval",
+             "exploration_fraction", "exploration_initial_eps", "exploration_final_eps",
+             "optimize_memory_usage")
+
+
+# SB3's activation_fn -> rltrain's name for it (PPO's and A2C's default is Tanh)
+ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh", "ELU": "elu", "GELU": "gelu"}
+
+
+def action_bounds(space: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The action range the hooks see: a 1-D Box's bounds; Discrete(n)'s index in
+    [-0.5, n - 0.5] (n bins of width 1, one per action). Anything else: a ConfigError."""
+    if isinstance(space, spaces.Discrete):
+        start = float(space.start)
+        return (np.array([start - 0.5], np.float32),
+                np.array([start + space.n - 0.5], np.float32))
+    if isinstance(space, spaces.Box) and len(space.shape) == 1:
+        return np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
+    raise ConfigError(f"rltrain watches a 1-D Box or a Discrete action space, not {space}")
+
+
+def _part(forward: Callable[..., torch.Tensor], **members: Any) -> Mirror:
+    """Some of a policy's modules and parameters, under these names, as one network."""
+    inner = nn.Module()
+    for name, member in members.items():
+        if isinstance(member, nn.Parameter):
+            inner.register_parameter(name, member)
+        elif isinstance(member, nn.Module) and any(True for _ in member.parameters()):
+            inner.add_module(name, member)
+    return Mirror(inner, forward)
+
+
+def onpolicy_view(model: Any) -> AgentView:
+    """PPO's or A2C's policy as the hooks see it: `actor` the policy's network and its
+    mode, `critic` the value network and V ([B, 1])."""
+    policy, space, device = model.policy, model.action_space, model.device
+    low, high = action_bounds(space)
+    discrete = isinstance(space, spaces.Discrete)
+    low_t, high_t = (torch.as_tensor(x, device=device) for x in (low, high))
+
+    def mode(obs: torch.Tensor) -> torch.Tensor:
+        chosen = policy.get_distribution(obs).get_actions(deterministic=True)
+        if discrete:
+            return chosen.float().reshape(-1, 1)
+        return torch.clamp(chosen, low_t, high_t)  # as SB3's predict clips it
+
+    actor = _part(mode, features_extractor=policy.pi_features_extractor,
+                  policy_net=policy.mlp_extractor.policy_net, action_net=policy.action_net,
+                  log_std=getattr(policy, "log_std", None))
+    shared = policy.vf_features_extractor is policy.pi_features_extractor
+    critic = _part(policy.predict_values,
+                   features_extractor=None if shared else policy.vf_features_extractor,
+                   value_body=policy.mlp_extractor.value_net, value_net=policy.value_net)
+    return _view(model, actor, critic, value_probe(policy, actor, critic, discrete,
+                                                   model.gamma), {"policy": policy},
+                 low, high)
+
+
+def discrete_n(space: Any) -> int | None:
+    """A Discrete space's number of actions (None: a Box)."""
+    return int(space.n) if isinstance(space, spaces.Discrete) else None
+
+
+def dqn_view(model: Any) -> AgentView:
+    """DQN's Q network as the hooks see it: `critic` every action's Q ([B, n]), `actor`
+    its greedy action (no network of its own)."""
+    q_net = model.q_net
+    low, high = action_bounds(model.action_space)
+    if not isinstance(model.action_space, spaces.Discrete):
+        raise ConfigError(f"DQN acts in a Discrete action space, not {model.action_space}")
+    start = float(model.action_space.start)
+    actor = Mirror(nn.Module(), lambda obs: (q_net(obs).argmax(dim=1, keepdim=True).float()
+                                             + start))
+    critic = Mirror(q_net, q_net)
+    nets = {"q_net": q_net, "q_net_target": model.q_net_target}
+    return _view(model, actor, critic, q_probe(critic, start, model.gamma), nets, low, high)
+
+
+def _view(model: Any, actor: nn.Module, critic: nn.Module, probe: Callable[[Batch], Probe],
+          nets: dict[str, nn.Module], low: np.ndarray, high: np.ndarray) -> AgentView:
+    """The view; its networks' gradients as each optimiser stepped with them are added
+    by the callback (`StepGradients`)."""
+    def no_q_critic(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        raise AssertionError("no rule that reads a Q critic judges this family")
+
+    return AgentView(
+        actor=actor, critic=critic, q_value=no_q_critic,
+        act=lambda obs: model.predict(obs, deterministic=True)[0],
+        probe=probe, updates=lambda: model._n_updates, networks=lambda: nets,
+        action_low=low, action_high=high, device=model.device,
+        discrete_actions=discrete_n(model.action_space))
+
+
+def value_probe(policy: Any, actor: nn.Module, critic: nn.Module, discrete: bool,
+                gamma: float) -> Callable[[Batch], Probe]:
+    """Losses on `batch` for a policy and a state value: V against its one-step target,
+    and the policy gradient's loss with the one-step advantage."""
+    def probe(batch: Batch) -> Probe:
+        with torch.no_grad():
+            target = batch.rewards + gamma * (1.0 - batch.terminated) * critic(batch.next_obs)
+        value = critic(batch.obs)  # [B, 1]
+        critic_layers, critic_loss = loss_layer_norms(critic, F.mse_loss(value, target))
+        actions = batch.actions.long().flatten() if discrete else batch.actions
+        log_prob = policy.get_distribution(batch.obs).log_prob(actions)  # [B]
+        advantage = (target - value).detach().flatten()
+        actor_layers, actor_loss = loss_layer_norms(actor, -(log_prob * advantage).mean())
+        return Probe(critic_loss, actor_loss, float(value.detach().mean()), critic_layers,
+                     actor_layers)
+    return probe
+
+
+def q_probe(critic: nn.Module, start: float, gamma: float) -> Callable[[Batch], Probe]:
+    """The Q network's TD loss on `batch` (its target from the online network, as
+    `ddpg_probe` takes it); its greedy actor has no loss of its own."""
+    def probe(batch: Batch) -> Probe:
+        with torch.no_grad():
+            best = critic(batch.next_obs).max(dim=1, keepdim=True).values
+            target = batch.rewards + gamma * (1.0 - batch.terminated) * best
+        index = (batch.actions - start).long()  # [B, 1]
+        q = critic(batch.obs).gather(1, index)
+        critic_layers, critic_loss = loss_layer_norms(critic, F.mse_loss(q, target))
+        return Probe(critic_loss, 0.0, float(q.detach().mean()), critic_layers, {})
+    return probe
+
+
+def rollout_config(model: Any, entry: Algorithm, total_timesteps: int,
+                   env_name: str) -> dict[str, Any]:
+    """A PPO, A2C or DQN model's settings as rltrain config keys (what the rules compare
+    against), and SB3's own names for `library`."""
+    rate = float(model.lr_schedule(1.0))  # a schedule's value at the start
+    on_policy = entry.family == ON_POLICY
+    rollout = model.n_steps * model.n_envs if on_policy else None
+    derived: dict[str, Any] = {
+        "env_name": env_name, "seed": model.seed or 0, "algo": entry.name,
+        "device": model.device.type if model.device.type in ("cpu", "cuda") else "auto",
+        "gamma": model.gamma, "num_envs": model.n_envs, "actor_lr": rate, "critic_lr": rate,
+        "library": rollout_settings(model),
+        # PPO's minibatch (A2C steps on the whole rollout); what a rollout holds stands in
+        # for the replay buffer's size
+        "batch_size": getattr(model, "batch_size", None) or rollout,
+        "replay_buffer_size": rollout if on_policy else model.buffer_size * model.n_envs,
+        "learning_starts": 0 if on_policy else model.learning_starts,
+    }
+    start = derived["learning_starts"]
+    derived["max_timesteps"] = max(total_timesteps, start + 1)
+    if not on_policy:
+        derived["tau"] = model.tau
+        derived["utd_ratio"] = max(round(updates_per_env_step(model)), 1)
+    arch = getattr(model.policy, "net_arch", None) or []
+    actor, critic = ((arch.get("pi"), arch.get("vf")) if isinstance(arch, dict)
+                     else (None, arch) if not on_policy else (arch, arch))
+    activation = ACTIVATIONS.get(getattr(getattr(model.policy, "activation_fn", None),
+                                         "__name__", ""))
+    derived["networks"] = {
+        name: {"hidden_sizes": list(sizes) if sizes else None,
+               **({"activation": activation} if activation else {})}
+        for name, sizes in (("actor", actor), ("critic", critic))}
+    return derived
+
+
+def rollout_settings(model: Any) -> dict[str, Any]:
+    """What the model trains with, as SB3's constructor names it (a schedule: its name
+    and its value at the start)."""
+    settings: dict[str, Any] = {"algorithm": type(model).__name__,
+                                "learning_rate": learning_rate(model)}
+    for name in ARGUMENTS:
+        if hasattr(model, name):
+            value = getattr(model, name)
+            settings[name] = ({"schedule": plain(value), "start": float(value(1.0))}
+                              if callable(value) else plain(value))
+    if hasattr(model, "train_freq"):
+        settings["train_freq"] = [model.train_freq.frequency, model.train_freq.unit.value]
+    settings.update({
+        "gamma": model.gamma,
+        "policy_kwargs": plain({**model.policy_kwargs,
+                                "net_arch": plain(getattr(model.policy, "net_arch", None))}),
+        "n_envs": model.n_envs, "seed": model.seed, "device": str(model.device)})
+    return settings

@@ -1,0 +1,187 @@
+"""The SB3 callback on the agents most users train: PPO and A2C (on-policy, Box or
+Discrete actions) and DQN (Discrete). Short runs with RL Zoo's settings (fewer envs and
+steps): the run folder, the state-action map of Discrete actions, the gradient records,
+`rltrain diagnose` with no warning and with the rules that do not judge the family
+named, and a pause whose printed lines continue the run."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from click.testing import CliRunner
+from stable_baselines3 import A2C, DQN, PPO
+from stable_baselines3.common.env_util import make_vec_env
+from test_sb3_callback import PauseAt
+
+from rltrain.integrations.sb3 import RltrainCallback
+from rltrain.scripts.cli import cli
+from rltrain.utils.errors import ConfigError
+from rltrain.utils.run.logger import read_jsonl
+
+# RL Zoo's hyperparameters (rl-baselines3-zoo, hyperparams/<algo>.yml), with fewer
+# steps per rollout where a run of a few thousand steps must see several.
+ZOO = {
+    "ppo_cartpole": (PPO, "CartPole-v1", 8, dict(
+        n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+        learning_rate=1e-3, clip_range=0.2)),
+    "ppo_pendulum": (PPO, "Pendulum-v1", 4, dict(
+        n_steps=256, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0,
+        learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4)),
+    "a2c_cartpole": (A2C, "CartPole-v1", 8, dict(ent_coef=0.0)),
+    "dqn_cartpole": (DQN, "CartPole-v1", 1, dict(
+        learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000,
+        gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
+        exploration_fraction=0.16, exploration_final_eps=0.04,
+        policy_kwargs=dict(net_arch=[256, 256]))),
+}
+# env steps each run takes (PPO and A2C: whole rollouts of all their envs)
+STEPS = {"ppo_cartpole": 3072, "ppo_pendulum": 3072, "a2c_cartpole": 3000,
+         "dqn_cartpole": 3072}  # DQN: whole train_freq periods of 256 steps
+# Gradient records every few updates, so that a short run has some.
+GRADIENTS = {"diagnostics": {"grad_freq": 20}}
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # SB3's small networks: one thread is fastest beside others
+    yield
+    torch.set_num_threads(threads)
+
+
+def model(case: str) -> PPO | A2C | DQN:
+    cls, env, n_envs, settings = ZOO[case]
+    return cls("MlpPolicy", make_vec_env(env, n_envs=n_envs, seed=0), seed=0, device="cpu",
+               **settings)
+
+
+def diagnose(run: str) -> tuple[dict, str]:
+    as_json = CliRunner().invoke(cli, ["diagnose", run, "--json"])
+    table = CliRunner().invoke(cli, ["diagnose", run])
+    assert as_json.exit_code == 0 and table.exit_code == 0, as_json.output + table.output
+    return json.loads(as_json.output), table.output
+
+
+@pytest.mark.parametrize("case", list(ZOO))
+def test_a_short_healthy_run_is_watched_and_diagnosed_without_a_warning(tmp_path, case):
+    trained = model(case)
+    trained.learn(STEPS[case], callback=RltrainCallback(case, config=GRADIENTS))
+    log_dir = tmp_path / "logs" / case
+    config = yaml.safe_load((log_dir / "config.yaml").read_text())
+    algo = type(trained).__name__
+    assert (config["algo"], config["library"]["algorithm"]) == (algo.lower(), algo)
+    assert config["gamma"] == ZOO[case][3].get("gamma", 0.99)
+    status = json.loads((log_dir / "status.json").read_text())
+    assert (status["state"], status["env_steps"]) == ("finished", STEPS[case])
+    assert status["integration"].endswith(f" {algo}")
+    episodes = [m for m in read_jsonl(log_dir / "metrics.jsonl") if m["kind"] == "episode"]
+    assert episodes and episodes[-1]["env_steps"] <= STEPS[case]
+    assert list(log_dir.glob("events.out.tfevents.*"))  # TensorBoard
+    # The policy's and the value's networks, as each optimiser stepped with them
+    flow1 = read_jsonl(log_dir / "flow1.jsonl")
+    gradients = [d for d in flow1 if d["kind"] == "gradients"]
+    assert gradients
+    if algo == "DQN":  # a greedy choice: no network of its own
+        assert gradients[-1]["actor"] == {} and "q_net.0.weight" in gradients[-1]["critic"]
+    else:
+        assert {"policy_net.0.weight", "action_net.weight"} <= set(gradients[-1]["actor"])
+        assert {"value_body.0.weight", "value_net.weight"} <= set(gradients[-1]["critic"])
+        assert all(v > 0 for v in gradients[-1]["critic"].values())
+    report, table = diagnose(case)
+    assert [f["rule"] for f in report["findings"] if f["severity"] != "info"] == []
+    assert "q_overestimation" in report["not_judged_for"]["rules"]
+    assert "reward_scale" not in report["not_judged_for"]["rules"]
+    assert f"not judged for algo {algo.lower()} (" in " ".join(table.split())
+
+
+@pytest.mark.parametrize("case", ["ppo_cartpole", "dqn_cartpole"])
+def test_the_state_action_map_counts_each_discrete_action_per_cluster(tmp_path, case):
+    model(case).learn(STEPS[case], callback=RltrainCallback(case))
+    (clusters,) = (tmp_path / "logs" / case / "heatmaps").glob("clusters_step_*.json")
+    found = json.loads(clusters.read_text())["clusters"]
+    rows = [c["action_probs"] for c in found.values() if c["samples"]]
+    # CartPole's two actions: one bin each, a share of the cluster's samples
+    assert rows and all(len(row) == 1 and len(row[0]) == 2 for row in rows)
+    assert all(sum(row[0]) == pytest.approx(1.0, abs=0.01) for row in rows)
+    assert sum(c["samples"] for c in found.values()) >= 200
+    assert any(0 < row[0][0] < 1 for row in rows)  # both actions chosen somewhere
+    heatmap = read_jsonl(tmp_path / "logs" / case / "flow1.jsonl")
+    assert [d["action_saturation"] for d in heatmap if d["kind"] == "heatmap"] == [None]
+
+
+def run_lines(printed: str, env_id: str, n_envs: int) -> None:
+    """The printed `model = ...` lines that continue the run, run as they are."""
+    lines = [line.strip() for line in printed.splitlines()
+             if line.startswith("    model")]
+    assert lines and lines[-1].startswith("model.learn(")
+    env = make_vec_env(env_id, n_envs=n_envs, seed=1)
+    exec("\n".join(lines), {"PPO": PPO, "A2C": A2C, "DQN": DQN, "env": env,  # noqa: S102
+                            "RltrainCallback": RltrainCallback})
+
+
+@pytest.mark.parametrize("case, asked, paused, total", [
+    # PPO stops at the first step of the rollout after the one asked in (8 envs x 32
+    # steps a rollout: step 256 + 8), once that rollout has been trained on.
+    ("ppo_cartpole", 104, 264, 1024),
+    # DQN at the next step, with its replay buffer.
+    ("dqn_cartpole", 1200, 1201, 1600),
+])
+def test_rltrain_pause_stops_at_a_safe_point_and_the_printed_lines_continue(
+        tmp_path, capsys, case, asked, paused, total):
+    pauser = PauseAt(case, asked)
+    trained = model(case)
+    trained.learn(total, callback=[RltrainCallback(case), pauser])
+    assert pauser.result.exit_code == 0, pauser.result.output
+    assert trained.num_timesteps == paused
+    log_dir = tmp_path / "logs" / case
+    status = json.loads((log_dir / "status.json").read_text())
+    assert (status["state"], status["env_steps"]) == ("paused", paused)
+    saved = tmp_path / "checkpoints" / case / f"paused_at_step_{paused}.zip"
+    assert status["latest_checkpoint"].endswith(saved.name) and saved.is_file()
+    printed = capsys.readouterr().out
+    algo = type(trained).__name__
+    assert f'model = {algo}.load("checkpoints/{case}/paused_at_step_{paused}.zip", ' \
+           'env=env)' in printed
+    assert ("model.load_replay_buffer(" in printed) == (algo == "DQN")
+    assert f'model.learn({total - paused}, reset_num_timesteps=False, ' \
+           f'callback=RltrainCallback(run_name="{case}"))' in printed
+    run_lines(printed, ZOO[case][1], ZOO[case][2])
+    now = json.loads((log_dir / "status.json").read_text())
+    assert now["state"] == "finished" and now["env_steps"] >= total
+    events = read_jsonl(log_dir / "events.jsonl")
+    assert [e["action"] for e in events if e["rule"] == "outside_request"] == [
+        "pause", "paused"]
+    assert any(e["action"] == "resume" and e["env_steps"] == paused for e in events)
+    report, _ = diagnose(case)
+    assert [f["rule"] for f in report["findings"] if f["severity"] != "info"] == []
+
+
+def test_a_rules_pause_stops_ppo_at_once_and_drops_the_rollout_holding_it(tmp_path):
+    """A NaN reward at step 120, in the middle of a 256-step rollout: PPO stops there, the
+    model as the last whole rollout left it (none: its initial weights), never trained
+    on the NaN."""
+    trained = PPO("MlpPolicy", "fake_envs:FakeNaNReward-v0", n_steps=256, batch_size=64,
+                  n_epochs=1, seed=0, device="cpu")
+    trained.learn(1024, callback=RltrainCallback("nan"))
+    assert trained.num_timesteps == 120 and trained._n_updates == 0
+    events = read_jsonl(tmp_path / "logs" / "nan" / "events.jsonl")
+    assert [(e["rule"], e["action"], e["env_steps"]) for e in events] == [
+        ("non_finite", "pause", 120), ("non_finite", "paused", 120)]
+    saved = PPO.load(tmp_path / "checkpoints" / "nan" / "paused_at_step_120.zip", device="cpu")
+    assert all(torch.isfinite(p).all() for p in saved.policy.parameters())
+
+
+def test_an_action_space_it_does_not_watch_is_refused_in_one_line():
+    # (an algorithm it does not watch: test_sb3_callback.py)
+    multi = PPO("MlpPolicy", "fake_envs:FakeMultiDiscrete-v0", n_steps=16, batch_size=16,
+                device="cpu")
+    with pytest.raises(ConfigError, match=re.escape(
+            "rltrain watches a 1-D Box or a Discrete action space, not MultiDiscrete([3 3])")):
+        multi.learn(20, callback=RltrainCallback("multi"))
+    assert not Path("logs/multi").exists()
