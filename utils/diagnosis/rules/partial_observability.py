@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 SPECS = (RuleSpec(
     name="partial_observability", section="diagnostics", group="What goes into learning",
     algorithms=ACTOR_Q_CRITICS,
-    threshold=0.5, action="warn",
+    threshold=0.9, action="warn",
     fires_when="the steps before explain at least this share of what the observation and "
                "the action leave unexplained of the next observation's change (or the reward "
                "stays at least `reward_threshold` unexplained), on the newest transitions",
