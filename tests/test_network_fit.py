@@ -124,6 +124,14 @@ def test_an_actor_that_cannot_reach_its_critics_best_is_named_with_its_far_setti
     slow = rules(tmp_path, algo="td3", td3={"policy_delay": 100},
                  hidden_sizes=[64, 64])["actor_fit"]
     assert feed(slow, {**GOOD, "rank": 0.5}, 3)[0].suggested_set == {"td3.policy_delay": 2}
+    assert found[0].action == "warn"
+
+
+def test_a_low_rank_with_usual_settings_is_a_note(tmp_path):
+    """Late in a healthy Pendulum DDPG run (pendulum_ddpg.yaml) the rank fell to 0.66."""
+    usual = rules(tmp_path, hidden_sizes=[64, 64])["actor_fit"]
+    found = feed(usual, {**GOOD, "rank": 0.66}, 3)
+    assert found and found[0].action == "info" and found[0].suggested_set == {}
 
 
 def test_an_actor_that_descends_its_critic_is_named_by_direction_not_fit(tmp_path):

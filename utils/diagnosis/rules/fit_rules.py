@@ -166,7 +166,10 @@ class ActorFit(_NetworkCheck):
             f"after {updates} updates the critic values the actor's action above only "
             f"{stats['rank']:.0%} of uniform actions, {self.options.measurements} "
             f"measurements in a row: the actor does not reach what its critic values most; "
-            f"{cause}", suggested_set=proposed)
+            f"{cause}", suggested_set=proposed,
+            # A warning only where a setting of the actor explains it: late in healthy
+            # runs the rank falls too (Pendulum DDPG 0.66 at 17,000 updates).
+            observation=not proposed)
 
 
 class ActorDirection(_NetworkCheck):
