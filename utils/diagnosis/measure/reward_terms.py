@@ -7,7 +7,10 @@ episodes with terms, per term:
 - `mean`, `std`: its sum per episode (std over the episodes, numpy's population std);
 - `share`: |mean| over the sum of every term's |mean|: how much of the return it makes;
 - `corr`: the Pearson correlation of its per-episode sums with the episode returns
-  (None where either does not vary: the correlation is undefined).
+  (None where either does not vary: the correlation is undefined);
+- `start`, `recent`: its mean sum per episode over the run's first `ENDS` episodes with
+  terms (with `learning_starts`, the random warm-up's) and over the newest `ENDS`:
+  what the agent has done to the term since it started (None before it has any).
 
 A term an episode did not report counts as 0 in it. The `reward_terms` rule
 (utils/diagnosis/rules/reward_terms.py) judges these; the flow-1 hook writes them to TensorBoard
@@ -23,16 +26,19 @@ from typing import Any
 import numpy as np
 
 MIN_EPISODES = 5  # episodes with terms before their statistics are logged
+ENDS = 3  # episodes at the run's start, and newest, that `start` and `recent` average
 
 TermStats = dict[str, dict[str, Any]]  # term -> {mean, std, share, corr}
 
 
-def term_stats(episodes: list[dict[str, float]], returns: list[float]) -> TermStats:
+def term_stats(episodes: list[dict[str, float]], returns: list[float],
+               first: list[dict[str, float]] | None = None) -> TermStats:
     """The statistics of each term over `episodes` (each a term -> sum mapping) against
-    the episodes' `returns`."""
+    the episodes' `returns`; `start` over `first` (the run's first episodes with terms)."""
     names = sorted({name for terms in episodes for name in terms})
-    sums = np.array([[terms.get(n, 0.0) for n in names] for terms in episodes],
-                    dtype=np.float64).reshape(len(episodes), len(names))  # [E, T]
+    sums = _sums(episodes, names)  # [E, T]
+    start = _sums(first, names).mean(axis=0) if first else None
+    recent = sums[-ENDS:].mean(axis=0)
     returns_ = np.asarray(returns, dtype=np.float64)
     means, stds = sums.mean(axis=0), sums.std(axis=0)
     total = float(np.abs(means).sum())
@@ -40,8 +46,16 @@ def term_stats(episodes: list[dict[str, float]], returns: list[float]) -> TermSt
     for i, name in enumerate(names):
         stats[name] = {"mean": float(means[i]), "std": float(stds[i]),
                        "share": float(abs(means[i]) / total) if total > 0 else 0.0,
-                       "corr": _pearson(sums[:, i], returns_)}
+                       "corr": _pearson(sums[:, i], returns_),
+                       "start": None if start is None else float(start[i]),
+                       "recent": float(recent[i])}
     return stats
+
+
+def _sums(episodes: list[dict[str, float]], names: list[str]) -> np.ndarray:
+    """[episodes, terms]: each episode's sum of each term (0 where it did not report it)."""
+    return np.array([[terms.get(n, 0.0) for n in names] for terms in episodes],
+                    dtype=np.float64).reshape(len(episodes), len(names))
 
 
 def _pearson(x: np.ndarray, y: np.ndarray) -> float | None:
@@ -51,11 +65,13 @@ def _pearson(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 class TermWindow:
-    """The newest `window` episodes' term sums and returns, and how many episodes ended
-    with and without terms (an env that reports none is said so, not waited on)."""
+    """The newest `window` episodes' term sums and returns, the run's first `ENDS`
+    episodes' term sums, and how many episodes ended with and without terms (an env that
+    reports none is said so, not waited on)."""
 
     def __init__(self, window: int) -> None:
         self.terms: deque[dict[str, float]] = deque(maxlen=window)
+        self.first: list[dict[str, float]] = []
         self.returns: deque[float] = deque(maxlen=window)
         self.without = 0  # episodes that ended without terms
 
@@ -66,16 +82,18 @@ class TermWindow:
             return False
         self.terms.append(dict(terms))
         self.returns.append(float(episode_return))
+        if len(self.first) < ENDS:
+            self.first.append(dict(terms))
         return True
 
     def stats(self) -> TermStats | None:
         if len(self.terms) < min(MIN_EPISODES, self.terms.maxlen or MIN_EPISODES):
             return None
-        return term_stats(list(self.terms), list(self.returns))
+        return term_stats(list(self.terms), list(self.returns), self.first)
 
     def state_dict(self) -> dict[str, Any]:
         return {"terms": [dict(t) for t in self.terms], "returns": list(self.returns),
-                "without": self.without}
+                "first": [dict(t) for t in self.first], "without": self.without}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.terms.clear()
@@ -83,6 +101,9 @@ class TermWindow:
         self.returns.clear()
         self.returns.extend(float(r) for r in state["returns"])
         self.without = int(state["without"])
+        # saved before `first` was kept: the oldest episodes in the window stand for it
+        first = state.get("first", state["terms"][:ENDS])
+        self.first = [{str(k): float(v) for k, v in t.items()} for t in first]
 
 
 def scalars(stats: TermStats) -> dict[str, float]:

@@ -7,9 +7,14 @@ episode's sum of every term (utils/diagnosis/measure/reward_terms.py) and hands 
 statistics over the window of recent episodes here, once per episode. Two things fire:
 
 - a term other than the driving one that is more than `threshold` of the return (its
-  |mean| over the sum of every term's |mean|), with 2+ terms: a control cost weighted so
-  that paying it is most of what the agent does, which then learns not to act. The
-  driving term itself may be all of the return: a walker that has learned to run is
+  |mean| over the sum of every term's |mean|), with 2+ terms, which the agent has
+  learnt to play: over the newest episodes it has risen by `min_rise` of its size at the
+  run's start or more (a cost paid less, a bonus earned more). That is a control cost
+  weighted so that paying it is most of what the agent does, which then learns not to
+  act. A cost that is most of the return but that the agent does not shrink is the
+  env's price of acting while the task's own reward is still small: HalfCheetah's
+  control cost is over 95% of the return in its first 10,000 steps of healthy training.
+  The driving term itself may be all of the return: a walker that has learned to run is
   meant to earn far more forward reward than it pays in control cost.
 - the driving term correlating under `min_correlation` with the episode return: the
   return moves with the other terms, and what the agent learns from it is theirs.
@@ -53,8 +58,9 @@ SPECS = (RuleSpec(
     name="reward_terms", section="diagnostics", group="Reward signal",
     threshold=0.9, action="warn",
     fires_when="a reward term other than the driving one carries more than this share of "
-               "the return (2+ terms reported in info); or the driving term correlates "
-               "under min_correlation with the episode return",
+               "the return (2+ terms reported in info) and has risen by min_rise of its "
+               "size at the run's start (the agent learns to avoid the cost); or the "
+               "driving term correlates under min_correlation with the episode return",
     hypothesis="if one term of the reward outweighs the others (a control cost weighted too "
                "heavily), then it is most of the return and the agent learns to avoid it "
                "(not to act); if the term meant to drive learning barely moves with the "
@@ -68,6 +74,9 @@ SPECS = (RuleSpec(
     options=(
         Option("min_correlation", 0.3, "the driving term correlating with the episode "
                "return under this fires", Range(-1, 1)),
+        Option("min_rise", 0.5, "a dominant term counts once its sum per episode over "
+               "the newest 3 episodes has risen by this share of its size over the run's "
+               "first 3 (a cost paid less, a bonus earned more)", Range(0, None)),
         Option("min_episodes", 10, "episodes with reward terms in the window before the "
                "rule judges", Range(2, None)),
         Option("drive_term", None, "the reward term meant to drive learning (e.g. "
@@ -108,7 +117,7 @@ class RewardTerms(RuleCheck):
         if not shares:
             return []
         name = max(shares, key=lambda n: shares[n])
-        if not shares[name] > self.rule.threshold:
+        if not shares[name] > self.rule.threshold or not self._played(stats[name]):
             return []
         others = sum(abs(s["mean"]) for n, s in stats.items() if n != name)
         mean = stats[name]["mean"]
@@ -124,6 +133,14 @@ class RewardTerms(RuleCheck):
                          f"{message}: start a new run with --set {key}={value:g}, which makes "
                          f"it about {TARGET_SHARE:.0%} of the return at today's behaviour",
                          suggested_set={key: value})
+
+    def _played(self, term: dict[str, Any]) -> bool:
+        """Whether the agent has moved the term its own way since the run's start: its
+        newest episodes' sum has risen by `min_rise` of its size at the start."""
+        start = term.get("start")
+        if start is None:
+            return False
+        return term["recent"] - start >= self.settings.min_rise * abs(start)
 
     def _uncorrelated(self, env_steps: int, stats: Stats, drive: str | None,
                       episodes: int) -> list[Finding]:
