@@ -36,7 +36,7 @@ RULE_NAMES = {
     # the rules that judge mechanisms (rules/*: fit, pace, noise, episodes, observability)
     "critic_fit", "actor_fit", "actor_direction", "actor_pace", "gradient_noise",
     "excess_noise", "target_smoothing", "entropy_temperature", "short_episodes",
-    "partial_observability", "transition_integrity", "sample_recency"}
+    "partial_observability", "transition_integrity", "sample_recency", "update_ratio"}
 INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
                "short_horizon", "small_replay", "ignored_action"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}

@@ -54,6 +54,8 @@ SETS_OFF: dict[str, tuple[str, ...]] = {
     "sample_recency": EVERYTHING_DOWNSTREAM + ("learning_rate",),
     "gradient_noise": EVERYTHING_DOWNSTREAM,
     "target_update": EVERYTHING_DOWNSTREAM,
+    # TD3 updates its targets with its actor: a rare actor step makes both crawl
+    "update_ratio": EVERYTHING_DOWNSTREAM + ("target_update", "learning_rate"),
     "target_smoothing": EVERYTHING_DOWNSTREAM,
     "small_replay": EVERYTHING_DOWNSTREAM,
     "excess_noise": OUTCOMES + NETWORKS + FIT,

@@ -34,6 +34,7 @@ from rltrain.utils.diagnosis.rules import (
     run_stops,
     state_action_rules,
     target_update,
+    update_ratio,
 )
 from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook, RuleSpec, Section
 
@@ -42,7 +43,7 @@ MODULES = (action_range, actor_stalled, code_faults, critic_rules, entropy_colla
            entropy_temperature, episode_rules, eval_collapse, fit_rules, gradient_noise,
            gradient_rules, health, input_rules, learning_rate, long_horizon, no_learning,
            noise_rules, partial_observability, q_divergence, replay_integrity, reward_rules,
-           reward_terms, run_stops, state_action_rules, target_update)
+           reward_terms, run_stops, state_action_rules, target_update, update_ratio)
 
 
 def _modules() -> tuple[Any, ...]:
