@@ -101,3 +101,13 @@ def test_a_nan_reward_pauses_with_the_buffer_and_the_run_goes_on(tmp_path, examp
         "finished", 2000, 4 + 185)  # then at steps 150 to 1990
     events = read_jsonl(tmp_path / "logs" / RUN / "events.jsonl")
     assert [e["env_steps"] for e in events if e["action"] == "resume"] == [150]
+
+
+def test_a_loop_that_never_clears_its_gradients_is_named(tmp_path, example, monkeypatch):
+    # A planted code fault: the loop's optimizer.zero_grad() does nothing
+    monkeypatch.setattr(torch.optim.Optimizer, "zero_grad", lambda self, set_to_none=True: None)
+    assert example.main(["--total-timesteps", "1500", *SHORT]) == 0
+    report = diagnose(RUN)
+    found = {f["rule"]: f for f in report["findings"] if f["severity"] != "info"}
+    assert list(found) == ["gradients_not_zeroed"]
+    assert "zero_grad()" in found["gradients_not_zeroed"]["message"]

@@ -128,3 +128,13 @@ def test_rltrain_pause_waits_for_the_rollouts_update(tmp_path, example, monkeypa
         "finished", 4 * ROLLOUT, 4 * UPDATES)
     report = diagnose(RUN)
     assert [f["rule"] for f in report["findings"] if f["severity"] != "info"] == []
+
+
+def test_a_loop_that_never_clears_its_gradients_is_named(tmp_path, example, monkeypatch):
+    # A planted code fault: the loop's optimizer.zero_grad() does nothing
+    monkeypatch.setattr(torch.optim.Optimizer, "zero_grad", lambda self, set_to_none=True: None)
+    assert example.main(["--total-timesteps", str(2 * ROLLOUT)]) == 0
+    report = diagnose(RUN)
+    found = {f["rule"]: f for f in report["findings"] if f["severity"] != "info"}
+    assert list(found) == ["gradients_not_zeroed"]
+    assert "zero_grad()" in found["gradients_not_zeroed"]["message"]
