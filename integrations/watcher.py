@@ -87,8 +87,8 @@ class Watcher:
         obs_dim = observation_dim(observation_space)
         self.config = c = session_config({**_defaults(config), **dict(config or {})}, {
             "run_name": run_name, "log_dir": log_dir, "checkpoint_dir": checkpoint_dir})
-        self.entry = entry = algorithm(c.algo)
-        self.nets = nets = loop_networks(entry, actor, critic, actor_target, critic_target)
+        entry = algorithm(c.algo)
+        nets = loop_networks(entry, actor, critic, actor_target, critic_target)
         self.actor, self.critic, self.targets = nets.actor, nets.critic, nets.targets
         continued, updates = (None, 0) if continue_from is None else _continuation(
             c, Path(continue_from))
