@@ -19,7 +19,8 @@ inputs. Of the batch's rows whose observation the env gave:
 
 A loop whose critic sees transformed observations (normalised, stacked) matches no row:
 nothing is judged then. The Watcher's own calls of the critic (its evaluations, probes)
-are not captured.
+are not captured, nor the loop's calls on as many rows as it has envs: those act on the
+envs' observations (a DQN loop's greedy choice, a PPO loop's values of its rollout).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ class SampledBatches:
     """The env's steps, the loop's captured batches, and their statistics."""
 
     def __init__(self, critic: nn.Module, critic_target: nn.Module | None, obs_dim: int,
-                 capacity: int) -> None:
-        self.obs_dim, self.capacity = obs_dim, capacity
+                 capacity: int, num_envs: int = 1) -> None:
+        self.obs_dim, self.capacity, self.num_envs = obs_dim, capacity, num_envs
         self.seen: OrderedDict[int, tuple[int, int]] = OrderedDict()  # obs -> (step, next)
         self.steps = 0
         self.armed = False
@@ -80,7 +81,7 @@ class SampledBatches:
 
     def _observations(self, args: tuple) -> torch.Tensor | None:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if not tensors or tensors[0].dim() != 2:
+        if not tensors or tensors[0].dim() != 2 or len(tensors[0]) == self.num_envs:
             return None
         first = tensors[0]
         return first[:, :self.obs_dim] if first.shape[1] >= self.obs_dim else None

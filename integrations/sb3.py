@@ -64,7 +64,13 @@ class RltrainCallback(BaseCallback):
     def __init__(self, run_name: str | None = None, log_dir: str = "logs",
                  checkpoint_dir: str = "checkpoints",
                  config: Mapping[str, Any] | None = None, eval_env: gym.Env | None = None,
-                 verbose: int = 0) -> None:
+                 verbose: int = 0, model: Any = None) -> None:
+        """`model` (optional): the model it will watch, checked here, so that one it does
+        not watch (its algorithm, its action space) is refused at this line, before any
+        training, rather than from inside `learn()`. Either way the refusal is a
+        `ConfigError` whose message is the whole explanation, in one line."""
+        if model is not None:
+            check_model(model)
         super().__init__(verbose)
         self.folders = {"run_name": run_name, "log_dir": log_dir,
                         "checkpoint_dir": checkpoint_dir}

@@ -13,12 +13,7 @@ import math
 from typing import Any, NamedTuple
 
 from rltrain.agents.registry import ALGORITHMS, ON_POLICY, Q_LEARNING, Algorithm
-from rltrain.integrations.sb3_value_view import (
-    action_bounds,
-    dqn_view,
-    onpolicy_view,
-    rollout_config,
-)
+from rltrain.integrations.sb3_value_view import dqn_view, onpolicy_view, rollout_config
 from rltrain.integrations.sb3_view import (
     SB3Replay,
     Scale,
@@ -28,6 +23,7 @@ from rltrain.integrations.sb3_view import (
     sb3_entry,
     sb3_view,
 )
+from rltrain.integrations.value_views import action_bounds
 from rltrain.integrations.watcher import KEPT_ROWS, box_dims, observation_dim
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.hooks.agent_view import AgentView

@@ -1,17 +1,14 @@
 """Stable-Baselines3's PPO and A2C (the ON_POLICY family: a Gaussian or categorical
 policy and a state value V, learnt from rollouts) and DQN (Q_LEARNING: a Q network acted
-on epsilon-greedily, learnt from a replay buffer) as rltrain's hooks see them.
+on epsilon-greedily, learnt from a replay buffer) as rltrain's hooks see them, built on
+what the Watcher shares (integrations/value_views.py: a discrete action as its index,
+the probes).
 
 The view's `actor` is the policy's choice in the env's units: PPO's and A2C's mode (a
 Box action: the Gaussian's mean, clipped to the bounds as SB3's `predict` does; a
-Discrete one: the likeliest action's index), DQN's greedy action. A Discrete(n) action
-is one number, its index, in [-0.5, n - 0.5]: the state-action map cuts that range into
-n bins, one per action. The `critic` is the value network (PPO's V of a state, DQN's Q
-of every action). No rule that reads a critic's Q of a Box action judges these families
-(`RuleSpec.algorithms`), so `q_value` is never asked for. The gradient trace probes
-each network with a one-step loss on the newest transitions: V's and the policy
-gradient's with the one-step advantage (PPO, A2C), the Q network's TD loss (DQN).
-This module reads the model's attributes only and imports nothing of SB3.
+Discrete one: the likeliest action's index), DQN's greedy action. The `critic` is the
+value network (PPO's V of a state, DQN's Q of every action). This module reads the
+model's attributes only and imports nothing of SB3.
 """
 
 from __future__ import annotations
@@ -22,12 +19,19 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
-from torch.nn import functional as F
 
-from rltrain.agents.probes import Probe, loss_layer_norms
+from rltrain.agents.probes import Probe
 from rltrain.agents.registry import ON_POLICY, Algorithm
 from rltrain.integrations.library_keys import plain
 from rltrain.integrations.sb3_settings import learning_rate, updates_per_env_step
+from rltrain.integrations.value_views import (
+    action_bounds,
+    discrete_n,
+    greedy_actor,
+    q_probe,
+    value_probe,
+    value_view,
+)
 from rltrain.integrations.views import Mirror
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.hooks.agent_view import AgentView
@@ -44,18 +48,6 @@ ARGUMENTS = ("n_steps", "batch_size", "n_epochs", "gae_lambda", "clip_range", "c
 
 # SB3's activation_fn -> rltrain's name for it (PPO's and A2C's default is Tanh)
 ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh", "ELU": "elu", "GELU": "gelu"}
-
-
-def action_bounds(space: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The action range the hooks see: a 1-D Box's bounds; Discrete(n)'s index in
-    [-0.5, n - 0.5] (n bins of width 1, one per action). Anything else: a ConfigError."""
-    if isinstance(space, spaces.Discrete):
-        start = float(space.start)
-        return (np.array([start - 0.5], np.float32),
-                np.array([start + space.n - 0.5], np.float32))
-    if isinstance(space, spaces.Box) and len(space.shape) == 1:
-        return np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
-    raise ConfigError(f"rltrain watches a 1-D Box or a Discrete action space, not {space}")
 
 
 def _part(forward: Callable[..., torch.Tensor], **members: Any) -> Mirror:
@@ -83,6 +75,10 @@ def onpolicy_view(model: Any) -> AgentView:
             return chosen.float().reshape(-1, 1)
         return torch.clamp(chosen, low_t, high_t)  # as SB3's predict clips it
 
+    def log_prob(obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return policy.get_distribution(obs).log_prob(
+            actions.long().flatten() if discrete else actions)
+
     actor = _part(mode, features_extractor=policy.pi_features_extractor,
                   policy_net=policy.mlp_extractor.policy_net, action_net=policy.action_net,
                   log_std=getattr(policy, "log_std", None))
@@ -90,14 +86,8 @@ def onpolicy_view(model: Any) -> AgentView:
     critic = _part(policy.predict_values,
                    features_extractor=None if shared else policy.vf_features_extractor,
                    value_body=policy.mlp_extractor.value_net, value_net=policy.value_net)
-    return _view(model, actor, critic, value_probe(policy, actor, critic, discrete,
-                                                   model.gamma), {"policy": policy},
-                 low, high)
-
-
-def discrete_n(space: Any) -> int | None:
-    """A Discrete space's number of actions (None: a Box)."""
-    return int(space.n) if isinstance(space, spaces.Discrete) else None
+    return _view(model, actor, critic, value_probe(log_prob, actor, critic, model.gamma),
+                 {"policy": policy}, low, high)
 
 
 def dqn_view(model: Any) -> AgentView:
@@ -108,58 +98,20 @@ def dqn_view(model: Any) -> AgentView:
     if not isinstance(model.action_space, spaces.Discrete):
         raise ConfigError(f"DQN acts in a Discrete action space, not {model.action_space}")
     start = float(model.action_space.start)
-    actor = Mirror(nn.Module(), lambda obs: (q_net(obs).argmax(dim=1, keepdim=True).float()
-                                             + start))
     critic = Mirror(q_net, q_net)
     nets = {"q_net": q_net, "q_net_target": model.q_net_target}
-    return _view(model, actor, critic, q_probe(critic, start, model.gamma), nets, low, high)
+    return _view(model, greedy_actor(q_net, start), critic,
+                 q_probe(critic, start, model.gamma), nets, low, high)
 
 
 def _view(model: Any, actor: nn.Module, critic: nn.Module, probe: Callable[[Batch], Probe],
           nets: dict[str, nn.Module], low: np.ndarray, high: np.ndarray) -> AgentView:
     """The view; its networks' gradients as each optimiser stepped with them are added
     by the callback (`StepGradients`)."""
-    def no_q_critic(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        raise AssertionError("no rule that reads a Q critic judges this family")
-
-    return AgentView(
-        actor=actor, critic=critic, q_value=no_q_critic,
-        act=lambda obs: model.predict(obs, deterministic=True)[0],
-        probe=probe, updates=lambda: model._n_updates, networks=lambda: nets,
-        action_low=low, action_high=high, device=model.device,
-        discrete_actions=discrete_n(model.action_space))
-
-
-def value_probe(policy: Any, actor: nn.Module, critic: nn.Module, discrete: bool,
-                gamma: float) -> Callable[[Batch], Probe]:
-    """Losses on `batch` for a policy and a state value: V against its one-step target,
-    and the policy gradient's loss with the one-step advantage."""
-    def probe(batch: Batch) -> Probe:
-        with torch.no_grad():
-            target = batch.rewards + gamma * (1.0 - batch.terminated) * critic(batch.next_obs)
-        value = critic(batch.obs)  # [B, 1]
-        critic_layers, critic_loss = loss_layer_norms(critic, F.mse_loss(value, target))
-        actions = batch.actions.long().flatten() if discrete else batch.actions
-        log_prob = policy.get_distribution(batch.obs).log_prob(actions)  # [B]
-        advantage = (target - value).detach().flatten()
-        actor_layers, actor_loss = loss_layer_norms(actor, -(log_prob * advantage).mean())
-        return Probe(critic_loss, actor_loss, float(value.detach().mean()), critic_layers,
-                     actor_layers)
-    return probe
-
-
-def q_probe(critic: nn.Module, start: float, gamma: float) -> Callable[[Batch], Probe]:
-    """The Q network's TD loss on `batch` (its target from the online network, as
-    `ddpg_probe` takes it); its greedy actor has no loss of its own."""
-    def probe(batch: Batch) -> Probe:
-        with torch.no_grad():
-            best = critic(batch.next_obs).max(dim=1, keepdim=True).values
-            target = batch.rewards + gamma * (1.0 - batch.terminated) * best
-        index = (batch.actions - start).long()  # [B, 1]
-        q = critic(batch.obs).gather(1, index)
-        critic_layers, critic_loss = loss_layer_norms(critic, F.mse_loss(q, target))
-        return Probe(critic_loss, 0.0, float(q.detach().mean()), critic_layers, {})
-    return probe
+    return value_view(actor, critic, probe,
+                      lambda obs: model.predict(obs, deterministic=True)[0],
+                      lambda: model._n_updates, lambda: nets, low, high, model.device,
+                      discrete_n(model.action_space))
 
 
 def rollout_config(model: Any, entry: Algorithm, total_timesteps: int,

@@ -80,6 +80,47 @@ class NaNReward(gym.Wrapper):
             truncated, info
 
 
+class CountedSteps(gym.Wrapper):
+    """An env that acts at its `at`-th step, counted over every episode of this env
+    instance (a vector env's each count their own)."""
+
+    def __init__(self, env_id: str = "CartPole-v1", at: int = 150) -> None:
+        super().__init__(gym.make(env_id))
+        self.at, self._steps = at, 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        if self._steps == self.at:
+            reward = self.at_step(reward)
+        return obs, reward, terminated, truncated, info
+
+    def at_step(self, reward: float) -> float:
+        raise NotImplementedError
+
+
+class NaNRewardOnce(CountedSteps):
+    """A NaN reward at the env's `at`-th step (a planted fault)."""
+
+    def at_step(self, reward: float) -> float:
+        return float("nan")
+
+
+class PauseAsking(CountedSteps):
+    """`rltrain pause $RLTRAIN_TEST_PAUSE_RUN --no-wait` at the env's `at`-th step: a
+    request from outside that reaches a loop at a step the test knows."""
+
+    def at_step(self, reward: float) -> float:
+        from click.testing import CliRunner
+
+        from rltrain.scripts.cli import cli
+
+        result = CliRunner().invoke(cli, ["pause", os.environ["RLTRAIN_TEST_PAUSE_RUN"],
+                                          "--no-wait"])
+        assert result.exit_code == 0, result.output
+        return reward
+
+
 class SpikyPendulum(gym.Wrapper):
     """Pendulum with a rare -1000 "collision" penalty (a x1000 fault)."""
 
@@ -527,6 +568,8 @@ gym.register("FakeWeakPendulum-v0", entry_point=lambda: WeakPendulum(gym.make("P
 gym.register("FakeDriftingPoint-v0", entry_point=DriftingPointEnv)
 gym.register("FakeRaiseInitPendulum-v0", entry_point=RaiseInitPendulum)
 gym.register("FakeNaNReward-v0", entry_point=NaNReward)
+gym.register("FakeNaNCartPole-v0", entry_point=NaNRewardOnce)
+gym.register("FakePauseAskingCartPole-v0", entry_point=PauseAsking)
 gym.register("FakeStallingPendulum-v0", entry_point=SlowPendulum,
              kwargs={"delay": 30.0, "after": 100})
 gym.register("FakeSlowClosingPendulum-v0", entry_point=SlowClosingPendulum)

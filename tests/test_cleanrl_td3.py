@@ -76,8 +76,8 @@ def test_a_nan_reward_pauses_the_loop_with_its_state_saved(tmp_path, example):
     assert code == 3
     saved = torch.load(tmp_path / "checkpoints" / "cleanrl_td3" / "paused_at_step_120_state.pt",
                        weights_only=True)
-    assert set(saved) == {"env_steps", "actor", "critic", "target_actor", "qf1_target",
-                          "qf2_target", "q_optimizer", "actor_optimizer"}
+    assert set(saved) == {"env_steps", "updates", "actor", "critic", "target_actor",
+                          "qf1_target", "qf2_target", "q_optimizer", "actor_optimizer"}
     events = read_jsonl(tmp_path / "logs" / "cleanrl_td3" / "events.jsonl")
     assert [(e["rule"], e["action"], e["env_steps"]) for e in events] == [
         ("non_finite", "pause", 120), ("non_finite", "paused", 120)]

@@ -54,8 +54,9 @@ def test_a_nan_reward_pauses_the_loop_with_its_state_saved(tmp_path, example):
     saved = torch.load(tmp_path / "checkpoints" / "cleanrl_ddpg" / "paused_at_step_120_state.pt",
                        weights_only=True)
     assert saved["env_steps"] == 120
-    assert set(saved) == {"env_steps", "actor", "critic", "actor_target", "qf_target",
-                          "actor_optimizer", "q_optimizer"}
+    assert set(saved) == {"env_steps", "updates", "actor", "critic", "actor_target",
+                          "qf_target", "actor_optimizer", "q_optimizer"}
+    assert saved["updates"] == 20
     assert saved["actor_optimizer"]["state"][0]["step"] == 20  # 20 updates, 101 to 120
     events = read_jsonl(tmp_path / "logs" / "cleanrl_ddpg" / "events.jsonl")
     assert [(e["rule"], e["action"], e["env_steps"]) for e in events] == [
@@ -85,10 +86,18 @@ def test_rltrain_pause_reaches_the_loop_at_its_next_env_step(tmp_path):
     assert torch.load(path, weights_only=True)["actor"].keys() == actor.state_dict().keys()
     # What `status` says continues it is the loop's way, not `rltrain resume` (which
     # cannot run the loop, and refused the file as "not an rltrain checkpoint").
-    shown = " ".join(CliRunner().invoke(cli, ["status", "w"]).output.split())  # unwrapped
-    assert "continue with saved: checkpoints/w/paused_at_step_31_state.pt; to continue, " \
-           "load it (torch.load(path, weights_only=True))" in shown, shown
-    assert "rltrain resume" not in shown
+    shown = json.loads(CliRunner().invoke(cli, ["status", "w", "--json"]).output)
+    assert shown["continue_with"] == (
+        "  saved: checkpoints/w/paused_at_step_31_state.pt\n"
+        "  once the cause is fixed, load it (torch.load(path, weights_only=True)), give "
+        "\"actor\", \"critic\" their state_dict, run your loop on from env step 31 (its "
+        "\"env_steps\"), and watch it with:\n"
+        "    Watcher(..., run_name=\"w\", "
+        "continue_from=\"checkpoints/w/paused_at_step_31_state.pt\")")
+    table = CliRunner().invoke(cli, ["status", "w"]).output  # a narrow terminal's: folded
+    assert "…" not in table
+    assert 'continue_from="checkpoints/w/paused_at_step_31_state.pt")' in "".join(table.split())
+    assert "rltrain resume" not in shown["continue_with"]
     for command in ("resume", "eval"):
         refused = CliRunner().invoke(cli, [command, "--checkpoint", str(path)])
         assert refused.exit_code == 2
@@ -96,9 +105,10 @@ def test_rltrain_pause_reaches_the_loop_at_its_next_env_step(tmp_path):
                "checkpoint" in refused.output, refused.output
 
 
-def test_a_discrete_action_space_is_refused_in_one_line():
-    with pytest.raises(ConfigError, match=r"^rltrain watches continuous control: the action "
-                                          r"space must be a 1-D Box, not Discrete\(3\)$"):
+def test_a_discrete_action_space_is_refused_for_an_actor_critic_in_one_line():
+    with pytest.raises(ConfigError, match=r"^algo ddpg acts in a 1-D Box action space, not "
+                                          r"Discrete\(3\); a loop of Discrete actions is "
+                                          r"watched as algo ppo, a2c or dqn"):
         Watcher(torch.nn.Linear(2, 3), torch.nn.Linear(2, 1), gym.spaces.Box(-1, 1, (2,)),
                 gym.spaces.Discrete(3), run_name="d")
     assert not Path("logs/d").exists()

@@ -14,7 +14,7 @@ import pytest
 import torch
 import yaml
 from click.testing import CliRunner
-from stable_baselines3 import SAC, TD3
+from stable_baselines3 import PPO, SAC, TD3
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
@@ -262,6 +262,29 @@ def test_an_algorithm_it_does_not_watch_is_refused_in_one_line():
                                           r"CrossQ, TQC, PPO, A2C, DQN, not QRDQN$"):
         model.learn(20, callback=RltrainCallback("qrdqn"))
     assert not Path("logs/qrdqn").exists()
+
+
+@pytest.mark.parametrize("env_id, message", [
+    ("fake_envs:FakeDiscrete-v0", r"^RltrainCallback watches SB3's DDPG, TD3, SAC, CrossQ, "
+                                  r"TQC, PPO, A2C, DQN, not QRDQN$"),
+    ("fake_envs:FakeMultiDiscrete-v0", r"^rltrain watches a 1-D Box or a Discrete action "
+                                       r"space, not MultiDiscrete\(\[3 3\]\)$"),
+])
+def test_a_model_given_to_the_callback_is_refused_at_its_line_not_inside_learn(env_id,
+                                                                             message):
+    """Given the model, the callback refuses it where it is made: the error comes from
+    the user's own line, two calls deep (the constructor, the check), before training."""
+    from sb3_contrib import QRDQN
+
+    model = (QRDQN("MlpPolicy", env_id, device="cpu") if "Multi" not in env_id
+             else PPO("MlpPolicy", env_id, n_steps=16, batch_size=16, device="cpu"))
+    with pytest.raises(ConfigError, match=message) as refused:
+        RltrainCallback("refused", model=model)
+    here = [entry for entry in refused.traceback
+            if entry.frame.code.name.startswith("test_a_model_given")]
+    assert len(here) == 1 and len(refused.traceback) <= 4  # this line, then rltrain's
+    assert "stable_baselines3" not in "".join(str(e.path) for e in refused.traceback)
+    assert not Path("logs/refused").exists()
 
 
 def test_without_sb3_the_module_says_what_to_install(monkeypatch):

@@ -189,8 +189,9 @@ def status(run: str, log_dir: str, as_json: bool) -> None:
     if report["workers"]:
         rows += _worker_rows(report["workers"])
     for key, value in rows:
-        # Text: no rich markup in messages; printable: no terminal controls from a file
-        table.add_row(key, Text(printable(str(value))))
+        # Text: no rich markup in messages; printable: no terminal controls from a file;
+        # a word wider than the terminal (a file's path) folds onto the next line, whole
+        table.add_row(key, Text(printable(str(value)), overflow="fold"))
     Console(soft_wrap=True).print(table)
 
 

@@ -70,12 +70,13 @@ def _options_of_the_algorithm(config: TrainConfig, raw: dict[str, Any]) -> None:
 
 
 def _watched_only(config: TrainConfig, raw: dict[str, Any]) -> None:
-    """A watched-only algorithm (SB3's PPO, A2C, DQN) names a run another library trains
-    (its settings in `library`); rltrain cannot train one itself."""
+    """A watched-only algorithm (PPO, A2C, DQN) names a run another library or loop
+    trains (its settings in `library`); rltrain cannot train one itself."""
     if not algorithm(config.algo).trained and not config.library:
         raise ConfigError(f"algo {config.algo} is watched, not trained, by rltrain: train it "
-                          f"with Stable-Baselines3 and RltrainCallback (docs/integrations.md); "
-                          f"rltrain trains {', '.join(trained_names())}")
+                          f"with Stable-Baselines3 and RltrainCallback, or in your own loop "
+                          f"with the Watcher (docs/integrations.md); rltrain trains "
+                          f"{', '.join(trained_names())}")
 
 
 def _tau_needs_a_target(config: TrainConfig, raw: dict[str, Any]) -> None:

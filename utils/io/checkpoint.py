@@ -184,11 +184,11 @@ def load_tensors(path: Path) -> Any:
 def _not_a_checkpoint(path: Path, data: Any) -> str:
     """Why `path` is no rltrain checkpoint: a plain loop's saved state (a Watcher's pause
     or best model) is said to be one, with how to continue it."""
-    if isinstance(data, dict) and {"env_steps", "actor", "critic"} <= data.keys():
+    if isinstance(data, dict) and {"env_steps", "critic"} <= data.keys():
         return (f"'{path}' is the state a Watcher saved (a plain training loop's), not an "
                 "rltrain checkpoint: `rltrain resume` and `eval` cannot run your loop; load "
                 "it in your loop with torch.load(path, weights_only=True), fix the cause, "
-                "and run the loop on with a new run_name")
+                "and run the loop on, watched by Watcher(..., continue_from=path)")
     return f"'{path}' is not an rltrain checkpoint"
 
 

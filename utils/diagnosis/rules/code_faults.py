@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 SPECS = (
     RuleSpec(
         name="gradients_not_zeroed", section="diagnostics", group="Gradient flow",
-        algorithms=ACTOR_Q_CRITICS,
         threshold=10.0, action="warn",
         fires_when="optimiser steps (of the actor's or the critic's) whose gradients still "
                    "held the previous step's: at least this many",
