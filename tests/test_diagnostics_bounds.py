@@ -1,6 +1,7 @@
 """What the diagnostics keep stays bounded: the exploration-noise steps that
 `ignored_action` judges after a short warm-up live in one block per field, allocated
-once, never one object per step."""
+once, never one object per step; traces/ keeps the run's first trace and its newest
+`keep_traces`, as checkpoints/ keeps its newest `keep_checkpoints`."""
 
 from __future__ import annotations
 
@@ -10,10 +11,16 @@ import numpy as np
 import pytest
 import torch
 
+from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.diagnosis.measure.action_effect import ROWS, action_effect
+from rltrain.utils.diagnosis.measure.gradients import prune_traces
 from rltrain.utils.diagnosis.measure.inputs import Explored
 from rltrain.utils.hooks.hook import Step
+from rltrain.utils.run.folders import create_run
+from rltrain.utils.run.logger import read_jsonl
 from rltrain.utils.training.replay_buffer import Batch
+
+from conftest import DEVICE, tiny_config
 
 
 def noisy_steps(n: int, seed: int = 0) -> list[Step]:
@@ -83,3 +90,35 @@ def test_the_block_is_judged_and_checkpointed_as_the_steps_were_taken():
     empty = Explored()
     empty.load_state_dict(Explored().state_dict())
     assert len(empty) == 0
+
+
+def test_traces_are_kept_as_checkpoints_are_the_first_and_the_newest(tmp_path):
+    """A return drop is traced at most once per heatmap_freq steps; with a hair trigger
+    (trace_drop 0.001) and heatmap_freq 100 a 1000-step run traces several times, and
+    traces/ keeps the run's first trace and its newest keep_traces, each both files."""
+    config = tiny_config(tmp_path, run_name="traced", max_timesteps=1000,
+                         diagnostics={"trace_drop": 0.001, "heatmap_freq": 100,
+                                      "keep_traces": 2})
+    Trainer(config, DEVICE, interactive=False).run(create_run(config))
+    log_dir = tmp_path / "logs" / "traced"
+    traced = [line["env_steps"] for line in read_jsonl(log_dir / "flow1.jsonl")
+              if line["kind"] == "trace"]
+    assert len(traced) >= 5, traced  # enough traces for the pruning to matter
+    kept = [traced[0], *traced[-2:]]
+    assert sorted(p.name for p in (log_dir / "traces").iterdir()) == sorted(
+        name for step in kept
+        for name in (f"grad_trace_step_{step}.json", f"critical_snapshot_step_{step}.pt"))
+
+
+def test_prune_traces_leaves_other_files_alone(tmp_path):
+    for step in (100, 300, 500, 700):
+        (tmp_path / f"grad_trace_step_{step}.json").write_text("{}")
+        (tmp_path / f"critical_snapshot_step_{step}.pt").write_bytes(b"")
+    (tmp_path / "critical_snapshot_step_500.pt").unlink()  # a trace whose write failed
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "grad_trace_step_300 (copy).json").write_text("{}")
+    prune_traces(tmp_path, 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "critical_snapshot_step_100.pt", "critical_snapshot_step_700.pt",
+        "grad_trace_step_100.json", "grad_trace_step_300 (copy).json",
+        "grad_trace_step_700.json", "notes.txt"]
