@@ -56,7 +56,11 @@ class PolicyNetwork(Protocol):
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         """The deterministic action [B, action_dim] in the env's units for obs [B, obs_dim]
-        (a stochastic policy's mode): what evaluation and the diagnostics run."""
+        (a stochastic policy's mode): what evaluation and the diagnostics run. An agent
+        acts through this call (a forward hook on the actor sees its acting passes: the
+        state-action map's); a policy that explores by sampling itself takes
+        `explore=True` there and gives a tuple whose first item is this action
+        (networks/gaussian_actor.py `Acting`)."""
         ...
 
     def sample(self, obs: torch.Tensor,

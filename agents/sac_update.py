@@ -131,13 +131,11 @@ class SACAgent:
         rows = obs_t.unsqueeze(0) if obs_t.dim() == 1 else obs_t
         if deterministic:
             action = self.actor(rows)
-        else:  # actor.sample's action, keeping its noise and mean action (`drawn`)
-            mean, log_std = self.actor.distribution(rows)
-            eps = torch.randn(mean.shape, device=mean.device, generator=self.generator)
-            actor = self.actor
-            action = torch.tanh(mean + log_std.exp() * eps) * actor.action_scale + actor.action_bias
-            self.drawn = tuple((x if obs_t.dim() > 1 else x[0]).cpu().numpy() for x in (
-                eps, torch.tanh(mean) * actor.action_scale + actor.action_bias))
+        else:  # a sampled action, keeping its noise and the mean action (`drawn`)
+            acting = self.actor(rows, explore=True, generator=self.generator)
+            action = acting.action
+            self.drawn = tuple((x if obs_t.dim() > 1 else x[0]).cpu().numpy()
+                               for x in (acting.noise, acting.mode))
         return action[0].cpu().numpy() if obs_t.dim() == 1 else action.cpu().numpy()
 
     # ------------------------------------------------------------------ update

@@ -3,7 +3,8 @@
 The reference is SB3's TD3 set up like rltrain's DDPG (twin critics, no
 policy delay, no target smoothing), with rltrain's `pendulum_ddpg.yaml` values: 256x256
 networks, batch 256, one update per env step, Adam lr 3e-4, tau 0.005, gamma 0.99,
-gaussian exploration noise 0.1 of the action half-range, 1000 random warm-up steps.
+gaussian exploration noise 0.1 of the action half-range (the same in the env's units for
+both: `sb3_action_noise`), 1000 random warm-up steps.
 Both bootstrap through time-limit truncation (SB3: `handle_timeout_termination`).
 SAC, CrossQ and TQC are compared with SB3's SAC and sb3-contrib's CrossQ and TQC set up
 from the same rltrain config (`sb3_model`).
@@ -45,22 +46,31 @@ def run_worker(script: Path, args: list[str], timeout: float = 3600) -> dict[str
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def sb3_action_noise(config, action_dim: int):
+    """rltrain's gaussian exploration noise as SB3's NormalActionNoise, the same in the
+    env's units. rltrain adds `exploration_noise` times each dimension's half-range
+    (utils/training/exploration.py); SB3 adds its noise to the action scaled to [-1, 1]
+    and scales the sum back to the bounds (`OffPolicyAlgorithm._sample_action`), which
+    multiplies it by the half-range: the same sigma, not sigma times the half-range."""
+    import numpy as np
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    return NormalActionNoise(np.zeros(action_dim), config.exploration_noise * np.ones(action_dim))
+
+
 def sb3_td3(config, seed: int, device: str = "cpu"):
     """SB3's TD3 set up like an rltrain config (a `TrainConfig`): with `algo: ddpg` that is
     policy_delay 1 and no target smoothing, with `algo: td3` the config's TD3 values."""
     import gymnasium as gym
-    import numpy as np
     from stable_baselines3 import TD3
-    from stable_baselines3.common.noise import NormalActionNoise
 
     env = gym.make(config.env_name)
-    scale = (env.action_space.high - env.action_space.low) / 2
-    action_noise = NormalActionNoise(np.zeros_like(scale), config.exploration_noise * scale)
     td3 = config.td3 if config.algo == "td3" else None
     return TD3("MlpPolicy", env, learning_rate=config.actor_lr,
                buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
                batch_size=config.batch_size, tau=config.tau, gamma=config.gamma,
-               train_freq=1, gradient_steps=1, action_noise=action_noise,
+               train_freq=1, gradient_steps=1,
+               action_noise=sb3_action_noise(config, env.action_space.shape[0]),
                policy_delay=td3.policy_delay if td3 else 1,
                target_policy_noise=td3.target_policy_noise if td3 else 0.0,
                target_noise_clip=td3.target_noise_clip if td3 else 0.0,

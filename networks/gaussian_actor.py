@@ -4,7 +4,10 @@ obs -> MLP -> the mean and log-std of a Gaussian over the pre-squash action u; t
 action is tanh(u), scaled and offset into the env's bounds, as `Actor` does. Called as a
 module it gives the deterministic action tanh(mean): what evaluation, `rltrain eval` and
 the diagnostics' state-action map read, so it stands wherever a deterministic actor
-does. `sample` draws an exploring action with its log-probability.
+does. Called with `explore=True` (the agent's exploring step) it gives that action
+together with an exploring one drawn in the same pass (`Acting`): still a call of the
+module, so a forward hook on the actor (the state-action map's) sees every acting pass.
+`sample` draws an exploring action with its log-probability, for the update.
 
 The log-probability is that of the squashed action in the [-1, 1] units SAC's target
 entropy is stated in (-dim(A), as in Stable-Baselines3), whatever the env's bounds.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -25,6 +29,14 @@ from rltrain.networks.mlp import NetworkSpec, hidden_stack, register_action_boun
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as Stable-Baselines3 clamps it
 TANH_EPS = 1e-6  # keeps log(1 - tanh(u)^2) finite where tanh saturates
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class Acting(NamedTuple):
+    """One exploring acting pass, each [B, action_dim] in the env's units."""
+
+    mode: torch.Tensor    # the deterministic action tanh(mean): first, as hooks read it
+    action: torch.Tensor  # the exploring action tanh(mean + std * noise)
+    noise: torch.Tensor   # its standard normal draws
 
 
 class GaussianActor(nn.Module):
@@ -50,9 +62,17 @@ class GaussianActor(nn.Module):
         latent = self.latent(obs)
         return self.mu(latent), self.log_std(latent).clamp(LOG_STD_MIN, LOG_STD_MAX)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        mean, _ = self.distribution(obs)
-        return torch.tanh(mean) * self.action_scale + self.action_bias
+    def forward(self, obs: torch.Tensor, explore: bool = False,
+                generator: torch.Generator | None = None) -> torch.Tensor | Acting:
+        """The deterministic action [B, action_dim]; with `explore`, an `Acting` of it and
+        an exploring action drawn from `generator`, from one pass of the network."""
+        mean, log_std = self.distribution(obs)
+        mode = torch.tanh(mean) * self.action_scale + self.action_bias
+        if not explore:
+            return mode
+        noise = torch.randn(mean.shape, device=mean.device, generator=generator)
+        action = torch.tanh(mean + log_std.exp() * noise) * self.action_scale + self.action_bias
+        return Acting(mode, action, noise)
 
     def sample(self, obs: torch.Tensor,
                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -59,13 +59,15 @@ def train(config: str | Path | Mapping[str, Any] | TrainConfig | None = None,
     problem, one a line: an unknown env's first when there are others), `OutputError`
     when a file cannot be written, `EnvFailure` when the env's own code raises.
     """
-    from rltrain.scripts.training.resume import prepare_train
     from rltrain.utils.config.resolve import ConfigRequest, resolve_config
     from rltrain.utils.run.progress import say
     from rltrain.utils.training.envs import check_env_id
 
+    # The config is checked before torch is imported: a refused one costs no torch start-up.
     validated = resolve_config(ConfigRequest(config, keywords=overrides), say,
                                check_env=check_env_id)
+    from rltrain.scripts.training.resume import prepare_train
+
     trainer, paths = prepare_train(validated)
     say(f"run {paths.name}: {validated.algo} on {validated.env_name}, "
         f"{validated.max_timesteps} steps, device {trainer.device}")

@@ -163,12 +163,14 @@ def train(config_name: str | None, overrides: tuple[str, ...], run_name: str | N
     `rltrain config show` with the same --config, --algo, --env, --set prints every key
     it would train with.
     """
-    from rltrain.scripts.training.resume import prepare_train
-    from rltrain.scripts.training.wait import supervise
     from rltrain.utils.training.envs import check_env_id
 
+    # The config is checked before torch is imported: a refused one costs no torch start-up.
     config = resolve_config(ConfigRequest(config_name, flag_overrides(overrides, **flags),
                                           run_name=run_name), to_stderr, check_env=check_env_id)
+    from rltrain.scripts.training.resume import prepare_train
+    from rltrain.scripts.training.wait import supervise
+
     trainer, paths = prepare_train(config)
     say(f"run {paths.name}: {config.algo} on {config.env_name}, {config.max_timesteps} "
                f"steps, device {trainer.device}")

@@ -68,3 +68,33 @@ def test_quick_commands_import_no_torch_nor_gymnasium(run_folder, args):
     assert heavy_modules(done) == []
     if args == ["status", "tiny"]:
         assert "finished" in done.stdout
+
+
+# The `rltrain` command itself (scripts.main), with what it imported said at exit.
+AT_EXIT = """
+import atexit, sys
+atexit.register(lambda: print("HEAVY=" + ",".join(m for m in {heavy!r} if m in sys.modules),
+                              file=sys.stderr))
+{body}
+"""
+REFUSED = "Error: config key 'learning_starts' (1000) must be below max_timesteps (1): no " \
+          "update would run"
+
+
+@pytest.mark.parametrize("body", [
+    "from rltrain.scripts import main\nsys.argv = ['rltrain', 'train', '--steps', '1']\n"
+    "main()",
+    "import rltrain\ntry:\n    rltrain.train(max_timesteps=1)\n"
+    "except rltrain.ConfigError as exc:\n    print('Error:', exc, file=sys.stderr)\n"
+    "    sys.exit(2)"])
+def test_a_config_refused_by_its_checks_imports_no_torch(tmp_path, body):
+    """`rltrain train --steps 1` (learning_starts 1000 >= max_timesteps 1), and the API's
+    `train`, refuse before torch is imported; the exit code and the line are the same."""
+    code = AT_EXIT.format(heavy=HEAVY, body=body)
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("HEAVY=")]
+    assert lines[-1] == REFUSED and "Traceback" not in done.stderr
+    assert "torch" not in heavy_modules(done)
+    assert not (tmp_path / "logs").exists()

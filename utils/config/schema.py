@@ -113,6 +113,9 @@ class DiagnosticsConfig:
     trace_drop: float = opt(
         0.3, "a return falling this share of |baseline| below its moving baseline triggers "
         "a gradient trace", POSITIVE)
+    keep_traces: int = opt(
+        3, "newest gradient traces kept in traces/ (each a per-layer JSON and a critical "
+        "snapshot of the batch and the networks); the run's first is kept too", AT_LEAST_ONE)
     q_warmup_updates: int = opt(
         10_000, "q_overestimation is checked from this many updates on (an untrained "
         "critic's Q of about 0 is above any negative return)", NON_NEGATIVE)

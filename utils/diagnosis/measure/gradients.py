@@ -6,7 +6,9 @@ recomputed). Clipping scales all of a network's gradients by one factor, so the 
 before clipping is the norm read times (global norm before / global norm after). A
 reward drop triggers a trace: the newest replay batch and the parameters go to
 `critical_snapshot_step_<N>.pt`, and the per-layer norms of a fresh probe on that batch,
-each with a verdict, to `grad_trace_step_<N>.json`.
+each with a verdict, to `grad_trace_step_<N>.json`. Traces are kept as checkpoints are:
+the newest `keep_traces`, and the run's first (where its returns first fell, the
+`first_step` of `rltrain diagnose`'s reward_drop note); the others are deleted.
 
 A textbook health table (absolute ranges per layer, for PPO-style nets with one loss)
 does not transfer to DDPG, whose critic gradient scales with the reward and whose actor
@@ -25,7 +27,9 @@ being unstable; an explosion is growth the reward scale does not explain.
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -40,6 +44,7 @@ from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.training.replay_buffer import ReplayBuffer
 
 HISTORY = 20
+TRACE_FILE = re.compile(r"^(?:grad_trace_step_(\d+)\.json|critical_snapshot_step_(\d+)\.pt)$")
 
 
 def total_norm(layers: dict[str, float | None]) -> float:
@@ -231,6 +236,7 @@ class GradientWatch:
         snapshot = {"env_steps": env_steps, "reason": reason, "batch": batch._asdict(),
                     **{k: net.state_dict() for k, net in self.agent.networks().items()}}
         save_tensors(folder / f"critical_snapshot_step_{env_steps}.pt", snapshot)
+        prune_traces(folder, self.settings.keep_traces)
         self.logger.diagnostic("trace", env_steps, reason=reason, file=str(trace_file))
         for rule in (r for r in self.layer_rules if r.in_trace):
             found = [f"{n}.{k}" for n, per in layers.items() for k, v in per.items()
@@ -245,3 +251,17 @@ class GradientWatch:
         self.verdicts.load_state_dict(state["history"])
         self.verdicts.below = set(state.get("vanishing", ()))  # absent before it was kept
         self.last_trace = state["last_trace"]
+
+
+def prune_traces(folder: Path, keep: int) -> None:
+    """Delete the files of every trace in `folder` but the first and the newest `keep`
+    (a trace: its `grad_trace_step_<N>.json` and `critical_snapshot_step_<N>.pt`)."""
+    files: dict[int, list[Path]] = {}
+    for path in folder.iterdir():
+        match = TRACE_FILE.match(path.name)
+        if match and path.is_file():
+            files.setdefault(int(match.group(1) or match.group(2)), []).append(path)
+    steps = sorted(files)
+    for step in steps[1:-keep]:
+        for path in files[step]:
+            path.unlink(missing_ok=True)

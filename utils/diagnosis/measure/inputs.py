@@ -266,35 +266,54 @@ class InputChecks:
 
 class Explored:
     """Steps with exploration noise, in the order they were taken: obs, the action, its
-    noise, what the state decided of it, the reward and next_obs."""
+    noise, what the state decided of it, the reward and next_obs; at most `capacity`
+    (ROWS, all the rule judges). Each field's rows are one float64 array allocated at the
+    first step: a tensor per field and step, kept while the updates in between allocate
+    and free their batches, scattered the heap: resident memory grew at every step of the
+    collection and was not given back (CHANGELOG.md has the figures)."""
 
     FIELDS = ("obs", "action", "noise", "steered", "reward", "next_obs")
 
-    def __init__(self) -> None:
-        self.rows: dict[str, list[Any]] = {name: [] for name in self.FIELDS}
+    def __init__(self, capacity: int = ROWS) -> None:
+        self.capacity = capacity
+        self.arrays: dict[str, np.ndarray] = {}  # field -> [capacity, width], once a step came
+        self.size = 0
 
     def __len__(self) -> int:
-        return len(self.rows["obs"])
+        return self.size
 
     def add(self, step: Step) -> int:
+        assert self.size < self.capacity, "Explored is full: judge it, then start afresh"
         for name in self.FIELDS:
-            value = getattr(step, name)
-            self.rows[name].append(torch.as_tensor(np.array(value, dtype=np.float64)).reshape(-1))
-        return len(self)
+            value = np.asarray(getattr(step, name), dtype=np.float64).reshape(-1)
+            if name not in self.arrays:
+                self.arrays[name] = np.empty((self.capacity, value.size))
+            self.arrays[name][self.size] = value
+        self.size += 1
+        return self.size
+
+    def _rows(self, name: str) -> torch.Tensor:
+        return torch.from_numpy(self.arrays[name][:self.size])
 
     def effect(self, stride: int) -> dict[str, Any]:
         """action_effect of the noise, with the observation and the steered action as
         controls."""
-        obs, actions, noise, steered, rewards, next_obs = (
-            torch.stack(self.rows[name]) for name in self.FIELDS)
+        obs, actions, noise, steered, rewards, next_obs = map(self._rows, self.FIELDS)
         batch = Batch(obs, actions, rewards, next_obs, torch.zeros_like(rewards))
         return {**action_effect(batch, stride, noise, torch.cat([obs, steered], dim=1)),
                 "judged_on": "exploration noise"}
 
     def state_dict(self) -> dict[str, Any]:
-        return {name: torch.stack(rows) if rows else None for name, rows in self.rows.items()}
+        return {name: self._rows(name).clone() if self.size else None
+                for name in self.FIELDS}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for name in self.FIELDS:
-            saved = state.get(name)
-            self.rows[name] = [] if saved is None else list(saved.unbind(0))
+        saved = {name: state.get(name) for name in self.FIELDS}
+        self.arrays, self.size = {}, 0
+        if any(rows is None for rows in saved.values()):
+            return
+        self.size = min(min(len(rows) for rows in saved.values()), self.capacity)
+        for name, rows in saved.items():
+            rows = rows.double().reshape(len(rows), -1).numpy()
+            self.arrays[name] = np.empty((self.capacity, rows.shape[1]))
+            self.arrays[name][:self.size] = rows[:self.size]

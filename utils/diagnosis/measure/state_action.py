@@ -94,17 +94,21 @@ class StateActionMap:
         fraction = min(self.env_steps / s.sample_decay_steps, 1.0)
         return 1.0 + fraction * (s.sample_rate_final - 1.0)
 
-    def hook(self, _module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+    def hook(self, _module: torch.nn.Module, inputs: tuple,
+             output: torch.Tensor | tuple[torch.Tensor, ...]) -> None:
         """Forward hook on the actor: keep some of its acting calls (`act`, in inference
         mode, on one row per training env; the Q check's calls under `no_grad` and the
-        evaluations, paused around, are left out). Row i is training env i's observation."""
+        evaluations, paused around, are left out). Row i is training env i's observation.
+        A sampling policy's exploring call gives a tuple whose first item is its
+        deterministic action (networks/gaussian_actor.py `Acting`): that is what is kept."""
         obs = inputs[0]
         if (not self.collecting or obs.shape[0] != len(self._episode_step)
                 or not torch.is_inference_mode_enabled()):
             return
+        action = output[0] if isinstance(output, tuple) else output
         kept = self.chosen(obs.shape[0])
         if kept:  # on CUDA, one transfer each for all the envs' rows
-            self.keep_rows(kept, obs.detach().cpu().numpy(), output.detach().cpu().numpy())
+            self.keep_rows(kept, obs.detach().cpu().numpy(), action.detach().cpu().numpy())
 
     def chosen(self, num_envs: int) -> list[int]:
         """The training envs whose row of one acting call is kept, at the current rate."""
