@@ -119,6 +119,19 @@ def test_value_fit_does_not_judge_rollouts_of_a_few_steps(tmp_path):
     assert hook.unjudged().startswith("rollouts of 5 steps per env")
 
 
+def test_value_fit_does_not_judge_returns_that_hardly_vary(tmp_path):
+    """A CartPole policy at the time limit: returns of about 50 everywhere, V fit to them
+    within 0.07 (a value loss of 0.005), its explained variance swinging around 0."""
+    hook = ValueFit(context(tmp_path))
+    episodes(hook, [500.0] * 10, 0, length=500)
+    reports = [{"explained_variance": 0.001, "critic_loss": 0.005}] * 50
+    assert rollouts(hook, reports) == []
+    # the same explained variance with returns that vary (a value loss of 50): judged
+    varied = ValueFit(context(tmp_path))
+    episodes(varied, [500.0] * 10, 0, length=500)
+    assert rollouts(varied, [{"explained_variance": 0.001, "critic_loss": 50.0}] * 50)
+
+
 def test_value_fit_is_quiet_on_a_value_that_learns(tmp_path):
     hook = ValueFit(context(tmp_path))
     assert rollouts(hook, [{"explained_variance": 0.9}] * 80) == []

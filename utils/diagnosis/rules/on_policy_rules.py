@@ -32,7 +32,11 @@ handed on with each of its updates, judged once.
   larger one. Rollouts of fewer than `MIN_ROLLOUT_STEPS` steps per env (A2C's 5) are
   not judged: their returns are mostly the bootstrapped V of the rollout's last state,
   so their variance, and the explained variance, says little of V's fit (a healthy
-  A2C CartPole run on RL Zoo's settings measures 0.0-0.3).
+  A2C CartPole run on RL Zoo's settings measures 0.0-0.3). Nor are rollouts whose
+  returns hardly vary (their std, from the value loss and the explained variance as
+  sqrt(value_loss / (1 - EV)), under `min_spread` of the returns' scale): a CartPole
+  policy that balances to the time limit sees returns of about 1 / (1 - gamma)
+  everywhere, and its explained variance swings around 0 while V fits them to 0.01.
 
 The settings these rules name are SB3's own (`config.library`, as SB3's constructor
 names them), and so are the keys of their `suggested_set`.
@@ -118,7 +122,10 @@ SPECS = (
                  Option("window_steps", 5000, "the newest env steps whose reports' median "
                         "is judged (at least 3 reports)", AT_LEAST_ONE),
                  Option("large_value", 1000.0, "returns larger than this (the mean reward "
-                        "size over 1 - gamma) want normalised rewards", POSITIVE))),
+                        "size over 1 - gamma) want normalised rewards", POSITIVE),
+                 Option("min_spread", 0.01, "a rollout whose returns' std is under this "
+                        "share of their scale (the mean reward size over 1 - gamma) is not "
+                        "judged: its explained variance is noise", NON_NEGATIVE))),
 )
 
 
@@ -318,7 +325,8 @@ class ValueFit(_RolloutRule):
 
     def report(self, env_steps: int, metrics: dict[str, float]) -> list[Finding]:
         explained = metrics.get("explained_variance")
-        if explained is None or not math.isfinite(explained) or self.short_rollouts():
+        if explained is None or not math.isfinite(explained) or self.short_rollouts() \
+                or self.flat_returns(explained, metrics.get("critic_loss")):
             return []
         self.reports.append((env_steps, explained))
         window = self.settings.window_steps
@@ -340,6 +348,21 @@ class ValueFit(_RolloutRule):
             f"steps): V does not learn the returns, so the advantages are their noise; "
             f"{why}", suggested_set=proposed)
 
+    def value_scale(self) -> float:
+        """The returns' scale: the mean reward size over 1 - gamma (0: no episode yet)."""
+        gamma = self.context.config.gamma
+        if not self.reward_size or gamma >= 1:
+            return 0.0
+        return statistics.mean(self.reward_size) / (1 - gamma)
+
+    def flat_returns(self, explained: float, value_loss: float | None) -> bool:
+        """Whether the rollout's returns hardly vary: their std, sqrt(value_loss / (1 -
+        EV)), under `min_spread` of their scale."""
+        scale = self.value_scale()
+        if value_loss is None or not math.isfinite(value_loss) or scale <= 0 or explained >= 1:
+            return False
+        return math.sqrt(max(value_loss, 0.0) / (1 - explained)) < self.settings.min_spread * scale
+
     def short_rollouts(self) -> bool:
         n_steps = library_setting(self.context.config, "n_steps")
         return isinstance(n_steps, int) and n_steps < MIN_ROLLOUT_STEPS
@@ -353,8 +376,7 @@ class ValueFit(_RolloutRule):
 
     def _fix(self) -> tuple[dict[str, Any], str]:
         config = self.context.config
-        value = (statistics.mean(self.reward_size) / (1 - config.gamma)
-                 if self.reward_size and config.gamma < 1 else 0.0)
+        value = self.value_scale()
         if value > self.settings.large_value:
             return ({"normalize.rewards": True},
                     f"the returns reach about {value:.3g} (the mean reward's size over 1 - "
