@@ -127,6 +127,12 @@ def test_value_fit_does_not_judge_returns_that_hardly_vary(tmp_path):
     reports = [{"explained_variance": 0.001, "critic_loss": 0.005}] * 50
     assert rollouts(hook, reports) == []
     # the same explained variance with returns that vary (a value loss of 50): judged
+    # a window of mostly flat rollouts with a few judgeable ones is not judged either
+    mixed = ValueFit(context(tmp_path))
+    episodes(mixed, [500.0] * 10, 0, length=500)
+    flat = {"explained_variance": 0.001, "critic_loss": 0.005}
+    varying = {"explained_variance": 0.001, "critic_loss": 50.0}
+    assert rollouts(mixed, ([flat] * 4 + [varying]) * 10) == []
     varied = ValueFit(context(tmp_path))
     episodes(varied, [500.0] * 10, 0, length=500)
     assert rollouts(varied, [{"explained_variance": 0.001, "critic_loss": 50.0}] * 50)

@@ -36,7 +36,8 @@ handed on with each of its updates, judged once.
   returns hardly vary (their std, from the value loss and the explained variance as
   sqrt(value_loss / (1 - EV)), under `min_spread` of the returns' scale): a CartPole
   policy that balances to the time limit sees returns of about 1 / (1 - gamma)
-  everywhere, and its explained variance swings around 0 while V fits them to 0.01.
+  everywhere, and its explained variance swings around 0 while V fits them to 0.01;
+  a window is judged only where at least half of its rollouts are.
 
 The settings these rules name are SB3's own (`config.library`, as SB3's constructor
 names them), and so are the keys of their `suggested_set`.
@@ -314,7 +315,8 @@ class ValueFit(_RolloutRule):
 
     def __init__(self, context: Any) -> None:
         super().__init__(context)
-        self.reports: deque[tuple[int, float]] = deque()  # (env step, explained variance)
+        # (env step, explained variance; None: the rollout's returns hardly vary)
+        self.reports: deque[tuple[int, float | None]] = deque()
         self.judged_from = self.settings.warmup_steps  # after a finding: a window later
         self.reward_size: deque[float] = deque(maxlen=100)  # |return| / length per episode
 
@@ -325,20 +327,23 @@ class ValueFit(_RolloutRule):
 
     def report(self, env_steps: int, metrics: dict[str, float]) -> list[Finding]:
         explained = metrics.get("explained_variance")
-        if explained is None or not math.isfinite(explained) or self.short_rollouts() \
-                or self.flat_returns(explained, metrics.get("critic_loss")):
+        if explained is None or not math.isfinite(explained) or self.short_rollouts():
             return []
-        self.reports.append((env_steps, explained))
+        # a rollout whose returns hardly vary is kept as None: not judged, but counted
+        flat = self.flat_returns(explained, metrics.get("critic_loss"))
+        self.reports.append((env_steps, None if flat else explained))
         window = self.settings.window_steps
         while len(self.reports) > 3 and self.reports[0][0] <= env_steps - window:
             self.reports.popleft()
-        if env_steps < self.judged_from or len(self.reports) < 3:
+        judged = [x for _, x in self.reports if x is not None]
+        # judged only where most of the window's rollouts are judgeable
+        if env_steps < self.judged_from or len(judged) < max(3, len(self.reports) / 2):
             return []
-        median = statistics.median(x for _, x in self.reports)
+        median = statistics.median(judged)
         self.record(env_steps, explained_variance=round(median, 4))
         if 1.0 - median < self.rule.threshold:
             return []
-        reports = len(self.reports)
+        reports = len(judged)
         self.judged_from = env_steps + window  # the next finding needs a window of its own
         proposed, why = self._fix()
         return self.fire(
@@ -402,6 +407,7 @@ class ValueFit(_RolloutRule):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self.reports.extend((int(s), float(x)) for s, x in state["reports"])
+        self.reports.extend((int(s), None if x is None else float(x))
+                            for s, x in state["reports"])
         self.reward_size.extend(float(x) for x in state["reward_size"])
         self.judged_from = int(state["judged_from"])
