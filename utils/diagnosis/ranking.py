@@ -87,7 +87,8 @@ SETS_OFF: dict[str, tuple[str, ...]] = {
     "policy_entropy_collapse": OUTCOMES + NETWORKS,
     "value_fit": OUTCOMES + NETWORKS,
     "exploration_schedule": OUTCOMES + NETWORKS,
-    "q_beyond_returns": OUTCOMES + NETWORKS + EXPLOSIONS,
+    # a Q network that diverges leaves the return where it started, explored or not
+    "q_beyond_returns": OUTCOMES + NETWORKS + EXPLOSIONS + ("exploration_schedule",),
 }
 
 # A finding's severity, the most severe first (`diagnose --fail-on` counts down from it).
