@@ -41,7 +41,7 @@ except ImportError:
 from rltrain.agents.registry import ON_POLICY, Algorithm
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
 from rltrain.integrations.sb3_env_watch import EnvWatch
-from rltrain.integrations.sb3_models import LOSSES, check_model, derived_config, watched
+from rltrain.integrations.sb3_models import check_model, derived_config, reported, watched
 from rltrain.integrations.sb3_settings import SB3Keys
 from rltrain.integrations.sb3_view import PolicyTap
 from rltrain.integrations.session import Session, session_config
@@ -227,16 +227,14 @@ class RltrainCallback(BaseCallback):
         return self.session.pause.rule != "outside_request"
 
     def _tell_updates(self) -> None:
-        """The updates SB3 made since the last call: one record each, with the losses SB3
-        logged for them (its means over the call's gradient steps) and the gradient
+        """The updates SB3 made since the last call: one record each, with the losses and
+        statistics SB3 logged for them (its means over the call's gradient steps) and the gradient
         norms `.grad` holds now."""
         done = self.model._n_updates - self._updates_seen
         if done <= 0:
             return
         self._updates_seen = self.model._n_updates
-        logged = self.model.logger.name_to_value
-        metrics = {name: float(logged[key]) for key, name in LOSSES[self.family].items()
-                   if key in logged}
+        metrics = reported(self.model, self.family, self.model.logger.name_to_value)
         metrics.update(self.step_gradients.norms())
         for _ in range(done):
             self.session.update(metrics)

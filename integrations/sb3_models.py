@@ -30,14 +30,33 @@ from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.seeding import REPLAY, derive_seed
 from rltrain.utils.training.replay_buffer import ReplayBuffer
 
-# SB3's logged losses -> the update metrics the rules read, by what the model is: an
-# actor-critic (None), or a watched-only algorithm's family
+# What SB3 logs of its updates -> the update metrics the rules read, by what the model
+# is: an actor-critic (None), or a watched-only algorithm's family. PPO and A2C: the
+# losses, the entropy loss (minus the policy's mean entropy), the value function's
+# explained variance and the learning rate; PPO also its approximate KL from the rollout's
+# policy (its last epoch's mean), the share of clipped ratios and the clip range; a
+# Gaussian policy its std. DQN: the TD loss and the learning rate (its epsilon is read
+# from the model: `reported`).
 LOSSES: dict[str | None, dict[str, str]] = {
     None: {"train/critic_loss": "critic_loss", "train/actor_loss": "actor_loss"},
     ON_POLICY: {"train/value_loss": "critic_loss", "train/policy_gradient_loss": "actor_loss",
-                "train/policy_loss": "actor_loss", "train/entropy_loss": "entropy_loss"},
-    Q_LEARNING: {"train/loss": "critic_loss"},
+                "train/policy_loss": "actor_loss", "train/entropy_loss": "entropy_loss",
+                "train/explained_variance": "explained_variance",
+                "train/approx_kl": "approx_kl", "train/clip_fraction": "clip_fraction",
+                "train/clip_range": "clip_range", "train/learning_rate": "learning_rate",
+                "train/std": "policy_std"},
+    Q_LEARNING: {"train/loss": "critic_loss", "train/learning_rate": "learning_rate"},
 }
+
+
+def reported(model: Any, family: str | None, logged: dict[str, Any]) -> dict[str, float]:
+    """The update metrics of the updates SB3 made since the callback last looked: what
+    its logger holds of them (`logged`, by LOSSES), and DQN's epsilon as it is now."""
+    metrics = {name: float(logged[key]) for key, name in LOSSES[family].items()
+               if key in logged}
+    if family == Q_LEARNING:
+        metrics["exploration_rate"] = float(model.exploration_rate)
+    return metrics
 
 
 def check_model(model: Any) -> Algorithm | None:

@@ -30,6 +30,15 @@ def own_options() -> dict[str, str]:
     return {key: library for entry in ALGORITHMS.values()
             for library, key in entry.library_names().items()}
 LEARNING_RATES = ("actor_lr", "critic_lr")  # SB3 has one learning_rate for both
+# SB3's constructor arguments recorded in config.yaml's `library`, where the model has
+# them (PPO's, A2C's, DQN's); the rules that judge those families propose changes in
+# these names, which carry over as they are.
+ARGUMENTS = ("n_steps", "batch_size", "n_epochs", "gae_lambda", "clip_range", "clip_range_vf",
+             "normalize_advantage", "ent_coef", "vf_coef", "max_grad_norm", "target_kl",
+             "use_rms_prop", "rms_prop_eps", "use_sde", "sde_sample_freq", "buffer_size",
+             "learning_starts", "tau", "gradient_steps", "target_update_interval",
+             "exploration_fraction", "exploration_initial_eps", "exploration_final_eps",
+             "optimize_memory_usage")
 
 
 def action_noise(noise: Any) -> dict[str, Any] | None:
@@ -103,6 +112,10 @@ class SB3Keys:
         # PPO and A2C have no train_freq: they update after each rollout
         self.n_envs, self.train_freq = model.n_envs, getattr(model, "train_freq", None)
         self.action_dim = int(np.prod(model.action_space.shape))
+        # SB3's own names, where a rule proposes one (PPO's ent_coef, DQN's
+        # target_update_interval): the model's arguments and its learning_rate
+        self.own_names = {name for name in (*ARGUMENTS, "learning_rate")
+                          if hasattr(model, name)}
 
     def translate(self, suggested: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """The SB3 arguments for `suggested`, and the rltrain keys SB3 has no setting for."""
@@ -115,7 +128,9 @@ class SB3Keys:
         for key, value in suggested.items():
             if key in LEARNING_RATES:
                 continue
-            if key in SAME_VALUE:
+            if key in self.own_names and key not in SAME_VALUE:
+                sb3[key] = value
+            elif key in SAME_VALUE:
                 sb3[SAME_VALUE[key]] = value
             elif key in own:
                 _put_argument(sb3, own[key], value)

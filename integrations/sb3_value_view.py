@@ -23,7 +23,7 @@ from torch import nn
 from rltrain.agents.probes import Probe
 from rltrain.agents.registry import ON_POLICY, Algorithm
 from rltrain.integrations.library_keys import plain
-from rltrain.integrations.sb3_settings import learning_rate, updates_per_env_step
+from rltrain.integrations.sb3_settings import ARGUMENTS, learning_rate, updates_per_env_step
 from rltrain.integrations.value_views import (
     action_bounds,
     discrete_n,
@@ -36,15 +36,6 @@ from rltrain.integrations.views import Mirror
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.training.replay_buffer import Batch
-
-# SB3's constructor arguments recorded in config.yaml's `library`, where the model has them.
-ARGUMENTS = ("n_steps", "batch_size", "n_epochs", "gae_lambda", "clip_range", "clip_range_vf",
-             "normalize_advantage", "ent_coef", "vf_coef", "max_grad_norm", "target_kl",
-             "use_rms_prop", "rms_prop_eps", "use_sde", "sde_sample_freq", "buffer_size",
-             "learning_starts", "tau", "gradient_steps", "target_update_interval",
-             "exploration_fraction", "exploration_initial_eps", "exploration_final_eps",
-             "optimize_memory_usage")
-
 
 # SB3's activation_fn -> rltrain's name for it (PPO's and A2C's default is Tanh)
 ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh", "ELU": "elu", "GELU": "gelu"}

@@ -36,7 +36,10 @@ RULE_NAMES = {
     # the rules that judge mechanisms (rules/*: fit, pace, noise, episodes, observability)
     "critic_fit", "actor_fit", "actor_direction", "actor_pace", "gradient_noise",
     "excess_noise", "target_smoothing", "entropy_temperature", "short_episodes",
-    "partial_observability", "transition_integrity", "sample_recency", "update_ratio"}
+    "partial_observability", "transition_integrity", "sample_recency", "update_ratio",
+    # PPO's, A2C's and DQN's own (rules/on_policy_rules.py, rules/q_learning_rules.py)
+    "policy_entropy_collapse", "policy_step_size", "value_fit", "exploration_schedule",
+    "q_beyond_returns"}
 INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
                "short_horizon", "small_replay", "ignored_action"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
@@ -384,7 +387,9 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
                            "unjudged", "not_judged_for", "verifications", "reward_terms"}
     assert report["run"] == "r"
     # DDPG's run: the rules of SAC's temperature do not judge it
-    assert report["not_judged_for"]["rules"] == ["entropy_collapse", "entropy_temperature"]
+    assert report["not_judged_for"]["rules"] == [
+        "entropy_collapse", "entropy_temperature", "policy_entropy_collapse",
+        "policy_step_size", "value_fit", "exploration_schedule", "q_beyond_returns"]
     assert report["diagnostics_enabled"] is True
     assert report["findings"]
     for finding in report["findings"]:

@@ -76,4 +76,18 @@ def test_diagnose_is_told_which_rules_do_not_judge_an_algorithm():
     assert ppo["algo"] == "ppo" and ppo["family"].startswith("a Gaussian policy or")
     assert set(ACTOR_CRITIC_ONLY) <= set(ppo["rules"])
     assert not set(EVERY_FAMILY) & set(ppo["rules"])
-    assert set(not_judging("td3")["rules"]) == {"entropy_collapse", "entropy_temperature"}
+    assert set(not_judging("td3")["rules"]) == {"entropy_collapse", "entropy_temperature",
+                                               *ON_POLICY_ONLY, *Q_LEARNING_ONLY}
+
+
+# The rules on PPO's and A2C's statistics (A2C reports no KL), and on DQN's.
+ON_POLICY_ONLY = ("policy_entropy_collapse", "policy_step_size", "value_fit")
+Q_LEARNING_ONLY = ("exploration_schedule", "q_beyond_returns")
+
+
+@pytest.mark.parametrize("rule", ON_POLICY_ONLY + Q_LEARNING_ONLY)
+def test_the_watched_families_rules_judge_their_own_family_only(rule):
+    judged = {algo for algo in (*OWN, *WATCHED) if all_specs()[rule].judges(algo)}
+    expected = {"ppo"} if rule == "policy_step_size" else (
+        {"ppo", "a2c"} if rule in ON_POLICY_ONLY else {"dqn"})
+    assert judged == expected

@@ -122,3 +122,13 @@ def test_a_run_with_both_rates_far_too_high_leads_with_them_and_advises_no_rise(
             if key.endswith("_lr"):
                 assert value < 0.05, (found["rule"], key, value)
         assert "raise actor_lr" not in RULES[found["rule"]][1]
+
+
+def test_a_diverging_q_network_leads_the_stalled_return_it_leaves():
+    found = link([finding("exploration_schedule", step=16407,
+                          suggested={"exploration_fraction": 0.32}),
+                  finding("q_beyond_returns", step=2000,
+                          suggested={"target_update_interval": 100})])
+    assert most_likely_cause(found)["rule"] == "q_beyond_returns"
+    assert {f["rule"]: f["caused_by"] for f in found}["exploration_schedule"] == [
+        "q_beyond_returns"]

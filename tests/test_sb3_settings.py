@@ -140,6 +140,23 @@ def test_suggested_sets_are_translated_to_sb3_arguments(suggested, sb3, missing)
     assert SB3Keys(Model()).translate(suggested) == (sb3, missing)
 
 
+class PPOModel:
+    """What SB3Keys reads of a PPO model: its own arguments by SB3's names."""
+
+    n_envs, learning_rate, ent_coef, n_epochs, clip_range, vf_coef = 8, 1e-3, 0.0, 20, 0.2, 0.5
+    action_space = gym.spaces.Discrete(2)
+
+
+@pytest.mark.parametrize("suggested, sb3, missing", [
+    ({"ent_coef": 0.01}, {"ent_coef": 0.01}, []),
+    ({"n_epochs": 10}, {"n_epochs": 10}, []),
+    ({"learning_rate": 3e-4}, {"learning_rate": 3e-4}, []),
+    ({"normalize.rewards": True}, {}, ["normalize.rewards"]),  # a VecNormalize wrapper
+])
+def test_the_watched_families_rules_propose_sb3s_own_names(suggested, sb3, missing):
+    assert SB3Keys(PPOModel()).translate(suggested) == (sb3, missing)
+
+
 def test_a_finding_says_its_fix_in_sb3_terms_and_what_sb3_has_no_setting_for():
     finding = Finding(100, "critic_loss_explosion", 1e6, 1e4, "warn", "the critic loss grew",
                       suggested_set={"critic_lr": 1e-4, "grad_clip_norm": 1.0})

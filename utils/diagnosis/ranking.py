@@ -45,7 +45,7 @@ EVERYTHING_DOWNSTREAM = EXPLOSIONS + NETWORKS + OUTCOMES + FIT
 SETS_OFF: dict[str, tuple[str, ...]] = {
     # set-up faults that make the networks' steps too large or their inputs too large
     "learning_rate": EVERYTHING_DOWNSTREAM + ("actor_direction",),
-    "reward_scale": EVERYTHING_DOWNSTREAM + ("learning_rate",),
+    "reward_scale": EVERYTHING_DOWNSTREAM + ("learning_rate", "value_fit", "q_beyond_returns"),
     "observation_scale": EVERYTHING_DOWNSTREAM + ("learning_rate",),
     "entropy_temperature": EVERYTHING_DOWNSTREAM + ("learning_rate", "entropy_collapse"),
     "gradients_not_zeroed": EVERYTHING_DOWNSTREAM + ("learning_rate",),
@@ -82,6 +82,15 @@ SETS_OFF: dict[str, tuple[str, ...]] = {
     "actor_fit": OUTCOMES + ("actor_stalled", "action_saturation"),
     "entropy_collapse": OUTCOMES,
     "no_learning": tuple(r for r in OUTCOMES if r != "no_learning"),
+    # PPO's, A2C's and DQN's set-up: steps too large jump to a deterministic policy; a
+    # value or Q network that cannot fit, or an exploration over too soon, leave their mark
+    # on the outcomes and the networks' gradients
+    "policy_step_size": EVERYTHING_DOWNSTREAM + ("policy_entropy_collapse", "value_fit"),
+    "policy_entropy_collapse": OUTCOMES + NETWORKS,
+    "value_fit": OUTCOMES + NETWORKS,
+    "exploration_schedule": OUTCOMES + NETWORKS,
+    # a Q network that diverges leaves the return where it started, explored or not
+    "q_beyond_returns": OUTCOMES + NETWORKS + EXPLOSIONS + ("exploration_schedule",),
 }
 
 # A finding's severity, the most severe first (`diagnose --fail-on` counts down from it).

@@ -27,6 +27,7 @@ from rltrain.utils.diagnosis.measure.gradient_noise import GradientNoise
 from rltrain.utils.diagnosis.measure.gradients import DropDetector, GradientWatch
 from rltrain.utils.diagnosis.measure.inputs import InputChecks
 from rltrain.utils.diagnosis.measure.observability import ObservabilityChecks
+from rltrain.utils.diagnosis.measure.q_values import TakenActionQ
 from rltrain.utils.diagnosis.measure.reward_signal import RewardAnalyzer
 from rltrain.utils.diagnosis.measure.state_action import ClusterView, StateActionMap
 from rltrain.utils.diagnosis.measure.timing import hook_method, load_libraries, timed
@@ -79,6 +80,7 @@ class Flow1Diagnostics(Hook):
         self.noise = GradientNoise(context, buffer, logger, self._report)
         self.observability = ObservabilityChecks(context, buffer, logger, self._report,
                                                  seed + 2)
+        self.q_values = TakenActionQ(context, buffer, logger, self._report)
         self.episode_drop = DropDetector(self.settings.trace_drop)
         self.eval_drop = DropDetector(self.settings.trace_drop)
         self.recent_returns: deque[float] = deque(maxlen=5)
@@ -184,6 +186,7 @@ class Flow1Diagnostics(Hook):
         with self.paused_collection():  # the fit's forward passes are not the policy's
             self.fit.after_update(update.env_steps, update.updates)
             self.noise.after_update(update.env_steps, update.updates)
+            self.q_values.after_update(update.env_steps, update.updates)
         self.observability.after_update(update.env_steps, update.updates)
         if update.updates % self.settings.grad_freq == 0:
             self.gradients.record(update.env_steps, self.actor_pre_clip,
@@ -296,7 +299,7 @@ class Flow1Diagnostics(Hook):
     def unjudged(self) -> dict[str, str]:
         """The diagnostics' rules that could not judge the run so far, and why."""
         found = {**self.inputs.unjudged(), **self.fit.unjudged(), **self.noise.unjudged(),
-                 **self.observability.unjudged()}
+                 **self.observability.unjudged(), **self.q_values.unjudged()}
         why = self.terms_rule.waiting_for(len(self.terms.terms), self.terms.without)
         if why is not None:
             found[self.terms_rule.spec.name] = why
@@ -312,7 +315,8 @@ class Flow1Diagnostics(Hook):
                 "actor_pre_clip": self.actor_pre_clip, "inputs": self.inputs.state_dict(),
                 "reward_terms": self.terms.state_dict(), "fit": self.fit.state_dict(),
                 "gradient_noise": self.noise.state_dict(),
-                "observability": self.observability.state_dict()}
+                "observability": self.observability.state_dict(),
+                "q_values": self.q_values.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reward.load_state_dict(state["reward"])
@@ -332,6 +336,8 @@ class Flow1Diagnostics(Hook):
             self.noise.load_state_dict(state["gradient_noise"])
         if "observability" in state:  # saved before it was measured: it starts afresh
             self.observability.load_state_dict(state["observability"])
+        if "q_values" in state:  # saved before Q values were measured: they start afresh
+            self.q_values.load_state_dict(state["q_values"])
 
 
 class NoDiagnostics(Hook):

@@ -26,8 +26,10 @@ from rltrain.utils.diagnosis.rules import (
     long_horizon,
     no_learning,
     noise_rules,
+    on_policy_rules,
     partial_observability,
     q_divergence,
+    q_learning_rules,
     replay_integrity,
     reward_rules,
     reward_terms,
@@ -42,8 +44,9 @@ from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook, RuleSpec, 
 MODULES = (action_range, actor_stalled, code_faults, critic_rules, entropy_collapse,
            entropy_temperature, episode_rules, eval_collapse, fit_rules, gradient_noise,
            gradient_rules, health, input_rules, learning_rate, long_horizon, no_learning,
-           noise_rules, partial_observability, q_divergence, replay_integrity, reward_rules,
-           reward_terms, run_stops, state_action_rules, target_update, update_ratio)
+           noise_rules, on_policy_rules, partial_observability, q_divergence,
+           q_learning_rules, replay_integrity, reward_rules, reward_terms, run_stops,
+           state_action_rules, target_update, update_ratio)
 
 
 def _modules() -> tuple[Any, ...]:
