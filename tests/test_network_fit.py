@@ -149,6 +149,20 @@ def test_a_critic_that_values_every_action_alike_is_not_judged(tmp_path, stats):
     assert feed(judged["critic_fit"], {**stats, "explained": float("nan")}, 5) == []
 
 
+def test_targets_alike_in_every_state_leave_the_critic_unjudged(tmp_path):
+    """InvertedPendulum balanced for good: targets about 100 everywhere with a std of
+    0.25; a TD error of 0.5 explains -0.29 of that spread and is still a 0.5% error."""
+    rule = rules(tmp_path)["critic_fit"]
+    solved = {**GOOD, "explained": -0.29, "td_rms": 0.506, "target_std": 0.254,
+              "target_size": 99.5}
+    assert feed(rule, solved, 5) == []
+    assert len(feed(rule, {**solved, "target_std": 2.0}, 3)) == 1  # 2% of their size
+    b = batch()
+    measured = critic_fit(view_of(Best(), lambda o, a: torch.ones(len(o), 1)), b, 0.5)
+    assert measured["target_size"] == pytest.approx(
+        float((b.rewards + 0.5 * (1 - b.terminated)).abs().mean()))
+
+
 def test_nothing_is_judged_before_min_updates(tmp_path):
     rule = rules(tmp_path)["critic_fit"]
     assert feed(rule, {**GOOD, "explained": 0.0}, 3, start=0, every=100) == []

@@ -166,7 +166,9 @@ class Flow1Diagnostics(Hook):
 
     def _reward_terms(self, episode: EpisodeEnd) -> None:
         """The reward's terms (an env that reports none: counted, nothing else)."""
-        if not self.terms.add(episode.reward_terms, episode.episode_return):
+        begun = episode.env_steps - episode.length  # a warm-up's random actions: not played
+        if not self.terms.add(episode.reward_terms, episode.episode_return,
+                              played=begun >= self.config.learning_starts):
             return
         stats = self.terms.stats()
         if stats is None:

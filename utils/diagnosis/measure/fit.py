@@ -45,7 +45,8 @@ CANDIDATES = 32  # uniform actions per state the actor's action is ranked among
 @torch.no_grad()
 def critic_fit(view: AgentView, batch: Batch, gamma: float) -> dict[str, float]:
     """`explained`: 1 - Var(y - Q) / Var(y) of the one-step targets y (see above);
-    `target_std` and `td_rms` (their std and the TD error's RMS, in reward units)."""
+    `target_std`, `target_size` and `td_rms` (their std, their mean size |y| and the TD
+    error's RMS, in reward units)."""
     q = view.q_value(batch.obs, batch.actions).double()  # [B, 1]
     next_q = view.q_value(batch.next_obs, view.actor(batch.next_obs)).double()
     target = batch.rewards.double() + gamma * (1.0 - batch.terminated.double()) * next_q
@@ -53,6 +54,7 @@ def critic_fit(view: AgentView, batch: Batch, gamma: float) -> dict[str, float]:
     error = target - q
     explained = 1.0 - float(error.var()) / spread if spread > 0 else float("nan")
     return {"explained": explained, "target_std": spread ** 0.5,
+            "target_size": float(target.abs().mean()),
             "td_rms": float(error.square().mean().sqrt())}
 
 

@@ -6,8 +6,11 @@ episodes with terms, per term:
 
 - `mean`, `std`: its sum per episode (std over the episodes, numpy's population std);
 - `share`: |mean| over the sum of every term's |mean|: how much of the return it makes;
-- `corr`: the Pearson correlation of its per-episode sums with the episode returns
-  (None where either does not vary: the correlation is undefined);
+- `corr`: the Pearson correlation of its per-episode sums with the episode returns,
+  over the window's episodes the policy played (begun at `learning_starts` or later:
+  a random warm-up's returns follow whatever its random actions cost, not what the
+  agent learns); None where either does not vary or fewer than 2 were played;
+- `played`: how many of the window's episodes the policy played;
 - `start`, `recent`: its mean sum per episode over the run's first `ENDS` episodes with
   terms (with `learning_starts`, the random warm-up's) and over the newest `ENDS`:
   what the agent has done to the term since it started (None before it has any).
@@ -32,21 +35,25 @@ TermStats = dict[str, dict[str, Any]]  # term -> {mean, std, share, corr}
 
 
 def term_stats(episodes: list[dict[str, float]], returns: list[float],
-               first: list[dict[str, float]] | None = None) -> TermStats:
+               first: list[dict[str, float]] | None = None,
+               played: list[bool] | None = None) -> TermStats:
     """The statistics of each term over `episodes` (each a term -> sum mapping) against
-    the episodes' `returns`; `start` over `first` (the run's first episodes with terms)."""
+    the episodes' `returns`; `start` over `first` (the run's first episodes with terms);
+    `corr` over the episodes `played` marks (all where None)."""
     names = sorted({name for terms in episodes for name in terms})
     sums = _sums(episodes, names)  # [E, T]
     start = _sums(first, names).mean(axis=0) if first else None
     recent = sums[-ENDS:].mean(axis=0)
     returns_ = np.asarray(returns, dtype=np.float64)
+    by_policy = np.ones(len(episodes), bool) if played is None else np.asarray(played, bool)
     means, stds = sums.mean(axis=0), sums.std(axis=0)
     total = float(np.abs(means).sum())
     stats: TermStats = {}
     for i, name in enumerate(names):
         stats[name] = {"mean": float(means[i]), "std": float(stds[i]),
                        "share": float(abs(means[i]) / total) if total > 0 else 0.0,
-                       "corr": _pearson(sums[:, i], returns_),
+                       "corr": _pearson(sums[by_policy, i], returns_[by_policy]),
+                       "played": int(by_policy.sum()),
                        "start": None if start is None else float(start[i]),
                        "recent": float(recent[i])}
     return stats
@@ -71,17 +78,21 @@ class TermWindow:
 
     def __init__(self, window: int) -> None:
         self.terms: deque[dict[str, float]] = deque(maxlen=window)
+        self.played: deque[bool] = deque(maxlen=window)  # begun at learning_starts or later
         self.first: list[dict[str, float]] = []
         self.returns: deque[float] = deque(maxlen=window)
         self.without = 0  # episodes that ended without terms
 
-    def add(self, terms: dict[str, float] | None, episode_return: float) -> bool:
-        """Keep one episode's terms; False (and counted) when it had none."""
+    def add(self, terms: dict[str, float] | None, episode_return: float,
+            played: bool = True) -> bool:
+        """Keep one episode's terms (`played`: the policy acted in it, not a random
+        warm-up); False (and counted) when it had none."""
         if not terms:
             self.without += 1
             return False
         self.terms.append(dict(terms))
         self.returns.append(float(episode_return))
+        self.played.append(bool(played))
         if len(self.first) < ENDS:
             self.first.append(dict(terms))
         return True
@@ -89,11 +100,12 @@ class TermWindow:
     def stats(self) -> TermStats | None:
         if len(self.terms) < min(MIN_EPISODES, self.terms.maxlen or MIN_EPISODES):
             return None
-        return term_stats(list(self.terms), list(self.returns), self.first)
+        return term_stats(list(self.terms), list(self.returns), self.first, list(self.played))
 
     def state_dict(self) -> dict[str, Any]:
         return {"terms": [dict(t) for t in self.terms], "returns": list(self.returns),
-                "first": [dict(t) for t in self.first], "without": self.without}
+                "first": [dict(t) for t in self.first], "played": list(self.played),
+                "without": self.without}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.terms.clear()
@@ -101,6 +113,8 @@ class TermWindow:
         self.returns.clear()
         self.returns.extend(float(r) for r in state["returns"])
         self.without = int(state["without"])
+        self.played.clear()  # saved before it was kept: every episode counts as played
+        self.played.extend(bool(p) for p in state.get("played", [True] * len(self.terms)))
         # saved before `first` was kept: the oldest episodes in the window stand for it
         first = state.get("first", state["terms"][:ENDS])
         self.first = [{str(k): float(v) for k, v in t.items()} for t in first]

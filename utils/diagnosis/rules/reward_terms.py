@@ -16,8 +16,10 @@ statistics over the window of recent episodes here, once per episode. Two things
   control cost is over 95% of the return in its first 10,000 steps of healthy training.
   The driving term itself may be all of the return: a walker that has learned to run is
   meant to earn far more forward reward than it pays in control cost.
-- the driving term correlating under `min_correlation` with the episode return: the
-  return moves with the other terms, and what the agent learns from it is theirs.
+- the driving term correlating under `min_correlation` with the episode return over
+  the episodes the policy played (`min_episodes` of them; a random warm-up's returns
+  move with what its random actions cost): the return moves with the other terms,
+  and what the agent learns from it is theirs.
 
 The driving term is `drive_term` where set; else the term with the largest positive
 mean (a bonus the agent collects: `reward_forward`, a goal bonus); in a reward made of
@@ -146,7 +148,10 @@ class RewardTerms(RuleCheck):
                       episodes: int) -> list[Finding]:
         if drive is None or stats[drive]["corr"] is None:
             return []
-        corr = stats[drive]["corr"]
+        played = stats[drive].get("played", episodes)
+        if played < self.settings.min_episodes:  # the warm-up's are not what it learns
+            return []
+        episodes, corr = played, stats[drive]["corr"]
         if not corr < self.settings.min_correlation:
             return []
         why = ("drive_term" if self.settings.drive_term else "the largest positive mean"
