@@ -17,13 +17,13 @@ CASES = (
          "related: dion-jy/gym-td3-keras#10 (with delayed updates the policy"
          " is slow to learn); 'Addressing Function Approximation Error in "
          "Actor-Critic Methods' (Fujimoto et al.: the delay d)", "algorithm", "pendulum_td3",
-         ("actor_pace", "actor_stalled"), "td3.policy_delay", "down",
+         ("actor_pace", "actor_stalled", "update_ratio"), "td3.policy_delay", "down",
          sets={"td3": {"policy_delay": 100}}),
     Case("policy_delay_huge_hopper_td3",
          "related: dion-jy/gym-td3-keras#10 (delayed policy updates made "
          "learning slow); 'Addressing Function Approximation Error in Actor-"
          "Critic Methods'", "algorithm", "hopper_td3",
-         ("actor_pace", "actor_stalled"), "td3.policy_delay", "down",
+         ("actor_pace", "actor_stalled", "update_ratio"), "td3.policy_delay", "down",
          sets={"td3": {"policy_delay": 50}}),
     Case("target_noise_huge_pendulum_td3",
          "sfujim/TD3#43 (target noise and clip wrong for another action "

@@ -46,8 +46,8 @@ CASES = (
     Case("actor_updates_per_critic",
          "instadeepai/Mava#1208 (the actor got policy_update_delay times "
          "more updates than the critic); 'Addressing Function Approximation "
-         "Error in Actor-Critic Methods'", "code", "loop_pendulum", ("actor_pace",),
-         loop="actor_updates_per_critic"),
+         "Error in Actor-Critic Methods'", "code", "loop_pendulum",
+         ("actor_pace", "update_ratio"), loop="actor_updates_per_critic"),
     Case("no_reset_at_truncation", "higgsfield-ai/higgsfield#12 (DDPG/TD3 loops that never call "
          "env.reset() when done); exalearn/EXARL#4 (step() called after "
          "done=True)", "code", "loop_pendulum",
