@@ -142,6 +142,47 @@ def sb3_tqc(config, seed: int, device: str = "cpu"):
                seed=seed, device=device, verbose=0)
 
 
+def sbx_sac(config, seed: int, device: str = "cpu"):
+    """SBX's SAC (JAX) set up like an rltrain SAC config, as `sb3_sac`. JAX picks its own
+    device; `device` is unused."""
+    import gymnasium as gym
+    from sbx import SAC
+
+    sac = config.sac
+    return SAC("MlpPolicy", gym.make(config.env_name), learning_rate=config.actor_lr,
+               buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
+               batch_size=config.batch_size, tau=config.tau, gamma=config.gamma,
+               train_freq=1, gradient_steps=1, ent_coef=sac.ent_coef,
+               target_entropy=sac.target_entropy,
+               policy_kwargs={"net_arch": _net_arch(config)}, seed=seed, verbose=0)
+
+
+def sbx_td3(config, seed: int, device: str = "cpu"):
+    """SBX's TD3 (JAX) set up like an rltrain config, as `sb3_td3` (DDPG: policy_delay
+    1 and no target smoothing)."""
+    import gymnasium as gym
+    from sbx import TD3
+
+    env = gym.make(config.env_name)
+    td3 = config.td3 if config.algo == "td3" else None
+    return TD3("MlpPolicy", env, learning_rate=config.actor_lr,
+               buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
+               batch_size=config.batch_size, tau=config.tau, gamma=config.gamma,
+               train_freq=1, gradient_steps=1,
+               action_noise=sb3_action_noise(config, env.action_space.shape[0]),
+               policy_delay=td3.policy_delay if td3 else 1,
+               target_policy_noise=td3.target_policy_noise if td3 else 0.0,
+               target_noise_clip=td3.target_noise_clip if td3 else 0.0,
+               policy_kwargs={"net_arch": list(config.hidden_sizes)}, seed=seed, verbose=0)
+
+
+def sbx_model(config, seed: int, device: str = "cpu"):
+    """The SBX model that trains like the rltrain config `config` (no TQC in SBX's
+    comparison here)."""
+    makers = {"sac": sbx_sac, "crossq": sbx_crossq}
+    return makers.get(config.algo, sbx_td3)(config, seed, device)
+
+
 def sbx_crossq(config, seed: int, device: str = "cpu"):
     """SBX's CrossQ (JAX) set up like an rltrain CrossQ config, as `sb3_crossq` (SBX states
     the running statistics' rate as 1 - momentum, and has no eps setting: its 0.001 is

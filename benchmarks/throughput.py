@@ -39,6 +39,7 @@ from common import (  # noqa: E402
     peak_rss_mib,
     run_worker,
     sb3_model,
+    sbx_model,
     scratch_folder,
     timed_updates,
 )
@@ -55,8 +56,10 @@ AB_BLOCK = 20
 BUFFER = 1_000_000
 
 
-BASE_CONFIGS = {"ddpg": "pendulum_ddpg.yaml", "sac": "pendulum_sac.yaml",
-                "crossq": "pendulum_crossq.yaml", "tqc": "pendulum_tqc.yaml"}
+BASE_CONFIGS = {"ddpg": "pendulum_ddpg.yaml", "td3": "pendulum_td3.yaml",
+                "sac": "pendulum_sac.yaml", "crossq": "pendulum_crossq.yaml",
+                "tqc": "pendulum_tqc.yaml"}
+FUSED = ("pendulum_ddpg.yaml", "pendulum_td3.yaml")  # bases with a hand-fused backend
 
 
 def bench_config(base: str, steps: int, seed: int, extra: list[str]):
@@ -164,7 +167,18 @@ def ab_summary(blocks: list[tuple[bool, float, float]]) -> dict:
                                               for on, off in pairs)}
 
 
-def sb3_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:
+def sbx_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:
+    """SBX (JAX) on the same settings; with torch_threads=1, XLA on one thread too."""
+    import os
+
+    if "torch_threads=1" in extra:  # before JAX is imported: its thread pool is fixed then
+        os.environ["XLA_FLAGS"] = ("--xla_cpu_multi_thread_eigen=false "
+                                   "intra_op_parallelism_threads=1")
+    return sb3_worker(base, steps, seed, extra, sbx_model)
+
+
+def sb3_worker(base: str, steps: int, seed: int, extra: list[str],
+               make_model=sb3_model) -> dict:
     from stable_baselines3.common.callbacks import BaseCallback
 
     watch = Stopwatch()
@@ -183,7 +197,7 @@ def sb3_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:
         import torch
 
         torch.set_num_threads(config.torch_threads)
-    model = sb3_model(config, seed, config.device)
+    model = make_model(config, seed, config.device)
     model.learn(WARMUP + steps, callback=Timer())
     watch.mark_stop()
     return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib(),
@@ -219,6 +233,7 @@ def worker_main(argv: list[str]) -> None:
     kind, steps, seed, base, extra = argv[0], int(argv[1]), int(argv[2]), argv[3], argv[4:]
     workers = {"rltrain": lambda: rltrain_worker(base, steps, seed, extra),
                "sb3": lambda: sb3_worker(base, steps, seed, extra),
+               "sbx": lambda: sbx_worker(base, steps, seed, extra),
                "diagnostics": lambda: diagnostics_ab_worker(steps),
                "update": lambda: update_only_worker(steps)}
     print(json.dumps(workers[kind]()))
@@ -238,10 +253,13 @@ def main() -> None:
                              "the two SACs; crossq, tqc: against sb3-contrib's")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads of both libraries (default: torch's choice)")
+    parser.add_argument("--sbx", action="store_true",
+                        help="SBX (JAX, `pip install sbx-rl`) too: SAC, TD3/DDPG, CrossQ; "
+                             "with --threads 1, XLA on one thread")
     args = parser.parse_args()
     script = Path(__file__).resolve()
     rows = run_rounds(script, args.rounds, args.steps, args.device, BASE_CONFIGS[args.algo],
-                      args.threads)
+                      args.threads, args.sbx)
     print_table(rows, args.rounds)
     if args.device == "cuda" or args.algo != "ddpg":
         return  # the rest measures the CPU: its matrix products, caches and threads
@@ -249,7 +267,7 @@ def main() -> None:
 
 
 def run_rounds(script: Path, rounds: int, steps: int, device_name: str,
-               base: str, threads: int | None = None) -> dict[str, list]:
+               base: str, threads: int | None = None, sbx: bool = False) -> dict[str, list]:
     """Every kind of run once per round, each in a fresh process; their results by kind."""
     device = f"device={device_name}"
     if threads is not None:
@@ -259,8 +277,10 @@ def run_rounds(script: Path, rounds: int, steps: int, device_name: str,
              "rltrain, autograd backend": ["rltrain", *device.split(),
                                            "update_backend=autograd"],
              "sb3": ["sb3", *device.split()]}
-    if base != BASE_CONFIGS["ddpg"]:  # SAC, CrossQ, TQC: the autograd update only
+    if base not in FUSED:  # SAC, CrossQ, TQC: no hand-fused update
         del kinds["rltrain, autograd backend"]
+    if sbx:
+        kinds["sbx"] = ["sbx", *device.split()]
     rows: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for round_index in range(rounds):
         # Each round starts with the next kind, so that no kind always runs first or
@@ -302,6 +322,18 @@ def print_table(rows: dict[str, list], rounds: int) -> None:
               f"{mem_theirs:.0f} | {mem_autograd / mem_theirs:.2f} |")
     print(f"| peak memory, replay capacity {BUFFER:.0e} (MiB) | {mem_ours:.0f} | "
           f"{mem_theirs:.0f} | {mem_ours / mem_theirs:.2f} |")
+    if "sbx" in rows:
+        print("\n| measure | rltrain | SBX | ratio |\n|---|---|---|---|")
+        for label, key in (("env steps/s, learning phase", "steps_per_second"),
+                           ("env steps per CPU-second, learning phase",
+                            "cpu_steps_per_second"), ("peak memory (MiB)", "peak_rss_mib")):
+            mine, sbx = median("rltrain", key), median("sbx", key)
+            print(f"| {label} | {mine:.1f} | {sbx:.1f} | {mine / sbx:.2f}x |")
+        # per round: the two runs of a round follow each other
+        paired = [ours_["cpu_steps_per_second"] / sbx_["cpu_steps_per_second"]
+                  for ours_, sbx_ in zip(rows["rltrain"], rows["sbx"], strict=True)]
+        print(f"rltrain/SBX per CPU-second, per round: "
+              f"{', '.join(f'{ratio:.2f}' for ratio in paired)}")
     print(f"\nflow-1 diagnostics on: {ours:.1f} steps/s, off: {bare:.1f} steps/s; on/off = "
           f"{ours / bare:.1%}")
     # The two runs of one round follow each other, so their ratio sees less of the
