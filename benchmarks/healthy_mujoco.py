@@ -60,9 +60,9 @@ def main(argv: list[str] | None = None) -> None:
     runs = [r for r in RUNS if not args.only or f"{r[0]}:{r[1]}" in args.only]
     with tempfile.TemporaryDirectory() as folder, ProcessPoolExecutor(args.jobs) as pool:
         results = list(pool.map(run_one, *zip(*[(e, a, s, args.steps, folder, args.seed)
-                                                for e, a, s in runs])))
+                                                for e, a, s in runs], strict=True)))
     args.out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"| run | settings | seed | steps | final eval | warnings or pauses | notes |\n"
+    print("| run | settings | seed | steps | final eval | warnings or pauses | notes |\n"
           "|---|---|---|---|---|---|---|")
     for r in results:
         alarms = ", ".join(f"{a['rule']} ({a['severity']}, step {a['step']})"

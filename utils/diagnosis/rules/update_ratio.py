@@ -109,7 +109,7 @@ class UpdateRatio(RuleHook):
         once = 1 / ratio if ratio > 0 else None
         return self.fire(
             env_steps, round(ratio, 4),
-            f"the actor's optimiser stepped "
+            "the actor's optimiser stepped "
             + (f"once per {once:.3g} critic steps" if once else "not once")
             + f" over the last {critic} critic steps: the policy barely moves while the "
               f"critic learns, and the run learns at a fraction of its pace{how}",
