@@ -15,7 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rltrain.scripts.cli import cli
 from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.diagnosis.measure.reward_terms import TermWindow, term_stats
-from rltrain.utils.diagnosis.rules.reward_terms import RewardTerms, weight_fix
+from rltrain.utils.diagnosis.rules.reward_terms import RewardTerms, weight_fix, weight_names
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
@@ -175,6 +175,25 @@ def test_in_a_reward_of_costs_the_objective_may_dominate_a_regularizer_may_not(t
            "that is no regularizer), correlates 0.10" in found[1].message
     only_effort = stats_of(reward_ctrl=(-5.0, 0.5, 0.9), reward_contact=(-5.0, 0.5, 0.9))
     assert check.driving(only_effort) is None
+
+
+def test_an_alive_bonus_drives_only_where_no_other_term_could(tmp_path):
+    """Hopper early on: 7-step episodes earn 7 of reward_survive and a little forward
+    reward; the task is to move forward, whatever most of the return is."""
+    check = rule(tmp_path)
+    hopper = stats_of(False, reward_survive=(7.0, 0.6, -0.2), reward_forward=(-4.5, 0.4, 0.62),
+                      reward_ctrl=(-0.01, 0.0, 0.1))
+    assert check.driving(hopper) == "reward_forward" and check.check(500, hopper, 58) == []
+    ahead = {**hopper, "reward_forward": {**hopper["reward_forward"], "mean": 3.0}}
+    assert check.driving(ahead) == "reward_forward"
+    survival = stats_of(reward_healthy=(200.0, 0.99, 0.9), reward_ctrl=(-2.0, 0.01, 0.1))
+    assert check.driving(survival) == "reward_healthy"
+    # A bonus weighted so heavily that staying alive is the agent's whole return
+    heavy = stats_of(reward_survive=(4000.0, 0.97, 0.99), reward_forward=(120.0, 0.03, 0.3))
+    found = check.check(500, heavy, 20)
+    assert [f.message.split(" is ")[0] for f in found] == ["reward term reward_survive"]
+    assert weight_names("reward_survive")[:2] == ["healthy_cost_weight", "healthy_reward_weight"]
+    assert "healthy_reward" in weight_names("reward_survive")
 
 
 def test_no_fix_is_proposed_where_the_env_takes_no_weight(tmp_path):

@@ -22,7 +22,10 @@ statistics over the window of recent episodes here, once per episode. Two things
   and what the agent learns from it is theirs.
 
 The driving term is `drive_term` where set; else the term with the largest positive
-mean (a bonus the agent collects: `reward_forward`, a goal bonus); in a reward made of
+mean (a bonus the agent collects: `reward_forward`, a goal bonus), leaving out a bonus
+for staying alive (`ALIVE`: survive, healthy, alive; Hopper's `reward_survive` is most
+of an early return, paid whatever the agent does while it stands, and drives only where
+no other term could); in a reward made of
 costs only (Pendulum's, split), the largest cost whose name does not mark it as a
 regularizer (`REGULARIZERS`: ctrl, control, action, energy, effort, torque, contact):
 Pendulum's angle cost was 94% of the return of a healthy run as it learned (the fault
@@ -51,6 +54,9 @@ if TYPE_CHECKING:
 # Words that name a term as a regularizer (a cost on the agent's effort), never the
 # objective: MuJoCo's reward_ctrl and reward_contact, "action_rate", "energy"...
 REGULARIZERS = ("ctrl", "control", "action", "energy", "effort", "torque", "contact")
+# Words that name a term as a bonus for staying alive: it drives only a task that has
+# no other term (Hopper's reward_survive is most of an early return, not its task).
+ALIVE = ("survive", "healthy", "alive")
 TARGET_SHARE = 0.5  # the proposed weight makes the term about this share of the return
 # A term's name (without `reward_`) -> the other names its weight goes by.
 SYNONYMS = {"ctrl": ("ctrl", "control"), "control": ("control", "ctrl"),
@@ -70,7 +76,8 @@ SPECS = (RuleSpec(
     check="the env's weights of its reward terms (env_kwargs: ctrl_cost_weight, "
           "forward_reward_weight, healthy_reward...); the driving term is drive_term, else "
           "the term with the largest positive mean, else the largest cost not named as a "
-          "regularizer (ctrl, control, action, energy, effort, torque, contact)",
+          "regularizer (ctrl, control, action, energy, effort, torque, contact), leaving "
+          "out an alive bonus (survive, healthy, alive) where another term exists",
     hint="the weights of the reward terms are the env's (env_kwargs), which a resume "
          "cannot change: start a new run with the term reweighted",
     options=(
@@ -83,7 +90,8 @@ SPECS = (RuleSpec(
                "rule judges", Range(2, None)),
         Option("drive_term", None, "the reward term meant to drive learning (e.g. "
                "reward_forward); none: the term with the largest positive mean, else the "
-               "largest cost not named as a regularizer", type=str | None),
+               "largest cost not named as a regularizer, an alive bonus only where no "
+               "other term is", type=str | None),
     ),
 ),)
 
@@ -94,16 +102,21 @@ class RewardTerms(RuleCheck):
     spec = SPECS[0]
 
     def driving(self, stats: Stats) -> str | None:
-        """The term meant to drive learning: `drive_term`; else the largest positive mean;
-        else (costs only) the largest cost not named as a regularizer."""
+        """The term meant to drive learning: `drive_term`; else, leaving out an alive
+        bonus, the largest positive mean, else (costs only) the largest cost not named as
+        a regularizer; else the alive bonus itself (a task of staying alive)."""
         named = self.settings.drive_term
         if named is not None:
             return named if named in stats else None
-        positive = {n: s["mean"] for n, s in stats.items() if s["mean"] > 0}
+        task = {n: s for n, s in stats.items() if not alive_bonus(n)}
+        positive = {n: s["mean"] for n, s in task.items() if s["mean"] > 0}
         if positive:
             return max(positive, key=lambda n: positive[n])
-        costs = {n: -s["mean"] for n, s in stats.items() if not regularizer(n)}
-        return max(costs, key=lambda n: costs[n]) if costs else None
+        costs = {n: -s["mean"] for n, s in task.items() if not regularizer(n)}
+        if costs:
+            return max(costs, key=lambda n: costs[n])
+        alive = {n: s["mean"] for n, s in stats.items() if alive_bonus(n)}
+        return max(alive, key=lambda n: alive[n]) if alive else None
 
     def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
         if episodes < self.settings.min_episodes:
@@ -154,8 +167,10 @@ class RewardTerms(RuleCheck):
         episodes, corr = played, stats[drive]["corr"]
         if not corr < self.settings.min_correlation:
             return []
-        why = ("drive_term" if self.settings.drive_term else "the largest positive mean"
-               if stats[drive]["mean"] > 0 else "the largest cost that is no regularizer")
+        why = ("drive_term" if self.settings.drive_term else "an alive bonus, the only "
+               "term that is no regularizer" if alive_bonus(drive) else "the largest "
+               "positive mean" if stats[drive]["mean"] > 0 else "the largest cost that is "
+               "no regularizer")
         moving = max((n for n in stats if n != drive and stats[n]["corr"] is not None),
                      key=lambda n: stats[n]["std"], default=None)
         other = "" if moving is None else (
@@ -178,6 +193,14 @@ class RewardTerms(RuleCheck):
                     f"reward_terms dict){workers}")
         return self.waiting(with_terms, self.settings.min_episodes,
                             "episodes with reward terms")
+
+
+def alive_bonus(term: str) -> bool:
+    """Whether `term`'s name marks it as a bonus per step alive (MuJoCo's
+    reward_survive, healthy_reward): paid whatever the agent does while it stands, not
+    the task it is meant to learn."""
+    stem = term[len("reward_"):] if term.startswith("reward_") else term
+    return any(part in ALIVE for part in stem.lower().split("_"))
 
 
 def regularizer(term: str) -> bool:
