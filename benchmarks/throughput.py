@@ -231,6 +231,13 @@ def update_only_worker(updates: int) -> dict:
 
 def worker_main(argv: list[str]) -> None:
     kind, steps, seed, base, extra = argv[0], int(argv[1]), int(argv[2]), argv[3], argv[4:]
+    if "torch_threads=1" in extra:
+        # One core for every library: a thread count does not bind JAX's runtime, whose
+        # dispatch overlaps the env steps on a second core (SBX used 1.6 CPU-seconds per
+        # wall second unpinned).
+        import os
+
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     workers = {"rltrain": lambda: rltrain_worker(base, steps, seed, extra),
                "sb3": lambda: sb3_worker(base, steps, seed, extra),
                "sbx": lambda: sbx_worker(base, steps, seed, extra),
@@ -252,7 +259,8 @@ def main() -> None:
                         help="ddpg: rltrain's DDPG against SB3's TD3 set up as DDPG; sac: "
                              "the two SACs; crossq, tqc: against sb3-contrib's")
     parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads of both libraries (default: torch's choice)")
+                        help="torch threads of both libraries (default: torch's choice); "
+                             "1 also pins each run to one core")
     parser.add_argument("--sbx", action="store_true",
                         help="SBX (JAX, `pip install sbx-rl`) too: SAC, TD3/DDPG, CrossQ; "
                              "with --threads 1, XLA on one thread")
