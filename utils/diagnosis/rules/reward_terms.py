@@ -64,7 +64,7 @@ SYNONYMS = {"ctrl": ("ctrl", "control"), "control": ("control", "ctrl"),
 
 SPECS = (RuleSpec(
     name="reward_terms", section="diagnostics", group="Reward signal",
-    threshold=0.9, action="warn",
+    threshold=0.95, action="warn",
     fires_when="a reward term other than the driving one carries more than this share of "
                "the return (2+ terms reported in info) and has risen by min_rise of its "
                "size at the run's start (the agent learns to avoid the cost); or the "
