@@ -105,7 +105,10 @@ def train(algo: str, steps: int, block: int, sets: list[str], folder: Path) -> l
     from rltrain.scripts.training.resume import prepare_train
     from rltrain.utils.config.resolve import ConfigRequest, resolve_config
 
-    config = resolve_config(ConfigRequest(f"pendulum_{algo}.yaml", tuple(sets), keywords={
+    # A run that has learnt Pendulum stops improving: early stopping would end it before
+    # the steps the growth is measured over (--set patience=N to keep it).
+    config = resolve_config(ConfigRequest(f"pendulum_{algo}.yaml", ("patience=1000000",
+                                                                   *sets), keywords={
         "max_timesteps": steps, "log_dir": str(folder / "logs"),
         "checkpoint_dir": str(folder / "checkpoints")}, run_name="growth"), print)
     if block % config.checkpoint_freq:
