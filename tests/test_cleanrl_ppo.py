@@ -6,15 +6,13 @@ the printed lines continue the run in its folder."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from click.testing import CliRunner
+from example_helpers import assert_watcher_lines_marked, diagnose, in_tmp  # noqa: F401
 
-from rltrain.scripts.cli import cli
 from rltrain.utils.run.logger import read_jsonl
 
 from conftest import load_example
@@ -30,28 +28,8 @@ def example():
     return load_example("cleanrl_ppo")
 
 
-@pytest.fixture(autouse=True)
-def in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small networks: one thread is fastest beside others
-    yield
-    torch.set_num_threads(threads)
-
-
-def diagnose(run: str) -> dict:
-    result = CliRunner().invoke(cli, ["diagnose", run, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
-
-
 def test_the_watcher_adds_about_twenty_lines():
-    marked = [line for line in EXAMPLE.read_text().splitlines()
-              if re.search(r"#\s*rltrain$", line)]
-    assert len(marked) <= 22
-    code = EXAMPLE.read_text().split('"""', 2)[2]
-    assert all(re.search(r"#\s*rltrain$", line) for line in code.splitlines()
-               if "watcher" in line.lower())
+    assert_watcher_lines_marked(EXAMPLE, 22)
 
 
 def test_a_short_healthy_run_is_watched_without_a_warning(tmp_path, example):
