@@ -58,24 +58,28 @@ def sb3_action_noise(config, action_dim: int):
     return NormalActionNoise(np.zeros(action_dim), config.exploration_noise * np.ones(action_dim))
 
 
-def sb3_td3(config, seed: int, device: str = "cpu"):
+def sb3_td3(config, seed: int, device: str = "cpu", library: str = "stable_baselines3"):
     """SB3's TD3 set up like an rltrain config (a `TrainConfig`): with `algo: ddpg` that is
-    policy_delay 1 and no target smoothing, with `algo: td3` the config's TD3 values."""
+    policy_delay 1 and no target smoothing, with `algo: td3` the config's TD3 values.
+    `library` "sbx": SBX's TD3 (JAX, which picks its own device) on the same settings."""
+    import importlib
+
     import gymnasium as gym
-    from stable_baselines3 import TD3
 
     env = gym.make(config.env_name)
     td3 = config.td3 if config.algo == "td3" else None
-    return TD3("MlpPolicy", env, learning_rate=config.actor_lr,
-               buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
-               batch_size=config.batch_size, tau=config.tau, gamma=config.gamma,
-               train_freq=1, gradient_steps=1,
-               action_noise=sb3_action_noise(config, env.action_space.shape[0]),
-               policy_delay=td3.policy_delay if td3 else 1,
-               target_policy_noise=td3.target_policy_noise if td3 else 0.0,
-               target_noise_clip=td3.target_noise_clip if td3 else 0.0,
-               policy_kwargs={"net_arch": list(config.hidden_sizes)}, seed=seed, device=device,
-               verbose=0)
+    devices = {"device": device} if library == "stable_baselines3" else {}
+    return importlib.import_module(library).TD3(
+        "MlpPolicy", env, learning_rate=config.actor_lr,
+        buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
+        batch_size=config.batch_size, tau=config.tau, gamma=config.gamma,
+        train_freq=1, gradient_steps=1,
+        action_noise=sb3_action_noise(config, env.action_space.shape[0]),
+        policy_delay=td3.policy_delay if td3 else 1,
+        target_policy_noise=td3.target_policy_noise if td3 else 0.0,
+        target_noise_clip=td3.target_noise_clip if td3 else 0.0,
+        policy_kwargs={"net_arch": list(config.hidden_sizes)}, seed=seed, verbose=0,
+        **devices)
 
 
 def sb3_sac(config, seed: int, device: str = "cpu"):
@@ -158,22 +162,8 @@ def sbx_sac(config, seed: int, device: str = "cpu"):
 
 
 def sbx_td3(config, seed: int, device: str = "cpu"):
-    """SBX's TD3 (JAX) set up like an rltrain config, as `sb3_td3` (DDPG: policy_delay
-    1 and no target smoothing)."""
-    import gymnasium as gym
-    from sbx import TD3
-
-    env = gym.make(config.env_name)
-    td3 = config.td3 if config.algo == "td3" else None
-    return TD3("MlpPolicy", env, learning_rate=config.actor_lr,
-               buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
-               batch_size=config.batch_size, tau=config.tau, gamma=config.gamma,
-               train_freq=1, gradient_steps=1,
-               action_noise=sb3_action_noise(config, env.action_space.shape[0]),
-               policy_delay=td3.policy_delay if td3 else 1,
-               target_policy_noise=td3.target_policy_noise if td3 else 0.0,
-               target_noise_clip=td3.target_noise_clip if td3 else 0.0,
-               policy_kwargs={"net_arch": list(config.hidden_sizes)}, seed=seed, verbose=0)
+    """SBX's TD3 (JAX) set up like an rltrain config, as `sb3_td3`."""
+    return sb3_td3(config, seed, device, library="sbx")
 
 
 def sbx_model(config, seed: int, device: str = "cpu"):
