@@ -271,6 +271,52 @@ def test_q_overestimation_is_relative_to_the_return_with_the_reward_scale_as_flo
     assert near_zero["q_overestimation"] == pytest.approx(1.0 / 100.0, rel=1e-5)
 
 
+def test_a_soft_critics_entropy_bonus_counts_as_obtained():
+    import torch
+
+    from rltrain.scripts.training.agent_setup import agent_view, build_agent
+    from rltrain.utils.diagnosis.measure.critic import q_overestimation
+    from rltrain.utils.hooks.eval_result import EvalResult
+
+    low, high = np.array([-1.0], np.float32), np.array([1.0], np.float32)
+    trained, _ = build_agent(config_from_dict({}), 2, low, high, DEVICE)
+    agent = agent_view(trained, low, high)
+    start = np.zeros((1, 2), np.float32)
+    with torch.no_grad():
+        x = torch.as_tensor(start, device=DEVICE)
+        q = float(trained.critic.q1(x, trained.actor(x)))
+    obtained = EvalResult([q - 60.0], [10], [q - 60.0], start, start, [False])
+    plain = q_overestimation(agent, obtained, 0.99, reward_scale=1.0)
+    held = q_overestimation(agent, obtained, 0.99, reward_scale=1.0, bonus=50.0)
+    assert plain["q_overestimation"] == pytest.approx(60.0 / abs(q - 60.0), rel=1e-5)
+    assert held["q_overestimation"] == pytest.approx(10.0 / abs(q - 60.0), rel=1e-5)
+    assert held["q_entropy_bonus"] == 50.0
+
+
+def test_the_entropy_bonus_held_fades_at_the_targets_pace():
+    from rltrain.utils.diagnosis.measure.critic import EntropyBonus
+
+    bonus = EntropyBonus(gamma=0.99, tau=0.005, every=100)
+    bonus.update(100, {"ent_coef": 1.0, "entropy": 3.0})
+    assert bonus.in_q() == pytest.approx(300.0)
+    bonus.update(150, {"ent_coef": 0.0, "entropy": 3.0})  # not a reading: ignored
+    assert bonus.in_q() == pytest.approx(300.0)
+    for updates in range(200, 20_200, 100):  # the temperature has fallen to nothing
+        bonus.update(updates, {"ent_coef": 0.01, "entropy": -6.0})
+    # 20,000 updates at tau 0.005 are 100 full target moves: gamma**100 of it is left
+    assert bonus.in_q() == pytest.approx(300.0 * 0.99 ** 100, rel=1e-6)
+    no_targets = EntropyBonus(gamma=0.99, tau=1.0, every=100)
+    no_targets.update(100, {"ent_coef": 1.0, "entropy": 3.0})
+    no_targets.update(200, {"ent_coef": 0.0, "entropy": 0.0})
+    assert no_targets.in_q() == pytest.approx(300.0 * 0.99 ** 100, rel=1e-6)
+    deterministic = EntropyBonus(gamma=0.99, tau=0.005)
+    deterministic.update(100, {"critic_loss": 1.0})  # no temperature: no bonus
+    assert deterministic.in_q() == 0.0
+    restored = EntropyBonus(gamma=0.99, tau=0.005)
+    restored.load_state_dict(bonus.state_dict())
+    assert restored.in_q() == bonus.in_q()
+
+
 def test_norms_before_clipping_are_rebuilt_from_the_global_norm():
     after = {"a": 3.0, "b": 4.0, "c": None}  # global 5 after clipping
     assert pre_clip(after, 50.0) == {"a": 30.0, "b": 40.0, "c": None}

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
+from rltrain.agents.registry import algorithm
 from rltrain.utils.config.schema import TrainConfig, training_envs
 from rltrain.utils.diagnosis.measure import critic, reward_terms, snapshots
 from rltrain.utils.diagnosis.measure.fit import FitChecks
@@ -33,6 +34,7 @@ from rltrain.utils.diagnosis.measure.state_action import ClusterView, StateActio
 from rltrain.utils.diagnosis.measure.timing import hook_method, load_libraries, timed
 from rltrain.utils.diagnosis.report import plots
 from rltrain.utils.diagnosis.rules import critic_rules, reward_rules, state_action_rules
+from rltrain.utils.diagnosis.rules._settings import algorithm_option
 from rltrain.utils.diagnosis.rules.reward_terms import RewardTerms
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.hooks.agent_view import AgentView
@@ -81,6 +83,7 @@ class Flow1Diagnostics(Hook):
         self.observability = ObservabilityChecks(context, buffer, logger, self._report,
                                                  seed + 2)
         self.q_values = TakenActionQ(context, buffer, logger, self._report)
+        self.entropy_bonus = critic.EntropyBonus(config.gamma, target_pace(config))
         self.episode_drop = DropDetector(self.settings.trace_drop)
         self.eval_drop = DropDetector(self.settings.trace_drop)
         self.recent_returns: deque[float] = deque(maxlen=5)
@@ -185,6 +188,7 @@ class Flow1Diagnostics(Hook):
         if "actor_grad_norm" in metrics:
             self.actor_pre_clip = metrics["actor_grad_norm"]
         self.inputs.after_update(update.env_steps, update.updates)
+        self.entropy_bonus.update(update.updates, metrics)
         with self.paused_collection():  # the fit's forward passes are not the policy's
             self.fit.after_update(update.env_steps, update.updates)
             self.noise.after_update(update.env_steps, update.updates)
@@ -238,7 +242,7 @@ class Flow1Diagnostics(Hook):
     def _critic_checks(self, env_steps: int, result: Any) -> None:
         with self.paused_collection():
             q = critic.q_overestimation(self.agent, result, self.config.gamma,
-                                             self.reward.max_abs)
+                                        self.reward.max_abs, self.entropy_bonus.in_q())
             dead = critic.dead_relu(self.agent, self.buffer.newest(
                 self.config.batch_size)) if len(self.buffer) else {}
         self.logger.scalars(env_steps, {f"flow1/{k}": v for k, v in q.items()})
@@ -318,7 +322,8 @@ class Flow1Diagnostics(Hook):
                 "reward_terms": self.terms.state_dict(), "fit": self.fit.state_dict(),
                 "gradient_noise": self.noise.state_dict(),
                 "observability": self.observability.state_dict(),
-                "q_values": self.q_values.state_dict()}
+                "q_values": self.q_values.state_dict(),
+                "entropy_bonus": self.entropy_bonus.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reward.load_state_dict(state["reward"])
@@ -340,6 +345,16 @@ class Flow1Diagnostics(Hook):
             self.observability.load_state_dict(state["observability"])
         if "q_values" in state:  # saved before Q values were measured: they start afresh
             self.q_values.load_state_dict(state["q_values"])
+        if "entropy_bonus" in state:  # saved before it was kept: it starts at 0
+            self.entropy_bonus.load_state_dict(state["entropy_bonus"])
+
+
+def target_pace(config: TrainConfig) -> float:
+    """The share of the way the critic's target moves per update: `tau` over the
+    algorithm's target_update_interval; 1 for an algorithm without target networks."""
+    if not algorithm(config.algo).targets:
+        return 1.0
+    return config.tau / (algorithm_option(config, "target_update_interval") or 1)
 
 
 class NoDiagnostics(Hook):

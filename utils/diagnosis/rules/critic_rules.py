@@ -40,12 +40,15 @@ SPECS = (
         algorithms=ACTOR_Q_CRITICS,
         section='diagnostics',
         group='Critic checks',
-        fires_when='critic Q at eval start states over the discounted return obtained, relative',
+        fires_when='critic Q at eval start states over the discounted return obtained (for '
+                   'a soft critic, plus the entropy bonus its Q may still hold), relative',
         threshold=0.5,
         action='warn',
         hypothesis='if the critic over-estimates, then Q at the start states exceeds the return '
                    'the episodes actually obtain; a critic still catching up with a poor policy '
-                   'does the same while its Q falls toward that return',
+                   'does the same while its Q falls toward that return; a soft critic (SAC) '
+                   'also holds the entropy bonus of its recent targets, which is not '
+                   'over-estimation',
         check='if eval/mean_reward is not improving, the policy is the problem (see the other '
               'findings); if Q keeps rising above the return, use algo: td3, lower critic_lr or '
               'gamma',
@@ -92,9 +95,12 @@ class QOverestimation(RuleCheck):
         warm = updates >= self.context.config.diagnostics.q_warmup_updates
         if not (warm and q["q_overestimation"] > self.rule.threshold):
             return []
+        bonus = q.get("q_entropy_bonus", 0.0)
+        held = (f", and at most {bonus:.1f} of Q is the entropy bonus its targets still hold"
+                if bonus > 0 else "")
         return self.fire(env_steps, round(q["q_overestimation"], 4),
                          f"Q at the start states is {q['q_estimate']:.1f} but the episodes "
-                         f"obtained {q['q_obtained']:.1f} (discounted)")
+                         f"obtained {q['q_obtained']:.1f} (discounted){held}")
 
 
 class DeadRelu(RuleCheck):
