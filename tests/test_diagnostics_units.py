@@ -293,6 +293,29 @@ def test_a_soft_critics_entropy_bonus_counts_as_obtained():
     assert held["q_entropy_bonus"] == 50.0
 
 
+def test_q_overestimation_needs_two_evaluations_in_a_row_over_its_threshold():
+    from rltrain.utils.diagnosis.rules.critic_rules import QOverestimation
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
+
+    def rule() -> QOverestimation:
+        return QOverestimation(RuleContext(config_from_dict({}), 3, 1))
+
+    over = {"q_estimate": 40.0, "q_obtained": 10.0, "q_overestimation": 3.0}
+    under = {**over, "q_overestimation": 0.1}
+    warm = 10_000
+    check = rule()
+    assert check.check(1000, over, warm) == []  # one poor evaluation: the policy's
+    assert check.check(2000, under, warm) == []
+    assert check.check(3000, over, warm) == []
+    found = check.check(4000, over, warm)
+    assert [f.rule for f in found] == ["q_overestimation"]
+    assert check.check(5000, over, warm - 1) == []  # before the critic's warm-up
+    resumed = rule()
+    check.check(6000, over, warm)
+    resumed.load_state_dict(check.state_dict())
+    assert resumed.check(7000, over, warm) != []
+
+
 def test_the_entropy_bonus_held_fades_at_the_targets_pace():
     from rltrain.utils.diagnosis.measure.critic import EntropyBonus
 

@@ -214,3 +214,57 @@ def test_a_healthy_pace_or_an_actor_that_does_not_move_at_all_is_not_named(tmp_p
     assert judge_pace(rule, 0.0, 3e-4, 10) == []  # actor_stalled's case, not the pace's
     flipping = [1e-2, 1e-9] * 5  # out of pace both ways, never the same way in a row
     assert [f for k, c in enumerate(flipping) for f in rule.judge(k, c, 1e-4)] == []
+
+
+class BoundView:
+    """A policy at the upper bound of [-2, 2] everywhere and a critic whose Q rises with
+    the action (`slope` > 0: past the bound) or falls with it (< 0: back inside)."""
+
+    def __init__(self, slope: float, action: float = 2.0) -> None:
+        self.action_low, self.action_high, self.device = LOW, HIGH, torch.device("cpu")
+        self.slope, self.action = slope, action
+
+    def actor(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.full((len(obs), 1), self.action)
+
+    def q_value(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.slope * action + obs[:, :1]
+
+
+def test_a_policy_at_a_bound_the_critic_pushes_past_is_pinned():
+    from rltrain.utils.diagnosis.rules._probe import pinned_share
+
+    obs = np.random.default_rng(0).normal(size=(32, 3)).astype(np.float32)
+    assert pinned_share(BoundView(slope=1.0), obs) == 1.0
+    assert pinned_share(BoundView(slope=-1.0), obs) == 0.0  # the critic calls it back
+    assert pinned_share(BoundView(slope=1.0, action=0.5), obs) == 0.0  # inside the range
+
+
+def test_a_still_policy_pinned_at_its_bounds_is_not_stalled_nor_slow(tmp_path):
+    from rltrain.utils.diagnosis.rules.actor_stalled import ActorStalled
+
+    def rules(view):
+        context = RuleContext(tiny_config(tmp_path), 3, 1, view=view)
+        stalled, pace = ActorStalled(context), pace_rule(tmp_path)
+        pace.context = context
+        for rule in (stalled, pace):
+            for k in range(300):
+                rule.probe.offer(k * 7, np.full(3, k / 300, np.float32))
+        return stalled, pace
+
+    for slope, named in ((1.0, False), (-1.0, True)):
+        stalled, pace = rules(BoundView(slope))
+        times = stalled.settings.measurements
+        found = [f for k in range(times) for f in stalled.judge(k, 1e-9, 1e-4)]
+        assert bool(found) == named
+        assert bool(judge_pace(pace, 1e-9, 1e-4, times)) == named
+
+
+def test_an_imbalance_from_a_pinned_actor_is_not_named(tmp_path):
+    from rltrain.utils.diagnosis.rules.gradient_rules import ValuePolicyImbalance
+
+    rule = ValuePolicyImbalance(RuleContext(tiny_config(tmp_path), 3, 1))
+    assert rule.check(100, 1e6, lambda: 0.95) == []
+    assert [f.rule for f in rule.check(100, 1e6, lambda: 0.2)] == ["value_policy_imbalance"]
+    asked = []
+    assert rule.check(100, 10.0, lambda: asked.append(1) or 0.0) == [] and not asked

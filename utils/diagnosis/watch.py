@@ -323,7 +323,8 @@ class Flow1Diagnostics(Hook):
                 "gradient_noise": self.noise.state_dict(),
                 "observability": self.observability.state_dict(),
                 "q_values": self.q_values.state_dict(),
-                "entropy_bonus": self.entropy_bonus.state_dict()}
+                "entropy_bonus": self.entropy_bonus.state_dict(),
+                "q_overestimation": self.critic_checks["q_overestimation"].state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.reward.load_state_dict(state["reward"])
@@ -347,6 +348,8 @@ class Flow1Diagnostics(Hook):
             self.q_values.load_state_dict(state["q_values"])
         if "entropy_bonus" in state:  # saved before it was kept: it starts at 0
             self.entropy_bonus.load_state_dict(state["entropy_bonus"])
+        if "q_overestimation" in state:  # saved before it counted evaluations
+            self.critic_checks["q_overestimation"].load_state_dict(state["q_overestimation"])
 
 
 def target_pace(config: TrainConfig) -> float:

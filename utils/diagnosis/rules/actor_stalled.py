@@ -10,12 +10,17 @@ learns.
   `measurements` measurements in a row while the critic moves more than
   `critic_floor` per update gets nothing from the critic: too low an actor learning
   rate, a gradient cut before the actor, or a tanh saturated at the action bounds.
+  Not where `pinned` or more of the policy's actions sit at a bound the critic pushes
+  past (_probe.py `pinned_share`): those are where the critic sends them, as far as the
+  range goes (a bang-bang policy, as healthy TD3 on Hopper starts), so they cannot move.
 - `actor_pace`: the policy's change per critic update over the critic's own (its pace)
   above `threshold` or below `low` for `measurements` measurements in a row: the actor
   runs ahead of a critic that cannot keep up with what it now does (an actor rate far
   above the critic's, several actor steps per critic step), and climbs its errors; or
   it crawls behind a critic that has long moved on (updates far rarer than the
-  critic's: a policy delay of tens), and the run learns at a fraction of its pace.
+  critic's: a policy delay of tens), and the run learns at a fraction of its pace. A
+  slow pace with `pinned` of the actions at a bound the critic pushes past is not
+  judged, as for `actor_stalled`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import numpy as np
 
 from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
-from rltrain.utils.diagnosis.rules._probe import ProbeStates
+from rltrain.utils.diagnosis.rules._probe import PINNED, ProbeStates
 from rltrain.utils.diagnosis.rules._settings import (
     MAX_DELAY,
     USUAL_DELAY,
@@ -51,7 +56,8 @@ SPECS = (RuleSpec(
                "critic keeps learning",
     check="move actor_lr into the usual 1e-4..1e-3 (the finding proposes a value); if it is "
           "already there, read the broken_gradient and action_saturation findings",
-    options=(Option("critic_floor", 1e-5, "the critic's change per update (share of its "
+    options=(PINNED,
+             Option("critic_floor", 1e-5, "the critic's change per update (share of its "
                     "weight norm) above which it counts as learning", POSITIVE),
              Option("every_updates", 250, "updates between two measurements", AT_LEAST_ONE),
              Option("measurements", 4, "measurements in a row before the rule fires",
@@ -70,6 +76,7 @@ SPECS = (RuleSpec(
     check="keep actor_lr near critic_lr and one actor step per critic step (or per "
           "policy_delay of 2-3): the finding names what of the run sets the pace",
     options=(Option("low", 0.02, "a pace below this: the actor crawls", POSITIVE),
+             PINNED,
              Option("every_updates", 250, "updates between two measurements", AT_LEAST_ONE),
              Option("measurements", 4, "measurements in a row before the rule fires",
                     AT_LEAST_ONE)),
@@ -113,6 +120,13 @@ class _ActorMovement(RuleHook):
     def judge(self, env_steps: int, change: float, critic_change: float) -> list[Finding]:
         raise NotImplementedError
 
+    def pinned(self, env_steps: int) -> bool:
+        """Whether `pinned` or more of the policy's actions sit at a bound the critic
+        pushes past (recorded as the rule's `pinned` statistic)."""
+        share = self.probe.pinned(self.context.view)
+        self.record(env_steps, pinned=round(share, 4))
+        return share >= self.settings.pinned
+
     def unjudged(self) -> str | None:
         return self.waiting(max(self.measured - 1, 0), self.settings.measurements,
                             "measurements", f"one every {self.settings.every_updates} updates")
@@ -130,7 +144,8 @@ class ActorStalled(_ActorMovement):
 
     def judge(self, env_steps: int, change: float, critic_change: float) -> list[Finding]:
         learning = critic_change > self.settings.critic_floor
-        self.stalled = self.stalled + 1 if change < self.rule.threshold and learning else 0
+        still = change < self.rule.threshold and learning and not self.pinned(env_steps)
+        self.stalled = self.stalled + 1 if still else 0
         if self.stalled < self.settings.measurements:
             return []
         self.stalled = 0
@@ -161,6 +176,8 @@ class ActorPace(_ActorMovement):
         pace = change / critic_change
         way = "fast" if pace > self.rule.threshold else "slow" if pace < self.settings.low \
             else None
+        if way == "slow" and self.pinned(env_steps):
+            way = None
         self.stalled = self.stalled + 1 if way is not None and way == self.way else \
             (1 if way is not None else 0)
         self.way = way

@@ -8,11 +8,12 @@ each evaluation and each heatmap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.diagnosis.rules._remedies import lower
-from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
+from rltrain.utils.config.fields import AT_LEAST_ONE
+from rltrain.utils.diagnosis.rules.spec import Option, RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
@@ -52,7 +53,10 @@ SPECS = (
         check='if eval/mean_reward is not improving, the policy is the problem (see the other '
               'findings); if Q keeps rising above the return, use algo: td3, lower critic_lr or '
               'gamma',
-        remedy=lambda c: {"critic_lr": lower(c.critic_lr, 0.3)}),
+        remedy=lambda c: {"critic_lr": lower(c.critic_lr, 0.3)},
+        options=(Option("evaluations", 2, "evaluations in a row over the threshold before "
+                        "the rule fires: a critic's bias stays from one to the next, one "
+                        "poor evaluation is the policy's", AT_LEAST_ONE),)),
     RuleSpec(
         name='dead_relu',
         algorithms=ACTOR_Q_CRITICS,
@@ -89,11 +93,23 @@ class ActionSaturation(RuleCheck):
 class QOverestimation(RuleCheck):
     spec = SPECS[1]
 
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        self.over = 0  # evaluations in a row over the threshold
+
+    def state_dict(self) -> dict[str, int]:
+        return {"over": self.over}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.over = int(state["over"])
+
     def check(self, env_steps: int, q: dict[str, float], updates: int) -> list[Finding]:
         """`q`: measure/critic.py's q_overestimation; judged once the critic has had
         diagnostics.q_warmup_updates updates."""
         warm = updates >= self.context.config.diagnostics.q_warmup_updates
-        if not (warm and q["q_overestimation"] > self.rule.threshold):
+        over = warm and q["q_overestimation"] > self.rule.threshold
+        self.over = self.over + 1 if over else 0
+        if self.over < self.settings.evaluations:
             return []
         bonus = q.get("q_entropy_bonus", 0.0)
         held = (f", and at most {bonus:.1f} of Q is the entropy bonus its targets still hold"

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from rltrain.agents.registry import ACTOR_Q_CRITICS
+from rltrain.utils.diagnosis.rules._probe import PINNED
 from rltrain.utils.diagnosis.rules._remedies import clip_norm
 from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
 
@@ -61,7 +62,8 @@ SPECS = (
         check='read it with the learning_rate finding: a learning rate far outside the usual '
               'range (of either network) is the usual cause; else the actor may get little '
               'gradient (actor_stalled, broken_gradient, action_saturation). The two networks '
-              'have their own optimisers: a ratio alone is no fault'),
+              'have their own optimisers: a ratio alone is no fault',
+        options=(PINNED,)),
     RuleSpec(
         name='broken_gradient',
         section='diagnostics',
@@ -130,10 +132,15 @@ class ExplodingGradient(LayerRule):
 class ValuePolicyImbalance(RuleCheck):
     spec = SPECS[2]
 
-    def check(self, env_steps: int, balance: float) -> list[Finding]:
+    def check(self, env_steps: int, balance: float,
+              pinned: Callable[[], float] = lambda: 0.0) -> list[Finding]:
         """`balance`: the critic's relative gradient over the actor's (inf: the actor has
-        none)."""
-        if not balance > self.rule.threshold:
+        none); `pinned`: the share of the policy's actions at a bound the critic pushes
+        past (_probe.py `pinned_share`), asked only when the balance is over the
+        threshold. From `pinned` of them on, the actor's small gradient is its tanh's at
+        a bound it has nowhere past to go: not judged."""
+        if (self.rule.action == "off" or not balance > self.rule.threshold
+                or pinned() >= self.settings.pinned):
             return []
         return self.fire(env_steps, round(balance, 3),
                          f"the critic's relative gradient is {balance:.1f}x the actor's"
