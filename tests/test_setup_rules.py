@@ -101,6 +101,27 @@ def test_learning_rate_too_low_proposes_the_usual_range(tmp_path: Path) -> None:
     assert "too low" in found[-1].message
 
 
+def test_a_rate_far_outside_the_usual_range_is_judged_on_fewer_measurements(tmp_path):
+    """The setting is evidence too: 0.1 is judged on `far_measurements`, a usual rate
+    whose steps the weights' scale makes too large on `measurements`."""
+    settings = {"every_updates": 1, "measurements": 5, "far_measurements": 2}
+
+    def first_finding(lr: float) -> int:
+        ctx = context(tmp_path, actor_lr=lr, critic_lr=lr,
+                      diagnostics={"learning_rate": settings})
+        hook, view = LearningRate(ctx), ctx.view
+        for k in range(1, 20):
+            nudge(view.actor, 0.2, seed=k)
+            nudge(view.critic, 0.2, seed=k)
+            metrics = {"critic_loss": 1.0, "actor_loss": 1.0}
+            if hook.on_update(Update(k * 10, k, metrics)):
+                return k
+        return 0
+
+    assert first_finding(0.1) == 3  # 2 measurements after the first snapshot
+    assert first_finding(1e-3) == 6  # 5
+
+
 def test_learning_rate_silent_on_a_usual_step(tmp_path: Path) -> None:
     ctx = context(tmp_path, diagnostics={"learning_rate": EVERY})
     assert updates(LearningRate(ctx), 8, share=1e-3) == []

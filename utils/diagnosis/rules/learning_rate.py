@@ -2,7 +2,10 @@
 
 Measured per network (actor, critic) every `every_updates` updates: the update-to-weight
 ratio ||dw|| / ||w|| of one update, from a copy of the parameters before it (see
-_weights.py). The median of the newest `measurements` ratios is judged: above the
+_weights.py). The median of the newest `measurements` ratios is judged (of
+`far_measurements` where the network's rate is an order of magnitude or more outside the
+usual range: the setting itself is evidence, and such a rate does its harm in the first
+few hundred updates): above the
 threshold, each update rewrites a large share of the weights (the TD error then jumps
 about or grows instead of falling); below `low`, the weights hardly move (the critic's
 loss and the actor's loss stay where they started). The finding gives the TD error's
@@ -53,7 +56,9 @@ SPECS = (RuleSpec(
                     "learning rate", POSITIVE),
              Option("every_updates", 250, "updates between two measurements", AT_LEAST_ONE),
              Option("measurements", 5, "newest measurements whose median is judged",
-                    AT_LEAST_ONE)),
+                    AT_LEAST_ONE),
+             Option("far_measurements", 3, "the same for a network whose rate is an order "
+                    "of magnitude or more outside the usual range", AT_LEAST_ONE)),
 ),)
 
 
@@ -79,7 +84,7 @@ class LearningRate(RuleHook):
         return []
 
     def _measure(self, net: str, module: torch.nn.Module, loss: float) -> None:
-        keep = self.settings.measurements
+        keep = max(self.settings.measurements, self.settings.far_measurements)
         ratio = relative_change(self.before.pop(net), flat(module))
         self.ratios[net] = [*self.ratios[net], ratio][-keep:]
         self.losses[net] = [*self.losses[net], loss][-keep:]
@@ -89,12 +94,12 @@ class LearningRate(RuleHook):
         learning rate above the usual range is a network that too large steps left dead
         (saturated, or every unit off); one far above it whose loss grew over the
         measurements is too high even where its weights grew as fast as its steps."""
-        ratios = self.ratios[net]
-        if len(ratios) < self.settings.measurements:
+        orders = orders_of_magnitude(getattr(self.context.config, f"{net}_lr"), USUAL_LR)
+        need = self._window(net)
+        ratios, losses = self.ratios[net][-need:], self.losses[net][-need:]
+        if len(ratios) < need:
             return None
         median = statistics.median(ratios)
-        orders = orders_of_magnitude(getattr(self.context.config, f"{net}_lr"), USUAL_LR)
-        losses = self.losses[net]
         grew = abs(losses[-1]) > GREW * abs(losses[0])
         if median > self.rule.threshold or (orders > 0 and median == 0) or (
                 orders >= FAR and grew):
@@ -106,6 +111,12 @@ class LearningRate(RuleHook):
                            or (orders <= -FAR and median < self.settings.low)):
             return "low", median
         return None
+
+    def _window(self, net: str) -> int:
+        """The measurements judged for `net`: fewer for a rate far outside the usual."""
+        orders = orders_of_magnitude(getattr(self.context.config, f"{net}_lr"), USUAL_LR)
+        return (self.settings.far_measurements if abs(orders) >= FAR
+                else self.settings.measurements)
 
     def _judge(self, env_steps: int) -> list[Finding]:
         verdicts = {net: v for net in NETS if (v := self._verdict(net)) is not None}
@@ -138,19 +149,19 @@ class LearningRate(RuleHook):
                  f"the usual {USUAL_LR[0]:g}..{USUAL_LR[1]:g}" if orders else
                  "inside the usual range (the weights' scale makes it too "
                  f"{'large' if way == 'high' else 'small'})")
-        losses = self.losses[net]
+        losses = self.losses[net][-self._window(net):]
         trend = (f"its loss went {losses[0]:.3g} -> {losses[-1]:.3g}" if losses else "")
         stopped = ("dead or saturated after too large steps" if way == "high" else
                    "steps too small to change a float32 weight")
         moved = (f"its weights stopped moving ({stopped})"
                  if median == 0 else f"each update changes {median:.2g} of its weights' norm")
-        return (f"{net}: {moved} (median of {len(self.ratios[net])} measurements; healthy "
+        return (f"{net}: {moved} (median of {len(self.ratios[net][-self._window(net):])} measurements; healthy "
                 f"runs measure about 1e-4..5e-4), so {net}_lr {lr:g} is too {way}: {where}; "
                 f"{trend}")
 
     def unjudged(self) -> str | None:
         return self.waiting(min(len(r) for r in self.ratios.values()),
-                            self.settings.measurements, "measurements",
+                            max(self._window(net) for net in NETS), "measurements",
                             f"one every {self.settings.every_updates} updates")
 
     def state_dict(self) -> dict[str, Any]:
