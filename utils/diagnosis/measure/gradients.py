@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from rltrain.utils.diagnosis.rules import gradient_rules
-from rltrain.utils.diagnosis.rules._probe import pinned_share
+from rltrain.utils.diagnosis.rules._probe import saturated_share
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.io.checkpoint import save_tensors, write_json
@@ -211,14 +211,14 @@ class GradientWatch:
             layers = {f"{net}.{name}": norms[net][name] for net, found in verdicts.items()
                       for name, v in found.items() if v == rule.verdict}
             self.report(rule.check(env_steps, layers))
-        self.report(self.imbalance.check(env_steps, balance, self._pinned))
+        self.report(self.imbalance.check(env_steps, balance, self._saturation))
 
-    def _pinned(self) -> float:
-        """The share of the policy's actions on the newest batch's states at a bound the
-        critic pushes past (0 with nothing to read)."""
+    def _saturation(self) -> float:
+        """The share of the policy's actions on the newest batch's states at a bound of
+        the action range (0 with nothing to read)."""
         if not len(self.buffer):
             return 0.0
-        return pinned_share(self.agent, self.buffer.newest(self.batch_size).obs)
+        return saturated_share(self.agent, self.buffer.newest(self.batch_size).obs)
 
     def trace(self, env_steps: int, reason: str, cooldown: int, max_abs_reward: float) -> None:
         """Snapshot the newest batch and parameters; write per-layer norms and verdicts."""

@@ -10,17 +10,18 @@ learns.
   `measurements` measurements in a row while the critic moves more than
   `critic_floor` per update gets nothing from the critic: too low an actor learning
   rate, a gradient cut before the actor, or a tanh saturated at the action bounds.
-  Not where `pinned` or more of the policy's actions sit at a bound the critic pushes
-  past (_probe.py `pinned_share`): those are where the critic sends them, as far as the
-  range goes (a bang-bang policy, as healthy TD3 on Hopper starts), so they cannot move.
+  Not where `saturated` or more of the policy's actions sit at a bound of the range
+  (_probe.py): their tanh is saturated, which no actor_lr mends; what pushed them there
+  is other rules' (learning_rate, reward_scale, observation_scale; action_saturation
+  notes it). Healthy TD3 on Hopper starts so for a couple of thousand updates.
 - `actor_pace`: the policy's change per critic update over the critic's own (its pace)
   above `threshold` or below `low` for `measurements` measurements in a row: the actor
   runs ahead of a critic that cannot keep up with what it now does (an actor rate far
   above the critic's, several actor steps per critic step), and climbs its errors; or
   it crawls behind a critic that has long moved on (updates far rarer than the
   critic's: a policy delay of tens), and the run learns at a fraction of its pace. A
-  slow pace with `pinned` of the actions at a bound the critic pushes past is not
-  judged, as for `actor_stalled`.
+  slow pace with `saturated` of the actions at a bound is not judged, as for
+  `actor_stalled`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 
 from rltrain.agents.registry import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
-from rltrain.utils.diagnosis.rules._probe import PINNED, ProbeStates
+from rltrain.utils.diagnosis.rules._probe import SATURATED, ProbeStates, saturated
 from rltrain.utils.diagnosis.rules._settings import (
     MAX_DELAY,
     USUAL_DELAY,
@@ -56,7 +57,7 @@ SPECS = (RuleSpec(
                "critic keeps learning",
     check="move actor_lr into the usual 1e-4..1e-3 (the finding proposes a value); if it is "
           "already there, read the broken_gradient and action_saturation findings",
-    options=(PINNED,
+    options=(SATURATED,
              Option("critic_floor", 1e-5, "the critic's change per update (share of its "
                     "weight norm) above which it counts as learning", POSITIVE),
              Option("every_updates", 250, "updates between two measurements", AT_LEAST_ONE),
@@ -76,7 +77,7 @@ SPECS = (RuleSpec(
     check="keep actor_lr near critic_lr and one actor step per critic step (or per "
           "policy_delay of 2-3): the finding names what of the run sets the pace",
     options=(Option("low", 0.02, "a pace below this: the actor crawls", POSITIVE),
-             PINNED,
+             SATURATED,
              Option("every_updates", 250, "updates between two measurements", AT_LEAST_ONE),
              Option("measurements", 4, "measurements in a row before the rule fires",
                     AT_LEAST_ONE)),
@@ -95,6 +96,7 @@ class _ActorMovement(RuleHook):
         self.stalled = 0  # measurements in a row
         self.measured = 0  # measurements so far (the first is only a start)
         self.way: str | None = None  # actor_pace: the newest measurement's (fast, slow)
+        self.saturation = 0.0  # the newest measurement's share of actions at a bound
 
     def on_step(self, step: Step) -> list[Finding]:
         self.probe.offer(step.env_steps, step.obs)
@@ -111,8 +113,10 @@ class _ActorMovement(RuleHook):
         if self.actions is not None and self.critic is not None:
             change = float(np.abs(actions - self.actions).mean()) / every
             critic_change = relative_change(self.critic, critic) / every
+            self.saturation = saturated(actions)
             self.record(update.env_steps, policy_change=float(f"{change:.4g}"),
-                        critic_change=float(f"{critic_change:.4g}"))
+                        critic_change=float(f"{critic_change:.4g}"),
+                        saturated=round(self.saturation, 4))
             found = self.judge(update.env_steps, change, critic_change)
         self.actions, self.critic = actions, critic
         return found
@@ -120,12 +124,9 @@ class _ActorMovement(RuleHook):
     def judge(self, env_steps: int, change: float, critic_change: float) -> list[Finding]:
         raise NotImplementedError
 
-    def pinned(self, env_steps: int) -> bool:
-        """Whether `pinned` or more of the policy's actions sit at a bound the critic
-        pushes past (recorded as the rule's `pinned` statistic)."""
-        share = self.probe.pinned(self.context.view)
-        self.record(env_steps, pinned=round(share, 4))
-        return share >= self.settings.pinned
+    def saturated(self) -> bool:
+        """Whether `saturated` or more of the newest measured actions sit at a bound."""
+        return self.saturation >= self.settings.saturated
 
     def unjudged(self) -> str | None:
         return self.waiting(max(self.measured - 1, 0), self.settings.measurements,
@@ -144,7 +145,7 @@ class ActorStalled(_ActorMovement):
 
     def judge(self, env_steps: int, change: float, critic_change: float) -> list[Finding]:
         learning = critic_change > self.settings.critic_floor
-        still = change < self.rule.threshold and learning and not self.pinned(env_steps)
+        still = change < self.rule.threshold and learning and not self.saturated()
         self.stalled = self.stalled + 1 if still else 0
         if self.stalled < self.settings.measurements:
             return []
@@ -176,7 +177,7 @@ class ActorPace(_ActorMovement):
         pace = change / critic_change
         way = "fast" if pace > self.rule.threshold else "slow" if pace < self.settings.low \
             else None
-        if way == "slow" and self.pinned(env_steps):
+        if way == "slow" and self.saturated():
             way = None
         self.stalled = self.stalled + 1 if way is not None and way == self.way else \
             (1 if way is not None else 0)

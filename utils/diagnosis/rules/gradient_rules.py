@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from rltrain.agents.registry import ACTOR_Q_CRITICS
-from rltrain.utils.diagnosis.rules._probe import PINNED
+from rltrain.utils.diagnosis.rules._probe import SATURATED
 from rltrain.utils.diagnosis.rules._remedies import clip_norm
 from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
 
@@ -63,7 +63,7 @@ SPECS = (
               'range (of either network) is the usual cause; else the actor may get little '
               'gradient (actor_stalled, broken_gradient, action_saturation). The two networks '
               'have their own optimisers: a ratio alone is no fault',
-        options=(PINNED,)),
+        options=(SATURATED,)),
     RuleSpec(
         name='broken_gradient',
         section='diagnostics',
@@ -133,14 +133,14 @@ class ValuePolicyImbalance(RuleCheck):
     spec = SPECS[2]
 
     def check(self, env_steps: int, balance: float,
-              pinned: Callable[[], float] = lambda: 0.0) -> list[Finding]:
+              saturation: Callable[[], float] = lambda: 0.0) -> list[Finding]:
         """`balance`: the critic's relative gradient over the actor's (inf: the actor has
-        none); `pinned`: the share of the policy's actions at a bound the critic pushes
-        past (_probe.py `pinned_share`), asked only when the balance is over the
-        threshold. From `pinned` of them on, the actor's small gradient is its tanh's at
-        a bound it has nowhere past to go: not judged."""
+        none); `saturation`: the share of the policy's actions at a bound (_probe.py
+        `saturated_share`), asked only when the balance is over the threshold. From
+        `saturated` of them on, the actor's small gradient is its saturated tanh's, whose
+        cause is other rules' to name: not judged."""
         if (self.rule.action == "off" or not balance > self.rule.threshold
-                or pinned() >= self.settings.pinned):
+                or saturation() >= self.settings.saturated):
             return []
         return self.fire(env_steps, round(balance, 3),
                          f"the critic's relative gradient is {balance:.1f}x the actor's"
