@@ -660,3 +660,23 @@ def test_a_constant_reward_carries_the_signal_where_episodes_end_terminated(term
     assert stats["cv"] == 0.0
     rule = ConstantReward(RuleContext(config_from_dict({}), 3, 1))
     assert bool(rule.check(100, stats, 5)) == fires
+
+
+def test_the_actors_rank_is_the_same_measured_in_parts(monkeypatch):
+    """The candidates are valued CHUNK rows at a time (a bounded allocation): the same
+    statistics as all at once."""
+    import torch
+
+    from rltrain.scripts.training.agent_setup import agent_view, build_agent
+    from rltrain.utils.diagnosis.measure import fit
+
+    low, high = np.array([-2.0], np.float32), np.array([2.0], np.float32)
+    agent, _ = build_agent(config_from_dict({"algo": "sac"}), 3, low, high, DEVICE)
+    view, obs = agent_view(agent, low, high), torch.randn(64, 3)
+    parts = fit.actor_rank(view, obs, torch.Generator().manual_seed(0), 1.0)
+    monkeypatch.setattr(fit, "CHUNK", 10**9)
+    whole = fit.actor_rank(view, obs, torch.Generator().manual_seed(0), 1.0)
+    monkeypatch.setattr(fit, "CHUNK", 100)  # parts that split a state's candidates
+    split = fit.actor_rank(view, obs, torch.Generator().manual_seed(0), 1.0)
+    for measured in (parts, split):  # the same up to float32 rounding of the products
+        assert measured == pytest.approx(whole, rel=1e-6)

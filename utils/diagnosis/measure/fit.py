@@ -40,6 +40,7 @@ from rltrain.utils.training.replay_buffer import Batch, ReplayBuffer
 ROWS = 2048  # newest transitions the critic's fit is measured on
 STATES = 256  # of them, the states the actor's rank is measured on
 CANDIDATES = 32  # uniform actions per state the actor's action is ranked among
+CHUNK = 1024  # (state, action) rows the critic values at once
 
 
 @torch.no_grad()
@@ -72,10 +73,12 @@ def actor_rank(view: AgentView, obs: torch.Tensor, generator: torch.Generator,
     high = torch.as_tensor(view.action_high, dtype=obs.dtype, device=obs.device)
     draws = torch.rand(n, CANDIDATES, dims, generator=generator, dtype=torch.float64)
     candidates = (low + (high - low) * draws.to(obs.device, obs.dtype))  # [N, C, A]
-    states = obs[:, None, :].expand(n, CANDIDATES, obs.shape[1])
-    q_candidates = view.q_value(states.reshape(n * CANDIDATES, -1),
-                                candidates.reshape(n * CANDIDATES, dims)
-                                ).double().reshape(n, CANDIDATES)
+    states = obs[:, None, :].expand(n, CANDIDATES, obs.shape[1]).reshape(n * CANDIDATES, -1)
+    flat = candidates.reshape(n * CANDIDATES, dims)
+    # In parts of CHUNK rows: the critic's activations for all N * C rows at once would
+    # be the diagnostics' largest allocation (each row's Q does not depend on the others).
+    q_candidates = torch.cat([view.q_value(states[i:i + CHUNK], flat[i:i + CHUNK]).double()
+                              for i in range(0, n * CANDIDATES, CHUNK)]).reshape(n, CANDIDATES)
     q_actor = view.q_value(obs, view.actor(obs)).double()  # [N, 1]
     below = (q_candidates < q_actor).double() + 0.5 * (q_candidates == q_actor).double()
     spread = q_candidates.std(dim=1)  # [N]
