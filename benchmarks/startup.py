@@ -9,7 +9,9 @@ same shipped Pendulum config (common.py `sb3_model`, `sbx_model`) with `learning
 set to `--warmup` random steps, one torch thread (XLA on one thread too), pinned to one
 core. A process
 counts from just before the parent starts it to the end of its first update (the
-first `train()` call for SB3 and SBX, whose JIT compiles there): its wall seconds and
+first `train()` call for SB3 and SBX, whose JIT compiles there; they get the config as
+plain values the parent resolved, so rltrain's config code is not theirs to import):
+its wall seconds and
 its CPU seconds (all its threads) up to then, imports, env and network construction
 and the warm-up's env steps included; then it exits. Prints the medians and the ratios
 to SB3's; results in benchmarks/results/startup.txt when copied there.
@@ -21,11 +23,15 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import scratch_folder  # noqa: E402
@@ -39,26 +45,38 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def report_and_exit(started: float) -> None:
-    """The first update is done: print the figures and leave at once (no teardown)."""
+def report_and_exit(started: float, folder: str) -> None:
+    """The first update is done: print the figures, remove the run's scratch folder and
+    leave at once (no other teardown)."""
     print(json.dumps({"wall": time.time() - started, "cpu": cpu_seconds()}), flush=True)
+    shutil.rmtree(folder, ignore_errors=True)
     os._exit(0)
 
 
-def load(base: str, warmup: int):
+def load(base: str, warmup: int, folder: str):
     from rltrain.utils.config.loader import load_config
 
-    folder = scratch_folder()
     return load_config(base, [f"learning_starts={warmup}", f"max_timesteps={warmup + 10}",
                               "torch_threads=1", "eval_freq=1000000",
                               f"log_dir={folder}/logs", f"checkpoint_dir={folder}/ck"])
 
 
+def as_attributes(value: Any) -> Any:
+    """A config's plain dict (`config_to_dict`) read with attributes, as common.py's
+    SB3 and SBX makers read a TrainConfig, without rltrain's config code."""
+    if isinstance(value, dict):
+        return SimpleNamespace(**{k: as_attributes(v) for k, v in value.items()})
+    return value
+
+
 def worker(library: str, base: str, warmup: int, started: float) -> None:
-    """In the fresh process: build, warm up, update once, report (on one core)."""
+    """In the fresh process: build, warm up, update once, report (on one core). SB3 and
+    SBX get the config as plain values the parent resolved (`base` is then its JSON
+    file): rltrain's config code is not part of their start-up."""
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    config = load(base, warmup)
+    folder = tempfile.mkdtemp()
     if library == "rltrain":
+        config = load(base, warmup, folder)
         from rltrain.scripts.training.resume import prepare_train
 
         trainer, paths = prepare_train(config)
@@ -67,7 +85,7 @@ def worker(library: str, base: str, warmup: int, started: float) -> None:
 
         def first(*args, **kwargs):
             result = update(*args, **kwargs)
-            report_and_exit(started)
+            report_and_exit(started, folder)
             return result
 
         agent.update = first
@@ -78,19 +96,22 @@ def worker(library: str, base: str, warmup: int, started: float) -> None:
         torch.set_num_threads(1)
         from common import sb3_model, sbx_model
 
+        config = as_attributes(json.loads(Path(base).read_text()))
         model = (sb3_model if library == "sb3" else sbx_model)(config, 0)
         train = model.train
 
         def first(*args, **kwargs):
             train(*args, **kwargs)
-            report_and_exit(started)
+            report_and_exit(started, folder)
 
         model.train = first
         model.learn(warmup + 10)
     raise SystemExit(f"{library}: no update within {warmup + 10} steps")
 
 
-def one(library: str, base: str, warmup: int) -> dict[str, float]:
+def one(library: str, base: str, warmup: int, resolved: Path) -> dict[str, float]:
+    """One fresh process; SB3 and SBX read the config the parent resolved (`resolved`)."""
+    base = base if library == "rltrain" else str(resolved)
     env = {**os.environ, "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false "
            "intra_op_parallelism_threads=1", "OMP_NUM_THREADS": "1"}
     started = time.time()
@@ -116,13 +137,22 @@ def main() -> None:
         worker(library, base, int(warmup), float(started))
         return
     libraries = [lib for lib in LIBRARIES if not (lib == "sbx" and args.no_sbx)]
+    from rltrain.utils.config.schema import config_to_dict
+
+    folder = Path(scratch_folder())
     print("| algo | library | wall s to the first update (median) | CPU s (median) | "
           "wall / SB3's | CPU / SB3's |\n|---|---|---|---|---|---|")
     for algo in args.algo or list(CONFIGS):
+        config = load(CONFIGS[algo], args.warmup, str(folder))
+        if args.warmup < config.batch_size:
+            parser.error(f"--warmup must be at least the batch size ({config.batch_size}): "
+                         "rltrain updates once the buffer holds a batch")
+        resolved = folder / f"{algo}.json"
+        resolved.write_text(json.dumps(config_to_dict(config)))
         runs: dict[str, list[dict[str, float]]] = {lib: [] for lib in libraries}
         for _ in range(args.rounds):
             for lib in libraries:
-                runs[lib].append(one(lib, CONFIGS[algo], args.warmup))
+                runs[lib].append(one(lib, CONFIGS[algo], args.warmup, resolved))
         medians = {lib: {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu")}
                    for lib, rs in runs.items()}
         for lib, m in medians.items():

@@ -287,57 +287,47 @@ def test_a_soft_critics_entropy_bonus_counts_as_obtained():
         q = float(trained.critic.q1(x, trained.actor(x)))
     obtained = EvalResult([q - 60.0], [10], [q - 60.0], start, start, [False])
     plain = q_overestimation(agent, obtained, 0.99, reward_scale=1.0)
-    held = q_overestimation(agent, obtained, 0.99, reward_scale=1.0, bonus=50.0)
+    held = q_overestimation(agent, obtained, 0.99, reward_scale=1.0, bonus=5.0)
+    steps = (1 - 0.99 ** 10) / 0.01  # the bonus of the episode's 10 steps
     assert plain["q_overestimation"] == pytest.approx(60.0 / abs(q - 60.0), rel=1e-5)
-    assert held["q_overestimation"] == pytest.approx(10.0 / abs(q - 60.0), rel=1e-5)
-    assert held["q_entropy_bonus"] == 50.0
+    assert held["q_entropy_bonus"] == pytest.approx(5.0 * steps)
+    assert held["q_overestimation"] == pytest.approx((60.0 - 5.0 * steps) / abs(q - 60.0),
+                                                     rel=1e-5)
 
 
-def test_q_overestimation_needs_two_evaluations_in_a_row_over_its_threshold():
-    from rltrain.utils.diagnosis.rules.critic_rules import QOverestimation
-    from rltrain.utils.diagnosis.rules.spec import RuleContext
-
-    def rule() -> QOverestimation:
-        return QOverestimation(RuleContext(config_from_dict({}), 3, 1))
-
-    over = {"q_estimate": 40.0, "q_obtained": 10.0, "q_overestimation": 3.0}
-    under = {**over, "q_overestimation": 0.1}
-    warm = 10_000
-    check = rule()
-    assert check.check(1000, over, warm) == []  # one poor evaluation: the policy's
-    assert check.check(2000, under, warm) == []
-    assert check.check(3000, over, warm) == []
-    found = check.check(4000, over, warm)
-    assert [f.rule for f in found] == ["q_overestimation"]
-    assert check.check(5000, over, warm - 1) == []  # before the critic's warm-up
-    resumed = rule()
-    check.check(6000, over, warm)
-    resumed.load_state_dict(check.state_dict())
-    assert resumed.check(7000, over, warm) != []
-
-
-def test_the_entropy_bonus_held_fades_at_the_targets_pace():
+def test_the_entropy_bonus_held_follows_the_temperature_at_the_targets_pace():
     from rltrain.utils.diagnosis.measure.critic import EntropyBonus
 
-    bonus = EntropyBonus(gamma=0.99, tau=0.005, every=100)
-    bonus.update(100, {"ent_coef": 1.0, "entropy": 3.0})
-    assert bonus.in_q() == pytest.approx(300.0)
-    bonus.update(150, {"ent_coef": 0.0, "entropy": 3.0})  # not a reading: ignored
-    assert bonus.in_q() == pytest.approx(300.0)
-    for updates in range(200, 20_200, 100):  # the temperature has fallen to nothing
-        bonus.update(updates, {"ent_coef": 0.01, "entropy": -6.0})
-    # 20,000 updates at tau 0.005 are 100 full target moves: gamma**100 of it is left
-    assert bonus.in_q() == pytest.approx(300.0 * 0.99 ** 100, rel=1e-6)
-    no_targets = EntropyBonus(gamma=0.99, tau=1.0, every=100)
-    no_targets.update(100, {"ent_coef": 1.0, "entropy": 3.0})
-    no_targets.update(200, {"ent_coef": 0.0, "entropy": 0.0})
-    assert no_targets.in_q() == pytest.approx(300.0 * 0.99 ** 100, rel=1e-6)
+    def reading(ent_coef: float, entropy: float = 3.0) -> dict[str, float]:
+        return {"ent_coef": ent_coef, "entropy": entropy}
+
+    bonus = EntropyBonus(gamma=0.99, tau=0.005, every_updates=100)
+    bonus.update(20_000, reading(1.0))  # 20,000 updates at 3 a step: 100 target moves
+    assert bonus.held == pytest.approx(3.0 * (1 - 0.99 ** 100))
+    bonus.update(20_050, reading(0.0))  # not a reading: ignored
+    built = bonus.held
+    bonus.update(40_000, reading(0.01, -6.0))  # a negative bonus counts as none
+    assert bonus.held == pytest.approx(built * 0.99 ** 100)
+    no_targets = EntropyBonus(gamma=0.99, tau=1.0, every_updates=100)
+    no_targets.update(100, reading(1.0))
+    assert no_targets.held == pytest.approx(3.0 * (1 - 0.99 ** 100))
     deterministic = EntropyBonus(gamma=0.99, tau=0.005)
     deterministic.update(100, {"critic_loss": 1.0})  # no temperature: no bonus
-    assert deterministic.in_q() == 0.0
+    assert deterministic.held == 0.0
     restored = EntropyBonus(gamma=0.99, tau=0.005)
     restored.load_state_dict(bonus.state_dict())
-    assert restored.in_q() == bonus.in_q()
+    restored.update(40_300, reading(1.0))
+    bonus.update(40_300, reading(1.0))  # 300 updates since the last reading, both
+    assert restored.held == bonus.held > 0
+
+
+def test_the_targets_pace_is_tau_over_its_interval_or_1_without_targets():
+    from rltrain.utils.diagnosis.watch import target_pace
+
+    assert target_pace(config_from_dict({"algo": "td3", "tau": 0.01})) == 0.01
+    assert target_pace(config_from_dict(
+        {"algo": "sac", "tau": 0.01, "sac": {"target_update_interval": 2}})) == 0.005
+    assert target_pace(config_from_dict({"algo": "crossq"})) == 1.0
 
 
 def test_norms_before_clipping_are_rebuilt_from_the_global_norm():

@@ -244,7 +244,7 @@ def test_the_share_of_actions_at_a_bound_is_the_saturated_share():
 def test_a_still_policy_saturated_at_its_bounds_is_not_stalled_nor_slow(tmp_path):
     """Its tanh is saturated: no actor_lr mends that (the causes are other rules'). A
     still policy inside the range is named."""
-    from rltrain.utils.diagnosis.rules.actor_stalled import ActorStalled, ActorPace
+    from rltrain.utils.diagnosis.rules.actor_stalled import ActorPace, ActorStalled
 
     def found(action: float) -> dict[str, bool]:
         view = BoundView(action)  # it creeps by 1e-6 of the half-range a span
@@ -275,3 +275,6 @@ def test_an_imbalance_from_a_saturated_actor_is_not_named(tmp_path):
     assert [f.rule for f in rule.check(100, 1e6, lambda: 0.2)] == ["value_policy_imbalance"]
     asked = []
     assert rule.check(100, 10.0, lambda: asked.append(1) or 0.0) == [] and not asked
+    off = ValuePolicyImbalance(RuleContext(tiny_config(
+        tmp_path, diagnostics={"value_policy_imbalance": {"action": "off"}}), 3, 1))
+    assert off.check(100, 1e6, lambda: asked.append(1) or 0.0) == [] and not asked

@@ -242,7 +242,7 @@ class Flow1Diagnostics(Hook):
     def _critic_checks(self, env_steps: int, result: Any) -> None:
         with self.paused_collection():
             q = critic.q_overestimation(self.agent, result, self.config.gamma,
-                                        self.reward.max_abs, self.entropy_bonus.in_q())
+                                        self.reward.max_abs, self.entropy_bonus.held)
             dead = critic.dead_relu(self.agent, self.buffer.newest(
                 self.config.batch_size)) if len(self.buffer) else {}
         self.logger.scalars(env_steps, {f"flow1/{k}": v for k, v in q.items()})

@@ -12,7 +12,7 @@ ReLUs (their rules: rules/critic_rules.py).
   over-estimate (Fujimoto et al. 2018); the twin-min target counters it. A soft critic
   (the SAC family) learns the return plus the entropy bonus alpha*H a step, and keeps
   the bonus its targets had for a while after the temperature falls: `EntropyBonus`
-  says how much of it Q may still hold, added to the obtained return (below).
+  follows how much of it Q holds, added to the obtained return (below).
 - `dead_relu`: per hidden ReLU, the share of units that are zero for every sample of
   the newest replay batch. The ReLUs are found as `nn.ReLU` modules, in any network; a
   network with another activation has none to judge.
@@ -30,45 +30,51 @@ from rltrain.utils.training.replay_buffer import Batch
 
 
 class EntropyBonus:
-    """The entropy bonus a soft critic's Q may still hold, per step: alpha*H (the
-    update's `ent_coef` times its `entropy`), read every `every` updates, and the largest
-    such bonus since, faded as the critic forgets it. A bonus b a step in every target
-    puts b/(1-gamma) into Q; once b is gone, each update moves the target network `tau`
-    of the way and each full move discounts what is left by gamma, so the rest fades by
-    gamma**tau an update (gamma an update for a critic without target networks): with
-    SAC's 0.99 and 0.005, about a third is left after 20,000 updates. An upper bound,
-    not an estimate: the critic may forget faster, never slower. Algorithms without a
+    """The entropy bonus a soft critic's Q may hold, per step: alpha*H (the update's
+    `ent_coef` times its `entropy`), read every `every_updates` updates (where an
+    update reports them), followed with the lag of the critic. A bonus b a step in
+    every target puts b/(1-gamma) into Q, and the critic gets there at the pace of its
+    target: each update moves the target network `tau` of the way, each full move
+    discounts what is left to learn by gamma, so Q closes a share 1 - gamma**tau of
+    the distance an update, on the way up as on the way down (an update moves all the
+    way without target networks: `tau` 1). With SAC's 0.99 and 0.005, about a third of
+    a bonus that stopped is still in Q 20,000 updates later. Algorithms without a
     temperature report no `ent_coef`: their bonus stays 0."""
 
-    def __init__(self, gamma: float, tau: float, every: int = 100) -> None:
-        self.gamma, self.every = gamma, every
-        self.fade = gamma ** (tau * every)  # per reading
-        self.carried = 0.0  # the bonus a step Q may still hold
+    def __init__(self, gamma: float, tau: float, every_updates: int = 100) -> None:
+        self.gamma, self.tau, self.every = gamma, tau, every_updates
+        self.held = 0.0  # the bonus a step Q holds
+        self.read_at = 0  # the updates at the last reading
 
     def update(self, updates: int, metrics: dict) -> None:
         if updates % self.every or "ent_coef" not in metrics or "entropy" not in metrics:
             return
-        bonus = float(metrics["ent_coef"]) * float(metrics["entropy"])
-        self.carried = max(bonus, self.carried * self.fade, 0.0)
-
-    def in_q(self) -> float:
-        """The most of Q that is entropy bonus: the bonus a step over every future step."""
-        return self.carried / (1.0 - self.gamma) if self.gamma < 1 else 0.0
+        bonus = max(float(metrics["ent_coef"]) * float(metrics["entropy"]), 0.0)
+        kept = self.gamma ** (self.tau * max(updates - self.read_at, 0))
+        self.held = kept * self.held + (1.0 - kept) * bonus
+        self.read_at = updates
 
     def state_dict(self) -> dict[str, float]:
-        return {"carried": self.carried}
+        return {"held": self.held, "read_at": self.read_at}
 
     def load_state_dict(self, state: dict[str, float]) -> None:
-        self.carried = float(state["carried"])
+        self.held, self.read_at = float(state["held"]), int(state["read_at"])
+
+
+def discounted_steps(gamma: float, lengths: np.ndarray) -> np.ndarray:
+    """sum_{t<T} gamma**t for each episode length T."""
+    lengths = np.asarray(lengths, dtype=np.float64)
+    return lengths if gamma == 1 else (1.0 - gamma ** lengths) / (1.0 - gamma)
 
 
 @torch.no_grad()
 def q_overestimation(agent: AgentView, result: EvalResult, gamma: float,
                      reward_scale: float, bonus: float = 0.0) -> dict[str, float]:
     """`reward_scale`: the largest |reward| seen, the floor of the relative error's scale;
-    `bonus`: the entropy bonus Q may hold (`EntropyBonus.in_q`), added to what the
-    episodes obtained. An evaluation without its episodes' start states (one a library
-    or a loop ran) gives NaN: nothing to compare."""
+    `bonus`: the entropy bonus a step Q may hold (`EntropyBonus.held`), added to what the
+    episodes obtained over their steps (past a time limit, the Q of the last state holds
+    it already). An evaluation without its episodes' start states (one a library or a
+    loop ran) gives NaN: nothing to compare."""
     if len(result.start_obs) == 0:
         nan = float("nan")
         return {"q_estimate": nan, "q_obtained": nan, "q_entropy_bonus": nan,
@@ -82,8 +88,9 @@ def q_overestimation(agent: AgentView, result: EvalResult, gamma: float,
     obtained = np.asarray(result.discounted_returns) + tail * value(result.final_obs)
     estimate = float(value(result.start_obs).mean())
     actual = float(obtained.mean())
-    return {"q_estimate": estimate, "q_obtained": actual, "q_entropy_bonus": bonus,
-            "q_overestimation": (estimate - actual - bonus)
+    in_q = bonus * float(discounted_steps(gamma, result.lengths).mean())
+    return {"q_estimate": estimate, "q_obtained": actual, "q_entropy_bonus": in_q,
+            "q_overestimation": (estimate - actual - in_q)
             / max(abs(actual), reward_scale, 1e-12)}
 
 

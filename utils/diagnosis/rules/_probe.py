@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rltrain.utils.config.fields import POSITIVE
+from rltrain.utils.config.fields import UNIT_INTERVAL
 from rltrain.utils.diagnosis.rules.spec import Option
 
 SIZE = 256
@@ -25,7 +25,7 @@ AT_BOUND = 0.99  # of the half-range from the centre: an action at its bound
 # rules' to name.
 SATURATED = Option("saturated", 0.9, "share of the policy's actions at a bound of the "
                    "action range (within 1% of it) from which the rule does not judge the "
-                   "actor: its tanh is saturated", POSITIVE)
+                   "actor: its tanh is saturated", UNIT_INTERVAL)
 
 
 class ProbeStates:
@@ -52,7 +52,6 @@ class ProbeStates:
     def spread(self, view: Any) -> float:
         """The mean over action dimensions of the actions' std across the kept states."""
         return float(self.actions(view).std(axis=0).mean())
-
 
 
 def saturated(actions: np.ndarray) -> float:

@@ -155,7 +155,8 @@ class LearningRate(RuleHook):
                    "steps too small to change a float32 weight")
         moved = (f"its weights stopped moving ({stopped})"
                  if median == 0 else f"each update changes {median:.2g} of its weights' norm")
-        return (f"{net}: {moved} (median of {len(self.ratios[net][-self._window(net):])} measurements; healthy "
+        judged = len(self.ratios[net][-self._window(net):])
+        return (f"{net}: {moved} (median of {judged} measurements; healthy "
                 f"runs measure about 1e-4..5e-4), so {net}_lr {lr:g} is too {way}: {where}; "
                 f"{trend}")
 
