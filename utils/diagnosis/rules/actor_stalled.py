@@ -13,7 +13,7 @@ learns.
   Not where `saturated` or more of the policy's actions sit at a bound of the range
   (_probe.py): their tanh is saturated, which no actor_lr mends; what pushed them there
   is other rules' (learning_rate, reward_scale, observation_scale; action_saturation
-  notes it). Healthy TD3 on Hopper starts so for a couple of thousand updates.
+  notes it). Healthy TD3 on Hopper starts so for about 2,250 updates.
 - `actor_pace`: the policy's change per critic update over the critic's own (its pace)
   above `threshold` or below `low` for `measurements` measurements in a row: the actor
   runs ahead of a critic that cannot keep up with what it now does (an actor rate far
