@@ -247,23 +247,31 @@ def test_the_reward_scale_follows_every_reward_at_once():
     assert analyzer.max_abs == 100.0
 
 
-def test_q_overestimation_is_relative_to_the_return_with_the_reward_scale_as_floor():
+def agent_and_start_q():
+    """A fresh DDPG agent's view, one start state (zeros) and its critic's Q there, and
+    an evaluation of one 10-step episode from it that ended by termination."""
     import torch
 
     from rltrain.scripts.training.agent_setup import agent_view, build_agent
-    from rltrain.utils.diagnosis.measure.critic import q_overestimation
     from rltrain.utils.hooks.eval_result import EvalResult
 
     low, high = np.array([-1.0], np.float32), np.array([1.0], np.float32)
     trained, _ = build_agent(config_from_dict({}), 2, low, high, DEVICE)
-    agent = agent_view(trained, low, high)
     start = np.zeros((1, 2), np.float32)
     with torch.no_grad():
         x = torch.as_tensor(start, device=DEVICE)
         q = float(trained.critic.q1(x, trained.actor(x)))
 
-    def result(discounted: float) -> EvalResult:  # one episode that ended by termination
+    def result(discounted: float) -> EvalResult:
         return EvalResult([discounted], [10], [discounted], start, start, [False])
+
+    return agent_view(trained, low, high), q, result
+
+
+def test_q_overestimation_is_relative_to_the_return_with_the_reward_scale_as_floor():
+    from rltrain.utils.diagnosis.measure.critic import q_overestimation
+
+    agent, q, result = agent_and_start_q()
 
     far = q_overestimation(agent, result(q - 200.0), 0.99, reward_scale=1.0)
     assert far["q_overestimation"] == pytest.approx(200.0 / abs(q - 200.0), rel=1e-5)
@@ -272,20 +280,10 @@ def test_q_overestimation_is_relative_to_the_return_with_the_reward_scale_as_flo
 
 
 def test_a_soft_critics_entropy_bonus_counts_as_obtained():
-    import torch
-
-    from rltrain.scripts.training.agent_setup import agent_view, build_agent
     from rltrain.utils.diagnosis.measure.critic import q_overestimation
-    from rltrain.utils.hooks.eval_result import EvalResult
 
-    low, high = np.array([-1.0], np.float32), np.array([1.0], np.float32)
-    trained, _ = build_agent(config_from_dict({}), 2, low, high, DEVICE)
-    agent = agent_view(trained, low, high)
-    start = np.zeros((1, 2), np.float32)
-    with torch.no_grad():
-        x = torch.as_tensor(start, device=DEVICE)
-        q = float(trained.critic.q1(x, trained.actor(x)))
-    obtained = EvalResult([q - 60.0], [10], [q - 60.0], start, start, [False])
+    agent, q, result = agent_and_start_q()
+    obtained = result(q - 60.0)
     plain = q_overestimation(agent, obtained, 0.99, reward_scale=1.0)
     held = q_overestimation(agent, obtained, 0.99, reward_scale=1.0, bonus=5.0)
     steps = (1 - 0.99 ** 10) / 0.01  # the bonus of the episode's 10 steps
