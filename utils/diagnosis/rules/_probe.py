@@ -44,10 +44,8 @@ class ProbeStates:
     def actions(self, view: Any) -> np.ndarray:
         """The policy's actions on the kept states, scaled to [-1, 1] per dimension."""
         self.fixed = True
-        raw = np.asarray(view.act(np.stack(self.states)), dtype=np.float64)
-        low, high = view.action_low, view.action_high
-        half = np.where(high > low, (high - low) / 2, 1.0)
-        return (raw - (high + low) / 2) / half
+        return half_ranges(view, np.asarray(view.act(np.stack(self.states)),
+                                            dtype=np.float64))
 
     def spread(self, view: Any) -> float:
         """The mean over action dimensions of the actions' std across the kept states."""
@@ -66,9 +64,15 @@ def saturated_share(view: Any, obs: Any) -> float:
     updates)."""
     import torch  # here: the config's checks import the rules' specs, before torch
 
-    low, high = np.asarray(view.action_low), np.asarray(view.action_high)
-    half = np.where(high > low, (high - low) / 2, 1.0)
     states = torch.as_tensor(obs, dtype=torch.float32, device=view.device)
     with torch.no_grad():
         raw = view.actor(states).cpu().numpy()
-    return saturated((raw - (high + low) / 2) / half)
+    return saturated(half_ranges(view, raw))
+
+
+def half_ranges(view: Any, raw: np.ndarray) -> np.ndarray:
+    """Actions in the env's units as [-1, 1] per dimension (its half-range around its
+    centre; a dimension without range stays in its units)."""
+    low, high = np.asarray(view.action_low), np.asarray(view.action_high)
+    half = np.where(high > low, (high - low) / 2, 1.0)
+    return (raw - (high + low) / 2) / half
