@@ -40,6 +40,7 @@ from benchmarks.faults.cases import (
     half,
     healthy,
 )
+from benchmarks.faults.sb3_runs import CLASSES as SB3_CLASSES
 from benchmarks.faults.table import table
 from benchmarks.faults.verify import DEFAULT_SEEDS, verify_case
 
@@ -132,6 +133,12 @@ def run_one(name: str, seed: int, scale: float,
 
             log_dir = run_loop(case.loop if case else None, run.env, steps, seed, folder,
                                run_name)
+        elif run.algo in SB3_CLASSES:
+            from benchmarks.faults.sb3_runs import run as run_sb3
+
+            log_dir = run_sb3(run.algo, run.env, case.sets if case else None,
+                              (case.env_fault if case else None) or run.env_fault, steps,
+                              seed, folder, run_name)
         else:
             import rltrain
 
@@ -142,7 +149,7 @@ def run_one(name: str, seed: int, scale: float,
                   "final_eval": final_eval(log_dir),
                   "findings": [{k: e.get(k) for k in ("env_steps", "rule", "action", "value",
                                                       "suggested_set")} for e in found]}
-        if verify is not None and case is not None:
+        if verify is not None and case is not None and run.algo not in SB3_CLASSES:
             checked = verify_case(case, result, log_dir, verify,
                                   say=lambda line: print(f"{name} seed {seed}: {line}",
                                                          flush=True))
@@ -226,7 +233,8 @@ def verify_cost(names: list[str], scale: float, options: dict[str, Any]) -> str:
     from rltrain.scripts.verify.verify import TOP
 
     top = options.get("top") or TOP
-    cases = [c for c in CASES if c.id in names and c.key and c.loop is None]
+    cases = [c for c in CASES if c.id in names and c.key and c.loop is None
+             and healthy(c.healthy).algo not in SB3_CLASSES]
     steps = sum(max(int(healthy(c.healthy).steps * scale), 2000) * max(1, c.seeds)
                 for c in cases)
     total = steps * top * options["seeds"] * 2

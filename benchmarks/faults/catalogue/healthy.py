@@ -1,6 +1,7 @@
 """The healthy runs: every env with at least two algorithms, tuned settings (RL Zoo's
 entries shipped in configs/, or rltrain's defaults where RL Zoo has none), and the plain
-loop of benchmarks/faults/loop.py with no fault. Each env's budget is its cases' too."""
+loop of benchmarks/faults/loop.py with no fault; SB3's PPO, A2C and DQN on RL Zoo's
+settings (benchmarks/faults/sb3_runs.py). Each run's budget is its cases' too."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from benchmarks.faults.case_types import Healthy
 
 PENDULUM, LOOP, MOUNTAINCAR, LUNARLANDER = 6000, 6000, 10000, 10000
 MUJOCO = 10000
+# SB3's PPO, A2C and DQN: RL Zoo trains these for 5e4-1e6 steps; these budgets are where
+# their healthy runs have clearly started to learn
+CARTPOLE, PPO_PENDULUM, LUNARLANDER_SB3, MOUNTAINCAR_DQN = 40000, 40000, 100000, 120000
 
 HEALTHY = (
     Healthy("pendulum_ddpg", "ddpg", "Pendulum-v1", PENDULUM),
@@ -28,4 +32,12 @@ HEALTHY = (
     Healthy("halfcheetah_sac", "sac", "HalfCheetah-v5", MUJOCO),
     Healthy("loop_pendulum", "loop", "Pendulum-v1", LOOP),
     Healthy("loop_invertedpendulum", "loop", "InvertedPendulum-v5", LOOP),
+    Healthy("ppo_cartpole", "sb3_ppo", "CartPole-v1", CARTPOLE),
+    Healthy("ppo_pendulum", "sb3_ppo", "Pendulum-v1", PPO_PENDULUM),
+    Healthy("ppo_lunarlander", "sb3_ppo", "LunarLander-v3", LUNARLANDER_SB3),
+    Healthy("a2c_cartpole", "sb3_a2c", "CartPole-v1", CARTPOLE),
+    Healthy("a2c_lunarlander", "sb3_a2c", "LunarLander-v3", LUNARLANDER_SB3),
+    Healthy("dqn_cartpole", "sb3_dqn", "CartPole-v1", CARTPOLE),
+    Healthy("dqn_lunarlander", "sb3_dqn", "LunarLander-v3", LUNARLANDER_SB3 // 2),
+    Healthy("dqn_mountaincar", "sb3_dqn", "MountainCar-v0", MOUNTAINCAR_DQN),
 )
