@@ -29,6 +29,7 @@ from benchmarks.faults.cases import (
     healthy,
 )
 from benchmarks.faults.loop import FAULTS as LOOP_FAULTS
+from benchmarks.faults.sb3_runs import CLASSES as SB3_CLASSES
 from benchmarks.faults.table import judge, right_key, table
 from benchmarks.faults.verify import naming_finding, verify_case
 from rltrain.utils.config.loader import config_from_dict
@@ -60,6 +61,9 @@ def test_a_case_names_known_rules_and_a_fix_the_config_takes(case, tmp_path):
     if run.algo == "loop":
         assert case.loop in LOOP_FAULTS
         return
+    if run.algo in SB3_CLASSES:
+        _check_sb3_case(case, run)
+        return
     raw = train_config(run, case, 2000, 0, tmp_path)
     config = config_from_dict(raw)  # the planted config is a valid one
     for key in case.key.split("|") if case.key else ():
@@ -68,6 +72,25 @@ def test_a_case_names_known_rules_and_a_fix_the_config_takes(case, tmp_path):
             assert key.split(".", 1)[1] in kwargs
         else:  # the expected fix is a key of the run's config
             assert key in _keys(config)
+
+
+def _check_sb3_case(case, run) -> None:
+    """An SB3 case's settings build its model, on its (faulty) env; the expected fix is
+    one of the model's keyword arguments or RL Zoo's VecNormalize switch."""
+    import inspect
+
+    stable_baselines3 = pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from benchmarks.faults.sb3_runs import make_env, settings
+
+    _, kwargs = settings(run.algo, run.env, case.sets)
+    kwargs.pop("normalize", None)
+    cls = getattr(stable_baselines3, SB3_CLASSES[run.algo])
+    env = make_vec_env(make_env(run.env, case.env_fault or run.env_fault), n_envs=1)
+    cls("MlpPolicy", env, device="cpu", **kwargs)
+    for key in case.key.split("|") if case.key else ():
+        assert key in inspect.signature(cls).parameters or key.startswith("normalize."), key
 
 
 def _keys(config) -> list[str]:

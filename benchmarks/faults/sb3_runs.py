@@ -4,10 +4,12 @@ settings, watched by `RltrainCallback`, as a user of those libraries trains them
 A healthy run's `algo` is `sb3_ppo`, `sb3_a2c` or `sb3_dqn`; its settings are RL Zoo's
 entry for the env (`ZOO`, from DLR-RM/rl-baselines3-zoo's hyperparams/ppo.yml, a2c.yml,
 dqn.yml; LunarLander's entries are RL Zoo's LunarLander-v2 ones, the env Gymnasium now
-calls LunarLander-v3). A run shorter than RL Zoo's `n_timesteps` scales its linear
-schedules (`lin_<start>`) to its own length, as RL Zoo does. A case's `sets` are SB3's
-own keyword names, on top of those settings; its `env_fault` wraps every env of the run
-(training and evaluation) in benchmarks/faults/envs.py's fault.
+calls LunarLander-v3). RL Zoo's `normalize: true` is SB3's VecNormalize around the
+training envs (observations and rewards); the evaluations see observations normalised by
+its running statistics and the raw rewards. A run shorter than RL Zoo's `n_timesteps`
+scales its linear schedules (`lin_<start>`) to its own length, as RL Zoo does. A case's
+`sets` are SB3's own keyword names, on top of those settings; its `env_fault` wraps
+every env of the run (training and evaluation) in benchmarks/faults/envs.py's fault.
 
 The callback's settings are its defaults, with the evaluation every fifth of the run (on
 an env of its own, the fault included) and early stopping off, as the rltrain runs of
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable
+
+import gymnasium as gym
 
 # The SB3 class of each benchmark algo name.
 CLASSES = {"sb3_ppo": "PPO", "sb3_a2c": "A2C", "sb3_dqn": "DQN"}
@@ -39,6 +43,9 @@ ZOO: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {
     ("sb3_ppo", "LunarLander-v3"): (16, {
         "n_steps": 1024, "batch_size": 64, "gae_lambda": 0.98, "gamma": 0.999,
         "n_epochs": 4, "ent_coef": 0.01}),
+    ("sb3_ppo", "MountainCar-v0"): (16, {
+        "normalize": True, "n_steps": 16, "gae_lambda": 0.98, "gamma": 0.99, "n_epochs": 4,
+        "ent_coef": 0.0}),
     ("sb3_a2c", "CartPole-v1"): (8, {"ent_coef": 0.0}),
     ("sb3_a2c", "LunarLander-v3"): (8, {
         "gamma": 0.995, "n_steps": 5, "learning_rate": "lin_0.00083", "ent_coef": 1e-5}),
@@ -63,8 +70,8 @@ ZOO: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {
 def settings(algo: str, env_id: str, sets: dict[str, Any] | None = None
              ) -> tuple[int, dict[str, Any]]:
     """RL Zoo's n_envs and keyword arguments for `algo` on `env_id` with a case's `sets`
-    (SB3's names; `n_envs` among them sets the number of envs), `lin_<x>` made into
-    SB3's schedules."""
+    (SB3's names; `n_envs` among them sets the number of envs; `normalize`, RL Zoo's, is
+    the run's VecNormalize: see `run`), `lin_<x>` made into SB3's schedules."""
     n_envs, kwargs = ZOO[(algo, env_id)]
     kwargs = {**kwargs, **(sets or {})}
     n_envs = int(kwargs.pop("n_envs", n_envs))
@@ -79,8 +86,6 @@ def _schedule(value: Any) -> Any:
 
 def make_env(env_id: str, env_fault: dict[str, Any] | None) -> Callable[[], Any]:
     """A function that makes one env of the run: `env_id`, or it wrapped in a fault."""
-    import gymnasium as gym
-
     import benchmarks.faults.envs  # noqa: F401  (registers Faulty-v0)
 
     if env_fault is None:
@@ -98,12 +103,31 @@ def run(algo: str, env_id: str, sets: dict[str, Any] | None,
     from rltrain.integrations.sb3 import RltrainCallback
 
     n_envs, kwargs = settings(algo, env_id, sets)
+    normalize = kwargs.pop("normalize", False)
     env = make_vec_env(make_env(env_id, env_fault), n_envs=n_envs, seed=seed)
+    eval_env = make_env(env_id, env_fault)()
+    if normalize:
+        from stable_baselines3.common.vec_env import VecNormalize
+
+        env = VecNormalize(env, gamma=kwargs.get("gamma", 0.99))
+        eval_env = NormalizedObservations(eval_env, env)
     model = getattr(stable_baselines3, CLASSES[algo])("MlpPolicy", env, seed=seed,
                                                       device="cpu", **kwargs)
     callback = RltrainCallback(
         run_name=run_name, log_dir=str(folder / "logs"), checkpoint_dir=str(folder / "ck"),
-        config={"eval_freq": max(steps // 5, 1000), "patience": 1000},
-        eval_env=make_env(env_id, env_fault)())
+        config={"eval_freq": max(steps // 5, 1000), "patience": 1000}, eval_env=eval_env)
     model.learn(steps, callback=callback)
     return folder / "logs" / run_name
+
+
+
+class NormalizedObservations(gym.ObservationWrapper):
+    """An env whose observations `normalizer` (the training envs' VecNormalize) scales
+    with its running statistics, as the policy saw them in training; rewards left raw."""
+
+    def __init__(self, env: gym.Env, normalizer: Any) -> None:
+        super().__init__(env)
+        self.normalizer = normalizer
+
+    def observation(self, obs: Any) -> Any:
+        return self.normalizer.normalize_obs(obs).astype("float32")

@@ -90,6 +90,10 @@ def table(results: list[dict[str, Any]]) -> str:
         if runs:
             lines.append(_row(case, runs, by_name))
     lines.append("")
+    groups = sorted({group_of(name) for name in by_name})
+    for group in (groups if len(groups) > 1 else []):
+        for which in (*HALVES, None):
+            lines.append(f"{group}, " + totals(by_name, which, group))
     for which in (*HALVES, None):
         lines.append(totals(by_name, which))
     if failed:
@@ -109,10 +113,21 @@ def _row(case: Case, runs: list[dict[str, Any]], by_name: dict[str, list]) -> st
             f"{leads} | {first} | {_show(ours)} ({_show(theirs)}) | {verify_cell(runs)} |")
 
 
-def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None) -> str:
-    """One half's totals (None: both): recall, right keys, false alarms on its healthy
-    runs, the median step of detection and the fixes verify confirmed."""
-    cases = [c for c in CASES if c.id in by_name and which in (None, c.half)]
+def group_of(name: str) -> str:
+    """The algorithm families a case or healthy run belongs to: the actor-critic ones
+    rltrain trains, or the PPO, A2C and DQN runs of SB3 it watches."""
+    run = next((c.healthy for c in CASES if c.id == name), name)
+    algo = next(h.algo for h in HEALTHY if h.id == run)
+    return "PPO, A2C, DQN" if algo.startswith("sb3_") else "DDPG, TD3, SAC"
+
+
+def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None,
+           group: str | None = None) -> str:
+    """One half's totals (None: both), of one `group` of families (None: all): recall,
+    right keys, false alarms on its healthy runs, the median step of detection and the
+    fixes verify confirmed."""
+    cases = [c for c in CASES if c.id in by_name and which in (None, c.half)
+             and group in (None, group_of(c.id))]
     named, keyed, keyed_of, steps, led, scaled = 0, 0, 0, [], 0, []
     for case in cases:
         verdicts = [judge(case, r) for r in by_name[case.id]]
@@ -126,7 +141,7 @@ def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None) -> str:
             keyed += all(v["right_key"] for v in verdicts)
         steps += [v["first_step"] for v in verdicts if v["first_step"] is not None]
     healthy_runs = [r for h in HEALTHY if which in (None, h.half)
-                    for r in by_name.get(h.id, [])]
+                    and group in (None, group_of(h.id)) for r in by_name.get(h.id, [])]
     alarms = sum(len(r["findings"]) for r in healthy_runs)
     return (f"{which or 'all'}: recall {named}/{len(cases)} named ({_share(named, len(cases))}); "
             f"right key {keyed}/{keyed_of} ({_share(keyed, keyed_of)}); led by a case's rule "

@@ -13,10 +13,12 @@ from benchmarks.faults.catalogue import (
     hyperparameters,
     observation,
     reward,
+    sb3_families,
 )
 from benchmarks.faults.catalogue.healthy import HEALTHY
 
 CASES = (*hyperparameters.CASES, *capacity.CASES, *data.CASES, *episodes.CASES,
-         *reward.CASES, *observation.CASES, *action.CASES, *algorithm.CASES, *code.CASES)
+         *reward.CASES, *observation.CASES, *action.CASES, *algorithm.CASES, *code.CASES,
+         *sb3_families.CASES)
 
 __all__ = ["CASES", "HEALTHY"]

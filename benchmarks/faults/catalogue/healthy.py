@@ -40,4 +40,5 @@ HEALTHY = (
     Healthy("dqn_cartpole", "sb3_dqn", "CartPole-v1", CARTPOLE),
     Healthy("dqn_lunarlander", "sb3_dqn", "LunarLander-v3", LUNARLANDER_SB3 // 2),
     Healthy("dqn_mountaincar", "sb3_dqn", "MountainCar-v0", MOUNTAINCAR_DQN),
+    Healthy("ppo_mountaincar", "sb3_ppo", "MountainCar-v0", MOUNTAINCAR_DQN),
 )
