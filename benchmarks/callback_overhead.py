@@ -1,15 +1,22 @@
-"""What rltrain's SB3 callback costs: SB3's TD3 on Pendulum-v1 with and without it.
+"""What rltrain's SB3 callback costs: SB3's TD3 on Pendulum-v1, PPO and DQN on
+CartPole-v1, with and without it.
 
     python benchmarks/callback_overhead.py                  # 3 rounds, 5000 learning steps
     python benchmarks/callback_overhead.py --rounds 5 --steps 5000
+    python benchmarks/callback_overhead.py --algo ppo --steps 40000
+    python benchmarks/callback_overhead.py --algo dqn --steps 20000
+    python benchmarks/callback_overhead.py --algo ppo --env LunarLander-v3 --steps 65536
 
-SB3's TD3 set up like rltrain's DDPG (common.py: 256x256 networks, batch 256, one update
-per env step, 1000 random warm-up steps). Each round trains a fresh, identically seeded
-model twice in this process, once with `RltrainCallback` (flow-1 diagnostics on, the
-default) and once without, the order flipped every round, and measures env steps per
-second over the learning phase (after the warm-up). Prints each round, the median
-with/without ratio, and the callback's own share of the learning phase (the time spent
-in its `_on_step`, measured inside the run, which the machine's drift moves less).
+`td3`: SB3's TD3 set up like rltrain's DDPG (common.py: 256x256 networks, batch 256, one
+update per env step, 1000 random warm-up steps). `ppo`, `dqn`: RL Zoo's settings for
+`--env` (CartPole-v1 by default; benchmarks/faults/sb3_runs.py), the learning phase timed
+after PPO's first rollout or DQN's learning_starts. Each round trains a
+fresh, identically seeded model twice in this process, once with `RltrainCallback`
+(flow-1 diagnostics on, the default) and once without, the order flipped every round,
+and measures env steps per second over the learning phase (after the warm-up). Prints
+each round, the median with/without ratio, and the callback's own share of the learning
+phase (the time spent in its `_on_step`, measured inside the run, which the machine's
+drift moves less).
 The issue's target: the callback costs at most 5%. Needs the `[bench]` extra.
 """
 
@@ -60,14 +67,34 @@ def timers(warmup: int, watched: bool, folder: str) -> tuple[list, dict[str, flo
     return callbacks, times
 
 
-def one_run(steps: int, seed: int, watched: bool) -> dict[str, float]:
-    from rltrain.utils.config.loader import load_config
+def model_of(algo: str, seed: int, env: str = "CartPole-v1") -> tuple[object, int]:
+    """A fresh model of `algo` and the env steps before its learning phase."""
+    if algo == "td3":
+        from rltrain.utils.config.loader import load_config
 
-    config = load_config("pendulum_ddpg.yaml", [f"learning_starts={WARMUP}"])
-    model = sb3_td3(config, seed)
+        config = load_config("pendulum_ddpg.yaml", [f"learning_starts={WARMUP}"])
+        return sb3_td3(config, seed), WARMUP
+    import stable_baselines3
+    from stable_baselines3.common.env_util import make_vec_env
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.faults.sb3_runs import CLASSES, settings
+
+    name = f"sb3_{algo}"
+    n_envs, kwargs = settings(name, env)
+    model = getattr(stable_baselines3, CLASSES[name])(
+        "MlpPolicy", make_vec_env(env, n_envs=n_envs, seed=seed), seed=seed,
+        device="cpu", **kwargs)
+    warmup = model.n_steps * n_envs if algo == "ppo" else max(model.learning_starts, 1)
+    return model, warmup
+
+
+def one_run(algo: str, steps: int, seed: int, watched: bool,
+            env: str = "CartPole-v1") -> dict[str, float]:
+    model, warmup = model_of(algo, seed, env)
     with tempfile.TemporaryDirectory() as folder:
-        callbacks, times = timers(WARMUP, watched, folder)
-        model.learn(WARMUP + steps, callback=callbacks)
+        callbacks, times = timers(warmup, watched, folder)
+        model.learn(warmup + steps, callback=callbacks)
     elapsed = times["end"] - times["start"]
     return {"steps_per_s": steps / elapsed, "inside_share": times["inside"] / elapsed}
 
@@ -77,6 +104,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5000, help="learning steps per run")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--algo", choices=("td3", "ppo", "dqn"), default="td3")
+    parser.add_argument("--env", default="CartPole-v1", help="ppo, dqn: the env")
     args = parser.parse_args()
     import torch
 
@@ -85,7 +114,8 @@ def main() -> None:
     print("round  without (steps/s)  with (steps/s)  with/without  callback share")
     for r in range(args.rounds):
         order = (False, True) if r % 2 == 0 else (True, False)
-        result = {watched: one_run(args.steps, args.seed, watched) for watched in order}
+        result = {watched: one_run(args.algo, args.steps, args.seed, watched, args.env)
+                  for watched in order}
         off, on = result[False]["steps_per_s"], result[True]["steps_per_s"]
         ratios.append(on / off)
         shares.append(result[True]["inside_share"])

@@ -49,7 +49,6 @@ from rltrain.integrations.views import StepGradients
 from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.run.folders import RunPaths
-from rltrain.utils.run.health import is_finite
 from rltrain.utils.run.progress import say
 from rltrain.utils.run.status import read_status
 from rltrain.utils.training.replay_buffer import ReplayBuffer
@@ -197,24 +196,18 @@ class RltrainCallback(BaseCallback):
             done, info = bool(dones[env]), infos[env]
             truncated = done and bool(info.get("TimeLimit.truncated", False))
             final = info.get("terminal_observation") if done else None
-            s.step(env, obs[env], actions[env], float(rewards[env]),
-                   new_obs[env] if final is None else final, done and not truncated, truncated,
-                   s.terms.of_env(info), *((None, None) if drawn is None
-                                           else (drawn[0][env], drawn[1][env])))
-            if self.kept is not None:
-                self._keep(obs[env], actions[env], float(rewards[env]),
-                           new_obs[env] if final is None else final, done, truncated)
+            finite = s.step(env, obs[env], actions[env], float(rewards[env]),
+                            new_obs[env] if final is None else final, done and not truncated,
+                            truncated, s.terms.of_env(info),
+                            *((None, None) if drawn is None else (drawn[0][env], drawn[1][env])))
+            if self.kept is not None and finite:  # as rltrain's replay buffer takes them
+                self.kept.add(obs[env], actions[env], float(rewards[env]),
+                              new_obs[env] if final is None else final, done and not truncated,
+                              truncated)
         if s.pause is None or not self._safe_point():
             return True
         self._pause()
         return False
-
-    def _keep(self, obs: np.ndarray, action: np.ndarray, reward: float, next_obs: np.ndarray,
-              done: bool, truncated: bool) -> None:
-        """One env's transition into the diagnostics' own buffer, if finite (as rltrain's
-        replay buffer takes them)."""
-        if is_finite(next_obs, action, reward):
-            self.kept.add(obs, action, reward, next_obs, done and not truncated, truncated)
 
     def _safe_point(self) -> bool:
         """Whether `learn()` may stop at this step for the pause asked: PPO and A2C, asked

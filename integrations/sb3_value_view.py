@@ -37,6 +37,9 @@ from rltrain.utils.errors import ConfigError
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.training.replay_buffer import Batch
 
+# SB3's action distributions whose mode is the action net's output (or its argmax)
+DIRECT_MODES = ("CategoricalDistribution", "DiagGaussianDistribution",
+                "StateDependentNoiseDistribution")
 # SB3's activation_fn -> rltrain's name for it (PPO's and A2C's default is Tanh)
 ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh", "ELU": "elu", "GELU": "gelu"}
 
@@ -60,8 +63,18 @@ def onpolicy_view(model: Any) -> AgentView:
     discrete = isinstance(space, spaces.Discrete)
     low_t, high_t = (torch.as_tensor(x, device=device) for x in (low, high))
 
+    # A categorical's mode is its logits' argmax, a Gaussian's (gSDE's too) its mean: the
+    # action net's output, without the distribution SB3 builds around it for each call.
+    direct = (type(policy.action_dist).__name__ in DIRECT_MODES
+              and not getattr(policy, "squash_output", False))
+
     def mode(obs: torch.Tensor) -> torch.Tensor:
-        chosen = policy.get_distribution(obs).get_actions(deterministic=True)
+        if direct:
+            features = policy.extract_features(obs, policy.pi_features_extractor)
+            out = policy.action_net(policy.mlp_extractor.forward_actor(features))
+            chosen = out.argmax(dim=1) if discrete else out
+        else:
+            chosen = policy.get_distribution(obs).get_actions(deterministic=True)
         if discrete:
             return chosen.float().reshape(-1, 1)
         return torch.clamp(chosen, low_t, high_t)  # as SB3's predict clips it

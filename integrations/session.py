@@ -265,11 +265,12 @@ class Session:
     def step(self, env: int, obs: np.ndarray, action: np.ndarray, reward: float,
              next_obs: np.ndarray, terminated: bool, truncated: bool,
              reward_terms: dict[str, float] | None = None,
-             noise: np.ndarray | None = None, steered: np.ndarray | None = None) -> None:
+             noise: np.ndarray | None = None, steered: np.ndarray | None = None) -> bool:
         """One env step of training env `env`; `next_obs` is the true final observation
         when the episode ended; `reward_terms`: the terms of its reward the env reported
         (`self.terms` reads them from its info); `noise`, `steered`: the action's
-        exploration noise and what the state decided of it (Step's), where known."""
+        exploration noise and what the state decided of it (Step's), where known.
+        Whether the step is finite (what rltrain's replay buffer would store)."""
         self.counters.env_steps += 1
         if reward_terms:
             add_terms(self.episodes[env].reward_terms, reward_terms)
@@ -283,6 +284,7 @@ class Session:
             self.hooks.on_episode_end(ended)
             self.episodes[env] = EpisodeTally(
                 next_episode_index(self.counters, self.config.num_envs))
+        return finite
 
     def update(self, metrics: dict[str, float]) -> None:
         self.updates += 1

@@ -359,7 +359,9 @@ def test_close_stops_and_attach_resumes_sampling_the_actor(tmp_path, monkeypatch
 def test_outputs_heatmaps_gradients_and_tensorboard(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    log_dir = train(tmp_path, max_timesteps=1000, **FAST)
+    # every due picture drawn (heatmap_time_share 1), however fast the run
+    log_dir = train(tmp_path, max_timesteps=1000,
+                    diagnostics={**FAST["diagnostics"], "heatmap_time_share": 1.0})
     assert (log_dir / "heatmaps" / "heatmap_step_1000.png").stat().st_size > 1000
     clusters = json.loads((log_dir / "heatmaps" / "clusters_step_1000.json").read_text())
     assert clusters["env_steps"] == 1000 and clusters["clusters"]
@@ -373,6 +375,21 @@ def test_outputs_heatmaps_gradients_and_tensorboard(tmp_path):
     for tag in ("flow1/reward_cv", "flow1/reward_spike_ratio", "flow1/reward_trend",
                 "gradients/actor/net.0.weight", "flow1/action_saturation"):
         assert tag in tags["scalars"], tag
+
+
+def test_heatmap_pictures_keep_to_their_share_of_the_time(tmp_path):
+    """A picture a moment after the last one is left out (the time since it is under
+    its cost over heatmap_time_share); its clusters and findings are still made."""
+    log_dir = train(tmp_path, max_timesteps=1000,
+                    diagnostics={**FAST["diagnostics"], "heatmap_freq": 250,
+                                 "heatmap_time_share": 1e-6})
+    folder = log_dir / "heatmaps"
+    rows = [r for r in read_jsonl(log_dir / "flow1.jsonl") if r["kind"] == "heatmap"]
+    assert len(rows) >= 2  # the map is ready once it has samples enough
+    first = rows[0]["env_steps"]
+    assert [p.name for p in folder.glob("*.png")] == [f"heatmap_step_{first}.png"]
+    assert len(list(folder.glob("clusters_step_*.json"))) == len(rows)
+    assert [r["png"] is not None for r in rows] == [True] + [False] * (len(rows) - 1)
 
 
 def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):

@@ -185,3 +185,25 @@ def test_an_action_space_it_does_not_watch_is_refused_in_one_line():
             "rltrain watches a 1-D Box or a Discrete action space, not MultiDiscrete([3 3])")):
         multi.learn(20, callback=RltrainCallback("multi"))
     assert not Path("logs/multi").exists()
+
+
+@pytest.mark.parametrize("env_id, settings", [
+    ("CartPole-v1", {}), ("Pendulum-v1", {}), ("Pendulum-v1", {"use_sde": True})])
+def test_the_views_actor_is_the_policys_deterministic_action(env_id, settings):
+    """The state-action map's actor (the action net's argmax or mean, without SB3's
+    distribution object) gives what SB3's deterministic prediction does, bit for bit."""
+    import numpy as np
+
+    from rltrain.integrations.sb3_value_view import onpolicy_view
+
+    trained = PPO("MlpPolicy", make_vec_env(env_id, n_envs=2, seed=0), seed=0,
+                  device="cpu", **settings)
+    space = trained.observation_space
+    obs = torch.as_tensor(np.stack([space.sample() for _ in range(64)]))
+    with torch.no_grad():
+        ours = onpolicy_view(trained).actor(obs)
+        sb3 = trained.policy.get_distribution(obs).get_actions(deterministic=True)
+    if env_id == "CartPole-v1":
+        assert torch.equal(ours, sb3.float().reshape(-1, 1))
+    else:
+        assert torch.equal(ours, torch.clamp(sb3, -2.0, 2.0))

@@ -99,6 +99,11 @@ class DiagnosticsConfig:
     action_bins: int = opt(10, "bins per action dimension over the action range",
                            Range(2, None))
     heatmap_freq: int = opt(5000, "env steps between state-action heatmaps", AT_LEAST_ONE)
+    heatmap_time_share: float = opt(
+        0.02, "the heatmaps' pictures (PNG, TensorBoard image) take at most this share of "
+        "the run's wall time: where one is due sooner, its clusters and findings are kept "
+        "and its picture left out (fast envs; 1: every one drawn)", Range(0, 1,
+                                                                          low_open=True))
     sample_rate_final: float = opt(
         0.1, "the (state, action) sampling rate decays from 1 to this",
         Range(0, 1, low_open=True))

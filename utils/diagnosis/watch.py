@@ -13,6 +13,7 @@ statistics go to TensorBoard under `flow1/` and `gradients/` and to
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -89,6 +90,7 @@ class Flow1Diagnostics(Hook):
         self.recent_returns: deque[float] = deque(maxlen=5)
         self.actor_pre_clip: float | None = None
         self.seconds, self.timing = 0.0, False
+        self.drawn: tuple[float, float] | None = None  # the last picture: its end, its cost
         self._hook = None
         self.attach()
         self.videos = snapshots.BehaviourVideos(config, paths.log_dir / "videos", say, logger)
@@ -271,9 +273,14 @@ class Flow1Diagnostics(Hook):
     def _heatmap(self, env_steps: int) -> None:
         view = self.map.analyse(env_steps)
         folder = self.paths.log_dir / "heatmaps"
-        image = plots.heatmap(view, folder / f"heatmap_step_{env_steps}.png", self.low,
-                              self.high)
-        self.logger.image("flow1/heatmap", image, env_steps)
+        drawn = self._draw_due()
+        if drawn:
+            start = time.perf_counter()
+            image = plots.heatmap(view, folder / f"heatmap_step_{env_steps}.png", self.low,
+                                  self.high)
+            self.logger.image("flow1/heatmap", image, env_steps)
+            end = time.perf_counter()
+            self.drawn = (end, end - start)
         # Actions at the bounds of a Box; none where its rule does not judge the algorithm
         # (a Discrete action space has no bounds to saturate).
         saturated = self.critic_checks["action_saturation"]
@@ -285,11 +292,22 @@ class Flow1Diagnostics(Hook):
                                         **({} if saturation is None else
                                            {"flow1/action_saturation": saturation})})
         self.logger.diagnostic("heatmap", env_steps, action_saturation=saturation,
-                               png=str(folder / f"heatmap_step_{env_steps}.png"),
+                               png=str(folder / f"heatmap_step_{env_steps}.png") if drawn
+                               else None,
                                verdicts={k: len(v) for k, v in view.verdicts.items()})
         self._cluster_findings(env_steps, view)
         if saturation is not None:
             self.pending += saturated.check(env_steps, saturation)
+
+    def _draw_due(self) -> bool:
+        """Whether this heatmap's picture is drawn: the first always; a later one where
+        the time since the last picture is at least its cost over heatmap_time_share
+        (matplotlib takes about half a second a picture: an env of thousands of steps a
+        second would spend a fifth of its time drawing at heatmap_freq 5000)."""
+        if self.drawn is None:
+            return True
+        end, cost = self.drawn
+        return time.perf_counter() - end >= cost / self.settings.heatmap_time_share
 
     def _cluster_findings(self, env_steps: int, view: ClusterView) -> None:
         for rule, found in view.verdicts.items():
