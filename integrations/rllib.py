@@ -1,4 +1,5 @@
-"""rltrain's health rules and flow-1 diagnostics on RLlib's SAC (new API stack).
+"""rltrain's health rules and flow-1 diagnostics on RLlib's SAC, PPO and DQN (new API
+stack; SAC in a 1-D Box action space, PPO and DQN in a Discrete one).
 
     config = SACConfig().environment("Pendulum-v1").callbacks(
         rltrain_callback(run_name="sac_pendulum", max_timesteps=20_000))
@@ -13,11 +14,13 @@ its instances share: integrations/rllib_record.py). After each `train()` iterati
 session.py) of the iteration's env steps, then of its updates (the losses RLlib's
 learner reported for the iteration, the gradients as each optimiser stepped with them),
 then what is due: the hooks judge once per iteration, with the weights at its end.
-The run's folder, status and rules are those of every rltrain run, so `rltrain status`,
-`diagnose` and `pause` work on it. A pause (a rule, or `rltrain pause RUN`) saves the
-algorithm with `save_to_path` at the end of the iteration and sets
-`result["rltrain"]["should_stop"]`; `Algorithm.from_checkpoint` restores it, and the
-restored algorithm (whose config holds this callback) continues the run's folder.
+What it sees of each algorithm is integrations/rllib_models.py's. The run's folder,
+status and rules are those of every rltrain run, so `rltrain status`, `diagnose` and
+`pause` work on it. A pause (a rule, or `rltrain pause RUN`) saves the algorithm with
+`save_to_path` at the end of the iteration, the safe point for each algorithm (PPO's
+rollout trained on, no update half done), and sets `result["rltrain"]["should_stop"]`;
+`Algorithm.from_checkpoint` restores it, and the restored algorithm (whose config holds
+this callback) continues the run's folder.
 Needs the learner in this process (`num_learners=0`, RLlib's default) and one env per
 env runner; remote env runners (`num_env_runners` > 0) send their episodes back when
 the iteration ends, each runner's env one of the run's training envs.
@@ -40,12 +43,18 @@ except ImportError:
                       ) from None
 
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
+from rltrain.integrations.rllib_keys import RLlibKeys
+from rltrain.integrations.rllib_models import (
+    Watched,
+    check_spaces,
+    rows_per_update,
+    watched,
+)
 from rltrain.integrations.rllib_record import Chunk, Recorder, take_recorded
-from rltrain.integrations.rllib_settings import RLlibKeys, check_algorithm, rllib_config
-from rltrain.integrations.rllib_view import learner_metrics, rllib_view
+from rltrain.integrations.rllib_settings import check_algorithm, rllib_config
+from rltrain.integrations.rllib_view import learner_metrics
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
-from rltrain.integrations.watcher import KEPT_ROWS, box_dims
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.run.folders import RunPaths
@@ -81,6 +90,7 @@ class RltrainRLlibCallback(RLlibCallback):
     def __init__(self) -> None:
         super().__init__()
         self.algorithm: Any = None
+        self.name = ""  # the algorithm's: SAC, PPO or DQN
         self.session: Session | None = None
         self.restored = False
         self.stopped = False  # the run ended (paused or finished): iterations unwatched
@@ -94,9 +104,9 @@ class RltrainRLlibCallback(RLlibCallback):
 
     # -------------------------------------------------------- the algorithm's side
     def on_algorithm_init(self, *, algorithm: Any, **kwargs: Any) -> None:
-        check_algorithm(algorithm)
+        self.name = check_algorithm(algorithm)
         self.algorithm = algorithm
-        box_dims(*self._spaces())
+        check_spaces(self.name, *self._spaces())
         # The rltrain keys checked now: a mistake fails build_algo(), not a train() later.
         self._config(0)
 
@@ -104,7 +114,7 @@ class RltrainRLlibCallback(RLlibCallback):
         self.restored = True  # the first iteration continues the run (from the checkpoint)
 
     def on_train_result(self, *, algorithm: Any, result: dict, **kwargs: Any) -> None:
-        chunks = self._take_chunks()
+        chunks, epsilon = self._take_chunks()
         if self.stopped:
             self.recorder.take_evaluations()
             result["rltrain"] = self._report()
@@ -116,7 +126,7 @@ class RltrainRLlibCallback(RLlibCallback):
         try:
             for env, chunk in chunks:
                 self._tell_chunk(env, chunk)
-            self._tell_updates(result)
+            self._tell_updates(result, [chunk for _, chunk in chunks], epsilon)
             s.step_end()
             self._tell_evaluation()
         except BaseException:
@@ -128,17 +138,21 @@ class RltrainRLlibCallback(RLlibCallback):
             self._close("finished")
         result["rltrain"] = self._report()
 
-    def _take_chunks(self) -> list[tuple[int, Chunk]]:
-        """The iteration's training chunks, each with its env (its env runner's index):
-        from this process's Recorder, or from each remote env runner's."""
+    def _take_chunks(self) -> tuple[list[tuple[int, Chunk]], float | None]:
+        """The iteration's training chunks, each with its env (its env runner's index),
+        and the epsilon its env runners explore with now (the largest: the rule asks
+        whether exploration has ended; None without one): from this process's Recorder,
+        or from each remote env runner's."""
         local = [(0, chunk) for chunk in self.recorder.take_chunks()]
         if not self.algorithm.config.num_env_runners:
-            return local
+            return local, self.recorder.epsilon
         # (the local env runner does not sample for training beside remote ones)
         taken = self.algorithm.env_runner_group.foreach_env_runner(
             functools.partial(take_recorded, base=RltrainRLlibCallback),
             local_env_runner=False)
-        return [(index - 1, chunk) for index, chunks in taken for chunk in chunks]
+        rates = [epsilon for _, _, epsilon in taken if epsilon is not None]
+        return ([(index - 1, chunk) for index, chunks, _ in taken for chunk in chunks],
+                max(rates) if rates else None)
 
     # ------------------------------------------------------------------ set-up
     def _spaces(self) -> tuple[Any, Any]:
@@ -155,12 +169,10 @@ class RltrainRLlibCallback(RLlibCallback):
     def _config(self, start: int) -> TrainConfig:
         config, s = self.algorithm.config, self.settings
         env = config.env if isinstance(config.env, str) else "unknown"
-        derived = {**rllib_config(config, env), "run_name": s["run_name"],
-                   "log_dir": s["log_dir"], "checkpoint_dir": s["checkpoint_dir"]}
-        learning_starts = derived["learning_starts"]
         limit = s["max_timesteps"] or s["config"].get("max_timesteps")
-        derived["max_timesteps"] = max(int(limit) if limit else start + 200_000,
-                                       learning_starts + 1)
+        total = int(limit) if limit else start + 200_000
+        derived = {**rllib_config(config, self.name, env, total), "run_name": s["run_name"],
+                   "log_dir": s["log_dir"], "checkpoint_dir": s["checkpoint_dir"]}
         return session_config(s["config"], derived)
 
     def _open(self, result: dict, steps: int) -> None:
@@ -169,25 +181,23 @@ class RltrainRLlibCallback(RLlibCallback):
         lifetime = int(result["env_runners"]["num_env_steps_sampled_lifetime"])
         start = lifetime - steps  # the env steps before this iteration's
         config = self._config(start)
-        module = self._module()
-        observation_space, action_space = self._spaces()
-        obs_dim, action_dim = box_dims(observation_space, action_space)
-        view, self.scale = rllib_view(
-            module, action_space.low, action_space.high,
-            bool(self.algorithm.config.normalize_actions), config.gamma,
+        obs_dim, action_dim = check_spaces(self.name, *self._spaces())
+        self.watched: Watched = watched(
+            self.name, self._module(), self.algorithm.config, config,
             lambda: self.session.updates if self.session is not None else 0)
+        view = self.watched.view
         self.step_gradients = StepGradients({"actor": view.actor, "critic": view.critic})
         view = dataclasses.replace(view, step_gradients=self.step_gradients.gradients)
-        self.buffer = ReplayBuffer(
-            min(config.replay_buffer_size, config.learning_starts + KEPT_ROWS), obs_dim,
-            action_dim, view.device, seed=derive_seed(config.seed, REPLAY))
-        integration = f"{LIBRARY} {ray.__version__} SAC"
+        self.buffer = ReplayBuffer(self.watched.kept_rows, obs_dim, action_dim, view.device,
+                                   seed=derive_seed(config.seed, REPLAY))
+        integration = f"{LIBRARY} {ray.__version__} {self.name}"
+        keys = RLlibKeys(self.name, config.batch_size, config.max_timesteps, config.library)
         try:
             self.session = Session(config, view, self.buffer, obs_dim, self._save,
                                    integration, noise=float("nan"), env_steps=start,
                                    updates=self._updates_before(result),
                                    continued=self._continuation(config, start),
-                                   translate=RLlibKeys(config.batch_size).finding)
+                                   translate=keys.finding)
         except BaseException:
             self.step_gradients.close()
             raise
@@ -211,16 +221,15 @@ class RltrainRLlibCallback(RLlibCallback):
 
     def _updates_before(self, result: dict) -> int:
         learner = result.get("learners", {}).get(MODULE, {})
-        batch = self.algorithm.config.total_train_batch_size
         lifetime = int(learner.get("num_module_steps_trained_lifetime", 0) or 0)
         now = int(learner.get("num_module_steps_trained", 0) or 0)
-        return max(lifetime - now, 0) // batch
+        return max(lifetime - now, 0) // rows_per_update(self.algorithm.config, self.name)
 
     # ------------------------------------------------------------ each iteration
     def _tell_chunk(self, env: int, chunk: Chunk) -> None:
         """One episode chunk, step by step, as an env loop would have told it."""
         s = self.session
-        actions = self.scale.to_env_np(chunk.actions)  # as the env got them
+        actions = self.watched.to_env(chunk.actions)  # as the env got them, [T, action_dim]
         last = len(chunk.rewards) - 1
         for t in range(last + 1):
             obs, next_obs = chunk.obs[t], chunk.obs[t + 1]
@@ -246,17 +255,18 @@ class RltrainRLlibCallback(RLlibCallback):
             self.session.evaluated(EvalResult(list(returns), list(lengths), [], empty,
                                               empty, []))
 
-    def _tell_updates(self, result: dict) -> None:
+    def _tell_updates(self, result: dict, chunks: list[Chunk], epsilon: float | None) -> None:
         """The iteration's updates: each with the learner's reported losses (RLlib's
-        values for the iteration) and the gradients of the latest optimiser steps."""
+        values for the iteration; PPO's step measured on the iteration's `chunks`, DQN's
+        `epsilon`) and the gradients of the latest optimiser steps."""
         learner = result.get("learners", {}).get(MODULE)
         if not learner:
             return
         trained = int(learner.get("num_module_steps_trained", 0) or 0)
-        updates = trained // self.algorithm.config.total_train_batch_size
+        updates = trained // rows_per_update(self.algorithm.config, self.name)
         if updates <= 0:
             return
-        metrics = learner_metrics(learner)
+        metrics = self.watched.metrics(learner, chunks, epsilon)
         metrics.update(self.step_gradients.norms())
         for _ in range(updates):
             self.session.update(metrics)

@@ -126,7 +126,10 @@ def learner_metrics(learner: Mapping[str, Any]) -> dict[str, float]:
             learner.get("qf_twin_loss", 0.0))
     if "logps" in learner:
         metrics["entropy"] = -float(learner["logps"])
-    for key, value in learner.items():
-        if key.startswith("gradients_") and key.endswith("_global_norm"):
-            metrics[key] = float(value)
-    return metrics
+    return {**metrics, **reported_norms(learner)}
+
+
+def reported_norms(learner: Mapping[str, Any]) -> dict[str, float]:
+    """RLlib's gradient norms in a learner's report (`log_gradients`), under its names."""
+    return {key: float(value) for key, value in learner.items()
+            if key.startswith("gradients_") and key.endswith("_global_norm")}

@@ -103,6 +103,18 @@ class Choices:
         return index
 
 
+def part(forward: Callable[..., torch.Tensor], **members: Any) -> Mirror:
+    """Some of a policy's modules and parameters, under these names, as one network whose
+    forward is `forward` (a member that is None or holds no parameter is left out)."""
+    inner = nn.Module()
+    for name, member in members.items():
+        if isinstance(member, nn.Parameter):
+            inner.register_parameter(name, member)
+        elif isinstance(member, nn.Module) and any(True for _ in member.parameters()):
+            inner.add_module(name, member)
+    return Mirror(inner, forward)
+
+
 def greedy_actor(q_net: nn.Module, start: float) -> Mirror:
     """A Q network's greedy choice, [B, 1] (no parameters of its own)."""
     return Mirror(nn.Module(), lambda obs: q_net(obs).argmax(dim=1, keepdim=True).float()

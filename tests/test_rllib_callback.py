@@ -16,7 +16,7 @@ import yaml
 from click.testing import CliRunner
 
 import rltrain
-from rltrain.integrations.rllib_settings import RLlibKeys
+from rltrain.integrations.rllib_keys import RLlibKeys
 from rltrain.scripts.cli import cli
 from rltrain.scripts.workers.ray_start import init_ray
 from rltrain.utils.errors import ConfigError
@@ -226,9 +226,10 @@ def test_rltrain_resume_on_an_rllib_checkpoint_says_what_to_do(tmp_path):
 
 
 def fake_algorithm(name: str = "SAC", runners: int = 0, learners: int = 0,
-                   envs: int = 1) -> SimpleNamespace:
+                   envs: int = 1, lstm: bool = False, agents: int = 1) -> SimpleNamespace:
     config = SimpleNamespace(num_env_runners=runners, num_learners=learners,
-                             num_envs_per_env_runner=envs)
+                             num_envs_per_env_runner=envs, model_config={"use_lstm": lstm},
+                             is_multi_agent=agents > 1)
     kind = type(name, (), {})
     algorithm = kind()
     algorithm.config = config
@@ -237,7 +238,9 @@ def fake_algorithm(name: str = "SAC", runners: int = 0, learners: int = 0,
 
 
 @pytest.mark.parametrize("algorithm, named", [
-    (fake_algorithm("PPO"), "not PPO"),
+    (fake_algorithm("APPO"), "watches RLlib's SAC, PPO and DQN, not APPO"),
+    (fake_algorithm("PPO", lstm=True), r"model_config=\{'use_lstm': False\}\), not True"),
+    (fake_algorithm("DQN", agents=2), r"single-agent algorithm: leave multi_agent\(\) out"),
     (fake_algorithm(learners=1), r"num_learners=0\), not 1"),
     (fake_algorithm(envs=4), r"num_envs_per_env_runner=1\), not 4"),
 ])
@@ -266,7 +269,7 @@ def test_a_findings_fix_is_restated_in_rllibs_settings():
     finding = Finding(100, "grad_explosion", 1e4, 1e3, "warn", "the critic gradient grew",
                       suggested_set={"critic_lr": 1e-4, "grad_clip_norm": 10.0,
                                      "utd_ratio": 2, "normalize.rewards": True})
-    restated = RLlibKeys(batch_size=64).finding(finding)
+    restated = RLlibKeys("SAC", batch_size=64).finding(finding)
     assert restated.suggested_set == {"critic_lr": 1e-4, "grad_clip": 10.0,
                                       "grad_clip_by": "global_norm",
                                       "training_intensity": 128.0}
