@@ -41,7 +41,13 @@ except ImportError:
 from rltrain.agents.registry import ON_POLICY, Algorithm
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
 from rltrain.integrations.sb3_env_watch import EnvWatch
-from rltrain.integrations.sb3_models import check_model, derived_config, reported, watched
+from rltrain.integrations.sb3_models import (
+    check_model,
+    derived_config,
+    env_rewards,
+    reported,
+    watched,
+)
 from rltrain.integrations.sb3_settings import SB3Keys
 from rltrain.integrations.sb3_view import PolicyTap
 from rltrain.integrations.session import Session, session_config
@@ -181,7 +187,8 @@ class RltrainCallback(BaseCallback):
         self._tell_updates()
         s.step_end()
         obs, loc = self.model._last_obs, self.locals  # _last_obs: before this step
-        new_obs, rewards, dones, infos = loc["new_obs"], loc["rewards"], loc["dones"], loc["infos"]
+        new_obs, dones, infos = loc["new_obs"], loc["dones"], loc["infos"]
+        rewards = env_rewards(self.model, loc["rewards"])
         # in env units (off-policy buffer_actions are SB3's [-1, 1]; PPO's and A2C's
         # `actions` are its Gaussian's draws, `clipped_actions` what the env was given)
         actions = loc["clipped_actions"] if self.family == ON_POLICY else loc["actions"]

@@ -114,8 +114,24 @@ def derived_config(model: Any, entry: Algorithm | None, start: int,
     that goes on for `this_call` steps (PPO and A2C: to the end of the rollout that
     passes them, as SB3 stops)."""
     if entry is None:
-        return sb3_config(model, start + this_call)
-    if entry.family == ON_POLICY:
-        rollout = model.n_steps * model.n_envs
-        this_call = -(-this_call // rollout) * rollout
-    return rollout_config(model, entry, start + this_call, env_id(model))
+        derived = sb3_config(model, start + this_call)
+    else:
+        if entry.family == ON_POLICY:
+            rollout = model.n_steps * model.n_envs
+            this_call = -(-this_call // rollout) * rollout
+        derived = rollout_config(model, entry, start + this_call, env_id(model))
+    normalizer = model.get_vec_normalize_env()
+    if normalizer is not None:  # what VecNormalize does: the rules propose it no more
+        derived["normalize"] = {"observations": bool(normalizer.norm_obs),
+                                "rewards": bool(normalizer.norm_reward)}
+    return derived
+
+
+def env_rewards(model: Any, rewards: Any) -> Any:
+    """The rewards the envs gave at this step: VecNormalize's originals where it scales
+    them (the reward checks judge the env's reward signal, not its running scaling;
+    the model's observations stay what the policy sees)."""
+    normalizer = model.get_vec_normalize_env()
+    if normalizer is None or not normalizer.norm_reward:
+        return rewards
+    return normalizer.get_original_reward()

@@ -30,6 +30,10 @@ def own_options() -> dict[str, str]:
     return {key: library for entry in ALGORITHMS.values()
             for library, key in entry.library_names().items()}
 LEARNING_RATES = ("actor_lr", "critic_lr")  # SB3 has one learning_rate for both
+# rltrain's normalisation keys -> VecNormalize's arguments, under RL Zoo's `normalize`
+# hyperparameter (SB3 normalises in a VecNormalize wrapper around the env, no argument
+# of the model: RL Zoo's `normalize: "dict(norm_obs=..., norm_reward=...)"` makes it)
+NORMALIZE = {"normalize.observations": "norm_obs", "normalize.rewards": "norm_reward"}
 # SB3's constructor arguments recorded in config.yaml's `library`, where the model has
 # them (PPO's, A2C's, DQN's); the rules that judge those families propose changes in
 # these names, which carry over as they are.
@@ -38,7 +42,7 @@ ARGUMENTS = ("n_steps", "batch_size", "n_epochs", "gae_lambda", "clip_range", "c
              "use_rms_prop", "rms_prop_eps", "use_sde", "sde_sample_freq", "buffer_size",
              "learning_starts", "tau", "gradient_steps", "target_update_interval",
              "exploration_fraction", "exploration_initial_eps", "exploration_final_eps",
-             "optimize_memory_usage")
+             "optimize_memory_usage", "train_freq")
 
 
 def action_noise(noise: Any) -> dict[str, Any] | None:
@@ -136,6 +140,8 @@ class SB3Keys:
                 _put_argument(sb3, own[key], value)
             elif key == "exploration_noise":
                 sb3["action_noise"] = {"type": "NormalActionNoise", "sigma": value}
+            elif key in NORMALIZE:  # VecNormalize's switch, as RL Zoo's `normalize` sets it
+                sb3.setdefault("normalize", {})[NORMALIZE[key]] = bool(value)
             elif key == "hidden_sizes":
                 sb3.setdefault("policy_kwargs", {})["net_arch"] = list(value)
             elif (key == "utd_ratio" and self.train_freq is not None

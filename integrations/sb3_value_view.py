@@ -28,6 +28,7 @@ from rltrain.integrations.value_views import (
     action_bounds,
     discrete_n,
     greedy_actor,
+    part,
     q_probe,
     value_probe,
     value_view,
@@ -42,17 +43,6 @@ DIRECT_MODES = ("CategoricalDistribution", "DiagGaussianDistribution",
                 "StateDependentNoiseDistribution")
 # SB3's activation_fn -> rltrain's name for it (PPO's and A2C's default is Tanh)
 ACTIVATIONS = {"ReLU": "relu", "Tanh": "tanh", "ELU": "elu", "GELU": "gelu"}
-
-
-def _part(forward: Callable[..., torch.Tensor], **members: Any) -> Mirror:
-    """Some of a policy's modules and parameters, under these names, as one network."""
-    inner = nn.Module()
-    for name, member in members.items():
-        if isinstance(member, nn.Parameter):
-            inner.register_parameter(name, member)
-        elif isinstance(member, nn.Module) and any(True for _ in member.parameters()):
-            inner.add_module(name, member)
-    return Mirror(inner, forward)
 
 
 def onpolicy_view(model: Any) -> AgentView:
@@ -83,11 +73,11 @@ def onpolicy_view(model: Any) -> AgentView:
         return policy.get_distribution(obs).log_prob(
             actions.long().flatten() if discrete else actions)
 
-    actor = _part(mode, features_extractor=policy.pi_features_extractor,
+    actor = part(mode, features_extractor=policy.pi_features_extractor,
                   policy_net=policy.mlp_extractor.policy_net, action_net=policy.action_net,
                   log_std=getattr(policy, "log_std", None))
     shared = policy.vf_features_extractor is policy.pi_features_extractor
-    critic = _part(policy.predict_values,
+    critic = part(policy.predict_values,
                    features_extractor=None if shared else policy.vf_features_extractor,
                    value_body=policy.mlp_extractor.value_net, value_net=policy.value_net)
     return _view(model, actor, critic, value_probe(log_prob, actor, critic, model.gamma),
@@ -129,7 +119,7 @@ def rollout_config(model: Any, entry: Algorithm, total_timesteps: int,
         "env_name": env_name, "seed": model.seed or 0, "algo": entry.name,
         "device": model.device.type if model.device.type in ("cpu", "cuda") else "auto",
         "gamma": model.gamma, "num_envs": model.n_envs, "actor_lr": rate, "critic_lr": rate,
-        "library": rollout_settings(model),
+        "library": {**rollout_settings(model), "total_timesteps": total_timesteps},
         # PPO's minibatch (A2C steps on the whole rollout); what a rollout holds stands in
         # for the replay buffer's size
         "batch_size": getattr(model, "batch_size", None) or rollout,

@@ -216,7 +216,7 @@ def sb3_config(model: Any, total_timesteps: int) -> dict[str, Any]:
         # is recorded as 1 (the exact count is library.gradient_steps and train_freq).
         "utd_ratio": max(round(updates_per_env_step(model)), 1),
         "actor_lr": rate, "critic_lr": rate,
-        "library": sb3_settings(model),
+        "library": {**sb3_settings(model), "total_timesteps": total_timesteps},
         # The algorithm the rules judge it as: the one whose registry entry names the
         # model's class (its `sb3_class`); otherwise ddpg, the nearest (it only names the
         # run).

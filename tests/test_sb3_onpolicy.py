@@ -129,8 +129,9 @@ def run_lines(printed: str, env_id: str, n_envs: int) -> None:
     # PPO stops at the first step of the rollout after the one asked in (8 envs x 32
     # steps a rollout: step 256 + 8), once that rollout has been trained on.
     ("ppo_cartpole", 104, 264, 1024),
-    # DQN at the next step, with its replay buffer.
-    ("dqn_cartpole", 1200, 1201, 1600),
+    # DQN at the next step, with its replay buffer (a run of 2200 steps: its warm-up of
+    # 1000 would be most of a shorter one, which learning_not_started names).
+    ("dqn_cartpole", 1200, 1201, 2200),
 ])
 def test_rltrain_pause_stops_at_a_safe_point_and_the_printed_lines_continue(
         tmp_path, capsys, case, asked, paused, total):
@@ -207,3 +208,21 @@ def test_the_views_actor_is_the_policys_deterministic_action(env_id, settings):
         assert torch.equal(ours, sb3.float().reshape(-1, 1))
     else:
         assert torch.equal(ours, torch.clamp(sb3, -2.0, 2.0))
+
+
+def test_with_vecnormalize_the_reward_checks_judge_the_envs_own_rewards():
+    """VecNormalize scales the rewards by a running std that grows from ~0: the reward
+    checks read its original rewards (CartPole's +1), and the run's config says what it
+    normalises, so no rule proposes it again."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = VecNormalize(make_vec_env("CartPole-v1", n_envs=4, seed=0), gamma=0.98)
+    trained = PPO("MlpPolicy", env, n_steps=64, batch_size=64, n_epochs=2, seed=0,
+                  device="cpu")
+    trained.learn(1024, callback=RltrainCallback("normalised"))
+    log_dir = Path("logs") / "normalised"
+    rewards = [r for r in read_jsonl(log_dir / "flow1.jsonl") if r["kind"] == "reward"]
+    assert rewards and all(r["mean"] == 1.0 and r["std"] == 0.0 for r in rewards)
+    config = yaml.safe_load((log_dir / "config.yaml").read_text())
+    assert config["normalize"]["observations"] is True
+    assert config["normalize"]["rewards"] is True

@@ -151,10 +151,34 @@ class PPOModel:
     ({"ent_coef": 0.01}, {"ent_coef": 0.01}, []),
     ({"n_epochs": 10}, {"n_epochs": 10}, []),
     ({"learning_rate": 3e-4}, {"learning_rate": 3e-4}, []),
-    ({"normalize.rewards": True}, {}, ["normalize.rewards"]),  # a VecNormalize wrapper
+    # a VecNormalize wrapper, as RL Zoo's `normalize` hyperparameter sets it up
+    ({"normalize.rewards": True}, {"normalize": {"norm_reward": True}}, []),
+    ({"normalize.rewards": True, "normalize.observations": True},
+     {"normalize": {"norm_reward": True, "norm_obs": True}}, []),
 ])
 def test_the_watched_families_rules_propose_sb3s_own_names(suggested, sb3, missing):
     assert SB3Keys(PPOModel()).translate(suggested) == (sb3, missing)
+
+
+class DQNModel:
+    """What SB3Keys reads of a DQN model."""
+
+    n_envs, learning_rate, learning_starts, gradient_steps = 1, 6.3e-4, 0, 1
+    action_space = gym.spaces.Discrete(4)
+
+    class train_freq:  # noqa: N801 (SB3's TrainFreq namedtuple)
+        frequency = 2000
+
+        class unit:  # noqa: N801
+            value = "step"
+
+
+def test_a_dqn_schedule_is_proposed_in_sb3s_own_names():
+    """update_schedule's and learning_not_started's fixes (rules/replay_schedule.py)."""
+    keys = SB3Keys(DQNModel())
+    assert keys.translate({"train_freq": 16, "gradient_steps": 1}) == (
+        {"train_freq": 16, "gradient_steps": 1}, [])
+    assert keys.translate({"learning_starts": 800}) == ({"learning_starts": 800}, [])
 
 
 def test_a_finding_says_its_fix_in_sb3_terms_and_what_sb3_has_no_setting_for():
