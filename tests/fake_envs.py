@@ -313,11 +313,12 @@ class GlobalRandomPendulum(gym.Wrapper):
 
 
 class ConstantRewardPendulum(gym.Wrapper):
-    """Pendulum whose reward is always -1, whatever the state and action."""
+    """Pendulum whose reward is always 0, whatever the state and action (a reward never
+    set)."""
 
     def step(self, action):
         obs, _, terminated, truncated, info = self.env.step(action)
-        return obs, -1.0, terminated, truncated, info
+        return obs, 0.0, terminated, truncated, info
 
 
 class TimeLimitTerminalPendulum(gym.Wrapper):

@@ -39,7 +39,11 @@ RULE_NAMES = {
     "partial_observability", "transition_integrity", "sample_recency", "update_ratio",
     # PPO's, A2C's and DQN's own (rules/on_policy_rules.py, rules/q_learning_rules.py)
     "policy_entropy_collapse", "policy_step_size", "value_fit", "exploration_schedule",
-    "q_beyond_returns"}
+    "q_beyond_returns",
+    # when a replayed run learns (rules/replay_schedule.py)
+    "learning_not_started", "update_schedule",
+    # an entropy bonus that keeps PPO's or A2C's policy random (rules/entropy_bonus.py)
+    "entropy_bonus"}
 INPUT_RULES = {"observation_scale", "frozen_observation", "time_limit_terminal",
                "short_horizon", "small_replay", "ignored_action"}
 FAST = {"diagnostics": {"grad_freq": 50, "heatmap_freq": 500}}
@@ -62,7 +66,7 @@ def warned(log_dir: Path) -> set[str]:
     ("fake_envs:FakeSpikyPendulum-v0", "reward_spikes"),  # rare x1000 penalties
     ("fake_envs:FakeScaledPendulum-v0", "reward_scale"),  # rewards x 1e-5
     ("fake_envs:FakeNaNReward-v0", "non_finite"),  # NaN rewards
-    ("fake_envs:FakeConstantRewardPendulum-v0", "constant_reward"),  # always -1
+    ("fake_envs:FakeConstantRewardPendulum-v0", "constant_reward"),  # always 0
 ])
 def test_planted_reward_faults_fire_their_rule(tmp_path, env, rule):
     log_dir = train(tmp_path, env_name=env, max_timesteps=1200, eval_freq=600, **FAST)
@@ -405,8 +409,9 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
     assert report["run"] == "r"
     # DDPG's run: the rules of SAC's temperature do not judge it
     assert report["not_judged_for"]["rules"] == [
-        "entropy_collapse", "entropy_temperature", "policy_entropy_collapse",
-        "policy_step_size", "value_fit", "exploration_schedule", "q_beyond_returns"]
+        "entropy_bonus", "entropy_collapse", "entropy_temperature",
+        "policy_entropy_collapse", "policy_step_size", "value_fit", "exploration_schedule",
+        "q_beyond_returns"]
     assert report["diagnostics_enabled"] is True
     assert report["findings"]
     for finding in report["findings"]:

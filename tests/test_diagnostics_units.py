@@ -219,6 +219,24 @@ def test_gradient_verdicts():
     assert verdicts.review("critic", vanishing)["y.weight"] == "ok"  # the streak starts over
 
 
+def test_a_layer_is_vanishing_against_the_hidden_layers_not_the_output():
+    """A value head fit to unnormalised returns (RL Zoo's LunarLander PPO: a gradient
+    norm of 15-24 at the head, 1e-3 at the body) is not a gradient that fails to reach
+    the body: the hidden layers compare among themselves; the output layer against them."""
+    from rltrain.utils.diagnosis.measure.gradients import strongest_weight
+
+    value = {"body.0.weight": 0.0015, "body.0.bias": 0.001, "body.2.weight": 0.0007,
+             "head.weight": 15.4, "head.bias": 1.9}
+    assert strongest_weight(value) == 0.0015
+    verdicts = GradientVerdicts(SETTINGS)
+    verdicts.review("critic", value)
+    assert set(verdicts.review("critic", value).values()) == {"ok"}
+    dead = {"body.0.weight": 1e-7, "body.2.weight": 0.01, "head.weight": 15.4}
+    verdicts.review("critic", dead)
+    assert verdicts.review("critic", dead)["body.0.weight"] == "vanishing"
+    assert strongest_weight({"a.weight": 1.0, "b.weight": 3.0}) == 3.0  # one hidden layer
+
+
 def test_a_new_reward_scale_below_the_absolute_floor_is_not_an_explosion():
     verdicts = GradientVerdicts(SETTINGS)  # MountainCar: ~0 gradients until the goal is found
     for _ in range(10):
@@ -648,6 +666,25 @@ def test_a_constant_reward_carries_the_signal_where_episodes_end_terminated(term
     assert stats["cv"] == 0.0
     rule = ConstantReward(RuleContext(config_from_dict({}), 3, 1))
     assert bool(rule.check(100, stats, 5)) == fires
+
+
+@pytest.mark.parametrize("reward, action", [(0.0, "warn"), (1.0, "warn"), (-1.0, "info")])
+def test_a_constant_penalty_before_any_episode_ends_is_a_note(reward, action):
+    """MountainCar's -1 a step, every episode cut by its time limit until the goal is
+    found: a task that pays for ending sooner, not a reward that ignores the actions (a
+    note); a constant 0 or +1 cut only by the time limit is the warning."""
+    from rltrain.utils.diagnosis.rules.reward_rules import ConstantReward
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
+
+    analyzer = RewardAnalyzer(window=5)
+    for _ in range(5):
+        for _ in range(200):
+            analyzer.add(reward)
+        analyzer.end_episode(terminated=False)
+    stats = analyzer.stats()
+    [found] = ConstantReward(RuleContext(config_from_dict({}), 3, 1)).check(1000, stats, 5)
+    assert found.action == action
+    assert ("time limit" in found.message) == (reward < 0)
 
 
 def test_the_actors_rank_is_the_same_measured_in_parts(monkeypatch):

@@ -81,7 +81,7 @@ def test_diagnose_is_told_which_rules_do_not_judge_an_algorithm():
 
 
 # The rules on PPO's and A2C's statistics (A2C reports no KL), and on DQN's.
-ON_POLICY_ONLY = ("policy_entropy_collapse", "policy_step_size", "value_fit")
+ON_POLICY_ONLY = ("policy_entropy_collapse", "policy_step_size", "value_fit", "entropy_bonus")
 Q_LEARNING_ONLY = ("exploration_schedule", "q_beyond_returns")
 
 

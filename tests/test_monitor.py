@@ -281,6 +281,28 @@ def test_an_explosion_of_large_rewards_proposes_scaling_them(tmp_path, reward, f
             ("the largest |reward| so far is 1.6e+04" in found.message) == (reward < -1e3))
 
 
+@pytest.mark.parametrize("reward, loss, theirs", [
+    (1000.0, 1.4e7, True),   # CartPole's reward x1000: returns up to 50,000, not fit yet
+    (1.0, 1.4e7, False),     # rewards of 1 (returns up to 50): a diverging critic
+    (16.3, 1.2e6, False),    # Pendulum's rewards at gamma 0.98 (returns up to 815)
+])
+def test_an_explosion_within_what_the_returns_allow_is_the_rewards(tmp_path, reward, loss,
+                                                                    theirs):
+    """A critic loss under RETURN_SHARE of the squared largest return the rewards allow
+    is what an unfit critic of such returns has: the rewards' scale is named, not a
+    learning rate, even where each reward is at most LARGE_REWARD."""
+    from rltrain.utils.hooks.hook import Step, Update
+
+    rules = HealthRules(tiny_config(tmp_path, critic_lr=1e-3, gamma=0.98), obs_dim=3,
+                        device=torch.device("cpu"))
+    explosion = rules.by_name["critic_loss_explosion"]
+    obs = np.zeros(3, dtype=np.float32)
+    explosion.on_step(Step(1, 0, obs, np.zeros(1), reward, obs, False, False, True))
+    [found] = explosion.on_update(Update(256, 8, {"critic_loss": loss}))
+    assert (found.suggested_set == {"normalize.rewards": True}) == theirs
+    assert ("blow up the critic's targets" in found.message) == theirs
+
+
 def fake_cgroup(tmp_path, monkeypatch, version: int, limit: int, used: int,
                 inactive_file: int = 0):
     """A cgroup of `version` at `tmp_path / "cg"` holding this process, its memory limit

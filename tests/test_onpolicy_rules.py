@@ -143,6 +143,23 @@ def test_value_fit_is_quiet_on_a_value_that_learns(tmp_path):
     assert rollouts(hook, [{"explained_variance": 0.9}] * 80) == []
 
 
+def test_value_fit_is_quiet_while_the_value_loss_falls(tmp_path):
+    """RL Zoo's LunarLander PPO: an explained variance of about 0 for 100k steps while
+    its value loss falls from 5,200 to 330 (returns that hinge on a crash V cannot
+    foresee yet); the same explained variance with a loss that stays put is named."""
+    falling = ValueFit(context(tmp_path))
+    episodes(falling, [-150.0] * 10, 0, length=100)
+    losses = [5200.0 * 0.93 ** k for k in range(50)]  # down to 150 over 50 rollouts
+    assert rollouts(falling, [{"explained_variance": 0.0002, "critic_loss": x}
+                              for x in losses]) == []
+    assert falling.peak_loss == 5200.0
+    flat = ValueFit(context(tmp_path))
+    episodes(flat, [-150.0] * 10, 0, length=100)
+    found = rollouts(flat, [{"explained_variance": 0.0002, "critic_loss": 1950.0 + k % 3}
+                            for k in range(50)])
+    assert len(found) == 1
+
+
 @pytest.mark.parametrize("library, reward, proposed", [
     ({}, 1000.0, {"normalize.rewards": True}),  # values about 50,000
     ({"learning_rate": 1e-6}, 1.0, {"learning_rate": 3e-4}),
@@ -177,6 +194,15 @@ def test_entropy_collapse_fires_on_a_deterministic_policy_stuck_below_its_best(t
     assert "no new best" in found[0].message
 
 
+def test_an_entropy_collapse_at_a_far_too_high_learning_rate_names_the_rate(tmp_path):
+    """A2C at 0.01, 14 times SB3's 7e-4: its steps made the policy deterministic."""
+    hook = PolicyEntropyCollapse(context(tmp_path, algo="a2c", algorithm="A2C",
+                                         learning_rate=0.01, n_steps=5))
+    (found,) = collapse_run(hook, entropy=0.0001, level=9.0, best=80.0)
+    assert found.suggested_set == {"learning_rate": 7e-4}
+    assert "14 times SB3's" in found.message
+
+
 @pytest.mark.parametrize("entropy, level, best", [
     (0.01, 500.0, 500.0),  # converged: the return holds its best
     (0.5, 9.0, 80.0),      # stuck, but still exploring: not the entropy's doing
@@ -194,6 +220,23 @@ def test_a_gaussian_policys_collapse_is_its_drop_in_nats(tmp_path):
         episodes(hook, [-1250.0] * 2, k * ROLLOUT)
         found += hook.on_update(Update(k * ROLLOUT, k, {"entropy_loss": 1.0}))
     assert [f.value for f in found] == [pytest.approx(2.4)]
+
+
+# ------------------------------------------------------------------- entropy_bonus
+@pytest.mark.parametrize("ent_coef, level, fires", [
+    (1.0, 9.0, True),     # near-uniform and stuck under its best: the bonus's doing
+    (0.01, 9.0, False),   # a tuned bonus: the stall is some other rule's
+    (1.0, 500.0, False),  # a large bonus whose return still reaches its best
+])
+def test_an_entropy_bonus_that_keeps_the_policy_random_is_named(tmp_path, ent_coef, level,
+                                                                fires):
+    from rltrain.utils.diagnosis.rules.entropy_bonus import EntropyBonus
+
+    hook = EntropyBonus(context(tmp_path, ent_coef=ent_coef))
+    found = collapse_run(hook, entropy=0.6, level=level, best=max(level, 80.0))
+    assert [f.suggested_set for f in found] == ([{"ent_coef": 0.01}] if fires else [])
+    if fires:
+        assert found[0].value == pytest.approx(0.6 / math.log(2), abs=1e-3)
 
 
 @pytest.mark.parametrize("cls", [PolicyEntropyCollapse, PolicyStepSize, ValueFit])

@@ -45,10 +45,12 @@ def lead(result: dict[str, Any]) -> str | None:
 
 
 def right_key(case: Case, suggested: dict[str, Any]) -> bool:
-    """Whether `suggested` holds the case's key (one of its `|` alternatives) moved in its
-    direction. Layer widths compare by their sum."""
+    """Whether `suggested` holds the case's key (one of its `|` alternatives; a dotted
+    key also nested) moved in its direction. Layer widths compare by their sum."""
     keys = case.key.split("|")
-    chosen = next((k for k in keys if k in suggested), None)
+    # a key as it is, or nested (SB3's `normalize: {norm_reward: true}`)
+    found = {k: suggested[k] if k in suggested else _dotted(suggested, k) for k in keys}
+    chosen = next((k for k in keys if found[k] is not None), None)
     if chosen is None:
         return False
     if case.direction not in ("up", "down"):
@@ -58,7 +60,7 @@ def right_key(case: Case, suggested: dict[str, Any]) -> bool:
     before = next((v for k in keys if (v := _dotted(planted, k)) is not None), None)
     if before is None:
         return True
-    after, before = _size(suggested[chosen]), _size(before)
+    after, before = _size(found[chosen]), _size(before)
     return after > before if case.direction == "up" else after < before
 
 

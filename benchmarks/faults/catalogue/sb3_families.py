@@ -1,7 +1,7 @@
 """Faults of the PPO, A2C and DQN families: SB3 runs on RL Zoo's settings
 (benchmarks/faults/sb3_runs.py) with one setting or the env changed as users reported.
-`sets` and the right `key` are SB3's own names (rltrain's `normalize.rewards` where the
-fix is VecNormalize's reward normalisation, which SB3 sets outside the model)."""
+`sets` and the right `key` are SB3's own names (VecNormalize's, under RL Zoo's
+`normalize`, where the fix is normalisation, which SB3 sets outside the model)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ from benchmarks.faults.case_types import Case
 # The rules that name a rate set far too high in these families.
 LR_RULES = ("policy_step_size", "policy_entropy_collapse", "critic_loss_explosion",
             "q_beyond_returns", "q_explosion", "grad_explosion")
+# Normalisation in rltrain's keys, or as SB3 has it proposed: RL Zoo's `normalize`
+# (VecNormalize's arguments), integrations/sb3_settings.py
+REWARDS_NORMALISED = "normalize.rewards|normalize.norm_reward"
+OBSERVATIONS_NORMALISED = "normalize.observations|normalize.norm_obs"
 VALUE_RULES = ("value_fit", "critic_loss_explosion", "reward_scale")
 
 CASES = (
@@ -34,7 +38,7 @@ CASES = (
          "kuds/mesozoic-labs#488 (an entropy bonus left on kept the policy "
          "noisy, below the do-nothing policy); openai/baselines#371", "hyperparameter",
          "ppo_cartpole",
-         ("policy_entropy",), "ent_coef", "down", sets={"ent_coef": 1.0}),
+         ("entropy_bonus",), "ent_coef", "down", sets={"ent_coef": 1.0}),
     Case("ppo_gamma_too_low_lunarlander",
          "PaddlePaddle/PARL#957 (gamma 0.9 never reaches the goal; 0.99 "
          "does)", "hyperparameter", "ppo_lunarlander",
@@ -47,7 +51,7 @@ CASES = (
     Case("a2c_ent_coef_huge_lunarlander",
          "kuds/mesozoic-labs#488; openai/baselines#371 (PPO2 policy entropy "
          "grows over time)", "hyperparameter", "a2c_lunarlander",
-         ("policy_entropy",), "ent_coef", "down", sets={"ent_coef": 1.0}),
+         ("entropy_bonus",), "ent_coef", "down", sets={"ent_coef": 1.0}),
     Case("dqn_lr_far_too_high_cartpole",
          "Albert-Z-Guo/Deep-Reinforcement-Stock-Trading#5 (DQN loss in the "
          "millions, mended by a lower learning rate); muupan/dqn-in-the-caffe#6",
@@ -89,11 +93,11 @@ CASES = (
          "vwxyzjn/cleanrl#441 (large rewards: the value loss dwarfs the "
          "policy loss, unstable; scaling the reward mends it)", "reward",
          "ppo_cartpole", VALUE_RULES,
-         "normalize.rewards", "set", env_fault={"fault": "reward_scale", "factor": 1000.0}),
+         REWARDS_NORMALISED, "set", env_fault={"fault": "reward_scale", "factor": 1000.0}),
     Case("a2c_reward_x1000_lunarlander",
          "vwxyzjn/cleanrl#441; deepspeedai/DeepSpeedExamples#556 (critic "
          "loss grows with the return scale)", "reward", "a2c_lunarlander",
-         VALUE_RULES, "normalize.rewards", "set",
+         VALUE_RULES, REWARDS_NORMALISED, "set",
          env_fault={"fault": "reward_scale", "factor": 1000.0}),
     Case("dqn_reward_x1e-4_cartpole",
          "lcswillems/rl-starter-files#30 (rewards of 0.001-0.02 do not "
@@ -102,7 +106,7 @@ CASES = (
     Case("ppo_observation_x1000_pendulum",
          "openai/baselines#1030 (PPO2 needs observation normalisation "
          "to learn); Unity-Technologies/ml-agents#5583", "observation", "ppo_pendulum",
-         ("observation_scale",), "normalize.observations", "set",
+         ("observation_scale",), OBSERVATIONS_NORMALISED, "set",
          env_fault={"fault": "observation_scale", "factor": 1000.0}),
     Case("ppo_time_limit_terminal_cartpole",
          "vwxyzjn/cleanrl#198 (PPO without bootstrapping at the time "

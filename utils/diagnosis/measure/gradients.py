@@ -14,8 +14,9 @@ A textbook health table (absolute ranges per layer, for PPO-style nets with one 
 does not transfer to DDPG, whose critic gradient scales with the reward and whose actor
 gradient shrinks as the policy converges. The verdicts are calibrated on healthy runs
 instead (see the docs' page on diagnosing a run): `vanishing_gradient` compares a weight
-matrix with the strongest weight matrix of its own network (the gradient does not reach
-it; biases, some with a single element, are too noisy for this), and
+matrix with the strongest hidden weight matrix of its own network (the gradient does not
+reach it; biases, some with a single element, are too noisy for this; the output layer's
+norm scales with the loss's error, not with how the gradient flows), and
 `exploding_gradient` compares a layer with its own recent history, above an absolute
 floor (a norm of 5).
 That history is of norms divided by the largest |reward| seen so far: both networks'
@@ -133,7 +134,13 @@ def scale_of(max_abs_reward: float) -> float:
 
 
 def strongest_weight(layers: dict[str, float | None]) -> float:
-    return max((v for k, v in layers.items() if v and k.endswith("weight")), default=0.0)
+    """The largest gradient norm of the network's hidden weight matrices (all of them
+    where it has one or two): the output layer's gradient is the loss's error times
+    the last features, and scales with that error (a value head fit to unnormalised
+    returns of hundreds), not with how well the gradient passes through the body."""
+    weights = [v for k, v in layers.items() if k.endswith("weight")]
+    hidden = weights[:-1] if len(weights) > 2 else weights
+    return max((v for v in hidden if v), default=0.0)
 
 
 def relative_norm(layers: dict[str, float | None], net: torch.nn.Module) -> float:

@@ -12,7 +12,9 @@ handed on with each of its updates, judged once.
   showed reachable (under half the way from its first episodes to its best one). A
   policy that stops exploring before it has found what its best episodes found: an
   entropy bonus (`ent_coef`) keeps it exploring (Schulman et al., 2017; Andrychowicz
-  et al., 2021, "What matters in on-policy RL", section on regularisation).
+  et al., 2021, "What matters in on-policy RL", section on regularisation); where the
+  learning rate is `FAR_LR` times SB3's default or more, the steps that collapsed it
+  are the cause named, and SB3's default rate the change.
 - `policy_step_size`: PPO's approximate KL between the rollout's policy and the
   updated one (SB3's mean over the last epoch's minibatches) above `threshold`, and the
   share of clipped ratios above `clip_fraction` (a clip range over 0.4, which hardly
@@ -24,8 +26,12 @@ handed on with each of its updates, judged once.
 - `value_fit`: the share of the returns' variance the value function leaves
   unexplained (1 - SB3's explained variance, Var(returns - V) / Var(returns), on each
   rollout) at or above `threshold` (1: V explains nothing), as the median of the reports
-  of the newest `window_steps` env steps, once `warmup_steps` have passed: V
-  does not predict the returns it is fit to, so the advantages are the returns' noise.
+  of the newest `window_steps` env steps, once `warmup_steps` have passed, while the
+  median value loss of those reports is at least `loss_kept` of the largest reported: V
+  does not predict the returns it is fit to and is not getting closer, so the advantages
+  are the returns' noise. (RL Zoo's LunarLander PPO explains about 0 of its returns'
+  variance for its first 100k steps, its returns hinging on crashes V cannot foresee
+  yet, while its value loss falls from 5,200 to 330 and its return rises.)
   Returns far larger than a network's output reaches in a few thousand Adam steps (the
   reward's scale over 1 - gamma above `large_value`) want normalised rewards; a
   learning rate far under the usual a higher one; a vf_coef far under SB3's 0.5 a
@@ -66,6 +72,8 @@ USUAL_LR = 3e-4  # SB3's PPO default
 MIN_VF_COEF = 0.05  # far under SB3's 0.5
 USUAL_VF_COEF = 0.5
 USUAL_ENT_COEF = 0.01  # the entropy bonus proposed (RL Zoo's LunarLander and Atari PPO)
+DEFAULT_LRS = {"PPO": 3e-4, "A2C": 7e-4}  # SB3's defaults
+FAR_LR = 10.0  # a learning rate this many times the default or more is far above it
 MIN_ROLLOUT_STEPS = 16  # shorter rollouts per env leave the explained variance no meaning
 
 SPECS = (
@@ -111,7 +119,8 @@ SPECS = (
         fires_when="the median share of the returns' variance the value function leaves "
                    "unexplained (1 - explained variance) over the newest `window_steps` env "
                    "steps is at or above this, once `warmup_steps` have passed (rollouts of "
-                   "16 steps per env or more)",
+                   "16 steps per env or more), and the value loss has not fallen under "
+                   "`loss_kept` of its largest",
         hypothesis="if the value function cannot learn the returns (rewards too large for "
                    "its outputs to reach, a learning rate or vf_coef that barely moves it), "
                    "then it explains none of their variance and the advantages are noise",
@@ -124,6 +133,9 @@ SPECS = (
                         "is judged (at least 3 reports)", AT_LEAST_ONE),
                  Option("large_value", 1000.0, "returns larger than this (the mean reward "
                         "size over 1 - gamma) want normalised rewards", POSITIVE),
+                 Option("loss_kept", 0.5, "judged only while the window's median value loss "
+                        "is at least this share of the largest reported (a falling loss: V "
+                        "learns)", NON_NEGATIVE),
                  Option("min_spread", 0.01, "a rollout whose returns' std is under this "
                         "share of their scale (the mean reward size over 1 - gamma) is not "
                         "judged: its explained variance is noise", NON_NEGATIVE))),
@@ -222,17 +234,29 @@ class PolicyEntropyCollapse(_RolloutRule):
         how = (f"{self.collapse:.0%} of the uniform policy's ln {n}" if n
                else f"{self.collapse:.2f} nats per action dimension under its first "
                     f"rollout's {self.first_entropy:.2f}")
-        ent_coef = library_setting(self.context.config, "ent_coef", 0.0)
+        config = self.context.config
+        ent_coef = library_setting(config, "ent_coef", 0.0)
         proposed = max(USUAL_ENT_COEF, 10 * float(ent_coef or 0.0))
+        fix: dict[str, Any] = {"ent_coef": proposed}
+        why = (f"an entropy bonus keeps it exploring: ent_coef {proposed:g} (today "
+               f"{ent_coef})")
+        # SB3's defaults, for SB3's models (an RLlib run's library names its rate `lr`)
+        usual = (DEFAULT_LRS.get(library_setting(config, "algorithm"))
+                 if library_setting(config, "lr") is None else None)
+        lr = library_setting(config, "learning_rate")
+        if usual and isinstance(lr, (int, float)) and lr >= FAR_LR * usual:
+            fix = {"learning_rate": usual}
+            why = (f"a learning_rate of {lr:g}, {lr / usual:.0f} times SB3's {usual:g}, takes "
+                   f"steps that make the policy deterministic within a few updates: "
+                   f"learning_rate {usual:g}")
         return self.fire(
             env_steps, round(self.collapse, 4),
             f"the policy's entropy is {entropy:.3g} ({how}) and the mean return of the last "
             f"{len(self.recent)} episodes, {level:.4g}, has made no new best for {stalled} "
             f"env steps, under half the way from the first episodes' {self.first_level:.4g} "
             f"to the run's best episode {self.best_episode:.4g}: the policy stopped "
-            f"exploring before it found what its best episodes did; an entropy bonus keeps "
-            f"it exploring: ent_coef {proposed:g} (today {ent_coef})",
-            suggested_set={"ent_coef": proposed})
+            f"exploring before it found what its best episodes did; {why}",
+            suggested_set=fix)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "first_entropy": self.first_entropy,
@@ -319,6 +343,8 @@ class ValueFit(_RolloutRule):
         self.reports: deque[tuple[int, float | None]] = deque()
         self.judged_from = self.settings.warmup_steps  # after a finding: a window later
         self.reward_size: deque[float] = deque(maxlen=100)  # |return| / length per episode
+        self.losses: deque[float] = deque()  # the window's rollouts' value losses
+        self.peak_loss = 0.0  # the largest value loss reported
 
     def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
         if episode.length > 0 and math.isfinite(episode.episode_return):
@@ -330,18 +356,30 @@ class ValueFit(_RolloutRule):
         if explained is None or not math.isfinite(explained) or self.short_rollouts():
             return []
         # a rollout whose returns hardly vary is kept as None: not judged, but counted
-        flat = self.flat_returns(explained, metrics.get("critic_loss"))
+        loss = metrics.get("critic_loss")
+        flat = self.flat_returns(explained, loss)
         self.reports.append((env_steps, None if flat else explained))
+        if loss is not None and math.isfinite(loss):
+            self.losses.append(loss)
+            self.peak_loss = max(self.peak_loss, loss)
         window = self.settings.window_steps
         while len(self.reports) > 3 and self.reports[0][0] <= env_steps - window:
             self.reports.popleft()
+        while len(self.losses) > len(self.reports):
+            self.losses.popleft()
         judged = [x for _, x in self.reports if x is not None]
         # judged only where most of the window's rollouts are judgeable
         if env_steps < self.judged_from or len(judged) < max(3, len(self.reports) / 2):
             return []
         median = statistics.median(judged)
-        self.record(env_steps, explained_variance=round(median, 4))
-        if 1.0 - median < self.rule.threshold:
+        # the value loss's median over the window against the largest reported: V learns
+        # where it has fallen well below it, whatever share of the returns' variance V
+        # explains yet (a lander's returns hinge on a crash V cannot foresee early on)
+        kept = (statistics.median(self.losses) / self.peak_loss
+                if self.losses and self.peak_loss > 0 else 1.0)
+        self.record(env_steps, explained_variance=round(median, 4),
+                    loss_kept=round(kept, 4))
+        if 1.0 - median < self.rule.threshold or kept < self.settings.loss_kept:
             return []
         reports = len(judged)
         self.judged_from = env_steps + window  # the next finding needs a window of its own
@@ -403,7 +441,8 @@ class ValueFit(_RolloutRule):
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "reports": [list(r) for r in self.reports],
-                "reward_size": list(self.reward_size), "judged_from": self.judged_from}
+                "reward_size": list(self.reward_size), "judged_from": self.judged_from,
+                "losses": list(self.losses), "peak_loss": self.peak_loss}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
@@ -411,3 +450,5 @@ class ValueFit(_RolloutRule):
                             for s, x in state["reports"])
         self.reward_size.extend(float(x) for x in state["reward_size"])
         self.judged_from = int(state["judged_from"])
+        self.losses.extend(float(x) for x in state.get("losses", []))
+        self.peak_loss = float(state.get("peak_loss", 0.0))

@@ -13,6 +13,7 @@ from rltrain.utils.diagnosis.rules import (
     actor_stalled,
     code_faults,
     critic_rules,
+    entropy_bonus,
     entropy_collapse,
     entropy_temperature,
     episode_rules,
@@ -31,6 +32,7 @@ from rltrain.utils.diagnosis.rules import (
     q_divergence,
     q_learning_rules,
     replay_integrity,
+    replay_schedule,
     reward_rules,
     reward_terms,
     run_stops,
@@ -41,11 +43,11 @@ from rltrain.utils.diagnosis.rules import (
 from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook, RuleSpec, Section
 
 # In this order in the config sections, the rule reference and `rltrain diagnose`.
-MODULES = (action_range, actor_stalled, code_faults, critic_rules, entropy_collapse,
+MODULES = (action_range, actor_stalled, code_faults, critic_rules, entropy_bonus, entropy_collapse,
            entropy_temperature, episode_rules, eval_collapse, fit_rules, gradient_noise,
            gradient_rules, health, input_rules, learning_rate, long_horizon, no_learning,
-           noise_rules, on_policy_rules, partial_observability, q_divergence,
-           q_learning_rules, replay_integrity, reward_rules, reward_terms, run_stops,
+           noise_rules, on_policy_rules, partial_observability, q_divergence, q_learning_rules,
+           replay_integrity, replay_schedule, reward_rules, reward_terms, run_stops,
            state_action_rules, target_update, update_ratio)
 
 

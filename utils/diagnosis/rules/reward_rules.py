@@ -21,7 +21,11 @@ the docs' page on diagnosing a run):
   rewards that never vary carry no signal about the actions. Unless some episode of the
   window ended terminated (`terminated_share` above 0): a constant reward per step then
   makes the return the episode's length, which the actions decide (CartPole's +1 until
-  the pole falls, MountainCar's -1 until the goal).
+  the pole falls, MountainCar's -1 until the goal). A negative constant with no episode
+  ended yet is a note: a penalty per step is a task that pays for reaching its end
+  sooner, and until an episode does (MountainCar's goal, which RL Zoo's DQN finds after
+  some 30,000 steps) every return is the same; a reward that is 0 or a positive constant
+  at every step of episodes cut by their time limit is the warning.
 - `reward_scale`: fires when even the largest reward seen so far (`max_abs`) is orders
   of magnitude below 1 (rewards scaled by 1e-5 make the critic's targets vanish), or the
   typical non-zero one of the random warm-up (`typical_abs`: Pendulum's rewards x1e-4,
@@ -162,6 +166,13 @@ class ConstantReward(RuleCheck):
     def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
         if not stats["cv"] <= self.rule.threshold or stats.get("terminated_share", 0.0) > 0:
             return []
+        if stats["mean"] < 0:  # a time penalty: a note
+            return self.fire(env_steps, stats["cv"],
+                             f"the rewards of the last {episodes} episodes are all "
+                             f"{stats['mean']:.4g} and every one ended at its time limit: a "
+                             "penalty per step (MountainCar's -1) says which actions are better "
+                             "only once an episode reaches the task's end sooner; none has "
+                             "yet (a goal the exploration has not found)", observation=True)
         return self.fire(env_steps, stats["cv"],
                          f"the rewards of the last {episodes} episodes do not vary (mean "
                          f"{stats['mean']:.4g}, std {stats['std']:.3g}): they say nothing "

@@ -8,7 +8,11 @@ themselves are that large (the largest |reward| so far above LARGE_REWARD), the
 explosion is theirs: the finding proposes scaling them (`normalize.rewards`, for a new
 run) instead of a smaller learning rate, since the explosion comes before the reward
 rules judge (a Pendulum reward x1000 blows the critic's loss past 1e6 within its
-first hundred updates).
+first hundred updates). So does a critic loss under RETURN_SHARE of the squared largest
+return the rewards allow (the largest |reward| over 1 - gamma): a critic that has not
+fit returns that large yet has such a loss, where a diverging one goes far past it
+(CartPole's reward x1000: a loss of 1.4e7 against returns of up to 50,000, 2.5e9
+squared; a diverging Pendulum critic: 1e6 against 1,630, 2.7e6 squared).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ if TYPE_CHECKING:
     from rltrain.utils.hooks.hook import Step, Update
 
 LARGE_REWARD = 1e3  # reward_scale's default limit for the typical |reward|
+RETURN_SHARE = 0.01  # a loss under this share of the squared largest return: the returns'
+
 
 SPECS = (
     RuleSpec(
@@ -97,21 +103,36 @@ class Explosion(RuleHook):
                 if non_finite_metrics(metrics):  # only now: the usual update costs nothing
                     return []
                 beyond = f"above {threshold:g}" if value > 0 else f"below {-threshold:g}"
+                theirs = self._rewards_cause(key, value)
                 found += self.fire(env_steps, value, f"{label} {value:.4g} is {beyond}"
-                                   + self._rewards(), on_weights=True,
-                                   suggested_set=self._reward_fix())
+                                   + self._rewards(theirs), on_weights=True,
+                                   suggested_set=self._reward_fix(theirs))
         return found
 
-    def _rewards(self) -> str:
-        if self.largest_reward <= LARGE_REWARD:
-            return ""
-        return (f"; the largest |reward| so far is {self.largest_reward:.4g}: rewards this "
-                "large blow up the critic's targets; scale them in the env, or train a new "
-                "run with --set normalize.rewards=true")
+    def _rewards_cause(self, key: str, value: float) -> bool:
+        """Whether the rewards' scale explains the explosion: rewards above LARGE_REWARD,
+        or a critic loss under RETURN_SHARE of the squared largest return they allow."""
+        if self.largest_reward > LARGE_REWARD:
+            return True
+        gamma = self.context.config.gamma
+        if key != "critic_loss" or gamma >= 1 or self.largest_reward <= 0:
+            return False
+        largest_return = self.largest_reward / (1 - gamma)
+        return abs(value) < RETURN_SHARE * largest_return ** 2
 
-    def _reward_fix(self) -> dict[str, Any] | None:
+    def _rewards(self, theirs: bool) -> str:
+        if not theirs:
+            return ""
+        gamma = self.context.config.gamma
+        returns = (f" (returns of up to {self.largest_reward / (1 - gamma):.3g})"
+                   if gamma < 1 else "")
+        return (f"; the largest |reward| so far is {self.largest_reward:.4g}{returns}: "
+                "rewards this large blow up the critic's targets; scale them in the env, or "
+                "train a new run with --set normalize.rewards=true")
+
+    def _reward_fix(self, theirs: bool) -> dict[str, Any] | None:
         """normalize.rewards where the rewards are that large (None: the spec's remedy)."""
-        if self.largest_reward <= LARGE_REWARD or self.context.config.normalize.rewards:
+        if not theirs or self.context.config.normalize.rewards:
             return None
         return {"normalize.rewards": True}
 
