@@ -53,6 +53,29 @@ def test_an_sb3_factory_is_trained_per_seed_and_branch_and_evaluated():
     assert result.low <= result.difference <= result.high
 
 
+@pytest.mark.parametrize("algo", ["PPO", "DQN"])
+def test_a_ppo_or_dqn_factory_on_discrete_actions_is_verified(algo):
+    """The families the SB3 callback watches: a discrete policy's predict is what the
+    evaluation steps with (CartPole's actions 0 and 1)."""
+    import stable_baselines3
+
+    made = []
+
+    def make_model(seed: int, learning_rate: float = 1e-3):
+        made.append((seed, learning_rate))
+        extra = ({"n_steps": 32, "batch_size": 32} if algo == "PPO"
+                 else {"learning_starts": 32, "batch_size": 16})
+        return getattr(stable_baselines3, algo)(
+            "MlpPolicy", "CartPole-v1", learning_rate=learning_rate,
+            policy_kwargs={"net_arch": [8]}, seed=seed, device="cpu", **extra)
+
+    result = rltrain.verify(make_model, {"learning_rate": 1e-4}, steps=64, seeds=[0, 1],
+                            eval_episodes=2)
+    assert made == [(0, 1e-3), (0, 1e-4), (1, 1e-3), (1, 1e-4)]
+    assert all(len(r) == 2 and all(x >= 1 for x in r) for r in result.control + result.fix)
+    assert result.low <= result.difference <= result.high
+
+
 @pytest.mark.parametrize("factory, change, message", [
     (plain_loop, {}, "verify needs a change to test"),
     (lambda seed, **kw: 3, {"x": 1}, "make_model returned int: verify needs a model"),
