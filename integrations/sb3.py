@@ -188,7 +188,9 @@ class RltrainCallback(BaseCallback):
         s.step_end()
         obs, loc = self.model._last_obs, self.locals  # _last_obs: before this step
         new_obs, dones, infos = loc["new_obs"], loc["dones"], loc["infos"]
-        rewards = env_rewards(self.model, loc["rewards"])
+        # the reward checks judge the env's rewards; the kept transitions, which the
+        # probes fit V or Q to, hold the rewards the model learns from
+        rewards, learnt = env_rewards(self.model, loc["rewards"]), loc["rewards"]
         # in env units (off-policy buffer_actions are SB3's [-1, 1]; PPO's and A2C's
         # `actions` are its Gaussian's draws, `clipped_actions` what the env was given)
         actions = loc["clipped_actions"] if self.family == ON_POLICY else loc["actions"]
@@ -208,7 +210,7 @@ class RltrainCallback(BaseCallback):
                             truncated, s.terms.of_env(info),
                             *((None, None) if drawn is None else (drawn[0][env], drawn[1][env])))
             if self.kept is not None and finite:  # as rltrain's replay buffer takes them
-                self.kept.add(obs[env], actions[env], float(rewards[env]),
+                self.kept.add(obs[env], actions[env], float(learnt[env]),
                               new_obs[env] if final is None else final, done and not truncated,
                               truncated)
         if s.pause is None or not self._safe_point():

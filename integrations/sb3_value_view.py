@@ -54,9 +54,11 @@ def onpolicy_view(model: Any) -> AgentView:
     low_t, high_t = (torch.as_tensor(x, device=device) for x in (low, high))
 
     # A categorical's mode is its logits' argmax, a Gaussian's (gSDE's too) its mean: the
-    # action net's output, without the distribution SB3 builds around it for each call.
+    # action net's output, without the distribution SB3 builds around it for each call
+    # (with one features extractor: with two, SB3's extract_features gives both).
     direct = (type(policy.action_dist).__name__ in DIRECT_MODES
-              and not getattr(policy, "squash_output", False))
+              and not getattr(policy, "squash_output", False)
+              and getattr(policy, "share_features_extractor", False))
 
     def mode(obs: torch.Tensor) -> torch.Tensor:
         if direct:

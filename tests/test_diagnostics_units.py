@@ -222,19 +222,31 @@ def test_gradient_verdicts():
 def test_a_layer_is_vanishing_against_the_hidden_layers_not_the_output():
     """A value head fit to unnormalised returns (RL Zoo's LunarLander PPO: a gradient
     norm of 15-24 at the head, 1e-3 at the body) is not a gradient that fails to reach
-    the body: the hidden layers compare among themselves; the output layer against them."""
-    from rltrain.utils.diagnosis.measure.gradients import strongest_weight
+    the body: the layers compare with the strongest but the output layers, found by
+    their shape (the fewest rows: twin critics' heads, a head registered first)."""
+    import torch
 
-    value = {"body.0.weight": 0.0015, "body.0.bias": 0.001, "body.2.weight": 0.0007,
-             "head.weight": 15.4, "head.bias": 1.9}
-    assert strongest_weight(value) == 0.0015
+    from rltrain.utils.diagnosis.measure.gradients import output_weights, strongest_weight
+
+    net = torch.nn.ModuleDict({"head": torch.nn.Linear(64, 1),  # registered first
+                               "body": torch.nn.Sequential(torch.nn.Linear(8, 64),
+                                                           torch.nn.Linear(64, 64)),
+                               "norm": torch.nn.LayerNorm(64),
+                               "head2": torch.nn.Linear(64, 1)})
+    outputs = output_weights(net)
+    assert outputs == {"head.weight", "head2.weight"}
+    value = {"head.weight": 15.4, "head.bias": 1.9, "body.0.weight": 0.0015,
+             "body.0.bias": 0.001, "body.1.weight": 0.0007, "norm.weight": 0.0009,
+             "head2.weight": 22.0}
+    assert strongest_weight(value, outputs) == 0.0015
     verdicts = GradientVerdicts(SETTINGS)
-    verdicts.review("critic", value)
-    assert set(verdicts.review("critic", value).values()) == {"ok"}
-    dead = {"body.0.weight": 1e-7, "body.2.weight": 0.01, "head.weight": 15.4}
-    verdicts.review("critic", dead)
-    assert verdicts.review("critic", dead)["body.0.weight"] == "vanishing"
-    assert strongest_weight({"a.weight": 1.0, "b.weight": 3.0}) == 3.0  # one hidden layer
+    verdicts.review("critic", value, outputs=outputs)
+    assert set(verdicts.review("critic", value, outputs=outputs).values()) == {"ok"}
+    dead = {"body.0.weight": 1e-7, "body.1.weight": 0.01, "head.weight": 15.4}
+    verdicts.review("critic", dead, outputs=outputs)
+    assert verdicts.review("critic", dead, outputs=outputs)["body.0.weight"] == "vanishing"
+    assert output_weights(torch.nn.Linear(3, 3)) == frozenset()  # nothing else: all judged
+    assert strongest_weight({"a.weight": 1.0, "b.weight": 3.0}, frozenset({"b.weight"})) == 1.0
 
 
 def test_a_new_reward_scale_below_the_absolute_floor_is_not_an_explosion():

@@ -36,8 +36,8 @@ def episode(steps: int) -> EpisodeEnd:
 
 
 @pytest.mark.parametrize("start, fires", [(100_000, True), (30_000, True), (1000, False),
-                                          (19_000, False)])
-def test_a_warm_up_that_takes_half_the_budget_or_more_is_named(tmp_path, start, fires):
+                                          (20_000, False)])  # half: RL Zoo's Pendulum TD3
+def test_a_warm_up_that_takes_most_of_the_budget_is_named(tmp_path, start, fires):
     hook = LearningNotStarted(context(tmp_path, learning_starts=start))
     found = hook.on_episode_end(episode(20)) + hook.on_episode_end(episode(40))
     assert len(found) == int(fires)  # judged once
@@ -86,3 +86,15 @@ def test_a_run_that_never_updates_after_its_warm_up_is_named(tmp_path):
 def test_usual_schedules_are_not_named(tmp_path, every, per):
     hook = UpdateSchedule(context(tmp_path))
     assert feed(hook, 12_000, every=every, per=per) == []
+    # judged at 5,000 and 10,000 transitions past the warm-up: not at every update
+    assert hook.judged_at == 10_000
+
+
+def test_the_train_freq_proposed_counts_every_env_of_a_step(tmp_path):
+    """SB3's train_freq counts steps of all the envs at once: with 16 envs and a batch of
+    32, a gradient step every step of the envs (16 transitions) is the most it can
+    propose with one gradient step (2 replays each), not one per 4 steps (0.5)."""
+    hook = UpdateSchedule(context(tmp_path, batch_size=32, train_freq=[2000, "step"],
+                                  n_envs=16))
+    (found,) = feed(hook, 12_000, every=2000)
+    assert found.suggested_set == {"train_freq": 1, "gradient_steps": 1}

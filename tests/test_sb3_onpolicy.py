@@ -189,7 +189,8 @@ def test_an_action_space_it_does_not_watch_is_refused_in_one_line():
 
 
 @pytest.mark.parametrize("env_id, settings", [
-    ("CartPole-v1", {}), ("Pendulum-v1", {}), ("Pendulum-v1", {"use_sde": True})])
+    ("CartPole-v1", {}), ("Pendulum-v1", {}), ("Pendulum-v1", {"use_sde": True}),
+    ("CartPole-v1", {"policy_kwargs": {"share_features_extractor": False}})])
 def test_the_views_actor_is_the_policys_deterministic_action(env_id, settings):
     """The state-action map's actor (the action net's argmax or mean, without SB3's
     distribution object) gives what SB3's deterministic prediction does, bit for bit."""

@@ -304,10 +304,11 @@ class Flow1Diagnostics(Hook):
         the time since the last picture is at least its cost over heatmap_time_share
         (matplotlib takes about half a second a picture: an env of thousands of steps a
         second would spend a fifth of its time drawing at heatmap_freq 5000)."""
-        if self.drawn is None:
+        share = self.settings.heatmap_time_share
+        if self.drawn is None or share >= 1:
             return True
         end, cost = self.drawn
-        return time.perf_counter() - end >= cost / self.settings.heatmap_time_share
+        return time.perf_counter() - end >= cost / share
 
     def _cluster_findings(self, env_steps: int, view: ClusterView) -> None:
         for rule, found in view.verdicts.items():

@@ -14,9 +14,10 @@ A textbook health table (absolute ranges per layer, for PPO-style nets with one 
 does not transfer to DDPG, whose critic gradient scales with the reward and whose actor
 gradient shrinks as the policy converges. The verdicts are calibrated on healthy runs
 instead (see the docs' page on diagnosing a run): `vanishing_gradient` compares a weight
-matrix with the strongest hidden weight matrix of its own network (the gradient does not
-reach it; biases, some with a single element, are too noisy for this; the output layer's
-norm scales with the loss's error, not with how the gradient flows), and
+matrix with the strongest weight matrix of its own network but its output layers (the
+gradient does not reach it; biases, some with a single element, are too noisy for this;
+an output layer's norm scales with the loss's error, not with how the gradient flows;
+output layers are those with the fewest rows), and
 `exploding_gradient` compares a layer with its own recent history, above an absolute
 floor (a norm of 5).
 That history is of norms divided by the largest |reward| seen so far: both networks'
@@ -100,12 +101,14 @@ class GradientVerdicts:
                                       self.history.get(name), reward_scale)
 
     def review(self, network: str, layers: dict[str, float | None],
-               reward_scale: float = 1.0) -> dict[str, str]:
+               reward_scale: float = 1.0,
+               outputs: frozenset[str] = frozenset()) -> dict[str, str]:
         """Verdict of every layer of `network`; then remember the norms (over the reward
         scale) as history. A layer is vanishing only at the second read in a row below
         the share: one read is often a passing state (MountainCar's actor, while the car
-        stands still, passes its gradient through a single unit for a moment)."""
-        strongest = strongest_weight(layers)
+        stands still, passes its gradient through a single unit for a moment).
+        `outputs`: the network's output layers' weights (`output_weights`)."""
+        strongest = strongest_weight(layers, outputs)
         verdicts = {name: self.verdict(f"{network}.{name}", norm, strongest, reward_scale)
                     for name, norm in layers.items()}
         for name, found in verdicts.items():
@@ -133,14 +136,28 @@ def scale_of(max_abs_reward: float) -> float:
     return max_abs_reward if max_abs_reward > 0 else 1.0
 
 
-def strongest_weight(layers: dict[str, float | None]) -> float:
-    """The largest gradient norm of the network's hidden weight matrices (all of them
-    where it has one or two): the output layer's gradient is the loss's error times
-    the last features, and scales with that error (a value head fit to unnormalised
-    returns of hundreds), not with how well the gradient passes through the body."""
-    weights = [v for k, v in layers.items() if k.endswith("weight")]
-    hidden = weights[:-1] if len(weights) > 2 else weights
-    return max((v for v in hidden if v), default=0.0)
+def strongest_weight(layers: dict[str, float | None],
+                     outputs: frozenset[str] = frozenset()) -> float:
+    """The largest gradient norm of the network's weights but its output layers' (all of
+    them where nothing else is left): an output layer's gradient is the loss's error
+    times the last features, and scales with that error (a value head fit to
+    unnormalised returns of hundreds), not with how well the gradient passes through
+    the body."""
+    weights = {k: v for k, v in layers.items() if k.endswith("weight") and v}
+    hidden = [v for k, v in weights.items() if k not in outputs]
+    return max(hidden or weights.values(), default=0.0)
+
+
+def output_weights(net: nn.Module) -> frozenset[str]:
+    """The weight matrices of a network's output layers, found by their shape: those
+    with the fewest rows (a critic's 1, an actor's action dimensions, a policy's
+    logits, every head of twin critics), where hidden layers have more."""
+    shapes = {name: p.shape[0] for name, p in net.named_parameters()
+              if name.endswith("weight") and p.dim() == 2}
+    if len(set(shapes.values())) < 2:
+        return frozenset()
+    fewest = min(shapes.values())
+    return frozenset(name for name, rows in shapes.items() if rows == fewest)
 
 
 def relative_norm(layers: dict[str, float | None], net: torch.nn.Module) -> float:
@@ -200,8 +217,10 @@ class GradientWatch:
         scale = scale_of(max_abs_reward)
         self.logger.diagnostic("gradients", env_steps, actor=actor, critic=critic,
                                imbalance=balance, reward_scale=scale)
-        verdicts = {"actor": self.verdicts.review("actor", actor, scale),
-                    "critic": self.verdicts.review("critic", critic, scale)}
+        verdicts = {"actor": self.verdicts.review("actor", actor, scale,
+                                                  output_weights(agent.actor)),
+                    "critic": self.verdicts.review("critic", critic, scale,
+                                                   output_weights(agent.critic))}
         self._findings(env_steps, verdicts, {"actor": actor, "critic": critic}, balance)
 
     def _imbalance(self, actor: dict, critic: dict) -> float:
@@ -239,7 +258,7 @@ class GradientWatch:
         skip = set(getattr(self.agent, "unprobed", ()))
         for net, norms in (("actor", probe.actor_layers), ("critic", probe.critic_layers)):
             norms = {k: v for k, v in norms.items() if f"{net}.{k}" not in skip}
-            strongest = strongest_weight(norms)
+            strongest = strongest_weight(norms, output_weights(getattr(self.agent, net)))
             layers[net] = {k: {"norm": v, "verdict": self.verdicts.verdict(
                 f"{net}.{k}", v, strongest, scale_of(max_abs_reward))} for k, v in norms.items()}
         folder = self.paths.log_dir / "traces"

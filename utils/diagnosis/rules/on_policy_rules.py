@@ -339,11 +339,11 @@ class ValueFit(_RolloutRule):
 
     def __init__(self, context: Any) -> None:
         super().__init__(context)
-        # (env step, explained variance; None: the rollout's returns hardly vary)
-        self.reports: deque[tuple[int, float | None]] = deque()
+        # (env step, explained variance, value loss; None: the rollout's returns hardly
+        # vary, or no finite loss was reported)
+        self.reports: deque[tuple[int, float | None, float | None]] = deque()
         self.judged_from = self.settings.warmup_steps  # after a finding: a window later
         self.reward_size: deque[float] = deque(maxlen=100)  # |return| / length per episode
-        self.losses: deque[float] = deque()  # the window's rollouts' value losses
         self.peak_loss = 0.0  # the largest value loss reported
 
     def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
@@ -358,16 +358,15 @@ class ValueFit(_RolloutRule):
         # a rollout whose returns hardly vary is kept as None: not judged, but counted
         loss = metrics.get("critic_loss")
         flat = self.flat_returns(explained, loss)
-        self.reports.append((env_steps, None if flat else explained))
-        if loss is not None and math.isfinite(loss):
-            self.losses.append(loss)
+        finite = loss is not None and math.isfinite(loss)
+        self.reports.append((env_steps, None if flat else explained,
+                             loss if finite else None))
+        if finite:
             self.peak_loss = max(self.peak_loss, loss)
         window = self.settings.window_steps
         while len(self.reports) > 3 and self.reports[0][0] <= env_steps - window:
             self.reports.popleft()
-        while len(self.losses) > len(self.reports):
-            self.losses.popleft()
-        judged = [x for _, x in self.reports if x is not None]
+        judged = [x for _, x, _ in self.reports if x is not None]
         # judged only where most of the window's rollouts are judgeable
         if env_steps < self.judged_from or len(judged) < max(3, len(self.reports) / 2):
             return []
@@ -375,8 +374,9 @@ class ValueFit(_RolloutRule):
         # the value loss's median over the window against the largest reported: V learns
         # where it has fallen well below it, whatever share of the returns' variance V
         # explains yet (a lander's returns hinge on a crash V cannot foresee early on)
-        kept = (statistics.median(self.losses) / self.peak_loss
-                if self.losses and self.peak_loss > 0 else 1.0)
+        losses = [x for _, _, x in self.reports if x is not None]
+        kept = (statistics.median(losses) / self.peak_loss
+                if losses and self.peak_loss > 0 else 1.0)
         self.record(env_steps, explained_variance=round(median, 4),
                     loss_kept=round(kept, 4))
         if 1.0 - median < self.rule.threshold or kept < self.settings.loss_kept:
@@ -442,13 +442,13 @@ class ValueFit(_RolloutRule):
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "reports": [list(r) for r in self.reports],
                 "reward_size": list(self.reward_size), "judged_from": self.judged_from,
-                "losses": list(self.losses), "peak_loss": self.peak_loss}
+                "peak_loss": self.peak_loss}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self.reports.extend((int(s), None if x is None else float(x))
-                            for s, x in state["reports"])
+        self.reports.extend((int(r[0]), None if r[1] is None else float(r[1]),
+                             None if len(r) < 3 or r[2] is None else float(r[2]))
+                            for r in state["reports"])  # no loss kept before
         self.reward_size.extend(float(x) for x in state["reward_size"])
         self.judged_from = int(state["judged_from"])
-        self.losses.extend(float(x) for x in state.get("losses", []))
         self.peak_loss = float(state.get("peak_loss", 0.0))

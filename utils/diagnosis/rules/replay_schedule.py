@@ -6,13 +6,15 @@
   (`learning_starts`) takes at least `threshold` of the run's budget (SB3's
   `total_timesteps` where the run is SB3's: a warm-up past it is allowed there, and the
   run never learns). Every step of the warm-up is a step of random actions the run
-  does not learn from; RL Zoo's tuned entries start learning within 0-2% of their
+  does not learn from; RL Zoo's tuned DQN entries start learning within 0-2% of their
   budgets (SB3's DQN default 100 steps; RL Zoo's CartPole and MountainCar DQN 1,000 of
-  50,000 and 120,000).
+  50,000 and 120,000), its Pendulum DDPG and TD3 (rltrain's shipped configs) at half
+  of a 20,000-step budget: the threshold is above that.
 - `update_schedule`: once learning has started, the transitions are replayed under
   `threshold` times each on average: gradient steps times the batch size over the
   transitions collected since learning started (the replay ratio; Fedus et al., 2020,
-  "Revisiting Fundamentals of Experience Replay"), over at least `min_steps` of them.
+  "Revisiting Fundamentals of Experience Replay"), judged once at least `min_steps` of
+  them are in and again every `min_steps` after.
   Tuned runs replay each transition 8 times (SB3's DQN defaults: one step of 32 per 4
   env steps) to hundreds (rltrain's one update of 256 per env step); under once, most
   transitions are never learnt from and the run learns at a fraction of its pace (a
@@ -40,7 +42,7 @@ USUAL_REUSE = 8.0  # replays per transition proposed: SB3's DQN defaults (1 x 32
 SPECS = (
     RuleSpec(
         name="learning_not_started", section="diagnostics", group="Training set-up",
-        algorithms=REPLAYED, threshold=0.5, action="warn",
+        algorithms=REPLAYED, threshold=0.75, action="warn",
         fires_when="the random warm-up (learning_starts) takes at least this share of the "
                    "run's budget (SB3: total_timesteps)",
         hypothesis="if learning_starts is set near or past the run's budget, then most or "
@@ -112,6 +114,7 @@ class UpdateSchedule(RuleHook):
         super().__init__(context)
         self.updates = 0  # gradient steps so far (the newest update's count)
         self.fired = False
+        self.judged_at = 0  # the collected transitions at the last judgement
 
     def on_update(self, update: Update) -> list[Finding]:
         self.updates = update.updates
@@ -123,8 +126,10 @@ class UpdateSchedule(RuleHook):
     def _judge(self, env_steps: int) -> list[Finding]:
         config = self.context.config
         collected = env_steps - int(config.learning_starts)
-        if self.fired or collected < max(self.settings.min_steps, 1):
+        every = max(self.settings.min_steps, 1)
+        if self.fired or collected < self.judged_at + every:
             return []
+        self.judged_at = collected
         reuse = self.updates * int(config.batch_size) / collected
         self.record(env_steps, reuse=round(reuse, 4))
         if reuse >= self.rule.threshold:
@@ -138,10 +143,15 @@ class UpdateSchedule(RuleHook):
             + self._fix_text(), suggested_set=self._fix())
 
     def _fix(self) -> dict[str, Any]:
-        freq = library_setting(self.context.config, "train_freq")
+        """SB3's train_freq counts steps of all its envs at once: one gradient step per
+        batch / USUAL_REUSE transitions of them."""
+        config = self.context.config
+        freq = library_setting(config, "train_freq")
         if isinstance(freq, list) and freq and isinstance(freq[0], int):
-            batch = int(self.context.config.batch_size)
-            return {"train_freq": max(int(batch / USUAL_REUSE), 1), "gradient_steps": 1}
+            per_step = max(int(library_setting(config, "n_envs", 1) or 1), 1)
+            batch = int(config.batch_size)
+            return {"train_freq": max(int(batch / (USUAL_REUSE * per_step)), 1),
+                    "gradient_steps": 1}
         return {}
 
     def _fix_text(self) -> str:
@@ -152,10 +162,11 @@ class UpdateSchedule(RuleHook):
         return "run about one gradient step per 1-4 env steps"
 
     def state_dict(self) -> dict[str, Any]:
-        return {"updates": self.updates, "fired": self.fired}
+        return {"updates": self.updates, "fired": self.fired, "judged_at": self.judged_at}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.updates, self.fired = int(state["updates"]), bool(state["fired"])
+        self.judged_at = int(state.get("judged_at", 0))
 
 
 CHECKS = (LearningNotStarted, UpdateSchedule)
