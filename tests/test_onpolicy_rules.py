@@ -14,9 +14,9 @@ import pytest
 from rltrain.utils.diagnosis.rules.on_policy_rules import (
     PolicyEntropyCollapse,
     PolicyStepSize,
-    ValueFit,
 )
 from rltrain.utils.diagnosis.rules.spec import RuleContext
+from rltrain.utils.diagnosis.rules.value_fit import ValueFit
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.hook import EpisodeEnd, Update
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 
 from rltrain.agents.registry import ON_POLICY
-from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
+from rltrain.utils.config.fields import POSITIVE
 from rltrain.utils.diagnosis.rules.on_policy_rules import (
+    STALL_OPTIONS,
     USUAL_ENT_COEF,
     PolicyEntropyCollapse,
     library_setting,
@@ -44,10 +45,7 @@ SPECS = (RuleSpec(
     options=(Option("gaussian_drop", 0.5, "a Gaussian policy's entropy fallen less than this "
                     "many nats per action dimension from its first rollout's counts as held "
                     "up", POSITIVE),
-             Option("stall_steps", 10_000, "env steps without a new best of the mean return "
-                    "of the last `episodes` episodes", AT_LEAST_ONE),
-             Option("episodes", 20, "episodes whose mean return is the return's level",
-                    AT_LEAST_ONE))),)
+             *STALL_OPTIONS)),)
 
 
 class EntropyBonus(PolicyEntropyCollapse):

@@ -39,6 +39,7 @@ from rltrain.utils.diagnosis.rules import (
     state_action_rules,
     target_update,
     update_ratio,
+    value_fit,
 )
 from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook, RuleSpec, Section
 
@@ -46,9 +47,9 @@ from rltrain.utils.diagnosis.rules.spec import RuleContext, RuleHook, RuleSpec, 
 MODULES = (action_range, actor_stalled, code_faults, critic_rules, entropy_bonus, entropy_collapse,
            entropy_temperature, episode_rules, eval_collapse, fit_rules, gradient_noise,
            gradient_rules, health, input_rules, learning_rate, long_horizon, no_learning,
-           noise_rules, on_policy_rules, partial_observability, q_divergence, q_learning_rules,
-           replay_integrity, replay_schedule, reward_rules, reward_terms, run_stops,
-           state_action_rules, target_update, update_ratio)
+           noise_rules, on_policy_rules, value_fit, partial_observability, q_divergence,
+           q_learning_rules, replay_integrity, replay_schedule, reward_rules, reward_terms,
+           run_stops, state_action_rules, target_update, update_ratio)
 
 
 def _modules() -> tuple[Any, ...]:
