@@ -49,9 +49,11 @@ from rltrain.integrations.sb3_models import (
     watched,
 )
 from rltrain.integrations.sb3_settings import SB3Keys
+from rltrain.integrations.sb3_value_view import ModeTap, mode_tap
 from rltrain.integrations.sb3_view import PolicyTap
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
+from rltrain.utils.diagnosis.rules.health.non_finite import finite_rows
 from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.run.folders import RunPaths
@@ -82,7 +84,7 @@ class RltrainCallback(BaseCallback):
         self.user_config, self.eval_env = dict(config or {}), eval_env
         self.session: Session | None = None
         self.watched: Any = None  # the model whose run it is
-        self.tap: PolicyTap | None = None
+        self.tap: PolicyTap | ModeTap | None = None
         self.paused_files: tuple[Path, Path | None] | None = None  # model, replay buffer
         self._updates_seen = 0
         self.entry: Algorithm | None = None  # a watched-only algorithm (None: actor-critic)
@@ -125,7 +127,7 @@ class RltrainCallback(BaseCallback):
         self.view = view
         self.step_gradients = steps
         self.tap = (PolicyTap(model, self.scale) if hasattr(getattr(model, "actor", None), "mu")
-                    else None)
+                    else mode_tap(model))
         if model.env is not None and not isinstance(model.env, EnvWatch):
             model.env = EnvWatch(model.env, self._env_failed)  # until this learn() ends
 
@@ -186,6 +188,8 @@ class RltrainCallback(BaseCallback):
         out = tap.pop() if tap is not None else None  # before any evaluation
         self._tell_updates()
         s.step_end()
+        if tap is not None:
+            tap.pop()  # an evaluation's passes: not the next training step's
         obs, loc = self.model._last_obs, self.locals  # _last_obs: before this step
         new_obs, dones, infos = loc["new_obs"], loc["dones"], loc["infos"]
         # the reward checks judge the env's rewards; the kept transitions, which the
@@ -199,17 +203,19 @@ class RltrainCallback(BaseCallback):
             s.sample(obs)
         elif out is not None:
             s.sample(obs, lambda: tap.env_action(out))
-        drawn = None if out is None else tap.exploration(out, loc["buffer_actions"],
+        drawn = None if out is None else tap.exploration(out, loc.get("buffer_actions"),
                                                         self.model.action_noise)
+        finite = finite_rows(new_obs, actions, rewards)  # one call for the vector step
         for env in range(len(dones)):
             done, info = bool(dones[env]), infos[env]
             truncated = done and bool(info.get("TimeLimit.truncated", False))
             final = info.get("terminal_observation") if done else None
-            finite = s.step(env, obs[env], actions[env], float(rewards[env]),
+            stored = s.step(env, obs[env], actions[env], float(rewards[env]),
                             new_obs[env] if final is None else final, done and not truncated,
                             truncated, s.terms.of_env(info),
-                            *((None, None) if drawn is None else (drawn[0][env], drawn[1][env])))
-            if self.kept is not None and finite:  # as rltrain's replay buffer takes them
+                            *((None, None) if drawn is None else (drawn[0][env], drawn[1][env])),
+                            finite=None if final is not None else bool(finite[env]))
+            if self.kept is not None and stored:  # as rltrain's replay buffer takes them
                 self.kept.add(obs[env], actions[env], float(learnt[env]),
                               new_obs[env] if final is None else final, done and not truncated,
                               truncated)

@@ -52,21 +52,13 @@ def onpolicy_view(model: Any) -> AgentView:
     low, high = action_bounds(space)
     discrete = isinstance(space, spaces.Discrete)
     low_t, high_t = (torch.as_tensor(x, device=device) for x in (low, high))
-
-    # A categorical's mode is its logits' argmax, a Gaussian's (gSDE's too) its mean: the
-    # action net's output, without the distribution SB3 builds around it for each call
-    # (with one features extractor: with two, SB3's extract_features gives both).
-    direct = (type(policy.action_dist).__name__ in DIRECT_MODES
-              and not getattr(policy, "squash_output", False)
-              and getattr(policy, "share_features_extractor", False))
+    direct, mode_of = direct_mode(policy), action_mode(space, device)
 
     def mode(obs: torch.Tensor) -> torch.Tensor:
         if direct:
             features = policy.extract_features(obs, policy.pi_features_extractor)
-            out = policy.action_net(policy.mlp_extractor.forward_actor(features))
-            chosen = out.argmax(dim=1) if discrete else out
-        else:
-            chosen = policy.get_distribution(obs).get_actions(deterministic=True)
+            return mode_of(policy.action_net(policy.mlp_extractor.forward_actor(features)))
+        chosen = policy.get_distribution(obs).get_actions(deterministic=True)
         if discrete:
             return chosen.float().reshape(-1, 1)
         return torch.clamp(chosen, low_t, high_t)  # as SB3's predict clips it
@@ -84,6 +76,73 @@ def onpolicy_view(model: Any) -> AgentView:
                    value_body=policy.mlp_extractor.value_net, value_net=policy.value_net)
     return _view(model, actor, critic, value_probe(log_prob, actor, critic, model.gamma),
                  {"policy": policy}, low, high)
+
+
+def direct_mode(policy: Any) -> bool:
+    """Whether PPO's or A2C's mode is its action net's output (or its argmax): a
+    categorical's logits, a Gaussian's (gSDE's too) mean, without the distribution SB3
+    builds around it for each call (with one features extractor: with two, SB3's
+    extract_features gives both)."""
+    return (type(policy.action_dist).__name__ in DIRECT_MODES
+            and not getattr(policy, "squash_output", False)
+            and getattr(policy, "share_features_extractor", False))
+
+
+def action_mode(space: Any, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The mode, in env units, that a direct action net's output gives: a Discrete
+    action's likeliest index ([B, 1]); a Box action's mean, clipped to the bounds as
+    SB3's `predict` clips it."""
+    if isinstance(space, spaces.Discrete):
+        return lambda out: out.argmax(dim=1).float().reshape(-1, 1)
+    low, high = (torch.as_tensor(x, device=device) for x in action_bounds(space))
+    return lambda out: torch.clamp(out, low, high)
+
+
+class ModeTap:
+    """The mode SB3's own acting pass computed (PPO's and A2C's action net, DQN's Q
+    network: a forward hook, kept when grad is off and the batch is one row per env), so
+    that the state-action map costs no forward pass of its own; what the callback uses
+    of sb3_view's PolicyTap, for the actor-critics. DQN's epsilon-greedy steps that act
+    at random run no pass: the map then calls the view's actor."""
+
+    def __init__(self, module: nn.Module, n_envs: int,
+                 mode_of: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.n_envs, self.mode_of = n_envs, mode_of
+        self.latest: torch.Tensor | None = None
+        self._handle = module.register_forward_hook(self._keep)
+
+    def _keep(self, module: Any, inputs: tuple, output: torch.Tensor) -> None:
+        if not torch.is_grad_enabled() and output.shape[0] == self.n_envs:
+            self.latest = output
+
+    def pop(self) -> torch.Tensor | None:
+        """The output of the latest acting pass (None: none since the last call)."""
+        out, self.latest = self.latest, None
+        return out
+
+    def env_action(self, out: torch.Tensor) -> np.ndarray:
+        """The mode, in env units, that an output `pop` gave."""
+        return self.mode_of(out.detach()).cpu().numpy()
+
+    def exploration(self, *_: Any) -> None:
+        """No exploration noise to recover: the policy samples, or acts at random."""
+        return None
+
+    def close(self) -> None:
+        self._handle.remove()
+
+
+def mode_tap(model: Any) -> ModeTap | None:
+    """The tap on a PPO, A2C or DQN model's acting pass (None: a policy whose mode is
+    not its action net's output; the map then calls the view's actor)."""
+    if hasattr(model, "q_net"):  # DQN
+        start = float(model.action_space.start)
+        return ModeTap(model.q_net, model.n_envs,
+                       lambda q: q.argmax(dim=1, keepdim=True).float() + start)
+    if not direct_mode(model.policy):
+        return None
+    return ModeTap(model.policy.action_net, model.n_envs,
+                   action_mode(model.action_space, model.device))
 
 
 def dqn_view(model: Any) -> AgentView:

@@ -265,16 +265,19 @@ class Session:
     def step(self, env: int, obs: np.ndarray, action: np.ndarray, reward: float,
              next_obs: np.ndarray, terminated: bool, truncated: bool,
              reward_terms: dict[str, float] | None = None,
-             noise: np.ndarray | None = None, steered: np.ndarray | None = None) -> bool:
+             noise: np.ndarray | None = None, steered: np.ndarray | None = None,
+             finite: bool | None = None) -> bool:
         """One env step of training env `env`; `next_obs` is the true final observation
         when the episode ended; `reward_terms`: the terms of its reward the env reported
         (`self.terms` reads them from its info); `noise`, `steered`: the action's
-        exploration noise and what the state decided of it (Step's), where known.
+        exploration noise and what the state decided of it (Step's), where known;
+        `finite`: `is_finite` of the step where the loop checked its vector step at once.
         Whether the step is finite (what rltrain's replay buffer would store)."""
         self.counters.env_steps += 1
         if reward_terms:
             add_terms(self.episodes[env].reward_terms, reward_terms)
-        finite = is_finite(next_obs, action, reward)  # what rltrain would store
+        if finite is None:  # what rltrain would store
+            finite = is_finite(next_obs, action, reward)
         step = Step(self.env_steps, env, obs, action, reward, next_obs, terminated, truncated,
                     finite, noise, steered)
         self.hooks.on_step(step)

@@ -58,6 +58,25 @@ def test_analyzer_keeps_a_bounded_window_and_the_largest_reward():
     assert analyzer.stats()["max_abs"] == 7.0
 
 
+def test_the_statistics_are_due_once_a_tenth_of_the_window_is_new():
+    """Every episode from the fifth while the window holds under 20; then once
+    len(window) // 10 episodes are new, the count kept across a checkpoint."""
+    analyzer = RewardAnalyzer(window=100)
+    due = []
+    for episode in range(1, 61):
+        for step in range(3):
+            analyzer.add(float(step + episode))
+        analyzer.end_episode()
+        if analyzer.due_stats() is not None:
+            due.append(episode)
+        if episode == 45:  # resumed from a checkpoint here
+            state = analyzer.state_dict()
+            analyzer = RewardAnalyzer(window=100)
+            analyzer.load_state_dict(state)
+    assert due[:15] == list(range(5, 20))
+    assert due[15:] == [21, 23, 25, 27, 29, 32, 35, 38, 42, 46, 51, 56]
+
+
 def crash_episodes(analyzer: RewardAnalyzer, terminated: bool, at: int = -1) -> None:
     """20 episodes of 50 small rewards, one of them -100 (a crash) at step `at`."""
     rng = np.random.default_rng(0)
@@ -717,3 +736,14 @@ def test_the_actors_rank_is_the_same_measured_in_parts(monkeypatch):
     split = fit.actor_rank(view, obs, torch.Generator().manual_seed(0), 1.0)
     for measured in (parts, split):  # the same up to float32 rounding of the products
         assert measured == pytest.approx(whole, rel=1e-6)
+
+
+def test_finite_rows_is_is_finite_for_each_env_of_a_vector_step():
+    from rltrain.utils.diagnosis.rules.health.non_finite import finite_rows, is_finite
+
+    obs = np.zeros((4, 3), np.float32)
+    actions = np.zeros((4, 1), np.float32)
+    rewards = np.zeros(4)
+    obs[1, 2], actions[2, 0], rewards[3] = np.nan, np.inf, -np.inf
+    expected = [is_finite(obs[i], actions[i], float(rewards[i])) for i in range(4)]
+    assert finite_rows(obs, actions, rewards).tolist() == expected == [True, False, False, False]

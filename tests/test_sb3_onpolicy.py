@@ -211,6 +211,37 @@ def test_the_views_actor_is_the_policys_deterministic_action(env_id, settings):
         assert torch.equal(ours, torch.clamp(sb3, -2.0, 2.0))
 
 
+@pytest.mark.parametrize("algo, env_id", [(PPO, "CartPole-v1"), (PPO, "Pendulum-v1"),
+                                           (A2C, "CartPole-v1"), (DQN, "CartPole-v1")])
+def test_the_tap_gives_the_mode_of_the_acting_pass_and_skips_the_others(algo, env_id):
+    """The map reads the mode from SB3's own acting pass (grad off, one row per env):
+    what the view's actor gives for those states; a pass with grad on (training) or of
+    another batch size (an evaluation) is not kept."""
+    import numpy as np
+
+    from rltrain.integrations.sb3_value_view import dqn_view, mode_tap, onpolicy_view
+
+    model = algo("MlpPolicy", make_vec_env(env_id, n_envs=3, seed=0), seed=0, device="cpu")
+    view = dqn_view(model) if algo is DQN else onpolicy_view(model)
+    tap = mode_tap(model)
+    assert tap is not None
+    space = model.observation_space
+    obs = np.stack([space.sample() for _ in range(3)])
+    model.policy(torch.as_tensor(obs))  # grad on: a training pass
+    assert tap.pop() is None
+    with torch.no_grad():
+        model.predict(obs[:1])  # one row: not the training envs' step
+        assert tap.pop() is None
+        model.predict(obs, deterministic=algo is DQN)
+        ours = view.actor(torch.as_tensor(obs)).numpy()
+    assert np.array_equal(tap.env_action(tap.pop()), ours)
+    assert tap.pop() is None  # read once
+    tap.close()
+    with torch.no_grad():
+        model.predict(obs)
+    assert tap.pop() is None
+
+
 def test_with_vecnormalize_the_reward_checks_judge_the_envs_own_rewards():
     """VecNormalize scales the rewards by a running std that grows from ~0: the reward
     checks read its original rewards (CartPole's +1), and the run's config says what it

@@ -155,7 +155,7 @@ class Flow1Diagnostics(Hook):
         self.inputs.on_episode_end(env_steps, episode.length, episode.terminated)
         rewards = self.reward.end_episode(env, episode.terminated)
         self.map.end_episode(rewards.astype(np.float64), env)
-        stats = self.reward.stats()
+        stats = self.reward.due_stats()
         if stats is not None:
             self.logger.scalars(env_steps, {f"flow1/reward_{k}": v for k, v in stats.items()})
             self.logger.diagnostic("reward", env_steps, **stats)

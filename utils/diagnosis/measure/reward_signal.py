@@ -109,6 +109,7 @@ class RewardAnalyzer:
         self._current: list[list[float]] = [[] for _ in range(num_envs)]
         self.max_abs = 0.0  # the largest |reward| of the run
         self.episode_typical = 0.0  # the largest episode's typical |reward|
+        self.unjudged = 0  # episodes kept since the statistics were last computed
 
     def add(self, reward: float, env: int = 0) -> None:
         self._current[env].append(reward)
@@ -124,6 +125,7 @@ class RewardAnalyzer:
         if rewards.size and np.isfinite(rewards).all():
             self.episodes.append(rewards)
             self.terminated.append(terminated)
+            self.unjudged += 1
             self.max_abs = max(self.max_abs, float(np.abs(rewards).max()))
             self.episode_typical = max(self.episode_typical, typical_abs(rewards))
         return rewards
@@ -134,6 +136,18 @@ class RewardAnalyzer:
                 and len(self.warmup_rewards) >= MIN_WARMUP):
             return typical_abs(np.asarray(self.warmup_rewards)), "warm-up"
         return self.episode_typical, "episodes"
+
+    def due_stats(self) -> dict[str, float] | None:
+        """`stats()` once a tenth of the window's episodes are new since they were last
+        computed (every episode while the window holds fewer than 20): each computation
+        reads the whole window, so this keeps their cost per episode that of about ten
+        episodes' rewards, however long the window. None when not due."""
+        if self.unjudged < max(1, len(self.episodes) // 10):
+            return None
+        stats = self.stats()
+        if stats is not None:
+            self.unjudged = 0
+        return stats
 
     def stats(self) -> dict[str, float] | None:
         if len(self.episodes) < min(MIN_EPISODES, self.episodes.maxlen or MIN_EPISODES):
@@ -157,6 +171,7 @@ class RewardAnalyzer:
                 "terminated": list(self.terminated),
                 "current": [list(c) for c in self._current], "max_abs": self.max_abs,
                 "episode_typical": self.episode_typical, "steps": self.steps,
+                "unjudged": self.unjudged,
                 "warmup_rewards": torch.tensor(self.warmup_rewards, dtype=torch.float64)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -176,6 +191,7 @@ class RewardAnalyzer:
         kept = [typical_abs(e) for e in self.episodes]
         self.episode_typical = float(state.get("episode_typical", max(kept, default=0.0)))
         self.steps = int(state.get("steps", self.warmup))
+        self.unjudged = int(state.get("unjudged", 1))  # not kept before: judged every episode
         warm = state.get("warmup_rewards")
         self.warmup_rewards = [] if warm is None else [float(x) for x in warm.tolist()]
         if "steps" not in state:
