@@ -718,6 +718,28 @@ def test_a_constant_penalty_before_any_episode_ends_is_a_note(reward, action):
     assert ("time limit" in found.message) == (reward < 0)
 
 
+@pytest.mark.parametrize("reward, action", [(1.0, "info"), (0.0, "warn")])
+def test_an_alive_bonus_earned_to_the_time_limit_is_a_note(reward, action):
+    """CartPole solved: every episode of the window reaches its 500-step limit, each
+    step +1, after earlier episodes ended when the pole fell: the return still says how
+    long an episode lasts (a note). A constant 0 says nothing, terminations or not."""
+    from rltrain.utils.diagnosis.rules.reward_rules import ConstantReward
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
+
+    analyzer = RewardAnalyzer(window=5)
+    for length, terminated in [(12, True), (40, True)] + [(500, False)] * 5:
+        for _ in range(length):
+            analyzer.add(reward)
+        analyzer.end_episode(terminated=terminated)
+    resumed = RewardAnalyzer(window=5)
+    resumed.load_state_dict(analyzer.state_dict())
+    stats = resumed.stats()
+    assert stats["terminated_share"] == 0.0 and stats["terminations"] == 2.0
+    [found] = ConstantReward(RuleContext(config_from_dict({}), 3, 1)).check(1000, stats, 5)
+    assert found.action == action
+    assert ("alive bonus" in found.message) == (reward > 0)
+
+
 def test_the_actors_rank_is_the_same_measured_in_parts(monkeypatch):
     """The candidates are valued CHUNK rows at a time (a bounded allocation): the same
     statistics as all at once."""

@@ -27,6 +27,9 @@ how each one uses them) judge statistics that separate healthy from broken signa
   to avoid action costs (MountainCarContinuous standing still) makes its rewards
   legitimately tiny. A run without a warm-up of MIN_WARMUP steps takes the largest of
   its episodes' instead; `typical_from_warmup` (1 or 0) says which.
+- `terminated_share`: the share of the window's episodes that ended terminated;
+  `terminations`: how many of the run's episodes did (the env can end an episode
+  before its time limit).
 """
 
 from __future__ import annotations
@@ -110,6 +113,7 @@ class RewardAnalyzer:
         self.max_abs = 0.0  # the largest |reward| of the run
         self.episode_typical = 0.0  # the largest episode's typical |reward|
         self.unjudged = 0  # episodes kept since the statistics were last computed
+        self.terminations = 0  # the run's episodes that ended terminated
 
     def add(self, reward: float, env: int = 0) -> None:
         self._current[env].append(reward)
@@ -126,6 +130,7 @@ class RewardAnalyzer:
             self.episodes.append(rewards)
             self.terminated.append(terminated)
             self.unjudged += 1
+            self.terminations += terminated
             self.max_abs = max(self.max_abs, float(np.abs(rewards).max()))
             self.episode_typical = max(self.episode_typical, typical_abs(rewards))
         return rewards
@@ -162,7 +167,8 @@ class RewardAnalyzer:
         return {**reward_stats(rewards, returns, judged), "max_abs": self.max_abs,
                 "typical_abs": typical, "typical_from_warmup": float(source == "warm-up"),
                 "length_r2": length_r2(returns, lengths),
-                "terminated_share": float(np.mean(self.terminated))}
+                "terminated_share": float(np.mean(self.terminated)),
+                "terminations": float(self.terminations)}
 
     def state_dict(self) -> dict[str, Any]:
         import torch
@@ -171,7 +177,7 @@ class RewardAnalyzer:
                 "terminated": list(self.terminated),
                 "current": [list(c) for c in self._current], "max_abs": self.max_abs,
                 "episode_typical": self.episode_typical, "steps": self.steps,
-                "unjudged": self.unjudged,
+                "unjudged": self.unjudged, "terminations": self.terminations,
                 "warmup_rewards": torch.tensor(self.warmup_rewards, dtype=torch.float64)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -192,6 +198,8 @@ class RewardAnalyzer:
         self.episode_typical = float(state.get("episode_typical", max(kept, default=0.0)))
         self.steps = int(state.get("steps", self.warmup))
         self.unjudged = int(state.get("unjudged", 1))  # not kept before: judged every episode
+        # Not kept before: the window's.
+        self.terminations = int(state.get("terminations", sum(self.terminated)))
         warm = state.get("warmup_rewards")
         self.warmup_rewards = [] if warm is None else [float(x) for x in warm.tolist()]
         if "steps" not in state:

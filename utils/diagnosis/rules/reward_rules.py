@@ -24,8 +24,12 @@ the docs' page on diagnosing a run):
   the pole falls, MountainCar's -1 until the goal). A negative constant with no episode
   ended yet is a note: a penalty per step is a task that pays for reaching its end
   sooner, and until an episode does (MountainCar's goal, which RL Zoo's DQN finds after
-  some 30,000 steps) every return is the same; a reward that is 0 or a positive constant
-  at every step of episodes cut by their time limit is the warning.
+  some 30,000 steps) every return is the same. A positive constant where earlier
+  episodes of the run ended terminated (`terminations`) is a note too: an alive bonus
+  that every episode of the window now earns to its time limit (CartPole's +1 once PPO
+  balances the pole for 500 steps), the task solved, not a signal lost. A reward that
+  is 0, or a positive constant in a run none of whose episodes ever ended before its
+  time limit, is the warning.
 - `reward_scale`: fires when even the largest reward seen so far (`max_abs`) is orders
   of magnitude below 1 (rewards scaled by 1e-5 make the critic's targets vanish), or the
   typical non-zero one of the random warm-up (`typical_abs`: Pendulum's rewards x1e-4,
@@ -98,7 +102,9 @@ SPECS = (
         section='diagnostics',
         group='Reward signal',
         fires_when="the rewards' std / |mean| over the window at most this: they do not vary "
-                   "(and no episode of the window ended terminated)",
+                   "(and no episode of the window ended terminated; a note for a penalty per "
+                   "step, or for a positive constant where earlier episodes ended "
+                   "terminated: an alive bonus earned to the time limit)",
         threshold=1e-06,
         action='warn',
         hypothesis='if the reward does not depend on the actions (a constant, a reward term '
@@ -166,6 +172,14 @@ class ConstantReward(RuleCheck):
     def check(self, env_steps: int, stats: Stats, episodes: int) -> list[Finding]:
         if not stats["cv"] <= self.rule.threshold or stats.get("terminated_share", 0.0) > 0:
             return []
+        if stats["mean"] > 0 and stats.get("terminations", 0.0) > 0:  # an alive bonus
+            return self.fire(env_steps, stats["cv"],
+                             f"the rewards of the last {episodes} episodes are all "
+                             f"{stats['mean']:.4g} and every one lasted to its time limit, "
+                             f"where {stats['terminations']:.0f} of the run's episodes ended "
+                             "sooner: a reward for every step an episode lasts (an alive "
+                             "bonus), now earned at every step: the task as this reward "
+                             "states it is solved", observation=True)
         if stats["mean"] < 0:  # a time penalty: a note
             return self.fire(env_steps, stats["cv"],
                              f"the rewards of the last {episodes} episodes are all "
