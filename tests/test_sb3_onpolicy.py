@@ -242,6 +242,25 @@ def test_the_tap_gives_the_mode_of_the_acting_pass_and_skips_the_others(algo, en
     assert tap.pop() is None
 
 
+def test_a_run_none_of_whose_steps_is_kept_trains_on(tmp_path, monkeypatch):
+    """With non_finite at warn, a PPO run whose every step is non-finite keeps none of
+    them for the probes: its updates are still watched, the observation checks wait."""
+    import numpy as np
+
+    import rltrain.integrations.sb3 as sb3
+    import rltrain.integrations.session as session
+
+    monkeypatch.setattr(sb3, "finite_rows", lambda obs, actions, rewards: np.zeros(
+        len(rewards), bool))
+    monkeypatch.setattr(session, "is_finite", lambda obs, action, reward: False)
+    trained = model("ppo_cartpole")
+    trained.learn(512, callback=RltrainCallback(
+        "nothing_kept", config={"monitor": {"non_finite": {"action": "warn"}}}))
+    status = json.loads((tmp_path / "logs" / "nothing_kept" / "status.json").read_text())
+    assert (status["state"], status["env_steps"]) == ("finished", 512)
+    assert status["updates"] > 0
+
+
 def test_with_vecnormalize_the_reward_checks_judge_the_envs_own_rewards():
     """VecNormalize scales the rewards by a running std that grows from ~0: the reward
     checks read its original rewards (CartPole's +1), and the run's config says what it

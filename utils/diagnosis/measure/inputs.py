@@ -165,8 +165,8 @@ class InputChecks:
             if updates == 1 and self.rules["ignored_action"].spec.judges(self.config.algo):
                 self._measure_action_effect(env_steps)
             self.report(self.rules["ignored_action"].check(env_steps, self.effect))
-        if (updates - 1) % self.settings.grad_freq == 0:
-            self._check_observations(env_steps)
+        if (updates - 1) % self.settings.grad_freq == 0 and len(self.buffer):
+            self._check_observations(env_steps)  # none kept: every step was NaN/inf
 
     def _warmup(self, env_steps: int) -> Batch | None:
         """At the first update: the newest MAX_ROWS transitions of the warm-up's random
