@@ -188,8 +188,6 @@ class RltrainCallback(BaseCallback):
         out = tap.pop() if tap is not None else None  # before any evaluation
         self._tell_updates()
         s.step_end()
-        if tap is not None:
-            tap.pop()  # an evaluation's passes: not the next training step's
         obs, loc = self.model._last_obs, self.locals  # _last_obs: before this step
         new_obs, dones, infos = loc["new_obs"], loc["dones"], loc["infos"]
         # the reward checks judge the env's rewards; the kept transitions, which the
@@ -199,10 +197,10 @@ class RltrainCallback(BaseCallback):
         # `actions` are its Gaussian's draws, `clipped_actions` what the env was given)
         actions = loc["clipped_actions"] if self.family == ON_POLICY else loc["actions"]
         actions = np.asarray(actions).reshape(len(dones), -1)
-        if tap is None:
-            s.sample(obs)
-        elif out is not None:
+        if out is not None:
             s.sample(obs, lambda: tap.env_action(out))
+        else:  # no tap, or a step SB3 acted at random (a warm-up's, DQN's epsilon)
+            s.sample(obs)
         drawn = None if out is None else tap.exploration(out, loc.get("buffer_actions"),
                                                         self.model.action_noise)
         finite = finite_rows(new_obs, actions, rewards)  # one call for the vector step
@@ -219,6 +217,8 @@ class RltrainCallback(BaseCallback):
                 self.kept.add(obs[env], actions[env], float(learnt[env]),
                               new_obs[env] if final is None else final, done and not truncated,
                               truncated)
+        if tap is not None:
+            tap.pop()  # passes since the acting one (an evaluation's, the map's actor)
         if s.pause is None or not self._safe_point():
             return True
         self._pause()

@@ -100,19 +100,23 @@ def action_mode(space: Any, device: torch.device) -> Callable[[torch.Tensor], to
 
 class ModeTap:
     """The mode SB3's own acting pass computed (PPO's and A2C's action net, DQN's Q
-    network: a forward hook, kept when grad is off and the batch is one row per env), so
-    that the state-action map costs no forward pass of its own; what the callback uses
-    of sb3_view's PolicyTap, for the actor-critics. DQN's epsilon-greedy steps that act
-    at random run no pass: the map then calls the view's actor."""
+    network: a forward hook), so that the state-action map costs no forward pass of its
+    own; what the callback uses of sb3_view's PolicyTap, for the actor-critics. Kept
+    only from the acting pass itself, not from another caller's `predict` (an
+    EvalCallback's, with as many envs): `acting(inputs)` says whether a pass is it.
+    DQN's epsilon-greedy steps that act at random run no pass: the callback then has
+    the map call the view's actor."""
 
     def __init__(self, module: nn.Module, n_envs: int,
-                 mode_of: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        self.n_envs, self.mode_of = n_envs, mode_of
+                 mode_of: Callable[[torch.Tensor], torch.Tensor],
+                 acting: Callable[[tuple], bool]) -> None:
+        self.n_envs, self.mode_of, self.acting = n_envs, mode_of, acting
         self.latest: torch.Tensor | None = None
-        self._handle = module.register_forward_hook(self._keep)
+        self._handles = [module.register_forward_hook(self._keep)]
 
     def _keep(self, module: Any, inputs: tuple, output: torch.Tensor) -> None:
-        if not torch.is_grad_enabled() and output.shape[0] == self.n_envs:
+        if (not torch.is_grad_enabled() and output.shape[0] == self.n_envs
+                and self.acting(inputs)):
             self.latest = output
 
     def pop(self) -> torch.Tensor | None:
@@ -129,20 +133,43 @@ class ModeTap:
         return None
 
     def close(self) -> None:
-        self._handle.remove()
+        for handle in self._handles:
+            handle.remove()
 
 
 def mode_tap(model: Any) -> ModeTap | None:
     """The tap on a PPO, A2C or DQN model's acting pass (None: a policy whose mode is
-    not its action net's output; the map then calls the view's actor)."""
+    not its action net's output; the map then calls the view's actor). PPO and A2C act
+    through the policy's `forward`, which nothing else of SB3's calls (`predict` and
+    the update go around it): the action net's pass inside it is the acting one. DQN
+    acts through `predict`, as any caller does: its pass is the acting one when its
+    input is the training envs' current observations."""
     if hasattr(model, "q_net"):  # DQN
         start = float(model.action_space.start)
+
+        def on_last_obs(inputs: tuple) -> bool:
+            last = model._last_obs
+            return isinstance(last, np.ndarray) and np.array_equal(
+                inputs[0].detach().cpu().numpy(), last)
+
         return ModeTap(model.q_net, model.n_envs,
-                       lambda q: q.argmax(dim=1, keepdim=True).float() + start)
-    if not direct_mode(model.policy):
+                       lambda q: q.argmax(dim=1, keepdim=True).float() + start, on_last_obs)
+    policy = model.policy
+    if not direct_mode(policy):
         return None
-    return ModeTap(model.policy.action_net, model.n_envs,
-                   action_mode(model.action_space, model.device))
+    inside = [False]  # within the policy's forward
+    tap = ModeTap(policy.action_net, model.n_envs, action_mode(model.action_space, model.device),
+                  lambda inputs: inside[0])
+
+    def enter(*_: Any) -> None:
+        inside[0] = True
+
+    def leave(*_: Any) -> None:
+        inside[0] = False
+
+    tap._handles += [policy.register_forward_pre_hook(enter),
+                     policy.register_forward_hook(leave)]
+    return tap
 
 
 def dqn_view(model: Any) -> AgentView:

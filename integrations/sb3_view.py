@@ -82,27 +82,41 @@ class SB3Replay:
 
 class PolicyTap:
     """The deterministic action SB3's own acting pass computed (a forward hook on the
-    actor's `mu`, kept when grad is off and the batch is one row per env), so that the
-    state-action map costs no forward pass of its own. TD3's `mu` ends in tanh; SAC's
-    is the mean before the squash, its deterministic action tanh(mu)."""
+    actor's `mu`, kept from the actor's pass on the training envs' current observations
+    with grad off), so that the state-action map costs no forward pass of its own.
+    TD3's `mu` ends in tanh; SAC's is the mean before the squash, its deterministic
+    action tanh(mu)."""
 
     def __init__(self, model: Any, scale: Scale) -> None:
-        self.n_envs, self.scale = model.n_envs, scale
+        self.model, self.n_envs, self.scale = model, model.n_envs, scale
         self.squash = "deterministic" in inspect.signature(model.actor.forward).parameters
         self.latest: torch.Tensor | None = None
-        self._handle = model.actor.mu.register_forward_hook(self._keep)
+        # SB3 acts through `predict` on the training envs' current observations, as any
+        # caller may (an EvalCallback): the actor's pass on those is the acting one.
+        self.acting = False
+        actor = model.actor
+        self._handles = [actor.register_forward_pre_hook(self._enter),
+                         actor.register_forward_hook(self._leave),
+                         actor.mu.register_forward_hook(self._keep)]
         # SAC's log-std of the same pass: its noise is recovered from the sampled action.
         self.log_std: torch.Tensor | None = None
-        self._std_handle = (model.actor.log_std.register_forward_hook(self._keep_std)
-                            if self.squash and isinstance(getattr(model.actor, "log_std", None),
-                                                          torch.nn.Module) else None)
+        if self.squash and isinstance(getattr(actor, "log_std", None), torch.nn.Module):
+            self._handles.append(actor.log_std.register_forward_hook(self._keep_std))
+
+    def _enter(self, module: Any, inputs: tuple) -> None:
+        last = self.model._last_obs
+        self.acting = (not torch.is_grad_enabled() and isinstance(last, np.ndarray)
+                       and np.array_equal(inputs[0].detach().cpu().numpy(), last))
+
+    def _leave(self, *_: Any) -> None:
+        self.acting = False
 
     def _keep(self, module: Any, inputs: tuple, output: torch.Tensor) -> None:
-        if not torch.is_grad_enabled() and output.shape[0] == self.n_envs:
+        if self.acting and output.shape[0] == self.n_envs:
             self.latest = output
 
     def _keep_std(self, module: Any, inputs: tuple, output: torch.Tensor) -> None:
-        if not torch.is_grad_enabled() and output.shape[0] == self.n_envs:
+        if self.acting and output.shape[0] == self.n_envs:
             self.log_std = output
 
     def exploration(self, out: torch.Tensor, taken: np.ndarray,
@@ -147,9 +161,8 @@ class PolicyTap:
         return self.scale.to_env_np(np.tanh(scaled) if self.squash else scaled)
 
     def close(self) -> None:
-        self._handle.remove()
-        if self._std_handle is not None:
-            self._std_handle.remove()
+        for handle in self._handles:
+            handle.remove()
 
 
 def sb3_view(model: Any) -> tuple[AgentView, Scale]:

@@ -161,9 +161,13 @@ def test_sac_runs_through_the_callback_on_its_deterministic_action(tmp_path):
         ours = view.actor(torch.as_tensor(obs)).numpy()
     np.testing.assert_allclose(ours, model.predict(obs, deterministic=True)[0], atol=1e-5)
     tap = PolicyTap(model, scale)  # what the map samples while SAC acts stochastically
+    model._last_obs = obs[:1]  # SB3 acts on the training env's current observation
+    model.predict(obs[1:], deterministic=True)  # an evaluation's (an EvalCallback's)
+    assert tap.pop() is None
     model.predict(obs[:1], deterministic=False)
     np.testing.assert_allclose(tap.env_action(tap.pop()), ours[:1], atol=1e-5)
     assert tap.pop() is None
+    tap.close()
 
 
 @pytest.mark.parametrize("name", ["CrossQ", "TQC"])

@@ -214,9 +214,10 @@ def test_the_views_actor_is_the_policys_deterministic_action(env_id, settings):
 @pytest.mark.parametrize("algo, env_id", [(PPO, "CartPole-v1"), (PPO, "Pendulum-v1"),
                                            (A2C, "CartPole-v1"), (DQN, "CartPole-v1")])
 def test_the_tap_gives_the_mode_of_the_acting_pass_and_skips_the_others(algo, env_id):
-    """The map reads the mode from SB3's own acting pass (grad off, one row per env):
-    what the view's actor gives for those states; a pass with grad on (training) or of
-    another batch size (an evaluation) is not kept."""
+    """The map reads the mode from SB3's own acting pass (PPO/A2C: the policy's forward;
+    DQN: `predict` on the training envs' current observations): what the view's actor
+    gives for those states. A training pass (grad on), another caller's `predict` on as
+    many rows (an EvalCallback's) and a pass of another batch size are not kept."""
     import numpy as np
 
     from rltrain.integrations.sb3_value_view import dqn_view, mode_tap, onpolicy_view
@@ -226,19 +227,25 @@ def test_the_tap_gives_the_mode_of_the_acting_pass_and_skips_the_others(algo, en
     tap = mode_tap(model)
     assert tap is not None
     space = model.observation_space
-    obs = np.stack([space.sample() for _ in range(3)])
+    obs, other = (np.stack([space.sample() for _ in range(3)]) for _ in range(2))
+    model._last_obs = obs  # the training envs' observations, as SB3 keeps them
     model.policy(torch.as_tensor(obs))  # grad on: a training pass
     assert tap.pop() is None
     with torch.no_grad():
-        model.predict(obs[:1])  # one row: not the training envs' step
-        assert tap.pop() is None
-        model.predict(obs, deterministic=algo is DQN)
         ours = view.actor(torch.as_tensor(obs)).numpy()
+        tap.pop()  # (DQN: the view's own pass on them; the callback discards it so)
+        model.predict(obs[:1])  # one row: not the training envs' step
+        model.predict(other, deterministic=True)  # an evaluation's, on as many envs
+        assert tap.pop() is None
+        if algo is DQN:
+            model.predict(obs)  # SB3's _sample_action (epsilon 0 before learning)
+        else:
+            model.policy(torch.as_tensor(obs))  # collect_rollouts' acting call
     assert np.array_equal(tap.env_action(tap.pop()), ours)
     assert tap.pop() is None  # read once
     tap.close()
     with torch.no_grad():
-        model.predict(obs)
+        model.policy(torch.as_tensor(obs)) if algo is not DQN else model.predict(obs)
     assert tap.pop() is None
 
 
