@@ -28,8 +28,7 @@ ACTOR_CRITIC_ONLY = (
     "action_saturation", "q_overestimation", "dead_relu", "entropy_collapse",
     "entropy_temperature", "critic_fit", "actor_fit", "actor_direction", "gradient_noise",
     "learning_rate", "long_horizon", "no_learning", "excess_noise", "target_smoothing",
-    "partial_observability", "q_divergence", "target_update", "ignored_action",
-    "value_policy_imbalance")
+    "partial_observability", "q_divergence", "ignored_action", "value_policy_imbalance")
 # Rules about the reward, the observations, the episodes' ends, the gradients (a
 # loop's optimiser that never clears them among them) and the run's health: every family.
 EVERY_FAMILY = (
@@ -69,6 +68,11 @@ def test_a_rule_about_rewards_observations_episodes_or_gradients_judges_every_on
 def test_the_replay_rules_judge_dqn_and_not_ppo():
     for rule in ("small_replay", "transition_integrity", "sample_recency"):
         assert all_specs()[rule].judges("dqn") and not all_specs()[rule].judges("a2c")
+
+
+def test_target_update_judges_the_q_critics_and_dqns_target_not_ppos():
+    judged = {algo for algo in (*OWN, *WATCHED) if all_specs()["target_update"].judges(algo)}
+    assert judged == {*OWN, "dqn"}
 
 
 def test_diagnose_is_told_which_rules_do_not_judge_an_algorithm():

@@ -73,6 +73,12 @@ CASES = (
          ("q_beyond_returns", "q_explosion", "critic_loss_explosion"),
          "target_update_interval", "up",
          sets={"train_freq": 1, "gradient_steps": 1, "target_update_interval": 1}),
+    Case("dqn_target_sync_too_rare_cartpole",
+         "anthonytorlucci/rlevo#337 (a target hard-synced every 10,000 steps, SB3's "
+         "Atari-scale default, updates a 30k-step CartPole run's target 3 times); "
+         "keras-rl/keras-rl#55 (the target update period's huge effect on learning)",
+         "data", "dqn_cartpole", ("target_update",), "target_update_interval", "down",
+         sets={"target_update_interval": 10_000}, seeds=2),
     Case("dqn_buffer_tiny_lunarlander",
          "DLR-RM/stable-baselines3#214 (DQN does not converge: raise the "
          "buffer to 1e5-1e6); Zhang & Sutton 2017, \"A Deeper Look at Experience Replay\"",
