@@ -211,6 +211,20 @@ def test_entropy_collapse_is_quiet_otherwise(tmp_path, entropy, level, best):
     assert collapse_run(PolicyEntropyCollapse(context(tmp_path)), entropy, level, best) == []
 
 
+def test_a_converged_policy_whose_returns_vary_with_the_start_is_not_a_collapse(tmp_path):
+    """MountainCar solved: the mean of the last episodes (-140) stays under half the way
+    from the first (-200) to the run's luckiest episode (-83), but some of its episodes
+    (-88) still come near it: the policy reaches what its best episodes did."""
+    hook = PolicyEntropyCollapse(context(tmp_path, discrete=3))
+    episodes(hook, [-200.0] * 20 + [-83.0], ROLLOUT)
+    found = rollouts(hook, [{"entropy_loss": -1.1}])
+    for k in range(2, 62):
+        episodes(hook, [-160.0, -172.0, -150.0, -88.0] if k % 5 == 0 else [-160.0, -150.0],
+                 k * ROLLOUT)
+        found += hook.on_update(Update(k * ROLLOUT, k, {"entropy_loss": -0.05}))
+    assert found == []
+
+
 def test_a_gaussian_policys_collapse_is_its_drop_in_nats(tmp_path):
     hook = PolicyEntropyCollapse(context(tmp_path, discrete=None))
     # from 1.4 nats to -1.0: 2.4 nats per action dimension

@@ -10,7 +10,10 @@ handed on with each of its updates, judged once.
   Gaussian one: more than `gaussian_drop` nats per action dimension under its first
   rollout's), while the return has stopped rising (no new best of the mean of the last
   `episodes` episodes for `stall_steps` env steps) below what the run's own episodes
-  showed reachable (under half the way from its first episodes to its best one). A
+  showed reachable: not one of the last `episodes` episodes came half the way from the
+  first episodes' mean return to the run's best episode (the best of them, not their
+  mean: a converged policy whose returns vary with the start state, PPO's MountainCar,
+  still reaches its best episodes' returns now and then). A
   policy that stops exploring before it has found what its best episodes found: an
   entropy bonus (`ent_coef`) keeps it exploring (Schulman et al., 2017; Andrychowicz
   et al., 2021, "What matters in on-policy RL", section on regularisation); where the
@@ -65,7 +68,8 @@ SPECS = (
         fires_when="a categorical policy's entropy is under this share of the uniform "
                    "policy's (a Gaussian's: `gaussian_drop` nats per action dimension under "
                    "its first rollout's) while the return has made no new best for "
-                   "`stall_steps` env steps, under half the way to the run's best episode",
+                   "`stall_steps` env steps, none of the last `episodes` episodes half the "
+                   "way to the run's best episode",
         hypothesis="if the policy turns near-deterministic before it has found what its "
                    "best episodes found (no entropy bonus, or steps large enough to jump "
                    "to a deterministic policy), then its entropy collapses and the return "
@@ -164,7 +168,8 @@ class PolicyEntropyCollapse(RolloutRule):
         stalled = env_steps - self.best_level_at
         level = sum(self.recent) / len(self.recent)
         reachable = self.best_episode - self.first_level  # what its best episode gained
-        kept = (level - self.first_level) / reachable if reachable > 0 else 1.0
+        # what the policy still reaches: its best recent episode
+        kept = (max(self.recent) - self.first_level) / reachable if reachable > 0 else 1.0
         self.record(env_steps, entropy=round(entropy, 4), stalled_steps=stalled,
                     kept_gain=round(kept, 3))
         if stalled < self.settings.stall_steps or kept >= 0.5:
@@ -206,8 +211,9 @@ class PolicyEntropyCollapse(RolloutRule):
             env_steps, round(self.collapse, 4),
             f"the policy's entropy is {entropy:.3g} ({how}) and the mean return of the last "
             f"{len(self.recent)} episodes, {level:.4g}, has made no new best for {stalled} "
-            f"env steps, under half the way from the first episodes' {self.first_level:.4g} "
-            f"to the run's best episode {self.best_episode:.4g}: the policy stopped "
+            f"env steps, the best of them ({max(self.recent):.4g}) under half the way from "
+            f"the first episodes' {self.first_level:.4g} to the run's best episode "
+            f"{self.best_episode:.4g}: the policy stopped "
             f"exploring before it found what its best episodes did; {why}",
             suggested_set=fix)
 
