@@ -24,6 +24,7 @@ from rltrain.agents.probes import Probe
 from rltrain.agents.registry import ON_POLICY, Algorithm
 from rltrain.integrations.library_keys import plain
 from rltrain.integrations.sb3_settings import ARGUMENTS, learning_rate, updates_per_env_step
+from rltrain.integrations.sb3_view import on_last_obs
 from rltrain.integrations.value_views import (
     action_bounds,
     discrete_n,
@@ -146,14 +147,9 @@ def mode_tap(model: Any) -> ModeTap | None:
     input is the training envs' current observations."""
     if hasattr(model, "q_net"):  # DQN
         start = float(model.action_space.start)
-
-        def on_last_obs(inputs: tuple) -> bool:
-            last = model._last_obs
-            return isinstance(last, np.ndarray) and np.array_equal(
-                inputs[0].detach().cpu().numpy(), last)
-
         return ModeTap(model.q_net, model.n_envs,
-                       lambda q: q.argmax(dim=1, keepdim=True).float() + start, on_last_obs)
+                       lambda q: q.argmax(dim=1, keepdim=True).float() + start,
+                       lambda inputs: on_last_obs(model, inputs))
     policy = model.policy
     if not direct_mode(policy):
         return None

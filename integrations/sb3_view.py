@@ -104,9 +104,7 @@ class PolicyTap:
             self._handles.append(actor.log_std.register_forward_hook(self._keep_std))
 
     def _enter(self, module: Any, inputs: tuple) -> None:
-        last = self.model._last_obs
-        self.acting = (not torch.is_grad_enabled() and isinstance(last, np.ndarray)
-                       and np.array_equal(inputs[0].detach().cpu().numpy(), last))
+        self.acting = not torch.is_grad_enabled() and on_last_obs(self.model, inputs)
 
     def _leave(self, *_: Any) -> None:
         self.acting = False
@@ -163,6 +161,18 @@ class PolicyTap:
     def close(self) -> None:
         for handle in self._handles:
             handle.remove()
+
+
+def on_last_obs(model: Any, inputs: tuple) -> bool:
+    """Whether a pass's input is the training envs' current observations (SB3's
+    `_last_obs`, what it acts on): shapes compared first, so that other passes (the
+    probes' batches, on a GPU too) cost no copy to the host."""
+    last = model._last_obs
+    if not inputs or not isinstance(last, np.ndarray):
+        return False
+    x = inputs[0]
+    return (isinstance(x, torch.Tensor) and tuple(x.shape) == last.shape
+            and np.array_equal(x.detach().cpu().numpy(), last))
 
 
 def sb3_view(model: Any) -> tuple[AgentView, Scale]:

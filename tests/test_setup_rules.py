@@ -315,16 +315,18 @@ def test_rule_state_round_trips(tmp_path: Path) -> None:
     assert again.state_dict() == hook.state_dict()
 
 
-def _dqn_target_findings(tmp_path: Path, interval: int | None, drift: float = 0.01) -> list:
+def _dqn_target_findings(tmp_path: Path, interval: int | None, drift: float = 0.01,
+                         tau: float = 1.0) -> list:
     """60 updates of a DQN whose Q network drifts `drift` of its norm per update (two
     env steps each), its target copied every `interval` env steps (the library's
     recorded setting; None: not recorded, and never copied)."""
     from types import SimpleNamespace
 
-    library = {"algorithm": "DQN"}
+    library: dict[str, Any] = {"algorithm": "DQN", "tau": tau}
     if interval is not None:
         library["target_update_interval"] = interval
     copy_every = interval or 10**9
+    torch.manual_seed(0)
     config = tiny_config(tmp_path, algo="dqn", learning_starts=0, library=library,
                          diagnostics={"target_update": {**EVERY, "frozen": 0.5}})
     q_net = torch.nn.Sequential(torch.nn.Linear(3, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
@@ -340,7 +342,9 @@ def _dqn_target_findings(tmp_path: Path, interval: int | None, drift: float = 0.
             for p, d in zip(q_net.parameters(), directions, strict=True):
                 p.add_(d * drift * p.norm() / d.norm())
         if (2 * k) % copy_every == 0:
-            target.load_state_dict(q_net.state_dict())
+            with torch.no_grad():
+                for t, p in zip(target.parameters(), q_net.parameters(), strict=True):
+                    t.lerp_(p, tau)
         found += hook.on_update(Update(2 * k, k, {"critic_loss": 1.0}))
     return found
 
@@ -375,3 +379,11 @@ def test_a_dqn_target_copied_as_often_as_proposed_is_left_to_the_rate(tmp_path: 
     env steps (30 updates, under the proposed 200) half its norm behind: not the
     interval's fault."""
     assert _dqn_target_findings(tmp_path, 60, drift=0.05) == []
+
+
+def test_a_dqn_target_averaged_with_a_tiny_tau_names_tau(tmp_path: Path) -> None:
+    """Updated every 10 env steps (5 updates) but only 1% of the way each time (SB3's and
+    RLlib's DQN `tau`): as frozen as a rare copy, and tau is the key to change."""
+    found = _dqn_target_findings(tmp_path, 10, drift=0.02, tau=0.01)
+    assert found and "tau 0.01" in found[-1].message
+    assert found[-1].suggested_set == {"tau": 1.0}

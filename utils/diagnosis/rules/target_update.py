@@ -20,7 +20,9 @@ Zoo's tuned CartPole (every 10 env steps), so a DQN is judged for a frozen targe
 further than `frozen` of the Q network's norm, its TD targets come from a network it no
 longer is (SB3's default of 10,000 env steps is Atari's scale: a 50,000-step CartPole run
 copies it five times). The fix proposed is a copy about every 1/tau updates
-(PROPOSED_TAU's), in env steps at the run's own updates per env step. A target that did
+(PROPOSED_TAU's), in env steps at the run's own updates per env step; where the library's
+own `tau` (Polyak averaging at each of its updates, 1 by default) makes the target lag
+although the interval is short, tau 1. A target that did
 not change over the newest spans is a target never updated only where the interval is
 known and shorter than those spans. A frozen target copied at least as often as
 proposed is left to the rules on the rate: the Q network itself moves too fast.
@@ -149,21 +151,35 @@ class TargetUpdate(RuleHook):
         if distance <= self.settings.frozen:
             return []
         interval = library_setting(self.context.config, "target_update_interval")
+        tau = self._copy_tau()
         proposed = self._proposed_interval()
-        if isinstance(interval, int) and proposed >= interval:
+        if isinstance(interval, int) and proposed >= interval / tau:
             return []  # copied often enough: the Q network itself moves too fast
         every = (f"copied every {interval} env steps" if isinstance(interval, int)
                  else "copied rarely")
-        fix = {"target_update_interval": proposed} if isinstance(interval, int) else {}
-        how = (f"target_update_interval {proposed} (about {1 / PROPOSED_TAU:.0f} updates at "
-               f"this run's {self.updates_per_step:.2g} updates per env step)" if fix else
-               f"copy it about every {1 / PROPOSED_TAU:.0f} updates")
+        fix: dict[str, Any] = {}
+        if isinstance(interval, int) and tau < 1 and proposed >= interval:
+            every += f" but moved only tau {tau:g} of the way each time"
+            fix = {"tau": 1.0}
+            how = "tau 1 (a copy at each of those updates)"
+        elif isinstance(interval, int):
+            fix = {"target_update_interval": proposed}
+            how = (f"target_update_interval {proposed} (about {1 / PROPOSED_TAU:.0f} updates "
+                   f"at this run's {self.updates_per_step:.2g} updates per env step)")
+        else:
+            how = f"copy it about every {1 / PROPOSED_TAU:.0f} updates"
         # (no lag: SB3 hands a DQN's gradient steps on in bursts, between which the
         # weights the rule sees do not move)
         return self.rule.fire(env_steps, {"distance": float(f"{distance:.3g}")},
                               f"the Q network's target is {distance:.2g} of the Q network's "
                               f"norm away, {every}: its TD targets come from a network it "
                               f"no longer is; {how}", suggested_set=fix)
+
+    def _copy_tau(self) -> float:
+        """How far each of a DQN's target updates moves it (SB3's and RLlib's `tau`: 1, a
+        copy, by default; Polyak averaging below)."""
+        tau = library_setting(self.context.config, "tau", 1.0)
+        return float(tau) if isinstance(tau, (int, float)) and 0 < tau <= 1 else 1.0
 
     def _proposed_interval(self) -> int:
         """Env steps between two copies for a copy about every 1/PROPOSED_TAU updates."""
@@ -175,7 +191,7 @@ class TargetUpdate(RuleHook):
         interval = library_setting(self.context.config, "target_update_interval")
         if not isinstance(interval, (int, float)):
             return None
-        return float(interval) * self.updates_per_step
+        return float(interval) * self.updates_per_step / self._copy_tau()
 
     def _never_updated(self, env_steps: int) -> list[Finding]:
         """The target did not change in any of the newest spans; the online critic did.
