@@ -29,7 +29,9 @@ scripts/workers/worker_checkpoint.py's, their pace (status.json, TensorBoard, th
 
 from __future__ import annotations
 
+import atexit
 import os
+import threading
 import time
 from collections import deque
 from typing import Any, Callable
@@ -49,6 +51,8 @@ from rltrain.utils.training.exploration import Exploration
 from rltrain.utils.training.normalize import Normalizer
 
 INSTALL_HINT = 'num_workers (--workers) needs Ray: pip install "rltrain[workers]"'
+
+SHUTDOWN_WAIT = 20.0  # seconds Ray's teardown gets once the cluster is lost
 
 
 def make_collector(config: TrainConfig, exploration: Exploration, actor: torch.nn.Module,
@@ -125,13 +129,23 @@ class DistributedCollector(RunnerCheckpoint):
             self.ray.get([r.reseed.remote(seed) for r in self.runners])
 
     def close(self) -> None:
-        """End the runners (gone already with a lost cluster) and this process' Ray."""
+        """End the runners (gone already with a lost cluster) and this process' Ray. With
+        the cluster lost, Ray's own teardown may wait on a connection that never comes
+        back: it gets SHUTDOWN_WAIT seconds in a thread of its own (the run's checkpoint
+        is written by then), and Ray's exit hook, which would wait the same, is removed."""
         if self.cluster_gone is None:
             for runner in self.runners:
                 self.ray.kill(runner)
         self.runners = []
-        if self.owns_ray:
+        if not self.owns_ray:
+            return
+        if self.cluster_gone is None:
             self.ray.shutdown()
+            return
+        atexit.unregister(self.ray.shutdown)
+        ending = threading.Thread(target=self.ray.shutdown, name="ray-shutdown", daemon=True)
+        ending.start()
+        ending.join(timeout=SHUTDOWN_WAIT)
 
     # --------------------------------------------------------- transitions
     def next(self, env_steps: int, policy: Callable[[np.ndarray], np.ndarray]) -> Transition:
