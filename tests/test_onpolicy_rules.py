@@ -253,6 +253,20 @@ def test_an_entropy_bonus_that_keeps_the_policy_random_is_named(tmp_path, ent_co
         assert found[0].value == pytest.approx(0.6 / math.log(2), abs=1e-3)
 
 
+def test_an_entropy_bonus_judges_the_mean_of_the_recent_episodes(tmp_path):
+    """A policy kept near random by ent_coef 1 reaches a good episode by chance now and
+    then (80 among 9s): what it keeps is its mean, which stays under half the way."""
+    from rltrain.utils.diagnosis.rules.entropy_bonus import EntropyBonus
+
+    hook = EntropyBonus(context(tmp_path, ent_coef=1.0))
+    episodes(hook, [18.0, 22.0] * 10 + [80.0], ROLLOUT)
+    found = rollouts(hook, [{"entropy_loss": -0.69}])
+    for k in range(2, 62):
+        episodes(hook, [9.0, 75.0 if k % 4 == 0 else 9.0], k * ROLLOUT)
+        found += hook.on_update(Update(k * ROLLOUT, k, {"entropy_loss": -0.6}))
+    assert [f.suggested_set for f in found] == [{"ent_coef": 0.01}]
+
+
 @pytest.mark.parametrize("cls", [PolicyEntropyCollapse, PolicyStepSize, ValueFit])
 def test_state_round_trips(tmp_path, cls):
     hook = cls(context(tmp_path))

@@ -59,6 +59,11 @@ class EntropyBonus(PolicyEntropyCollapse):
             return []
         return super().report(env_steps, metrics)
 
+    def _reach(self) -> float:
+        """Here the mean of the recent episodes: a policy kept near random reaches a good
+        episode now and then by chance; what it keeps is its mean."""
+        return sum(self.recent) / len(self.recent)
+
     def _collapsed(self, entropy: float) -> bool:
         """Here: whether the entropy is held up (the stall is judged where it is)."""
         n = self.context.view.discrete_actions if self.context.view is not None else None

@@ -168,14 +168,18 @@ class PolicyEntropyCollapse(RolloutRule):
         stalled = env_steps - self.best_level_at
         level = sum(self.recent) / len(self.recent)
         reachable = self.best_episode - self.first_level  # what its best episode gained
-        # what the policy still reaches: its best recent episode
-        kept = (max(self.recent) - self.first_level) / reachable if reachable > 0 else 1.0
+        kept = (self._reach() - self.first_level) / reachable if reachable > 0 else 1.0
         self.record(env_steps, entropy=round(entropy, 4), stalled_steps=stalled,
                     kept_gain=round(kept, 3))
         if stalled < self.settings.stall_steps or kept >= 0.5:
             return []
         self.best_level_at = env_steps  # the next finding needs as long a stall again
         return self._finding(env_steps, entropy, level, stalled)
+
+    def _reach(self) -> float:
+        """What the policy still reaches: its best recent episode (a deterministic policy
+        whose returns vary with the start state reaches its best ones now and then)."""
+        return max(self.recent)
 
     def _collapsed(self, entropy: float) -> bool:
         n = self.context.view.discrete_actions if self.context.view is not None else None
