@@ -49,8 +49,7 @@ from rltrain.integrations.sb3_models import (
     watched,
 )
 from rltrain.integrations.sb3_settings import SB3Keys
-from rltrain.integrations.sb3_value_view import ModeTap, mode_tap
-from rltrain.integrations.sb3_view import PolicyTap
+from rltrain.integrations.sb3_taps import ModeTap, PolicyTap, mode_tap
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
 from rltrain.utils.diagnosis.rules.health.non_finite import finite_rows

@@ -20,7 +20,8 @@ from stable_baselines3.common.env_util import make_vec_env
 
 import rltrain
 from rltrain.integrations.sb3 import RltrainCallback
-from rltrain.integrations.sb3_view import PolicyTap, SB3Replay, sb3_view
+from rltrain.integrations.sb3_taps import PolicyTap
+from rltrain.integrations.sb3_view import SB3Replay, sb3_view
 from rltrain.scripts.cli import cli
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.diagnosis.rules.registry import rule_hooks

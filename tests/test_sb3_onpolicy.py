@@ -220,7 +220,8 @@ def test_the_tap_gives_the_mode_of_the_acting_pass_and_skips_the_others(algo, en
     many rows (an EvalCallback's) and a pass of another batch size are not kept."""
     import numpy as np
 
-    from rltrain.integrations.sb3_value_view import dqn_view, mode_tap, onpolicy_view
+    from rltrain.integrations.sb3_taps import mode_tap
+    from rltrain.integrations.sb3_value_view import dqn_view, onpolicy_view
 
     model = algo("MlpPolicy", make_vec_env(env_id, n_envs=3, seed=0), seed=0, device="cpu")
     view = dqn_view(model) if algo is DQN else onpolicy_view(model)
