@@ -52,7 +52,7 @@ from rltrain.integrations.sb3_settings import SB3Keys
 from rltrain.integrations.sb3_taps import ModeTap, PolicyTap, mode_tap
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
-from rltrain.utils.diagnosis.rules.health.non_finite import finite_rows
+from rltrain.utils.diagnosis.rules.health.non_finite import finite_rows, is_finite
 from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.run.folders import RunPaths
@@ -202,20 +202,14 @@ class RltrainCallback(BaseCallback):
             s.sample(obs)
         drawn = None if out is None else tap.exploration(out, loc.get("buffer_actions"),
                                                         self.model.action_noise)
-        finite = finite_rows(new_obs, actions, rewards)  # one call for the vector step
-        for env in range(len(dones)):
-            done, info = bool(dones[env]), infos[env]
-            truncated = done and bool(info.get("TimeLimit.truncated", False))
-            final = info.get("terminal_observation") if done else None
-            stored = s.step(env, obs[env], actions[env], float(rewards[env]),
-                            new_obs[env] if final is None else final, done and not truncated,
-                            truncated, s.terms.of_env(info),
-                            *((None, None) if drawn is None else (drawn[0][env], drawn[1][env])),
-                            finite=None if final is not None else bool(finite[env]))
-            if self.kept is not None and stored:  # as rltrain's replay buffer takes them
-                self.kept.add(obs[env], actions[env], float(learnt[env]),
-                              new_obs[env] if final is None else final, done and not truncated,
-                              truncated)
+        next_obs, terminated, truncated, finite = transitions(new_obs, actions, rewards,
+                                                              dones, infos)
+        s.steps(obs, actions, rewards, next_obs, terminated, truncated, finite,
+                s.terms.of_envs(infos, len(dones)), *((None, None) if drawn is None else drawn))
+        if self.kept is not None:  # as rltrain's replay buffer takes them
+            rows = finite if not finite.all() else slice(None)
+            self.kept.add_rows(obs[rows], actions[rows], np.asarray(learnt)[rows],
+                               next_obs[rows], terminated[rows], truncated[rows])
         if tap is not None:
             tap.pop()  # passes since the acting one (an evaluation's, the map's actor)
         if s.pause is None or not self._safe_point():
@@ -308,6 +302,29 @@ class RltrainCallback(BaseCallback):
         return (f"{files}  once the cause is fixed, continue the run with:\n{load}"
                 f"    model.learn({left}, reset_num_timesteps=False, "
                 f"callback=RltrainCallback(run_name=\"{s.paths.name}\"{folders}))")
+
+
+def transitions(new_obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+                dones: np.ndarray, infos: list[dict[str, Any]]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A vector step of SB3's as rltrain's transitions: each env's next observation (the
+    true final one, from its info, where its episode ended: SB3 has reset that env
+    already), terminated and truncated (SB3's TimeLimit.truncated), and whether each is
+    finite (what rltrain's replay buffer would store)."""
+    finite = finite_rows(new_obs, actions, rewards)  # one call for the vector step
+    dones = np.asarray(dones, dtype=bool)
+    truncated = np.zeros(len(dones), dtype=bool)
+    next_obs = new_obs
+    for env in np.flatnonzero(dones):
+        info = infos[env]
+        truncated[env] = bool(info.get("TimeLimit.truncated", False))
+        final = info.get("terminal_observation")
+        if final is not None:
+            if next_obs is new_obs:
+                next_obs = np.array(new_obs)  # SB3's own array stays as it is
+            next_obs[env] = final
+            finite[env] = is_finite(final, actions[env], float(rewards[env]))
+    return next_obs, dones & ~truncated, truncated, finite
 
 
 __all__ = ["RltrainCallback", "check_model"]  # check_model: integrations/sb3_models.py

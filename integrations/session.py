@@ -27,7 +27,7 @@ from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.findings import Finding
-from rltrain.utils.hooks.hook import Step, Update
+from rltrain.utils.hooks.hook import Step, Steps, Update
 from rltrain.utils.run.folders import (
     RunLock,
     RunPaths,
@@ -44,8 +44,10 @@ from rltrain.utils.run.shell import (
     Counters,
     EpisodeTally,
     RunHooks,
+    add_reward,
     count_step,
     counters_status,
+    end_episode,
     make_diagnostics,
     next_episode_index,
 )
@@ -289,6 +291,31 @@ class Session:
                 next_episode_index(self.counters, self.config.num_envs))
         return finite
 
+    def steps(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray,
+              next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+              finite: np.ndarray, reward_terms: list[dict[str, float] | None] | None = None,
+              noise: np.ndarray | None = None, steered: np.ndarray | None = None) -> None:
+        """One vector step, a row per training env (as `step` of each env in turn, told
+        to the hooks at once): `next_obs` holds the true final observation where an
+        episode ended; `finite`: `is_finite` of each row (what rltrain's replay buffer
+        would store)."""
+        n = len(reward)
+        self.counters.env_steps += n
+        self.hooks.on_steps(Steps(self.env_steps, obs, action, reward, next_obs, terminated,
+                                  truncated, finite, noise, steered))
+        ended_rows = terminated | truncated
+        first = self.env_steps - n + 1
+        for env in range(n):  # the library decides where its episodes end
+            episode = self.episodes[env]
+            if reward_terms is not None and reward_terms[env]:
+                add_terms(episode.reward_terms, reward_terms[env])
+            add_reward(episode, float(reward[env]))
+            if ended_rows[env]:
+                self.hooks.on_episode_end(end_episode(
+                    self.counters, episode, first + env, env, bool(terminated[env])))
+                self.episodes[env] = EpisodeTally(
+                    next_episode_index(self.counters, self.config.num_envs))
+
     def update(self, metrics: dict[str, float]) -> None:
         self.updates += 1
         self.hooks.on_update(Update(self.env_steps, self.updates, metrics))
@@ -296,8 +323,7 @@ class Session:
     def step_end(self) -> None:
         """After the updates of the latest env steps: what is due by step count."""
         before, now = self._ended, self.env_steps
-        for steps in range(before + 1, now + 1):
-            self.hooks.on_step_end(steps)
+        self.hooks.on_steps_end(before, now)
         self._ended = now
         self.monitor.due(before, now, self.eval_env is not None)
         if now // 100 > before // 100:  # a heartbeat, at most every few seconds

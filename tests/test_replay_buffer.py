@@ -46,6 +46,24 @@ def test_ring_wraps_and_overwrites_the_oldest(staged):
     assert column(buffer, "obs")[:, 0].tolist() == [5, 6, 2, 3, 4]
 
 
+@pytest.mark.parametrize("staged", STAGED)
+def test_rows_added_at_once_are_as_rows_added_one_by_one(staged):
+    """`add_rows` (a vector step's transitions) writes what `add` of each in turn would:
+    the same columns, ring pointer and truncation flags, across the ring's wrap."""
+    one, many = (ReplayBuffer(5, 3, 2, DEVICE, seed=0, staged=staged) for _ in range(2))
+    fill(one, 8)
+    i = np.arange(8)
+    obs = np.repeat(i[:, None], 3, axis=1).astype(np.float32)
+    many.add_rows(obs[:3], -np.repeat(i[:3, None], 2, axis=1).astype(np.float32),
+                  i[:3] / 10, obs[:3] + 0.5, i[:3] % 3 == 0, i[:3] % 5 == 0)
+    many.add_rows(obs[3:], -np.repeat(i[3:, None], 2, axis=1).astype(np.float32),
+                  i[3:] / 10, obs[3:] + 0.5, i[3:] % 3 == 0, i[3:] % 5 == 0)
+    many.add_rows(obs[:0], obs[:0, :2], i[:0] / 10, obs[:0], i[:0] > 0, i[:0] > 0)
+    assert (len(many), many.ptr) == (len(one), one.ptr) == (5, 3)
+    for name in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated"):
+        assert torch.equal(column(many, name), column(one, name)), name
+
+
 def test_staged_rows_that_wrap_the_ring_land_in_their_rows():
     """Staged rows are one run of consecutive ring rows, copied as slices: here 7, 8, 9,
     0, 1, 2 in one flush, and more adds between two samples than the ring holds."""

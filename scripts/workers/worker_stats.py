@@ -91,6 +91,7 @@ class RunnerMetrics(Hook):
     def __init__(self, collector: Any, logger: Any, log_freq: int,
                  judge: PaceCheck | None = None) -> None:
         self.collector, self.logger, self.log_freq = collector, logger, log_freq
+        self.step_end_every = log_freq
         self.judge = judge
         self.judged = 0  # the readings judged so far
 

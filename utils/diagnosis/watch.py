@@ -13,6 +13,7 @@ statistics go to TensorBoard under `flow1/` and `gradients/` and to
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -40,7 +41,7 @@ from rltrain.utils.diagnosis.rules.reward_terms import RewardTerms
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.findings import Finding
-from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Hook, Step, Update
+from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Hook, Step, Steps, Update
 from rltrain.utils.io.checkpoint import write_json
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.logger import RunLogger
@@ -61,7 +62,7 @@ class Flow1Diagnostics(Hook):
         normalize.observations, the run's current statistics, frozen); the videos use it."""
         self.config, self.settings = config, config.diagnostics
         self.agent, self.buffer, self.paths, self.logger = agent, buffer, paths, logger
-        self.say, self.env_steps = say, 0
+        self.say = say
         self.pending: list[Finding] = []  # made during the hook method being called
         low, high = agent.action_low, agent.action_high
         self.low, self.high = low, high
@@ -91,6 +92,8 @@ class Flow1Diagnostics(Hook):
         self.actor_pre_clip: float | None = None
         self.seconds, self.timing = 0.0, False
         self.drawn: tuple[float, float] | None = None  # the last picture: its end, its cost
+        self.step_end_every = math.gcd(self.settings.heatmap_freq,
+                                       self.settings.snapshot_freq or 0)
         self._hook = None
         self.attach()
         self.videos = snapshots.BehaviourVideos(config, paths.log_dir / "videos", say, logger)
@@ -110,7 +113,7 @@ class Flow1Diagnostics(Hook):
         heatmap gets one at its end."""
         self._hook.remove()
         if not (self.paths.log_dir / "heatmaps").exists() and self.map.ready():
-            self._heatmap(self.env_steps)
+            self._heatmap(self.map.env_steps)
 
     # ---------------------------------------------------------------- findings
     def _report(self, found: list[Finding]) -> None:
@@ -130,10 +133,22 @@ class Flow1Diagnostics(Hook):
     def on_step(self, step: Step) -> None:
         self.inputs.on_step(step)
         if step.stored:  # what went into the replay buffer
-            self.reward.add(step.reward, step.env)
-            if self.runners:  # the actor acted in the runners: the map samples it here
-                self.sample_env(step.env, step.obs, step.env_steps - 1)
-            self.map.on_step(step.env_steps, step.env)
+            self._stored(step.env_steps, step.env, step.reward, step.obs)
+
+    @hook_method
+    def on_steps(self, steps: Steps) -> None:
+        self.inputs.on_steps(steps)
+        first, rewards = steps.first, steps.reward.tolist()
+        for env, stored in enumerate(steps.stored.tolist()):
+            if stored:  # what went into the replay buffer
+                self._stored(first + env, env, rewards[env], steps.obs[env])
+
+    def _stored(self, env_steps: int, env: int, reward: float, obs: np.ndarray) -> None:
+        """A step that went into the replay buffer."""
+        self.reward.add(reward, env)
+        if self.runners:  # the actor acted in the runners: the map samples it here
+            self.sample_env(env, obs, env_steps - 1)
+        self.map.on_step(env_steps, env)
 
     def sample_env(self, env: int, obs: np.ndarray, env_steps: int) -> None:
         """One training env's state and the policy's deterministic action there, where
@@ -202,7 +217,7 @@ class Flow1Diagnostics(Hook):
 
     @hook_method
     def on_step_end(self, env_steps: int) -> None:
-        s, self.env_steps = self.settings, env_steps
+        s = self.settings
         if env_steps % s.heatmap_freq == 0 and self.map.ready():
             with self.paused_collection():
                 self._heatmap(env_steps)

@@ -18,9 +18,11 @@ What a hook returns, `Finding`, and what happens to it are the monitor's
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 if TYPE_CHECKING:  # annotations only: the config (which imports the rules) needs no numpy
     import numpy as np
@@ -47,6 +49,44 @@ class Step:
     # (a random warm-up action, or the library does not say).
     noise: np.ndarray | None = None
     steered: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Steps:
+    """One vector step: a step of every training env at once, row i env i's, in the
+    order a loop telling them one by one would (env i's is env step `first + i`). A
+    hook that judges them as arrays overrides `Hook.on_steps`; any other sees each
+    `Step` in turn."""
+
+    env_steps: int  # env steps so far, these included
+    obs: np.ndarray         # [num_envs, ...]
+    action: np.ndarray      # [num_envs, action_dim]
+    reward: np.ndarray      # [num_envs], float64
+    next_obs: np.ndarray    # [num_envs, ...]: the true final observation where one ended
+    terminated: np.ndarray  # [num_envs], bool
+    truncated: np.ndarray   # [num_envs], bool
+    stored: np.ndarray      # [num_envs], bool
+    noise: np.ndarray | None = None    # [num_envs, action_dim], as Step's (None: unknown)
+    steered: np.ndarray | None = None
+
+    @property
+    def first(self) -> int:
+        return self.env_steps - len(self.reward) + 1
+
+    @functools.cached_property
+    def largest_abs_reward(self) -> float:
+        """The largest finite |reward| among them (0 where none is): several rules keep
+        the run's largest."""
+        return max((abs(r) for r in self.reward.tolist() if math.isfinite(r)), default=0.0)
+
+    def each(self) -> Iterator[Step]:
+        noise, steered, first = self.noise, self.steered, self.first
+        for env in range(len(self.reward)):
+            yield Step(first + env, env, self.obs[env], self.action[env],
+                       float(self.reward[env]), self.next_obs[env],
+                       bool(self.terminated[env]), bool(self.truncated[env]),
+                       bool(self.stored[env]), None if noise is None else noise[env],
+                       None if steered is None else steered[env])
 
 
 @dataclass(frozen=True)
@@ -82,16 +122,28 @@ class Hook:
     """Watches training; every method may return findings (none by default)."""
 
     name = "hook"
+    # `on_step_end` is called at the env steps that are multiples of this only (every
+    # step: 1); a hook whose work there is due every N steps says N, and a loop whose
+    # vector step adds many env steps calls it at those steps alone.
+    step_end_every = 1
 
     def on_step(self, step: Step) -> list[Finding]:
         """After an env step, before the updates it allows."""
         return []
 
+    def on_steps(self, steps: Steps) -> list[Finding]:
+        """A vector step's env steps; by default `on_step` of each in turn."""
+        found: list[Finding] = []
+        for step in steps.each():
+            found += self.on_step(step)
+        return found
+
     def on_update(self, update: Update) -> list[Finding]:
         return []
 
     def on_step_end(self, env_steps: int) -> list[Finding]:
-        """After a step's updates, evaluation and checkpoint: what is due by step count."""
+        """After a step's updates, evaluation and checkpoint: what is due by step count
+        (called at multiples of `step_end_every`)."""
         return []
 
     def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
@@ -138,14 +190,20 @@ class HookList:
         self._methods: dict[str, list[Callable[..., list[Finding]]]] = {}
         self._made_from: list[Hook] | None = None  # the list `_methods` was made from
 
-    def _each(self, method: str, *args: Any) -> None:
+    def _calls(self, method: str) -> list[Callable[..., list[Finding]]]:
         # Hooks that keep `Hook`'s no-op for a method are left out: this runs per env step.
         if self._made_from is not self.hooks:
             self._methods, self._made_from = {}, self.hooks
         if method not in self._methods:
-            self._methods[method] = [getattr(h, method) for h in self.hooks
-                                     if getattr(type(h), method) is not getattr(Hook, method)]
-        for call in self._methods[method]:
+            # a hook that watches steps one by one is told of a vector step's too
+            own = ("on_step", "on_steps") if method == "on_steps" else (method,)
+            self._methods[method] = [
+                getattr(h, method) for h in self.hooks
+                if any(getattr(type(h), m) is not getattr(Hook, m) for m in own)]
+        return self._methods[method]
+
+    def _each(self, method: str, *args: Any) -> None:
+        for call in self._calls(method):
             found = call(*args)
             if found:
                 self.report(found)
@@ -153,11 +211,30 @@ class HookList:
     def on_step(self, step: Step) -> None:
         self._each("on_step", step)
 
+    def on_steps(self, steps: Steps) -> None:
+        """A vector step, to each hook that watches steps (`on_step` or `on_steps`)."""
+        self._each("on_steps", steps)
+
     def on_update(self, update: Update) -> None:
         self._each("on_update", update)
 
     def on_step_end(self, env_steps: int) -> None:
-        self._each("on_step_end", env_steps)
+        self.on_steps_end(env_steps - 1, env_steps)
+
+    def on_steps_end(self, before: int, now: int) -> None:
+        """`on_step_end` of the env steps in (before, now] (a vector step adds several),
+        in step order, for each hook only at the multiples of its `step_end_every`."""
+        due = []
+        for order, call in enumerate(self._calls("on_step_end")):
+            every = call.__self__.step_end_every
+            first = (before // every + 1) * every
+            due += [(steps, order, call) for steps in range(first, now + 1, every)]
+        if len(due) > 1:
+            due.sort(key=lambda d: d[:2])
+        for steps, _, call in due:
+            found = call(steps)
+            if found:
+                self.report(found)
 
     def on_episode_end(self, episode: EpisodeEnd) -> None:
         self._each("on_episode_end", episode)

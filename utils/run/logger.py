@@ -66,8 +66,15 @@ class RunLogger:
             self.writer.file_writer.add_summary(summary)
 
     def scalars(self, env_steps: int, values: dict[str, float]) -> None:
-        for tag, value in values.items():
-            self.writer.add_scalar(tag, value, env_steps)
+        """One TensorBoard event holding every value (what `add_scalar` of each would
+        write, as one record: this runs at every episode's end)."""
+        if not values:
+            return
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        self.writer.file_writer.add_summary(Summary(value=[
+            Summary.Value(tag=tag, simple_value=float(value))
+            for tag, value in values.items()]), env_steps)
 
     def text(self, tag: str, message: str, env_steps: int) -> None:
         self.writer.add_text(tag, message, env_steps)

@@ -42,6 +42,7 @@ class RunMetrics(Hook):
     def __init__(self, logger: RunLogger, log_freq: int, exploration: Any, diagnostics: Any,
                  env_steps: int, updates: int) -> None:
         self.logger, self.log_freq = logger, log_freq
+        self.step_end_every = log_freq
         self.exploration, self.diagnostics = exploration, diagnostics
         self.updates = updates
         self.loss_window: dict[str, list[float]] = {}

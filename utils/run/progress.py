@@ -131,6 +131,7 @@ class ProgressHook(Hook):
     evaluation, as the hooks are told of them."""
 
     name = "progress"
+    step_end_every = 100
 
     def __init__(self, display: ProgressDisplay, last_return: float | None,
                  best_eval: float | None) -> None:

@@ -73,18 +73,29 @@ def count_step(counters: Counters, episode: Episode, step: Step,
     """Add `step` to its episode; when the episode `ended` with it, count it and return
     its end. A NaN/inf reward is the non_finite rule's, not the return's: it is counted
     apart, so that the return says what it lacks."""
-    if math.isfinite(step.reward):
-        episode.episode_return += step.reward
+    add_reward(episode, step.reward)
+    if not ended:
+        return None
+    return end_episode(counters, episode, step.env_steps, step.env, step.terminated)
+
+
+def add_reward(episode: Episode, reward: float) -> None:
+    """One step's reward to its episode (a NaN/inf one counted apart)."""
+    if math.isfinite(reward):
+        episode.episode_return += reward
     else:
         episode.non_finite_rewards += 1
     episode.length += 1
-    if not ended:
-        return None
+
+
+def end_episode(counters: Counters, episode: Episode, env_steps: int, env: int,
+                terminated: bool) -> EpisodeEnd:
+    """Count `episode`, which ended at env step `env_steps`, and return its end."""
     counters.episodes += 1
     counters.last_return = episode.episode_return
     counters.last_non_finite_rewards = episode.non_finite_rewards
-    return EpisodeEnd(step.env_steps, step.env, episode.index, episode.episode_return,
-                      episode.length, step.terminated, episode.non_finite_rewards,
+    return EpisodeEnd(env_steps, env, episode.index, episode.episode_return,
+                      episode.length, terminated, episode.non_finite_rewards,
                       dict(episode.reward_terms) or None)
 
 

@@ -101,6 +101,32 @@ class ReplayBuffer:
         self.ptr = (self.ptr + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
 
+    def add_rows(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray,
+                 next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """Store k transitions at once, as `add` of each row in turn (row i of every
+        array: one transition)."""
+        k = len(reward)
+        if k == 0:
+            return
+        if self.staged or k > self.capacity:
+            for i in range(k):
+                self.add(obs[i], action[i], float(reward[i]), next_obs[i],
+                         bool(terminated[i]), bool(truncated[i]))
+            return
+        start = self.ptr
+        # consecutive ring rows: a slice where they do not wrap (the usual case, faster)
+        rows = (slice(start, start + k) if start + k <= self.capacity
+                else (start + np.arange(k)) % self.capacity)
+        view, c = self._view, self._cols
+        view[rows, c["obs"]] = np.reshape(obs, (k, -1))
+        view[rows, c["actions"]] = np.reshape(action, (k, -1))
+        view[rows, c["rewards"]] = np.reshape(reward, (k, 1))
+        view[rows, c["next_obs"]] = np.reshape(next_obs, (k, -1))
+        view[rows, c["terminated"]] = np.reshape(terminated, (k, 1))
+        self._truncated[rows] = truncated
+        self.ptr = (start + k) % self.capacity
+        self.size = min(self.size + k, self.capacity)
+
     def flush(self) -> None:
         """Copy staged rows to the device storage (no-op when writing in place)."""
         if not self.staged or not self._staged:

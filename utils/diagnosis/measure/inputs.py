@@ -29,7 +29,7 @@ from rltrain.utils.diagnosis.measure.action_effect import MAX_ROWS, ROWS, action
 from rltrain.utils.diagnosis.rules import episode_rules, input_rules
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.hooks.findings import Finding
-from rltrain.utils.hooks.hook import Step
+from rltrain.utils.hooks.hook import Step, Steps
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.training.replay_buffer import Batch, ReplayBuffer
 
@@ -86,7 +86,7 @@ class EpisodeEnds:
         """1/(1-gamma) over the mean episode length (None: too few episodes, or gamma 1)."""
         if len(self.lengths) < MIN_EPISODES or gamma >= 1.0:
             return None
-        return 1.0 / (1.0 - gamma) / float(np.mean(self.lengths))
+        return 1.0 / (1.0 - gamma) / (sum(self.lengths) / len(self.lengths))
 
     def state_dict(self) -> dict[str, Any]:
         return {"lengths": list(self.lengths), "terminated": list(self.terminated),
@@ -125,9 +125,7 @@ class InputChecks:
     def on_step(self, step: Step) -> None:
         """After a warm-up too short to judge: keep the first ROWS steps that carry
         exploration noise, and judge the action's effect on them."""
-        if (self.effect is not None or step.env_steps <= self.config.learning_starts
-                or self.config.learning_starts >= ROWS or self.noise_too_small() is not None
-                or self.rules["ignored_action"].rule.action == "off"):
+        if self._judged() or step.env_steps <= self.config.learning_starts:
             return
         if step.noise is None or not step.stored:
             self.silent += step.noise is None
@@ -141,6 +139,22 @@ class InputChecks:
         self.explored = Explored()  # judged: the rows are no longer needed
         self.logger.diagnostic("action_effect", step.env_steps, **self.effect)
         self.report(self.rules["ignored_action"].check(step.env_steps, self.effect))
+
+    def on_steps(self, steps: Steps) -> None:
+        """A vector step's steps, as `on_step` of each (counted at once where they carry
+        no noise)."""
+        if steps.noise is not None:
+            for step in steps.each():
+                self.on_step(step)
+        elif not self._judged():  # steps after the warm-up: none can be judged
+            self.silent += max(steps.env_steps - max(steps.first - 1,
+                                                     self.config.learning_starts), 0)
+
+    def _judged(self) -> bool:
+        """Whether the action's effect is judged already, or will never be here."""
+        return (self.effect is not None or self.config.learning_starts >= ROWS
+                or self.noise_too_small() is not None
+                or self.rules["ignored_action"].rule.action == "off")
 
     def on_episode_end(self, env_steps: int, length: int, terminated: bool) -> None:
         episodes = self.episodes

@@ -112,8 +112,8 @@ class StateActionMap:
 
     def chosen(self, num_envs: int) -> list[int]:
         """The training envs whose row of one acting call is kept, at the current rate."""
-        rate = self.sample_rate()
-        return [env for env in range(num_envs) if self.rng.random() < rate]
+        draws = self.rng.random(num_envs)  # as many draws as one per env in turn
+        return np.flatnonzero(draws < self.sample_rate()).tolist()
 
     def keep_rows(self, kept: list[int], states: np.ndarray, actions: np.ndarray) -> None:
         """Keep rows `kept` of one acting call's states and actions ([num_envs, dim])."""

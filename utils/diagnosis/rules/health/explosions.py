@@ -25,7 +25,7 @@ from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
-    from rltrain.utils.hooks.hook import Step, Update
+    from rltrain.utils.hooks.hook import Step, Steps, Update
 
 LARGE_REWARD = 1e3  # reward_scale's default limit for the typical |reward|
 RETURN_SHARE = 0.01  # a loss under this share of the squared largest return: the returns'
@@ -85,6 +85,11 @@ class Explosion(RuleHook):
         reward = abs(step.reward)
         if reward > self.largest_reward and reward != float("inf"):
             self.largest_reward = reward
+        return []
+
+    def on_steps(self, steps: Steps) -> list[Finding]:
+        if steps.largest_abs_reward > self.largest_reward:
+            self.largest_reward = steps.largest_abs_reward
         return []
 
     def on_update(self, update: Update) -> list[Finding]:

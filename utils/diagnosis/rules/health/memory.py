@@ -59,7 +59,7 @@ class Memory(RuleHook):
 
         device = self.context.device or torch.device("cpu")
         self.device = device
-        self.every = self.context.config.monitor.memory_check_freq
+        self.every = self.step_end_every = self.context.config.monitor.memory_check_freq
         self.gpu_mib = self.settings.gpu_threshold
         if self.gpu_mib is None and device.type == "cuda":
             self.gpu_mib = 0.9 * torch.cuda.get_device_properties(device).total_memory / MIB

@@ -17,7 +17,7 @@ from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
-    from rltrain.utils.hooks.hook import Evaluation, Step, Update
+    from rltrain.utils.hooks.hook import Evaluation, Step, Steps, Update
 
 SPECS = (RuleSpec(
     name='non_finite',
@@ -63,6 +63,11 @@ class NonFinite(RuleHook):
         if step.stored:  # the loop found it finite (`is_finite`)
             return []
         return self.check_transition(step.env_steps, step.next_obs, step.action, step.reward)
+
+    def on_steps(self, steps: Steps) -> list[Finding]:
+        if steps.stored.all():
+            return []
+        return [f for step in steps.each() for f in self.on_step(step)]
 
     def on_update(self, update: Update) -> list[Finding]:
         return self.check_update(update.env_steps, update.metrics)
