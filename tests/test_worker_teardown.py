@@ -27,7 +27,8 @@ def test_a_teardown_that_hangs_after_the_cluster_is_lost_does_not_hold_the_run(m
     never = threading.Event()
     unregistered = []
     monkeypatch.setattr(atexit, "unregister", unregistered.append)
-    ray = SimpleNamespace(shutdown=lambda: never.wait(), kill=lambda runner: None)
+    ray = SimpleNamespace(shutdown=lambda: never.wait(), kill=lambda runner: None,
+                          is_initialized=lambda: True)
     start = time.monotonic()
     collector("the Ray cluster was lost", ray).close()
     assert time.monotonic() - start < 5
@@ -38,8 +39,22 @@ def test_a_teardown_that_hangs_after_the_cluster_is_lost_does_not_hold_the_run(m
 def test_with_the_cluster_there_ray_is_shut_down_in_this_thread():
     calls = []
     ray = SimpleNamespace(shutdown=lambda: calls.append(threading.current_thread()),
-                          kill=lambda runner: calls.append(runner))
+                          kill=lambda runner: calls.append(runner), is_initialized=lambda: True)
     c = collector(None, ray)
     c.runners = ["a", "b"]
     c.close()
     assert calls == ["a", "b", threading.current_thread()]
+
+
+def test_a_connection_closed_is_a_lost_cluster_no_call_to_ray_starts_another(monkeypatch):
+    """A Ray Client whose connection closed is not initialized any more: `ray.kill` then
+    would start a Ray of its own (its auto-init) and wait for a cluster that is gone."""
+    monkeypatch.setattr(distributed, "SHUTDOWN_WAIT", 0.2)
+    monkeypatch.setattr(atexit, "unregister", lambda hook: None)
+    calls = []
+    ray = SimpleNamespace(shutdown=lambda: calls.append("shutdown"),
+                          kill=lambda runner: calls.append(runner), is_initialized=lambda: False)
+    c = collector(None, ray)
+    c.runners = ["a", "b"]
+    c.close()
+    assert calls == ["shutdown"] and c.runners == []  # in its thread, bounded

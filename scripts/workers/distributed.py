@@ -132,14 +132,17 @@ class DistributedCollector(RunnerCheckpoint):
         """End the runners (gone already with a lost cluster) and this process' Ray. With
         the cluster lost, Ray's own teardown may wait on a connection that never comes
         back: it gets SHUTDOWN_WAIT seconds in a thread of its own (the run's checkpoint
-        is written by then), and Ray's exit hook, which would wait the same, is removed."""
-        if self.cluster_gone is None:
+        is written by then), and Ray's exit hook, which would wait the same, is removed.
+        A connection closed is a lost cluster too: a call to Ray then would start a Ray
+        of its own (Ray's auto-init) and wait for a cluster that is not there."""
+        connected = self.cluster_gone is None and self.ray.is_initialized()
+        if connected:
             for runner in self.runners:
                 self.ray.kill(runner)
         self.runners = []
         if not self.owns_ray:
             return
-        if self.cluster_gone is None:
+        if connected:
             self.ray.shutdown()
             return
         atexit.unregister(self.ray.shutdown)

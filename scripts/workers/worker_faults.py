@@ -108,7 +108,9 @@ class RunnerFaults:
                 return self.ray.get(ref, timeout=self.config.worker_timeout)
         except self.ray.exceptions.GetTimeoutError:
             self._timed_out([runner])
-        except self.ray.exceptions.RayActorError:
+        except self.ray.exceptions.RayActorError as exc:
+            if not self.ray.is_initialized():  # its client's connection closed with it
+                raise self._cluster_lost(exc) from None
             return None
         except self.ray.exceptions.RayError as exc:  # any other: the cluster itself
             raise self._cluster_lost(exc) from None
