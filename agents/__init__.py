@@ -1,2 +1,2 @@
 """Update maths: one module per algorithm over one interface (base.py); registry.py lists
-them."""
+them, families.py their families (what each kind's runs are made of)."""

@@ -67,7 +67,7 @@ class PolicyNetwork(Protocol):
                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """An exploring action [B, action_dim] and its log-probability [B, 1], drawn from
         `generator`: what an env runner explores with. Only a policy that explores by
-        sampling itself (registry family MAX_ENTROPY) has it."""
+        sampling itself (family MAX_ENTROPY, agents/families.py) has it."""
         ...
 
 

@@ -6,12 +6,12 @@ This is the one place that names algorithms: the config schema (the `algo` choic
 one option section per algorithm), RL Zoo's and Stable-Baselines3's names for an
 option (`option(library=...)`), other tools' names for the "did you mean", the keys a
 checkpoint holds, and which rules judge a run (a rule names families, or an algorithm)
-are all read from here. Some entries are watched only: rltrain watches another
-library's training of them (SB3's PPO, A2C and DQN) and never trains them itself; their
-families (`ON_POLICY`, `Q_LEARNING`) tell the rules what such a run is made of. It
-imports neither torch nor the algorithms' modules: commands that must start quickly
-build the config from it. A run loads the module's `IMPLEMENTATION` (agents/base.py)
-when it builds the agent.
+are all read from here. Each entry names its family (agents/families.py: what runs of
+its kind are made of). Some entries are watched only: rltrain watches another library's
+training of them (SB3's PPO, A2C and DQN) and never trains them itself. It imports
+neither torch nor the algorithms' modules: commands that must start quickly build the
+config from it. A run loads the module's `IMPLEMENTATION` (agents/base.py) when it
+builds the agent.
 
 Adding an algorithm: its module in `agents/` (the agent and `IMPLEMENTATION`), its
 entry below (with its options dataclass, if it has options), and its configs. An entry
@@ -26,74 +26,15 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-# The families of algorithms, for what is true of every algorithm of a kind (the
-# collector, the config's noise keys, which rules judge a run: `RuleSpec.algorithms` may
-# name a family). Each is described once, by three things a watcher must know of a run:
-# its policy's kind, its value estimate and the data it learns from (`FAMILY_TRAITS`).
-# a deterministic policy, explored with the config's action noise (exploration_noise, ...)
-ACTION_NOISE = "action_noise"
-# a tanh-squashed Gaussian policy that explores by sampling itself, its entropy kept up by
-# a temperature: the options `ent_coef` (fixed, or learnt: "auto") and `target_entropy`
-# (what a learnt one aims at), in the algorithm's own section
-MAX_ENTROPY = "max_entropy"
-# watched only (another library trains them): a policy gradient on rollouts of the
-# current policy (PPO, A2C), a Gaussian policy for Box actions, a categorical one for
-# Discrete actions, and a state value V as its baseline; no replay buffer
-ON_POLICY = "on_policy"
-# watched only: a Q network over Discrete actions, acted on epsilon-greedily (DQN), fit
-# from a replay buffer
-Q_LEARNING = "q_learning"
-FAMILIES = (ACTION_NOISE, MAX_ENTROPY, ON_POLICY, Q_LEARNING)
-
-# A policy's kind
-DETERMINISTIC, GAUSSIAN, CATEGORICAL, EPSILON_GREEDY = (
-    "a deterministic policy", "a Gaussian policy", "a categorical policy",
-    "an epsilon-greedy choice over Q values")
-# A value estimate
-Q_CRITICS, STATE_VALUE, Q_NETWORK = ("Q critics", "a state value V", "a Q network")
-# The data it learns from
-REPLAY, ROLLOUTS = "a replay buffer", "on-policy rollouts"
-
-
-@dataclass(frozen=True)
-class Family:
-    """What a family's runs are made of."""
-
-    policies: tuple[str, ...]  # its policy's kind (two: by the action space, Box first)
-    value: str                 # its value estimate
-    data: str                  # what it learns from
-    box_actions: bool          # acts in a Box (in the env's units) always
-    discrete_actions: bool     # may act in a Discrete space
-
-    def describe(self) -> str:
-        """In words: "a Gaussian policy or a categorical policy, a state value V,
-        on-policy rollouts"."""
-        return f"{' or '.join(self.policies)}, {self.value}, {self.data}"
-
-
-FAMILY_TRAITS = {
-    ACTION_NOISE: Family((DETERMINISTIC,), Q_CRITICS, REPLAY, True, False),
-    MAX_ENTROPY: Family((GAUSSIAN,), Q_CRITICS, REPLAY, True, False),
-    ON_POLICY: Family((GAUSSIAN, CATEGORICAL), STATE_VALUE, ROLLOUTS, False, True),
-    Q_LEARNING: Family((EPSILON_GREEDY,), Q_NETWORK, REPLAY, False, True),
-}
-
-
-def families_where(value: str | None = None, data: str | None = None,
-                   box_actions: bool | None = None) -> tuple[str, ...]:
-    """The families with these traits, for a rule's `RuleSpec.algorithms`: e.g.
-    `families_where(value=Q_CRITICS)` for a rule that reads a critic's Q of a Box action."""
-    return tuple(name for name, f in FAMILY_TRAITS.items()
-                 if value in (None, f.value) and data in (None, f.data)
-                 and box_actions in (None, f.box_actions))
-
-
-# The families whose value estimate is Q critics of a Box actor's actions in [low, high]
-# (rltrain's own algorithms): what the critic checks, the fit checks and the actor's
-# rules read.
-ACTOR_Q_CRITICS = families_where(value=Q_CRITICS)
-# The families that learn from a replay buffer (its size, its batches' integrity).
-REPLAYED = families_where(data=REPLAY)
+from rltrain.agents.families import (
+    ACTION_NOISE,
+    FAMILIES,
+    FAMILY_TRAITS,
+    MAX_ENTROPY,
+    ON_POLICY,
+    Q_LEARNING,
+    Family,
+)
 
 
 def option(default: Any, help: str, low: float | None = None, high: float | None = None,
@@ -120,7 +61,8 @@ class Algorithm:
     # Its own config section (`td3:`, `sac:`), a frozen dataclass of `option` fields;
     # None: it has none.
     options: type | None = None
-    # How it explores: ACTION_NOISE or MAX_ENTROPY (above).
+    # Its family (agents/families.py): ACTION_NOISE, MAX_ENTROPY, ON_POLICY or
+    # Q_LEARNING.
     family: str = ACTION_NOISE
     # The networks it keeps a Polyak-averaged target copy of; the config's `tau` is
     # refused for an algorithm that keeps none (it would silently change nothing).

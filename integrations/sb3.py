@@ -38,7 +38,8 @@ except ImportError:
     raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
                       'pip install "rltrain[sb3]"') from None
 
-from rltrain.agents.registry import ON_POLICY, Algorithm
+from rltrain.agents.families import ON_POLICY
+from rltrain.agents.registry import Algorithm
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
 from rltrain.integrations.sb3_env_watch import EnvWatch
 from rltrain.integrations.sb3_models import (

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from rltrain.agents.registry import ALGORITHMS, ON_POLICY, Q_LEARNING, Algorithm
+from rltrain.agents.families import ON_POLICY, Q_LEARNING
+from rltrain.agents.registry import ALGORITHMS, Algorithm
 from rltrain.integrations.sb3_value_view import dqn_view, onpolicy_view, rollout_config
 from rltrain.integrations.sb3_view import (
     SB3Replay,

@@ -20,8 +20,9 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from rltrain.agents.families import ON_POLICY
 from rltrain.agents.probes import Probe
-from rltrain.agents.registry import ON_POLICY, Algorithm
+from rltrain.agents.registry import Algorithm
 from rltrain.integrations.library_keys import plain
 from rltrain.integrations.sb3_settings import ARGUMENTS, learning_rate, updates_per_env_step
 from rltrain.integrations.value_views import (

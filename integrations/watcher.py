@@ -25,7 +25,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rltrain.agents.registry import ALGORITHMS, ON_POLICY, algorithm
+from rltrain.agents.families import ON_POLICY
+from rltrain.agents.registry import ALGORITHMS, algorithm
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
 from rltrain.integrations.sampled_batches import SampledBatches
 from rltrain.integrations.session import Session, session_config

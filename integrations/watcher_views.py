@@ -1,5 +1,5 @@
 """A plain loop's networks as the Watcher's `AgentView`, by the family of its algorithm
-(agents/registry.py): what the loop hands in, and what each family requires of it.
+(agents/families.py): what the loop hands in, and what each family requires of it.
 
 - An actor and Q critics (DDPG, TD3, SAC, ...: `action_noise`, `max_entropy`): the actor
   maps observations to actions in the env's units, a critic (or each of several) maps
@@ -24,7 +24,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rltrain.agents.registry import ON_POLICY, Q_LEARNING, Algorithm
+from rltrain.agents.families import ON_POLICY, Q_LEARNING
+from rltrain.agents.registry import Algorithm
 from rltrain.integrations.value_views import (
     Choices,
     greedy_actor,

@@ -1,4 +1,4 @@
-"""The algorithm families (agents/registry.py): what each is made of, and which rules
+"""The algorithm families (agents/families.py): what each is made of, and which rules
 judge whose runs (RuleSpec.algorithms), for rltrain's own algorithms and the watched-only
 ones (SB3's PPO, A2C, DQN)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rltrain.agents.registry import (
+from rltrain.agents.families import (
     ACTION_NOISE,
     ACTOR_Q_CRITICS,
     FAMILY_TRAITS,
@@ -14,9 +14,9 @@ from rltrain.agents.registry import (
     ON_POLICY,
     Q_LEARNING,
     REPLAYED,
-    algorithm,
     families_where,
 )
+from rltrain.agents.registry import algorithm
 from rltrain.utils.diagnosis.rules.registry import all_specs, not_judging
 
 WATCHED = ("ppo", "a2c", "dqn")

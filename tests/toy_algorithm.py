@@ -17,7 +17,8 @@ import torch
 from torch import nn
 
 from rltrain.agents.base import Agent, Batch, CommonSettings, Implementation, built_from_spec
-from rltrain.agents.registry import ACTION_NOISE, Algorithm, option, register
+from rltrain.agents.families import ACTION_NOISE
+from rltrain.agents.registry import Algorithm, option, register
 from rltrain.networks.actor import Actor
 from rltrain.networks.critic import Critic
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltrain.agents.registry import ACTOR_Q_CRITICS
+from rltrain.agents.families import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, UNIT_INTERVAL
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 

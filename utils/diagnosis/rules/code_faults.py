@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rltrain.agents.registry import ACTOR_Q_CRITICS
+from rltrain.agents.families import ACTOR_Q_CRITICS
 from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 
 if TYPE_CHECKING:

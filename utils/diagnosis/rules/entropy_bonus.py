@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from rltrain.agents.registry import ON_POLICY
+from rltrain.agents.families import ON_POLICY
 from rltrain.utils.config.fields import POSITIVE
 from rltrain.utils.diagnosis.rules.on_policy_rules import (
     STALL_OPTIONS,

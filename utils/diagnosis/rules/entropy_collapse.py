@@ -1,6 +1,6 @@
 """`entropy_collapse`: SAC's exploration dies out before the returns have grown.
 
-It judges every algorithm of the MAX_ENTROPY family (agents/registry.py), whose
+It judges every algorithm of the MAX_ENTROPY family (agents/families.py), whose
 options `ent_coef` and `target_entropy` it reads in the algorithm's own section. SAC
 explores by the entropy of its own policy, kept up by the temperature alpha
 (Haarnoja et al., 2018). When alpha is fixed too small, or a learnt alpha is driven to
@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rltrain.agents.registry import MAX_ENTROPY, algorithm, section_of
+from rltrain.agents.families import MAX_ENTROPY
+from rltrain.agents.registry import algorithm, section_of
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding

@@ -1,6 +1,6 @@
 """`entropy_temperature`: SAC's temperature set against what its policy can do.
 
-It judges every algorithm of the MAX_ENTROPY family (agents/registry.py), reading the
+It judges every algorithm of the MAX_ENTROPY family (agents/families.py), reading the
 run's own section (`sac.`, `crossq.`, ...); the keys below are named as SAC's.
 
 SAC's temperature alpha weighs the policy's entropy against the return (Haarnoja et al.,
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from rltrain.agents.registry import MAX_ENTROPY
+from rltrain.agents.families import MAX_ENTROPY
 from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
 from rltrain.utils.diagnosis.rules._settings import algorithm_option, option_key
 from rltrain.utils.diagnosis.rules.entropy_collapse import target_entropy

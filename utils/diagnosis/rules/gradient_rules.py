@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltrain.agents.registry import ACTOR_Q_CRITICS
+from rltrain.agents.families import ACTOR_Q_CRITICS
 from rltrain.utils.diagnosis.rules._probe import SATURATED
 from rltrain.utils.diagnosis.rules._remedies import clip_norm
 from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltrain.agents.registry import ACTOR_Q_CRITICS, REPLAYED
+from rltrain.agents.families import ACTOR_Q_CRITICS, REPLAYED
 from rltrain.utils.diagnosis.rules.spec import RuleCheck, RuleSpec
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from rltrain.agents.registry import ACTION_NOISE
+from rltrain.agents.families import ACTION_NOISE
 from rltrain.utils.config.fields import NON_NEGATIVE, Range
 from rltrain.utils.diagnosis.rules._probe import ProbeStates
 from rltrain.utils.diagnosis.rules._weights import flat, relative_change

@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rltrain.agents.registry import ACTION_NOISE, algorithm
+from rltrain.agents.families import ACTION_NOISE
+from rltrain.agents.registry import algorithm
 from rltrain.utils.diagnosis.rules._settings import algorithm_option, option_key
 from rltrain.utils.diagnosis.rules.spec import RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding

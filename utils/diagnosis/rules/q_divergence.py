@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rltrain.agents.registry import ACTOR_Q_CRITICS
+from rltrain.agents.families import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, Range
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding

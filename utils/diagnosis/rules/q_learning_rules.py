@@ -29,7 +29,7 @@ import math
 from collections import deque
 from typing import Any
 
-from rltrain.agents.registry import Q_LEARNING
+from rltrain.agents.families import Q_LEARNING
 from rltrain.utils.config.fields import AT_LEAST_ONE, Range
 from rltrain.utils.diagnosis.rules.on_policy_rules import library_setting
 from rltrain.utils.diagnosis.rules.spec import Option, RuleCheck, RuleHook, RuleSpec

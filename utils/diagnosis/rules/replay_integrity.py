@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rltrain.agents.registry import REPLAYED
+from rltrain.agents.families import REPLAYED
 from rltrain.utils.config.fields import AT_LEAST_ONE
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
 from rltrain.utils.hooks.findings import Finding

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rltrain.agents.registry import REPLAYED
+from rltrain.agents.families import REPLAYED
 from rltrain.utils.config.fields import NON_NEGATIVE
 from rltrain.utils.diagnosis.rules.on_policy_rules import library_setting
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec

@@ -50,7 +50,7 @@ class RuleSpec:
     # The config change proposed as the fix, from the run's config: the findings'
     # `suggested_set` (None where no config change is the remedy).
     remedy: Callable[[Any], dict[str, Any]] | None = None
-    # The algorithms whose runs it judges, by family (agents/registry.py: ACTION_NOISE,
+    # The algorithms whose runs it judges, by family (agents/families.py: ACTION_NOISE,
     # MAX_ENTROPY, ON_POLICY, Q_LEARNING, or a group of them such as ACTOR_Q_CRITICS) or
     # by name (`algo`); None: every one. A rule about the exploration noise, for example,
     # is silent on an algorithm that adds none; one that reads a critic's Q of a Box

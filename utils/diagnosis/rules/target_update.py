@@ -34,7 +34,8 @@ import math
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from rltrain.agents.registry import ACTOR_Q_CRITICS, Q_LEARNING, algorithm
+from rltrain.agents.families import ACTOR_Q_CRITICS, Q_LEARNING
+from rltrain.agents.registry import algorithm
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.diagnosis.rules._weights import USUAL_TAU, flat, relative_change
 from rltrain.utils.diagnosis.rules.on_policy_rules import library_setting

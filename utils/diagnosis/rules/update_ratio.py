@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rltrain.agents.registry import ACTOR_Q_CRITICS
+from rltrain.agents.families import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, POSITIVE
 from rltrain.utils.diagnosis.rules._settings import (
     USUAL_DELAY,

@@ -33,7 +33,7 @@ import statistics
 from collections import deque
 from typing import Any
 
-from rltrain.agents.registry import ON_POLICY
+from rltrain.agents.families import ON_POLICY
 from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE
 from rltrain.utils.diagnosis.rules.on_policy_rules import RolloutRule, library_setting
 from rltrain.utils.diagnosis.rules.spec import Option, RuleSpec
