@@ -33,12 +33,12 @@ from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
 from rltrain.integrations.watcher_views import loop_networks, loop_view
 from rltrain.utils.config.schema import TrainConfig
+from rltrain.utils.diagnosis.rules.health.non_finite import finite_rows
 from rltrain.utils.errors import ConfigError, UserError
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.io.checkpoint import load_tensors, save_tensors
 from rltrain.utils.run.folders import RunPaths, paths_for
-from rltrain.utils.run.health import is_finite
 from rltrain.utils.run.progress import say
 from rltrain.utils.run.status import read_status
 from rltrain.utils.seeding import REPLAY, derive_seed
@@ -145,13 +145,13 @@ class Watcher:
         truncated = np.asarray(truncated, bool).reshape(-1)
         with self.sampled.suspend():  # DQN's policy calls its Q network: not a batch
             s.sample(obs_rows)
-        terms = s.terms.of_envs(info, len(obs_rows))
+        finite = finite_rows(next_rows, action, reward)  # as rltrain's buffer stores
+        rows = finite if not finite.all() else slice(None)
+        self.buffer.add_rows(obs_rows[rows], action[rows], reward[rows], next_rows[rows],
+                             terminated[rows], truncated[rows])
+        s.steps(obs_rows, action, reward, next_rows, terminated, truncated, finite,
+                s.terms.of_envs(info, len(obs_rows)))
         for env in range(len(obs_rows)):
-            if is_finite(next_rows[env], action[env], float(reward[env])):  # as rltrain stores
-                self.buffer.add(obs_rows[env], action[env], float(reward[env]),
-                                next_rows[env], bool(terminated[env]), bool(truncated[env]))
-            s.step(env, obs_rows[env], action[env], float(reward[env]), next_rows[env],
-                   bool(terminated[env]), bool(truncated[env]), terms[env])
             self.sampled.env_step(obs_rows[env], next_rows[env])
         return s.take()
 

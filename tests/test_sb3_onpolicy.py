@@ -256,14 +256,15 @@ def test_a_run_none_of_whose_steps_is_kept_trains_on(tmp_path, monkeypatch):
     import numpy as np
 
     import rltrain.integrations.sb3 as sb3
-    import rltrain.integrations.session as session
 
     monkeypatch.setattr(sb3, "finite_rows", lambda obs, actions, rewards: np.zeros(
         len(rewards), bool))
-    monkeypatch.setattr(session, "is_finite", lambda obs, action, reward: False)
+    monkeypatch.setattr(sb3, "is_finite", lambda obs, action, reward: False)  # final obs
     trained = model("ppo_cartpole")
-    trained.learn(512, callback=RltrainCallback(
-        "nothing_kept", config={"monitor": {"non_finite": {"action": "warn"}}}))
+    callback = RltrainCallback("nothing_kept",
+                               config={"monitor": {"non_finite": {"action": "warn"}}})
+    trained.learn(512, callback=callback)
+    assert len(callback.kept) == 0
     status = json.loads((tmp_path / "logs" / "nothing_kept" / "status.json").read_text())
     assert (status["state"], status["env_steps"]) == ("finished", 512)
     assert status["updates"] > 0
