@@ -39,7 +39,8 @@ ENGINE_ALLOWED = {
     "measure": {"rules"},  # gradients, inputs, state_action call their rules' checks
     "ranking": {"rules"},
     "report": {"rules", "ranking", "measure"},  # plots draws measure's ClusterView
-    "watch": {"rules", "measure", "report"},  # report: plots, for each heatmap
+    "heatmaps": {"rules", "measure", "report"},  # report: plots, for each heatmap
+    "watch": {"rules", "measure", "heatmaps"},
 }
 
 

@@ -25,7 +25,8 @@ concerns, one subpackage or module each, in the order a finding flows through th
 Imports go one way: `rules/` imports nothing else of the engine; `measure/` only
 `rules/` (three measurements hand their statistics to their checks themselves);
 `ranking` only `rules/`; `report/` the rules and the ranking (and `plots.py` the
-state-action map's `ClusterView`, which it draws); `watch` all but the ranking, and of
-`report/` only `plots.py`, to draw each heatmap as it is measured.
+state-action map's `ClusterView`, which it draws); `watch` the rules, `measure/` and
+`heatmaps` (what each heatmap writes and finds), which imports the rules, `measure/`
+and, of `report/`, only `plots.py`, to draw each heatmap as it is measured.
 tests/test_import_graph.py checks this.
 """

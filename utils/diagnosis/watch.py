@@ -8,13 +8,13 @@ random state or the replay sampling: a run with diagnostics learns exactly what 
 learns without them. Each hook method returns the findings it made; they have the
 monitor's rule shape and go through the monitor (events.jsonl, console, TensorBoard);
 statistics go to TensorBoard under `flow1/` and `gradients/` and to
-`logs/<run>/flow1.jsonl` for `rltrain diagnose`.
+`logs/<run>/flow1.jsonl` for `rltrain diagnose`. The hook decides when each piece of
+work is due; what a heatmap writes and finds is heatmaps.py's.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
@@ -24,6 +24,7 @@ import torch
 
 from rltrain.agents.registry import algorithm
 from rltrain.utils.config.schema import TrainConfig, training_envs
+from rltrain.utils.diagnosis.heatmaps import HeatmapWriter
 from rltrain.utils.diagnosis.measure import critic, reward_terms, snapshots
 from rltrain.utils.diagnosis.measure.fit import FitChecks
 from rltrain.utils.diagnosis.measure.gradient_noise import GradientNoise
@@ -32,17 +33,15 @@ from rltrain.utils.diagnosis.measure.inputs import InputChecks
 from rltrain.utils.diagnosis.measure.observability import ObservabilityChecks
 from rltrain.utils.diagnosis.measure.q_values import TakenActionQ
 from rltrain.utils.diagnosis.measure.reward_signal import RewardAnalyzer
-from rltrain.utils.diagnosis.measure.state_action import ClusterView, StateActionMap
-from rltrain.utils.diagnosis.measure.timing import hook_method, load_libraries, timed
-from rltrain.utils.diagnosis.report import plots
-from rltrain.utils.diagnosis.rules import critic_rules, reward_rules, state_action_rules
+from rltrain.utils.diagnosis.measure.state_action import StateActionMap
+from rltrain.utils.diagnosis.measure.timing import hook_method, timed
+from rltrain.utils.diagnosis.rules import critic_rules, reward_rules
 from rltrain.utils.diagnosis.rules._settings import algorithm_option
 from rltrain.utils.diagnosis.rules.reward_terms import RewardTerms
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Evaluation, Hook, Step, Steps, Update
-from rltrain.utils.io.checkpoint import write_json
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.training.replay_buffer import ReplayBuffer
@@ -65,10 +64,8 @@ class Flow1Diagnostics(Hook):
         self.say = say
         self.pending: list[Finding] = []  # made during the hook method being called
         low, high = agent.action_low, agent.action_high
-        self.low, self.high = low, high
         context = RuleContext(config, obs_dim, len(low), agent)
         self.reward_rules = [cls(context) for cls in reward_rules.CHECKS]
-        self.cluster_rules = {cls.spec.name: cls(context) for cls in state_action_rules.CHECKS}
         self.critic_checks = {cls.spec.name: cls(context) for cls in critic_rules.CHECKS}
         self.reward = RewardAnalyzer(self.settings.window_size, training_envs(config),
                                      warmup=config.learning_starts)
@@ -77,6 +74,9 @@ class Flow1Diagnostics(Hook):
         self.map = StateActionMap(obs_dim, low, high, self.settings, config.gamma, seed,
                                   training_envs(config), agent.discrete_actions)
         self.collecting_before_eval = self.map.collecting  # see on_eval_start
+        self.heatmaps = HeatmapWriter(context, self.map, paths.log_dir / "heatmaps", logger,
+                                      low, high, self.critic_checks["action_saturation"],
+                                      self._report)
         self.runners = config.num_workers > 0  # the envs step in Ray env runners
         self.gradients = GradientWatch(context, buffer, logger, paths, self._report)
         self.inputs = InputChecks(context, buffer, logger, self._report)
@@ -91,14 +91,12 @@ class Flow1Diagnostics(Hook):
         self.recent_returns: deque[float] = deque(maxlen=5)
         self.actor_pre_clip: float | None = None
         self.seconds, self.timing = 0.0, False
-        self.drawn: tuple[float, float] | None = None  # the last picture: its end, its cost
         self.step_end_every = math.gcd(self.settings.heatmap_freq,
                                        self.settings.snapshot_freq or 0)
         self._hook = None
         self.attach()
         self.videos = snapshots.BehaviourVideos(config, paths.log_dir / "videos", say, logger)
         self.observation = observation or (lambda obs: obs)
-        load_libraries()
 
     def attach(self) -> None:
         """Start sampling the actor's forward passes (done at construction; again after
@@ -112,8 +110,8 @@ class Flow1Diagnostics(Hook):
         """Stop sampling the actor's forward passes; a run too short for a scheduled
         heatmap gets one at its end."""
         self._hook.remove()
-        if not (self.paths.log_dir / "heatmaps").exists() and self.map.ready():
-            self._heatmap(self.map.env_steps)
+        if not self.heatmaps.folder.exists() and self.map.ready():
+            self.heatmaps.write(self.map.env_steps)
 
     # ---------------------------------------------------------------- findings
     def _report(self, found: list[Finding]) -> None:
@@ -220,7 +218,7 @@ class Flow1Diagnostics(Hook):
         s = self.settings
         if env_steps % s.heatmap_freq == 0 and self.map.ready():
             with self.paused_collection():
-                self._heatmap(env_steps)
+                self.heatmaps.write(env_steps)
         if s.snapshot_freq is not None and env_steps % s.snapshot_freq == 0:
             self.snapshot(env_steps, "step")
 
@@ -283,52 +281,6 @@ class Flow1Diagnostics(Hook):
     def on_pause(self, env_steps: int) -> None:
         if self.settings.snapshot_freq is not None:
             self.snapshot(env_steps, "paused")
-
-    # ------------------------------------------------------------------ map
-    def _heatmap(self, env_steps: int) -> None:
-        view = self.map.analyse(env_steps)
-        folder = self.paths.log_dir / "heatmaps"
-        drawn = self._draw_due()
-        if drawn:
-            start = time.perf_counter()
-            image = plots.heatmap(view, folder / f"heatmap_step_{env_steps}.png", self.low,
-                                  self.high)
-            self.logger.image("flow1/heatmap", image, env_steps)
-            end = time.perf_counter()
-            self.drawn = (end, end - start)
-        # Actions at the bounds of a Box; none where its rule does not judge the algorithm
-        # (a Discrete action space has no bounds to saturate).
-        saturated = self.critic_checks["action_saturation"]
-        saturation = (self.map.saturation() if saturated.spec.judges(self.config.algo)
-                      else None)
-        clusters = view.summary()
-        write_json(folder / f"clusters_step_{env_steps}.json", clusters)
-        self.logger.scalars(env_steps, {"flow1/sample_rate": self.map.sample_rate(),
-                                        **({} if saturation is None else
-                                           {"flow1/action_saturation": saturation})})
-        self.logger.diagnostic("heatmap", env_steps, action_saturation=saturation,
-                               png=str(folder / f"heatmap_step_{env_steps}.png") if drawn
-                               else None,
-                               verdicts={k: len(v) for k, v in view.verdicts.items()})
-        self._cluster_findings(env_steps, view)
-        if saturation is not None:
-            self.pending += saturated.check(env_steps, saturation)
-
-    def _draw_due(self) -> bool:
-        """Whether this heatmap's picture is drawn: the first always; a later one where
-        the time since the last picture is at least its cost over heatmap_time_share
-        (matplotlib takes about half a second a picture: an env of thousands of steps a
-        second would spend a fifth of its time drawing at heatmap_freq 5000)."""
-        share = self.settings.heatmap_time_share
-        if self.drawn is None or share >= 1:
-            return True
-        end, cost = self.drawn
-        return time.perf_counter() - end >= cost / share
-
-    def _cluster_findings(self, env_steps: int, view: ClusterView) -> None:
-        for rule, found in view.verdicts.items():
-            self.pending += self.cluster_rules[rule].check(env_steps, found, view.dropped,
-                                                           len(view.counts))
 
     # ------------------------------------------------------------- snapshots
     def snapshot(self, env_steps: int, label: str) -> None:
