@@ -4,14 +4,14 @@ callback and the plain-loop Watcher.
 It drives the run shell (utils/run/shell.py) as rltrain's own trainer does: the same
 hooks in the same order, the same episode accounting and status.json keys, the run
 folder and its lock, the logs, and the `TrainingMonitor` that records the findings and
-owns the one pause path (a rule, or `rltrain pause` through the request file). What
-differs per integration comes in as data: an `AgentView` of the networks, a replay buffer (or a view
-of one), and `save`, which writes a checkpoint the library itself can load.
+owns the one pause path (a rule, or `rltrain pause` through the request file), adapted
+to the library's checkpoints in session_monitor.py. What differs per integration comes
+in as data: an `AgentView` of the networks, a replay buffer (or a view of one), and
+`save`, which writes a checkpoint the library itself can load.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from rltrain.integrations.continued import Continuation, save_watch_state
+from rltrain.integrations.session_monitor import LibraryMonitor, LibraryNoise, Saver
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.config.schema import TrainConfig
 from rltrain.utils.diagnosis.watch import NoDiagnostics
@@ -30,7 +31,6 @@ from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import Step, Steps, Update
 from rltrain.utils.run.folders import (
     RunLock,
-    RunPaths,
     create_run,
     paths_for,
     set_aside_later,
@@ -38,7 +38,6 @@ from rltrain.utils.run.folders import (
 from rltrain.utils.run.health import is_finite
 from rltrain.utils.run.logger import RunLogger
 from rltrain.utils.run.metrics import RunMetrics
-from rltrain.utils.run.monitor import TrainingMonitor
 from rltrain.utils.run.progress import say
 from rltrain.utils.run.shell import (
     Counters,
@@ -56,8 +55,6 @@ from rltrain.utils.training.evaluation import evaluate
 from rltrain.utils.training.reward_terms import TermReader, add_terms
 
 STATUS_EVERY_SECONDS = 5.0
-# (run paths, "best" or "paused", env steps) -> the checkpoint written
-Saver = Callable[[RunPaths, str, int], Path]
 
 
 def session_config(user: Mapping[str, Any] | None, derived: Mapping[str, Any]) -> TrainConfig:
@@ -65,51 +62,6 @@ def session_config(user: Mapping[str, Any] | None, derived: Mapping[str, Any]) -
     eval_freq, ...), then what the integration knows from the library (gamma, batch
     size, ...), which wins: it describes the training that actually runs."""
     return config_from_dict({**dict(user or {}), **dict(derived)})
-
-
-class _Noise:
-    """What the metrics hook logs as train/exploration_noise: the library's own scale."""
-
-    def __init__(self, sigma: float) -> None:
-        self._sigma = sigma
-
-    def sigma(self, env_steps: int) -> float:
-        return self._sigma
-
-
-class _Evaluations:
-    """What the monitor evaluates with; the library's checkpoints are `_Monitor`'s."""
-
-    def __init__(self, evaluate: Callable[[], EvalResult]) -> None:
-        self.evaluate = evaluate
-
-    def state_dict(self, kind: str) -> dict[str, Any]:
-        raise AssertionError("the library's own save writes the checkpoints")
-
-
-class _Monitor(TrainingMonitor):
-    """The TrainingMonitor with the library's checkpoints (`save`) in place of rltrain's,
-    and its due work judged over a span of env steps (a vector step adds several)."""
-
-    def __init__(self, config: TrainConfig, paths: RunPaths, logger: RunLogger,
-                 evaluate: Callable[[], EvalResult], save: Saver) -> None:
-        super().__init__(config, paths, logger, _Evaluations(evaluate), say)
-        self._save = save
-
-    def checkpoint(self, kind: str, env_steps: int) -> Path:
-        path = self._save(self.paths, kind, env_steps)
-        if kind != "best":
-            self.latest_checkpoint = str(path)
-        self.hooks.on_checkpoint(kind, path, env_steps)
-        return path
-
-    def due(self, before: int, now: int, can_evaluate: bool) -> None:
-        """An evaluation when a multiple of eval_freq lies in (before, now]; a request
-        from `rltrain pause`. No periodic checkpoints: the library has its own."""
-        if can_evaluate and now // self.config.eval_freq > before // self.config.eval_freq:
-            self.evaluate(now)
-        if os.path.exists(self._request_file):
-            self._outside_request(now)
 
 
 class Session:
@@ -155,7 +107,7 @@ class Session:
         self.found: list[Finding] = []
         self.eval_env = eval_env
         self._given: EvalResult | None = None  # an evaluation the loop ran itself
-        self.monitor = _Monitor(config, self.paths, self.logger, self._evaluation, save)
+        self.monitor = LibraryMonitor(config, self.paths, self.logger, self._evaluation, save)
         self.hooks = self.monitor.hooks
         self.hooks.report = self._report  # kept for `take`, then recorded
         self.counters = Counters(env_steps, start.episodes, start.last_return)
@@ -163,7 +115,7 @@ class Session:
         self.updates = updates
         self.diagnostics = make_diagnostics(config, obs_dim, view, buffer, self.paths,
                                             self.logger, say)
-        self.metrics = RunMetrics(self.logger, config.log_freq, _Noise(noise),
+        self.metrics = RunMetrics(self.logger, config.log_freq, LibraryNoise(noise),
                                   self.diagnostics, env_steps, updates)
         hooks = RunHooks.build(config, obs_dim, len(view.action_low), view, self.metrics,
                                self.diagnostics, view.device)
