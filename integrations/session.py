@@ -247,22 +247,36 @@ class Session:
               next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
               finite: np.ndarray, reward_terms: list[dict[str, float] | None] | None = None,
               noise: np.ndarray | None = None, steered: np.ndarray | None = None) -> None:
-        """One vector step, a row per training env (as `step` of each env in turn, told
-        to the hooks at once): `next_obs` holds the true final observation where an
-        episode ended; `finite`: `is_finite` of each row (what rltrain's replay buffer
-        would store)."""
+        """One vector step, a row per training env, told to the hooks at once: what
+        they find is reported as `step` of each env in turn would (by env step, a step's
+        findings before its episode end's, each in the hooks' order), so the first pause
+        is the same. `next_obs` holds the true final observation where an episode ended;
+        `finite`: `is_finite` of each row (what rltrain's replay buffer would store)."""
         n = len(reward)
         self.counters.env_steps += n
-        self.hooks.on_steps(Steps(self.env_steps, obs, action, reward, next_obs, terminated,
-                                  truncated, finite, noise, steered))
-        ended_rows = terminated | truncated
-        first = self.env_steps - n + 1
-        for env in range(n):  # the library decides where its episodes end
+        report, found = self.hooks.report, []
+        self.hooks.report = lambda f: found.extend((x.env_steps, 0, x) for x in f)
+        try:
+            self.hooks.on_steps(Steps(self.env_steps, obs, action, reward, next_obs,
+                                      terminated, truncated, finite, noise, steered))
+            self.hooks.report = lambda f: found.extend((x.env_steps, 1, x) for x in f)
+            self._count_steps(reward, terminated | truncated, terminated, reward_terms)
+        finally:
+            self.hooks.report = report
+        if found:
+            found.sort(key=lambda row: row[:2])  # stable: the hooks' order within
+            report([finding for *_, finding in found])
+
+    def _count_steps(self, reward: np.ndarray, ended: np.ndarray, terminated: np.ndarray,
+                     reward_terms: list[dict[str, float] | None] | None) -> None:
+        """A vector step's rewards to each env's episode; the episodes that ended."""
+        first = self.env_steps - len(reward) + 1
+        for env in range(len(reward)):  # the library decides where its episodes end
             episode = self.episodes[env]
             if reward_terms is not None and reward_terms[env]:
                 add_terms(episode.reward_terms, reward_terms[env])
             add_reward(episode, float(reward[env]))
-            if ended_rows[env]:
+            if ended[env]:
                 self.hooks.on_episode_end(end_episode(
                     self.counters, episode, first + env, env, bool(terminated[env])))
                 self.episodes[env] = EpisodeTally(

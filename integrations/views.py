@@ -72,9 +72,9 @@ class StepGradients:
         self.named = {name: list(net.named_parameters()) for name, net in networks.items()}
         self.owner = {id(p): name for name, params in self.named.items() for _, p in params}
         self.latest: dict[str, dict[str, torch.Tensor | None]] = {}
-        # per optimiser (with its parameter count): the watched networks it steps
-        self._stepping: weakref.WeakKeyDictionary[torch.optim.Optimizer, tuple[int, set[str]]] \
-            = weakref.WeakKeyDictionary()
+        # per optimiser (with its parameters' ids): the watched networks it steps
+        self._stepping: weakref.WeakKeyDictionary[
+            torch.optim.Optimizer, tuple[tuple[int, ...], set[str]]] = weakref.WeakKeyDictionary()
         self.sources = GradientSources(networks)
         # Here, not at the top: a loop with an optimiser has imported torch.optim already.
         from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -90,12 +90,11 @@ class StepGradients:
 
     def _networks_of(self, optimizer: torch.optim.Optimizer) -> set[str]:
         """The watched networks `optimizer` steps (known again once it has other
-        parameters: `add_param_group`)."""
-        count = sum(len(group["params"]) for group in optimizer.param_groups)
+        parameters)."""
+        ids = tuple(id(p) for group in optimizer.param_groups for p in group["params"])
         known = self._stepping.get(optimizer)
-        if known is None or known[0] != count:
-            known = count, {self.owner[id(p)] for group in optimizer.param_groups
-                            for p in group["params"] if id(p) in self.owner}
+        if known is None or known[0] != ids:
+            known = ids, {self.owner[i] for i in ids if i in self.owner}
             self._stepping[optimizer] = known
         return known[1]
 
@@ -107,7 +106,8 @@ class StepGradients:
         if kept is not None and all(
                 (g is None) == (kept[key] is None) and (g is None or (
                     g.shape == kept[key].shape and g.dtype == kept[key].dtype
-                    and g.device == kept[key].device and not g.is_sparse))
+                    and g.device == kept[key].device and not g.is_sparse
+                    and not kept[key].is_sparse))
                 for key, g in grads.items()):
             pairs = [(kept[key], g) for key, g in grads.items() if g is not None]
             if pairs:
@@ -117,7 +117,8 @@ class StepGradients:
                              for key, g in grads.items()}
 
     def gradients(self, name: str) -> dict[str, torch.Tensor | None] | None:
-        """Network `name`'s gradients at its latest step; None before its first."""
+        """Network `name`'s gradients at its latest step; None before its first. The
+        tensors are overwritten at its next step: read them, do not keep them."""
         return self.latest.get(name)
 
     def norms(self) -> dict[str, float]:

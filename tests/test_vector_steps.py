@@ -75,3 +75,30 @@ def test_step_end_work_is_called_at_its_multiples_in_step_order():
     hooks.on_step_end(12)  # one env step, as rltrain's own loop tells it
     hooks.on_step_end(15)
     assert every_five.ends == [5, 10, 15] and every_step.ends[-2:] == [12, 15]
+
+
+def test_a_vector_steps_findings_are_reported_as_its_envs_steps_in_turn(tmp_path,
+                                                                        monkeypatch):
+    """Env 0's next observation leaves the configured bounds and env 1's reward is NaN in
+    one vector step: told env by env, state_bounds (env step 1) fires before non_finite
+    (env step 2), so the pause is state_bounds', whatever the order of the hooks."""
+    import gymnasium as gym
+    import torch
+
+    from rltrain.integrations import Watcher
+    from rltrain.utils.run.logger import read_jsonl
+
+    monkeypatch.chdir(tmp_path)
+    env = gym.make("Pendulum-v1")
+    watcher = Watcher(torch.nn.Linear(3, 1), torch.nn.Bilinear(3, 1, 1),
+                      env.observation_space, env.action_space, run_name="v", config={
+                          "num_envs": 2, "max_timesteps": 100, "learning_starts": 10,
+                          "monitor": {"state_bounds": {"high": [2.0, 2.0, 10.0]}}})
+    obs = np.zeros((2, 3), np.float32)
+    next_obs = np.array([[5.0, 0.0, 0.0], [0.0, 0.0, 0.0]], np.float32)
+    watcher.after_env_step(obs, np.zeros((2, 1)), np.array([-1.0, np.nan]), next_obs,
+                           np.zeros(2, bool), np.zeros(2, bool))
+    assert watcher.should_pause and watcher.pause_reason.startswith("[state_bounds]")
+    events = read_jsonl(tmp_path / "logs" / "v" / "events.jsonl")
+    assert [(e["rule"], e["env_steps"]) for e in events] == [("state_bounds", 1),
+                                                             ("non_finite", 2)]

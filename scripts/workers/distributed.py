@@ -87,6 +87,7 @@ class DistributedCollector(RunnerCheckpoint):
         self.owns_ray = not self.ray.is_initialized()
         if self.owns_ray:
             join_cluster(self.ray, config.ray_address, _local_runtime_env(config.ray_address))
+        self.connected()  # a Ray Client asks its cluster the first time: now, while it is there
         remote = self.ray.remote(max_restarts=config.worker_max_restarts,
                                  max_task_retries=0)(EnvRunner)
         plain = config_to_dict(config)
@@ -135,7 +136,7 @@ class DistributedCollector(RunnerCheckpoint):
         is written by then), and Ray's exit hook, which would wait the same, is removed.
         A connection closed is a lost cluster too: a call to Ray then would start a Ray
         of its own (Ray's auto-init) and wait for a cluster that is not there."""
-        connected = self.cluster_gone is None and self.ray.is_initialized()
+        connected = self.cluster_gone is None and self.connected()
         if connected:
             for runner in self.runners:
                 self.ray.kill(runner)

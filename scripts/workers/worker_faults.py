@@ -85,6 +85,14 @@ class RunnerFaults:
         except self._cluster_errors() as exc:
             raise self._cluster_lost(exc) from None
 
+    def connected(self) -> bool:
+        """Whether this process' Ray is still connected (a Ray Client's connection that
+        closed, or a call that cannot tell, is not)."""
+        try:
+            return bool(self.ray.is_initialized())
+        except Exception:  # gRPC's errors while the client reconnects
+            return False
+
     def check_cluster(self) -> None:
         """Raise `ClusterLost` if the cluster was lost: no call to Ray can succeed."""
         if self.cluster_gone is not None:
@@ -109,7 +117,7 @@ class RunnerFaults:
         except self.ray.exceptions.GetTimeoutError:
             self._timed_out([runner])
         except self.ray.exceptions.RayActorError as exc:
-            if not self.ray.is_initialized():  # its client's connection closed with it
+            if not self.connected():  # its client's connection closed with it
                 raise self._cluster_lost(exc) from None
             return None
         except self.ray.exceptions.RayError as exc:  # any other: the cluster itself

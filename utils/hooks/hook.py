@@ -132,10 +132,13 @@ class Hook:
         return []
 
     def on_steps(self, steps: Steps) -> list[Finding]:
-        """A vector step's env steps; by default `on_step` of each in turn."""
+        """A vector step's env steps; by default `on_step` of each in turn. A hook that
+        overrides it judges every step of the vector loops (the SB3 callback, the
+        Watcher) here, and keeps `on_step` for the loops that tell one step at a time
+        (rltrain's trainer, RLlib's episodes): the two must judge alike."""
         found: list[Finding] = []
         for step in steps.each():
-            found += self.on_step(step)
+            found += self.on_step(step) or []
         return found
 
     def on_update(self, update: Update) -> list[Finding]:

@@ -68,7 +68,7 @@ class RunLogger:
     def scalars(self, env_steps: int, values: dict[str, float]) -> None:
         """One TensorBoard event holding every value (what `add_scalar` of each would
         write, as one record: this runs at every episode's end)."""
-        if not values:
+        if not values or self.writer.file_writer is None:  # none, or the run's end
             return
         from tensorboard.compat.proto.summary_pb2 import Summary
 

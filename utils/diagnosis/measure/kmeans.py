@@ -19,8 +19,9 @@ def nearest(data: np.ndarray, centers: np.ndarray) -> np.ndarray:
     """Each row's nearest centre (squared Euclidean distance, ties to the lower index).
     Computed as |x|^2 - 2 x.c + |c|^2, so memory grows with rows x centres, not with
     rows x centres x dimensions."""
-    cross = (torch.from_numpy(np.ascontiguousarray(data))
-             @ torch.from_numpy(np.ascontiguousarray(centers)).T).numpy()
+    dtype = np.result_type(data, centers)
+    cross = (torch.from_numpy(np.array(data, dtype, order="C"))
+             @ torch.from_numpy(np.array(centers, dtype, order="C")).T).numpy()
     distances = (np.einsum("ij,ij->i", data, data)[:, None] - 2.0 * cross
                  + np.einsum("ij,ij->i", centers, centers)[None, :])
     return np.argmin(distances, axis=1)
