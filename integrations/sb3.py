@@ -314,6 +314,8 @@ def transitions(new_obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
     finite (what rltrain's replay buffer would store)."""
     finite = finite_rows(new_obs, actions, rewards)  # one call for the vector step
     dones = np.asarray(dones, dtype=bool)
+    if not dones.any():  # most steps: no episode ended
+        return new_obs, dones, dones, finite
     truncated = np.zeros(len(dones), dtype=bool)
     next_obs = new_obs
     for env in np.flatnonzero(dones):

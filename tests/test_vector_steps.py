@@ -99,6 +99,7 @@ def test_a_vector_steps_findings_are_reported_as_its_envs_steps_in_turn(tmp_path
     watcher.after_env_step(obs, np.zeros((2, 1)), np.array([-1.0, np.nan]), next_obs,
                            np.zeros(2, bool), np.zeros(2, bool))
     assert watcher.should_pause and watcher.pause_reason.startswith("[state_bounds]")
+    watcher.close()
     events = read_jsonl(tmp_path / "logs" / "v" / "events.jsonl")
     assert [(e["rule"], e["env_steps"]) for e in events] == [("state_bounds", 1),
                                                              ("non_finite", 2)]

@@ -18,9 +18,8 @@ What a hook returns, `Finding`, and what happens to it are the monitor's
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
@@ -68,16 +67,17 @@ class Steps:
     stored: np.ndarray      # [num_envs], bool
     noise: np.ndarray | None = None    # [num_envs, action_dim], as Step's (None: unknown)
     steered: np.ndarray | None = None
+    # the largest finite |reward| among them (0 where none is): several rules keep the
+    # run's largest
+    largest_abs_reward: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        largest = max((abs(r) for r in self.reward.tolist() if math.isfinite(r)), default=0.0)
+        object.__setattr__(self, "largest_abs_reward", largest)
 
     @property
     def first(self) -> int:
         return self.env_steps - len(self.reward) + 1
-
-    @functools.cached_property
-    def largest_abs_reward(self) -> float:
-        """The largest finite |reward| among them (0 where none is): several rules keep
-        the run's largest."""
-        return max((abs(r) for r in self.reward.tolist() if math.isfinite(r)), default=0.0)
 
     def each(self) -> Iterator[Step]:
         noise, steered, first = self.noise, self.steered, self.first
@@ -230,8 +230,9 @@ class HookList:
         due = []
         for order, call in enumerate(self._calls("on_step_end")):
             every = call.__self__.step_end_every
-            first = (before // every + 1) * every
-            due += [(steps, order, call) for steps in range(first, now + 1, every)]
+            if now // every > before // every:  # a multiple in (before, now]: rarely
+                due += [(steps, order, call) for steps in
+                        range((before // every + 1) * every, now + 1, every)]
         if len(due) > 1:
             due.sort(key=lambda d: d[:2])
         for steps, _, call in due:

@@ -117,6 +117,7 @@ class InputChecks:
         self.episodes = EpisodeEnds(self.settings.window_size)
         self.started = False  # this process has updated: checked again after a resume
         self.effect: dict[str, Any] | None = None  # the action's, measured at update 1
+        self._never: bool | None = None  # no effect can be judged here (`_judged`)
         # After a short warm-up: the steps with exploration noise (Explored), and how many
         # steps after the warm-up had none.
         self.explored = Explored()
@@ -152,9 +153,11 @@ class InputChecks:
 
     def _judged(self) -> bool:
         """Whether the action's effect is judged already, or will never be here."""
-        return (self.effect is not None or self.config.learning_starts >= ROWS
-                or self.noise_too_small() is not None
-                or self.rules["ignored_action"].rule.action == "off")
+        if self._never is None:  # the settings' part, known once
+            self._never = (self.config.learning_starts >= ROWS
+                           or self.noise_too_small() is not None
+                           or self.rules["ignored_action"].rule.action == "off")
+        return self.effect is not None or self._never
 
     def on_episode_end(self, env_steps: int, length: int, terminated: bool) -> None:
         episodes = self.episodes

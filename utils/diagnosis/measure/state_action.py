@@ -112,8 +112,9 @@ class StateActionMap:
 
     def chosen(self, num_envs: int) -> list[int]:
         """The training envs whose row of one acting call is kept, at the current rate."""
-        draws = self.rng.random(num_envs)  # as many draws as one per env in turn
-        return np.flatnonzero(draws < self.sample_rate()).tolist()
+        draws = self.rng.random(num_envs).tolist()  # the draws of one per env in turn
+        rate = self.sample_rate()
+        return [env for env, draw in enumerate(draws) if draw < rate]
 
     def keep_rows(self, kept: list[int], states: np.ndarray, actions: np.ndarray) -> None:
         """Keep rows `kept` of one acting call's states and actions ([num_envs, dim])."""
