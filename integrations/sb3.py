@@ -208,7 +208,7 @@ class RltrainCallback(BaseCallback):
         s.steps(obs, actions, rewards, next_obs, terminated, truncated, finite,
                 s.terms.of_envs(infos, len(dones)), *((None, None) if drawn is None else drawn))
         if self.kept is not None:  # as rltrain's replay buffer takes them
-            rows = finite if not finite.all() else slice(None)
+            rows = slice(None) if all(finite.tolist()) else finite
             self.kept.add_rows(obs[rows], actions[rows], np.asarray(learnt)[rows],
                                next_obs[rows], terminated[rows], truncated[rows])
         if tap is not None:
@@ -314,7 +314,7 @@ def transitions(new_obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
     finite (what rltrain's replay buffer would store)."""
     finite = finite_rows(new_obs, actions, rewards)  # one call for the vector step
     dones = np.asarray(dones, dtype=bool)
-    if not dones.any():  # most steps: no episode ended
+    if not any(dones.tolist()):  # most steps: no episode ended
         return new_obs, dones, dones, finite
     truncated = np.zeros(len(dones), dtype=bool)
     next_obs = new_obs

@@ -65,7 +65,7 @@ class NonFinite(RuleHook):
         return self.check_transition(step.env_steps, step.next_obs, step.action, step.reward)
 
     def on_steps(self, steps: Steps) -> list[Finding]:
-        if steps.stored.all():
+        if all(steps.stored.tolist()):  # (NumPy's all() costs more on a few rows)
             return []
         return [f for step in steps.each() for f in self.on_step(step)]
 
