@@ -13,7 +13,6 @@ policy's action), taken with `torch.autograd.grad` so that nothing is changed, a
 
 from __future__ import annotations
 
-import weakref
 from typing import Callable
 
 import numpy as np
@@ -72,9 +71,6 @@ class StepGradients:
         self.named = {name: list(net.named_parameters()) for name, net in networks.items()}
         self.owner = {id(p): name for name, params in self.named.items() for _, p in params}
         self.latest: dict[str, dict[str, torch.Tensor | None]] = {}
-        # per optimiser (with its parameters' ids): the watched networks it steps
-        self._stepping: weakref.WeakKeyDictionary[
-            torch.optim.Optimizer, tuple[tuple[int, ...], set[str]]] = weakref.WeakKeyDictionary()
         self.sources = GradientSources(networks)
         # Here, not at the top: a loop with an optimiser has imported torch.optim already.
         from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -82,43 +78,16 @@ class StepGradients:
         self._handle = register_optimizer_step_pre_hook(self._before)
 
     def _before(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
-        stepped = self._networks_of(optimizer)
+        stepped = {self.owner[id(p)] for group in optimizer.param_groups
+                   for p in group["params"] if id(p) in self.owner}
         if stepped:
             self.sources.stepped(optimizer, self.owner)
         for name in stepped:
-            self._copy(name)
-
-    def _networks_of(self, optimizer: torch.optim.Optimizer) -> set[str]:
-        """The watched networks `optimizer` steps (known again once it has other
-        parameters)."""
-        ids = tuple(id(p) for group in optimizer.param_groups for p in group["params"])
-        known = self._stepping.get(optimizer)
-        if known is None or known[0] != ids:
-            known = ids, {self.owner[i] for i in ids if i in self.owner}
-            self._stepping[optimizer] = known
-        return known[1]
-
-    def _copy(self, name: str) -> None:
-        """Network `name`'s gradients now, into the copies of its last step where each is
-        there and alike (one `_foreach_copy_`), else into new ones."""
-        kept = self.latest.get(name)
-        grads = {key: p.grad for key, p in self.named[name]}
-        if kept is not None and all(
-                (g is None) == (kept[key] is None) and (g is None or (
-                    g.shape == kept[key].shape and g.dtype == kept[key].dtype
-                    and g.device == kept[key].device and not g.is_sparse
-                    and not kept[key].is_sparse))
-                for key, g in grads.items()):
-            pairs = [(kept[key], g) for key, g in grads.items() if g is not None]
-            if pairs:
-                torch._foreach_copy_([k for k, _ in pairs], [g.detach() for _, g in pairs])
-            return
-        self.latest[name] = {key: None if g is None else g.detach().clone()
-                             for key, g in grads.items()}
+            self.latest[name] = {key: None if p.grad is None else p.grad.detach().clone()
+                                 for key, p in self.named[name]}
 
     def gradients(self, name: str) -> dict[str, torch.Tensor | None] | None:
-        """Network `name`'s gradients at its latest step; None before its first. The
-        tensors are overwritten at its next step: read them, do not keep them."""
+        """Network `name`'s gradients at its latest step; None before its first."""
         return self.latest.get(name)
 
     def norms(self) -> dict[str, float]:
