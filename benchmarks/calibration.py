@@ -169,7 +169,7 @@ def summarise(records: list[dict], warm: int, min_norm: float) -> dict[str, floa
 def input_stats(records: list[dict], metrics: list[dict], config) -> dict[str, float | None]:
     """The input rules' statistics: the observation checks' flow1.jsonl lines, and the
     episode lines of metrics.jsonl fed through the rules' own episode bookkeeping."""
-    from rltrain.utils.diagnosis.measure.inputs import EpisodeEnds
+    from rltrain.utils.diagnosis.measure.episode_ends import EpisodeEnds
 
     inputs = [r for r in records if r["kind"] == "inputs"]
     ends, streaks, shares = EpisodeEnds(config.diagnostics.window_size), [], []

@@ -37,7 +37,8 @@ import numpy as np
 import torch
 
 from rltrain.utils.diagnosis.measure.action_effect import ROWS, action_effect
-from rltrain.utils.diagnosis.measure.inputs import SCALE_ROWS, EpisodeEnds, observation_stats
+from rltrain.utils.diagnosis.measure.episode_ends import EpisodeEnds
+from rltrain.utils.diagnosis.measure.inputs import SCALE_ROWS, observation_stats
 from rltrain.utils.seeding import derive_seed
 from rltrain.utils.training.replay_buffer import Batch
 

@@ -457,7 +457,7 @@ def test_diagnose_lists_the_return_drops_the_run_detected(tmp_path):
 
 
 def test_a_time_limit_streak_needs_terminated_episodes_of_one_length():
-    from rltrain.utils.diagnosis.measure.inputs import EpisodeEnds
+    from rltrain.utils.diagnosis.measure.episode_ends import EpisodeEnds
 
     ends = EpisodeEnds(window=100)
     for _ in range(4):
@@ -477,7 +477,7 @@ def test_a_time_limit_streak_needs_terminated_episodes_of_one_length():
 
 
 def test_the_horizon_share_is_gammas_horizon_over_the_mean_episode_length():
-    from rltrain.utils.diagnosis.measure.inputs import MIN_EPISODES, EpisodeEnds
+    from rltrain.utils.diagnosis.measure.episode_ends import MIN_EPISODES, EpisodeEnds
 
     ends = EpisodeEnds(window=3)
     for length in (100, 300, 200, 200):  # the window keeps the last 3
