@@ -58,3 +58,61 @@ def test_a_connection_closed_is_a_lost_cluster_no_call_to_ray_starts_another(mon
     c.runners = ["a", "b"]
     c.close()
     assert calls == ["shutdown"] and c.runners == []  # in its thread, bounded
+
+
+class _Exceptions:
+    class RaySystemError(Exception):
+        pass
+
+
+def test_a_call_after_the_client_connection_closed_is_the_cluster_lost():
+    """Sending the weights once the Ray Client's connection closed raised a bare
+    Exception ("Ray Client is not connected") past the run: it is the cluster lost."""
+    from rltrain.scripts.workers.worker_faults import ClusterLost
+
+    def put(value):
+        raise Exception("Ray Client is not connected. Please connect by calling `ray.init`.")
+
+    ray = SimpleNamespace(put=put, is_initialized=lambda: False, exceptions=_Exceptions)
+    c = collector(None, ray)
+    c.config = SimpleNamespace(ray_address="ray://head:10001")
+    c.weights = {}
+    with pytest.raises(ClusterLost, match="was lost: Ray Client is not connected"):
+        c._send_weights()
+    with pytest.raises(ClusterLost):  # and every call after it
+        c._send_weights()
+
+
+def test_an_error_while_connected_is_not_taken_for_a_lost_cluster():
+    def put(value):
+        raise ValueError("a bug of ours")
+
+    ray = SimpleNamespace(put=put, is_initialized=lambda: True, exceptions=_Exceptions)
+    c = collector(None, ray)
+    c.config = SimpleNamespace(ray_address="")
+    c.weights = {}
+    with pytest.raises(ValueError, match="a bug of ours"):
+        c._send_weights()
+    assert c.cluster_gone is None
+
+
+def test_a_checkpoint_taken_as_the_connection_closes_saves_no_runner_state():
+    """The connection closing between two runners' states: the checkpoint is still
+    written, with every runner's episodes to start anew."""
+    class Runner:
+        state_dict = SimpleNamespace(remote=lambda: "ref")
+
+    connection = {"open": True}
+
+    def get(ref, timeout=None):
+        connection["open"] = False
+        raise Exception("Ray Client is not connected. Please connect by calling `ray.init`.")
+
+    exceptions = SimpleNamespace(RaySystemError=_Exceptions.RaySystemError,
+                                 RayError=type("RayError", (Exception,), {}))
+    ray = SimpleNamespace(get=get, is_initialized=lambda: connection["open"],
+                          exceptions=exceptions)
+    c = collector(None, ray)
+    c.config = SimpleNamespace(ray_address="", worker_timeout=1.0)
+    c.runners, c.in_flight, c.num_runners = [Runner(), Runner()], {}, 2
+    assert c._runner_states() == [None, None]

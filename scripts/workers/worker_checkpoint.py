@@ -53,7 +53,7 @@ class RunnerCheckpoint(RunnerFaults):
                 with self.ray_calls():
                     runners.append(self.ray.get(runner.state_dict.remote(),
                                                 timeout=self.config.worker_timeout))
-            except self.ray.exceptions.RayError:  # lost or timed out
+            except (self.ray.exceptions.RayError, ClusterLost):  # lost or timed out
                 runners.append(None)
         return runners
 

@@ -78,11 +78,17 @@ class RunnerFaults:
     @contextlib.contextmanager
     def ray_calls(self) -> Iterator[None]:
         """Calls to Ray that fail only when the cluster does: they become `ClusterLost`.
-        A runner's own death (RayActorError) is not caught here."""
+        A runner's own death (RayActorError) is not caught here. A Ray Client whose
+        connection closed raises a bare Exception ("Ray Client is not connected"): any
+        error raised once the connection is gone counts as the cluster lost."""
         self.check_cluster()
         try:
             yield
         except self._cluster_errors() as exc:
+            raise self._cluster_lost(exc) from None
+        except Exception as exc:
+            if self.connected():
+                raise
             raise self._cluster_lost(exc) from None
 
     def connected(self) -> bool:
