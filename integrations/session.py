@@ -261,11 +261,11 @@ class Session:
                                       terminated, truncated, finite, noise, steered))
             self.hooks.report = lambda f: found.extend((x.env_steps, 1, x) for x in f)
             self._count_steps(reward, terminated | truncated, terminated, reward_terms)
-        finally:
+        finally:  # what was found is reported even if a hook raised
             self.hooks.report = report
-        if found:
-            found.sort(key=lambda row: row[:2])  # stable: the hooks' order within
-            report([finding for *_, finding in found])
+            if found:
+                found.sort(key=lambda row: row[:2])  # stable: the hooks' order within
+                report([finding for *_, finding in found])
 
     def _count_steps(self, reward: np.ndarray, ended: np.ndarray, terminated: np.ndarray,
                      reward_terms: list[dict[str, float] | None] | None) -> None:

@@ -103,3 +103,37 @@ def test_a_vector_steps_findings_are_reported_as_its_envs_steps_in_turn(tmp_path
     events = read_jsonl(tmp_path / "logs" / "v" / "events.jsonl")
     assert [(e["rule"], e["env_steps"]) for e in events] == [("state_bounds", 1),
                                                              ("non_finite", 2)]
+
+
+def test_what_a_vector_step_found_is_reported_when_a_later_hook_raises(tmp_path,
+                                                                       monkeypatch):
+    """Env 0's finding comes before env 1's episode end, whose hook raises: the finding
+    is still reported, as the env-by-env order would have reported it already."""
+    import gymnasium as gym
+    import pytest
+    import torch
+
+    from rltrain.integrations import Watcher
+    from rltrain.utils.run.logger import read_jsonl
+
+    class Failing(Hook):
+        def on_episode_end(self, episode) -> list:
+            raise RuntimeError("a hook's bug")
+
+    monkeypatch.chdir(tmp_path)
+    env = gym.make("Pendulum-v1")
+    watcher = Watcher(torch.nn.Linear(3, 1), torch.nn.Bilinear(3, 1, 1),
+                      env.observation_space, env.action_space, run_name="v", config={
+                          "num_envs": 2, "max_timesteps": 100, "learning_starts": 10,
+                          "monitor": {"state_bounds": {"high": [2.0, 2.0, 10.0]}}})
+    hooks = watcher.session.hooks
+    hooks.hooks = [*hooks.hooks, Failing()]
+    obs = np.zeros((2, 3), np.float32)
+    next_obs = np.array([[5.0, 0.0, 0.0], [0.0, 0.0, 0.0]], np.float32)
+    with pytest.raises(RuntimeError, match="a hook's bug"):
+        watcher.after_env_step(obs, np.zeros((2, 1)), np.array([-1.0, -1.0]), next_obs,
+                               np.array([False, True]), np.zeros(2, bool))
+    assert watcher.should_pause and watcher.pause_reason.startswith("[state_bounds]")
+    watcher.close()
+    events = read_jsonl(tmp_path / "logs" / "v" / "events.jsonl")
+    assert [(e["rule"], e["env_steps"]) for e in events] == [("state_bounds", 1)]
