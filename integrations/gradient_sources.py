@@ -19,6 +19,11 @@ it steps tells:
 
 SB3 and CleanRL backpropagate the actor's loss through the critic after the critic's
 step and clear the critic's gradients before its next backward: neither counts then.
+
+Each hook is a Python call per parameter in every backward pass (about 6% of a watched
+PPO run's time), so only a loop of the user's own is traced (the `Watcher`). A library's
+update (SB3's, RLlib's) is its own tested code, as rltrain's own update is: there only
+the optimiser steps are counted (`trace_backwards=False`), which `update_ratio` reads.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ class GradientSources:
     """The backward passes into the watched networks' parameters and what each
     optimiser step stepped with, counted per network (`counts()`)."""
 
-    def __init__(self, networks: dict[str, nn.Module]) -> None:
+    def __init__(self, networks: dict[str, nn.Module], trace_backwards: bool = True) -> None:
         critic_ids = {id(p) for p in networks["critic"].parameters()}
         self.params: dict[int, tuple[nn.Parameter, _Param]] = {}
         for name, net in networks.items():
@@ -66,13 +71,13 @@ class GradientSources:
                 if p.requires_grad and id(p) not in self.params:
                     self.params[id(p)] = (p, _Param(role))
         self.current: set[str] = set()  # the roles the running backward reached
-        self._counts = StepSources({}, {}, 0)
-        tensors = [p for p, _ in self.params.values()]
+        self._counts = StepSources({}, {}, 0, traced=trace_backwards)
+        tensors = [p for p, _ in self.params.values()] if trace_backwards else []
         # Registered first: on the first watched parameter a backward pass reaches, it
         # runs before that parameter's own hook below and starts the pass's set of roles.
         self._handles: list[Any] = [torch.autograd.graph.register_multi_grad_hook(
             tensors, self._new_backward, mode="any")] if tensors else []
-        for p, state in self.params.values():
+        for p, state in self.params.values() if trace_backwards else ():
             self._handles.append(p.register_hook(self._before_accumulation(p, state)))
             self._handles.append(p.register_post_accumulate_grad_hook(
                 lambda param, state=state: state.remember(param.grad)))

@@ -186,7 +186,8 @@ class RltrainRLlibCallback(RLlibCallback):
             self.name, self._module(), self.algorithm.config, config,
             lambda: self.session.updates if self.session is not None else 0)
         view = self.watched.view
-        self.step_gradients = StepGradients({"actor": view.actor, "critic": view.critic})
+        self.step_gradients = StepGradients({"actor": view.actor, "critic": view.critic},
+                                            trace_backwards=False)  # RLlib's own update
         view = dataclasses.replace(view, step_gradients=self.step_gradients.gradients)
         self.buffer = ReplayBuffer(self.watched.kept_rows, obs_dim, action_dim, view.device,
                                    seed=derive_seed(config.seed, REPLAY))

@@ -102,7 +102,9 @@ class RltrainCallback(BaseCallback):
         view, buffer, noise, self.scale, self.kept = watched(model, self.entry)
         # The gradients each optimiser steps with: SB3 runs the actor's loss through the
         # critic after the critic's step, so the critic's .grad then is not its own.
-        steps = StepGradients({"actor": view.actor, "critic": view.critic})
+        # SB3's update is its own: its steps are counted, its backward passes not traced.
+        steps = StepGradients({"actor": view.actor, "critic": view.critic},
+                              trace_backwards=False)
         view = dataclasses.replace(view, step_gradients=steps.gradients,
                                    step_sources=steps.sources.counts)
         continued = self._continuation()

@@ -64,14 +64,15 @@ class StepGradients:
     global optimiser step pre-hook (`torch.optim.Optimizer`'s, for every optimiser of
     the process) copies the gradients of the watched parameters an optimiser is about to
     step; `gradients(name)` gives the newest copy of a network's, by parameter name.
-    `sources` counts where those gradients came from (integrations/gradient_sources.py).
-    `close()` removes the hooks."""
+    `sources` counts where those gradients came from (integrations/gradient_sources.py;
+    `trace_backwards=False`: the steps only, for a library's own update). `close()`
+    removes the hooks."""
 
-    def __init__(self, networks: dict[str, nn.Module]) -> None:
+    def __init__(self, networks: dict[str, nn.Module], trace_backwards: bool = True) -> None:
         self.named = {name: list(net.named_parameters()) for name, net in networks.items()}
         self.owner = {id(p): name for name, params in self.named.items() for _, p in params}
         self.latest: dict[str, dict[str, torch.Tensor | None]] = {}
-        self.sources = GradientSources(networks)
+        self.sources = GradientSources(networks, trace_backwards)
         # Here, not at the top: a loop with an optimiser has imported torch.optim already.
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 

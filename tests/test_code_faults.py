@@ -108,15 +108,26 @@ def test_the_benchmark_loop_names_its_planted_code_fault(tmp_path, fault, rule, 
 
 
 @pytest.mark.parametrize("algo", [TD3, SAC])
-def test_sb3_order_of_updates_is_not_a_code_fault(tmp_path, monkeypatch, algo):
+def test_sb3s_own_updates_are_counted_not_traced(tmp_path, monkeypatch, algo):
+    """SB3's update is its own code: its optimiser steps are counted (update_ratio), its
+    backward passes get no hooks (SB3's order is the hand-made `sb3_order` above)."""
     monkeypatch.chdir(tmp_path)
     model = algo("MlpPolicy", "Pendulum-v1", policy_kwargs={"net_arch": [16, 16]},
                  batch_size=32, learning_starts=100, seed=0, device="cpu")
     callback = RltrainCallback("sb3", config=WATCH)
+    hooked = []
+    original = torch.Tensor.register_hook
+
+    def register_hook(tensor, hook):
+        hooked.append(tensor)
+        return original(tensor, hook)
+
+    monkeypatch.setattr(torch.Tensor, "register_hook", register_hook)
     model.learn(300, callback=callback)
     counts = callback.step_gradients.sources.counts()
-    assert counts.steps["critic"] == 200 and counts.stale["critic"] == 0
-    assert counts.through_actor == 0
+    assert counts.steps["critic"] == 200 and not counts.traced
+    params = {id(p) for p in model.policy.parameters()}
+    assert not [t for t in hooked if id(t) in params]
     assert not set(warned(tmp_path / "logs" / "sb3")) & (CODE_RULES | {"target_update"})
 
 

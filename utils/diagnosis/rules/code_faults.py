@@ -67,7 +67,10 @@ class _StepCount:
         view = self.context.view
         if self.fired or view is None or view.step_sources is None:
             return []
-        found = self.judge(update.env_steps, view.step_sources())
+        counts = view.step_sources()
+        if not counts.traced:  # a library's own update: its steps counted, not traced
+            return []
+        found = self.judge(update.env_steps, counts)
         self.fired = bool(found)
         return found
 
