@@ -131,6 +131,23 @@ def test_sb3s_own_updates_are_counted_not_traced(tmp_path, monkeypatch, algo):
     assert not set(warned(tmp_path / "logs" / "sb3")) & (CODE_RULES | {"target_update"})
 
 
+@pytest.mark.parametrize("algo", [TD3, SAC])
+def test_sb3s_own_order_of_updates_traced_is_no_code_fault(algo):
+    """Why SB3's update need not be traced: traced, its order (the actor's loss through
+    the critic after the critic's step, cleared before its next backward) counts no
+    stale and no actor-stepped critic step."""
+    model = algo("MlpPolicy", "Pendulum-v1", policy_kwargs={"net_arch": [16, 16]},
+                 batch_size=32, learning_starts=100, seed=0, device="cpu")
+    steps = StepGradients({"actor": model.actor, "critic": model.critic})
+    try:
+        model.learn(300)
+    finally:
+        steps.close()
+    counts = steps.sources.counts()
+    assert counts.traced and counts.steps["critic"] == 200
+    assert counts.stale == {"actor": 0, "critic": 0} and counts.through_actor == 0
+
+
 def action_range_rule():
     from rltrain.utils.config.loader import config_from_dict
     from rltrain.utils.diagnosis.rules.action_range import ActionRangeUnused

@@ -22,8 +22,8 @@ class StepSources:
     (integrations/gradient_sources.py): per network ("actor", "critic"), its optimiser
     steps and those whose gradients still held the previous step's (never cleared);
     the critic's steps with gradients from a backward that also reached the actor.
-    `traced` False: only the steps are counted (a library's own update, SB3's or
-    RLlib's, whose backward passes are not traced: `stale` and `through_actor` stay 0)."""
+    `traced` False: only the steps are counted (a library's own update, SB3's, whose
+    backward passes are not traced: `stale` and `through_actor` stay 0)."""
 
     steps: dict[str, int] = field(default_factory=dict)
     stale: dict[str, int] = field(default_factory=dict)

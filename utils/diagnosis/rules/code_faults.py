@@ -37,8 +37,8 @@ SPECS = (
                    "at each of its optimiser's steps `.grad` still holds the tensor it "
                    "stepped with last time, with the new backward added to it",
         check="call the optimiser's zero_grad() (or set .grad to None) before each "
-              "backward of that network's loss (judged on the loops rltrain watches: the "
-              "Watcher's and SB3's)"),
+              "backward of that network's loss (judged on a loop of your own that the "
+              "Watcher watches)"),
     RuleSpec(
         name="actor_loss_steps_critic", section="diagnostics", group="Gradient flow",
         algorithms=ACTOR_Q_CRITICS,
@@ -51,8 +51,8 @@ SPECS = (
         check="backpropagate the actor's loss into the actor only "
               "(loss.backward(inputs=list(actor.parameters())), or freeze the critic's "
               "parameters for it) and step only the actor's optimiser after it; clear the "
-              "critic's gradients before its own backward (judged on the loops rltrain "
-              "watches)"),
+              "critic's gradients before its own backward (judged on a loop of your own "
+              "that the Watcher watches)"),
 )
 
 
@@ -67,10 +67,7 @@ class _StepCount:
         view = self.context.view
         if self.fired or view is None or view.step_sources is None:
             return []
-        counts = view.step_sources()
-        if not counts.traced:  # a library's own update: its steps counted, not traced
-            return []
-        found = self.judge(update.env_steps, counts)
+        found = self.judge(update.env_steps, view.step_sources())
         self.fired = bool(found)
         return found
 
