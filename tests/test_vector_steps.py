@@ -77,23 +77,29 @@ def test_step_end_work_is_called_at_its_multiples_in_step_order():
     assert every_five.ends == [5, 10, 15] and every_step.ends[-2:] == [12, 15]
 
 
+def bounded_watcher():
+    """A Watcher of two Pendulum envs whose first observation may not exceed 2."""
+    import gymnasium as gym
+    import torch
+
+    from rltrain.integrations import Watcher
+
+    env = gym.make("Pendulum-v1")
+    return Watcher(torch.nn.Linear(3, 1), torch.nn.Bilinear(3, 1, 1),
+                   env.observation_space, env.action_space, run_name="v", config={
+                       "num_envs": 2, "max_timesteps": 100, "learning_starts": 10,
+                       "monitor": {"state_bounds": {"high": [2.0, 2.0, 10.0]}}})
+
+
 def test_a_vector_steps_findings_are_reported_as_its_envs_steps_in_turn(tmp_path,
                                                                         monkeypatch):
     """Env 0's next observation leaves the configured bounds and env 1's reward is NaN in
     one vector step: told env by env, state_bounds (env step 1) fires before non_finite
     (env step 2), so the pause is state_bounds', whatever the order of the hooks."""
-    import gymnasium as gym
-    import torch
-
-    from rltrain.integrations import Watcher
     from rltrain.utils.run.logger import read_jsonl
 
     monkeypatch.chdir(tmp_path)
-    env = gym.make("Pendulum-v1")
-    watcher = Watcher(torch.nn.Linear(3, 1), torch.nn.Bilinear(3, 1, 1),
-                      env.observation_space, env.action_space, run_name="v", config={
-                          "num_envs": 2, "max_timesteps": 100, "learning_starts": 10,
-                          "monitor": {"state_bounds": {"high": [2.0, 2.0, 10.0]}}})
+    watcher = bounded_watcher()
     obs = np.zeros((2, 3), np.float32)
     next_obs = np.array([[5.0, 0.0, 0.0], [0.0, 0.0, 0.0]], np.float32)
     watcher.after_env_step(obs, np.zeros((2, 1)), np.array([-1.0, np.nan]), next_obs,
@@ -109,11 +115,8 @@ def test_what_a_vector_step_found_is_reported_when_a_later_hook_raises(tmp_path,
                                                                        monkeypatch):
     """Env 0's finding comes before env 1's episode end, whose hook raises: the finding
     is still reported, as the env-by-env order would have reported it already."""
-    import gymnasium as gym
     import pytest
-    import torch
 
-    from rltrain.integrations import Watcher
     from rltrain.utils.run.logger import read_jsonl
 
     class Failing(Hook):
@@ -121,11 +124,7 @@ def test_what_a_vector_step_found_is_reported_when_a_later_hook_raises(tmp_path,
             raise RuntimeError("a hook's bug")
 
     monkeypatch.chdir(tmp_path)
-    env = gym.make("Pendulum-v1")
-    watcher = Watcher(torch.nn.Linear(3, 1), torch.nn.Bilinear(3, 1, 1),
-                      env.observation_space, env.action_space, run_name="v", config={
-                          "num_envs": 2, "max_timesteps": 100, "learning_starts": 10,
-                          "monitor": {"state_bounds": {"high": [2.0, 2.0, 10.0]}}})
+    watcher = bounded_watcher()
     hooks = watcher.session.hooks
     hooks.hooks = [*hooks.hooks, Failing()]
     obs = np.zeros((2, 3), np.float32)

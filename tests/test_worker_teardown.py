@@ -65,18 +65,25 @@ class _Exceptions:
         pass
 
 
+def sending(error: Exception, connected: bool) -> distributed.DistributedCollector:
+    """A collector whose weights' `ray.put` raises `error`, with Ray connected or not."""
+    def put(value):
+        raise error
+
+    ray = SimpleNamespace(put=put, is_initialized=lambda: connected, exceptions=_Exceptions)
+    c = collector(None, ray)
+    c.config = SimpleNamespace(ray_address="ray://head:10001")
+    c.weights = {}
+    return c
+
+
 def test_a_call_after_the_client_connection_closed_is_the_cluster_lost():
     """Sending the weights once the Ray Client's connection closed raised a bare
     Exception ("Ray Client is not connected") past the run: it is the cluster lost."""
     from rltrain.scripts.workers.worker_faults import ClusterLost
 
-    def put(value):
-        raise Exception("Ray Client is not connected. Please connect by calling `ray.init`.")
-
-    ray = SimpleNamespace(put=put, is_initialized=lambda: False, exceptions=_Exceptions)
-    c = collector(None, ray)
-    c.config = SimpleNamespace(ray_address="ray://head:10001")
-    c.weights = {}
+    c = sending(Exception("Ray Client is not connected. Please connect by calling "
+                          "`ray.init`."), connected=False)
     with pytest.raises(ClusterLost, match="was lost: Ray Client is not connected"):
         c._send_weights()
     with pytest.raises(ClusterLost):  # and every call after it
@@ -84,13 +91,7 @@ def test_a_call_after_the_client_connection_closed_is_the_cluster_lost():
 
 
 def test_an_error_while_connected_is_not_taken_for_a_lost_cluster():
-    def put(value):
-        raise ValueError("a bug of ours")
-
-    ray = SimpleNamespace(put=put, is_initialized=lambda: True, exceptions=_Exceptions)
-    c = collector(None, ray)
-    c.config = SimpleNamespace(ray_address="")
-    c.weights = {}
+    c = sending(ValueError("a bug of ours"), connected=True)
     with pytest.raises(ValueError, match="a bug of ours"):
         c._send_weights()
     assert c.cluster_gone is None
