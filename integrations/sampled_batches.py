@@ -17,6 +17,12 @@ inputs. Of the batch's rows whose observation the env gave:
   mean age uniform sampling from the rows the buffer holds would give: near 1 for
   uniform replay, near 0 for batches drawn from the newest rows only.
 
+Where the loop hands its batch to `Watcher.after_update` (`batch={"obs": ..., "dones":
+...}`), its rows stored as done are looked up at every update (`done_rows`): how many of
+them the env ended by a time limit only (`truncated`, not `terminated`), by the task
+(`terminated`), or not at all (`ended_rows`, counted since the watch began). A loop that
+stores `done = terminated or truncated` does not bootstrap at its time limits.
+
 A loop whose critic sees transformed observations (normalised, stacked) matches no row:
 nothing is judged then. The Watcher's own calls of the critic (its evaluations, probes)
 are not captured, nor the loop's calls on as many rows as it has envs: those act on the
@@ -34,6 +40,7 @@ from torch import nn
 
 KEPT = 200_000  # newest env steps whose observations are remembered
 EVERY = 250  # updates between two captures
+CONTINUED, TERMINATED, TRUNCATED = 0, 1, 2  # how an env step ended its episode
 
 
 def _key(row: np.ndarray) -> int:
@@ -46,7 +53,10 @@ class SampledBatches:
     def __init__(self, critic: nn.Module, critic_target: nn.Module | None, obs_dim: int,
                  capacity: int, num_envs: int = 1) -> None:
         self.obs_dim, self.capacity, self.num_envs = obs_dim, capacity, num_envs
-        self.seen: OrderedDict[int, tuple[int, int]] = OrderedDict()  # obs -> (step, next)
+        # obs -> (its step, the next observation's key, how that step ended)
+        self.seen: OrderedDict[int, tuple[int, int, int]] = OrderedDict()
+        # the loop's rows stored as done, by how the env ended their step
+        self.ended_rows = {"terminated": 0, "truncated": 0, "continued": 0}
         self.steps = 0
         self.armed = False
         self.suspended = 0  # >0 while the Watcher calls the critic itself
@@ -58,12 +68,15 @@ class SampledBatches:
         if critic_target is not None:
             self.handles.append(critic_target.register_forward_pre_hook(self._target_call))
 
-    def env_step(self, obs: np.ndarray, next_obs: np.ndarray) -> None:
-        """One env step of one env: its observation and the one that followed."""
+    def env_step(self, obs: np.ndarray, next_obs: np.ndarray, terminated: bool = False,
+                 truncated: bool = False) -> None:
+        """One env step of one env: its observation, the one that followed, and whether
+        it ended the episode (the task's end, or a time limit only)."""
         self.steps += 1
         key = _key(obs)
         self.seen.pop(key, None)
-        self.seen[key] = (self.steps, _key(next_obs))
+        ended = TERMINATED if terminated else TRUNCATED if truncated else CONTINUED
+        self.seen[key] = (self.steps, _key(next_obs), ended)
         if len(self.seen) > KEPT:
             self.seen.popitem(last=False)
 
@@ -74,6 +87,20 @@ class SampledBatches:
             self.measured += 1
         self.obs = self.next_obs = None
         self.armed = False
+
+    def done_rows(self, obs: Any, dones: Any) -> None:
+        """The loop's batch of one update: its rows stored as done, counted by how the
+        env ended their step (rows whose observation the env never gave: not counted)."""
+        flags = _numpy(dones).reshape(-1)
+        rows = np.flatnonzero(flags > 0.5)
+        if not len(rows):
+            return
+        observations = _numpy(obs).reshape(len(flags), -1)[rows, :self.obs_dim]
+        names = {TERMINATED: "terminated", TRUNCATED: "truncated", CONTINUED: "continued"}
+        for row in observations:
+            found = self.seen.get(_key(row))
+            if found is not None:
+                self.ended_rows[names[found[2]]] += 1
 
     def arm(self, updates: int) -> None:
         """Capture the loop's next update's batch, every EVERY updates."""
@@ -133,6 +160,12 @@ class _Suspended:
 
     def __exit__(self, *exc: Any) -> None:
         self.owner.suspended -= 1
+
+
+def _numpy(x: Any) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
 
 
 def _detached(x: torch.Tensor | None) -> torch.Tensor | None:

@@ -109,7 +109,8 @@ class Watcher:
                                       c.replay_buffer_size, c.num_envs)
         view = dataclasses.replace(view, step_gradients=self.step_gradients.gradients,
                                    step_sources=self.step_gradients.sources.counts,
-                                   sampled_batches=self.sampled.state)
+                                   sampled_batches=self.sampled.state,
+                                   stored_dones=lambda: dict(self.sampled.ended_rows))
         # PPO's sampling, DQN's epsilon: no added noise's scale to log
         noise = c.exploration_noise if entry.traits.box_actions else math.nan
         self._saved: dict[str, Any] = {}
@@ -152,17 +153,28 @@ class Watcher:
         s.steps(obs_rows, action, reward, next_rows, terminated, truncated, finite,
                 s.terms.of_envs(info, len(obs_rows)))
         for env in range(len(obs_rows)):
-            self.sampled.env_step(obs_rows[env], next_rows[env])
+            self.sampled.env_step(obs_rows[env], next_rows[env], bool(terminated[env]),
+                                  bool(truncated[env]))
         return s.take()
 
     def after_update(self, critic_loss: Any = None, actor_loss: Any = None,
-                     q_mean: Any = None, **metrics: Any) -> list[Finding]:
+                     q_mean: Any = None, batch: Mapping[str, Any] | None = None,
+                     **metrics: Any) -> list[Finding]:
         """One update: its losses and mean Q (floats or 0-d tensors; None: not computed
-        in this update); the gradient norms are read from the modules."""
+        in this update); the gradient norms are read from the modules. `batch`
+        (optional): the batch the update learnt from, as the loop's buffer gave it,
+        `{"obs": [B, obs_dim], "dones": [B]}` (tensors or arrays; other keys are not
+        read): its rows stored as done are checked against how the env ended them."""
         given = {"critic_loss": critic_loss, "actor_loss": actor_loss, "q_mean": q_mean,
                  **metrics}
         values = {k: float(v.detach()) if isinstance(v, torch.Tensor) else float(v)
                   for k, v in given.items() if v is not None}
+        if batch is not None:
+            if "obs" not in batch or "dones" not in batch:
+                raise ConfigError('after_update\'s batch needs "obs" and "dones" (the '
+                                  f"batch's observations and done flags); it has "
+                                  f"{sorted(batch)}")
+            self.sampled.done_rows(batch["obs"], batch["dones"])
         self.sampled.collect()
         with self.sampled.suspend():  # the diagnostics' own calls of the critic
             self.session.update({**values, **self.step_gradients.norms()})

@@ -94,12 +94,14 @@ WATCH = {"diagnostics": {"target_update": {"every_updates": 5}}}
     (None, None, None),
     ("no_zero_grad", "gradients_not_zeroed", "the critic's optimiser stepped "),
     ("actor_steps_critic", "actor_loss_steps_critic", "backward(inputs=list(actor.parameters"),
-    ("frozen_target", "target_update", "the loop does not update its target networks")])
+    ("frozen_target", "target_update", "the loop does not update its target networks"),
+    ("done_includes_truncation", "time_limit_terminal", "ended the episode by its time "
+                                                        "limit only")])
 def test_the_benchmark_loop_names_its_planted_code_fault(tmp_path, fault, rule, words):
     log_dir = run_loop(fault, "Pendulum-v1", 300, 0, tmp_path, "loop", hidden=16,
                        learning_starts=200, eval_every=10_000, watch=WATCH)
     found = warned(log_dir)
-    named = set(found) & (CODE_RULES | {"target_update"})
+    named = set(found) & (CODE_RULES | {"target_update", "time_limit_terminal"})
     assert named == ({rule} if rule else set())
     if rule:
         first = found[rule][0]

@@ -115,3 +115,34 @@ def test_batches_of_transformed_observations_match_nothing_and_judge_nothing():
     stats, measured = sampled.state()
     assert measured == 1 and stats["known"] == 0 and "unknown" not in stats
     sampled.close()
+
+
+def test_done_rows_are_counted_by_how_the_env_ended_their_step():
+    """Rows stored as done are looked up among the env's steps: a time limit's row (the
+    env said truncated only) counts apart from the task's end and from a step that did
+    not end its episode; rows the env never gave, and rows not done, count nowhere."""
+    batches = SampledBatches(nn.Linear(4, 1), None, obs_dim=3, capacity=100)
+    steps = [(np.full(3, float(i), np.float32), np.full(3, i + 0.5, np.float32))
+             for i in range(4)]
+    for (obs, next_obs), (terminated, truncated) in zip(
+            steps, [(False, False), (True, False), (False, True), (True, True)], strict=True):
+        batches.env_step(obs, next_obs, terminated, truncated)
+    obs = torch.tensor(np.stack([s[0] for s in steps] + [np.full(3, 9.0, np.float32)]))
+    batches.done_rows(obs, torch.tensor([[1.0], [1.0], [1.0], [1.0], [1.0]]))
+    assert batches.ended_rows == {"continued": 1, "terminated": 2, "truncated": 1}
+    batches.done_rows(obs.numpy(), np.zeros(5))
+    assert batches.ended_rows == {"continued": 1, "terminated": 2, "truncated": 1}
+
+
+def test_a_batch_without_its_done_flags_is_one_line(tmp_path):
+    from rltrain.utils.errors import ConfigError
+
+    env = gym.make("Pendulum-v1")
+    watcher = Watcher(nn.Linear(3, 1), Critic(), env.observation_space, env.action_space,
+                      run_name="b", log_dir=str(tmp_path / "logs"),
+                      checkpoint_dir=str(tmp_path / "ck"))
+    try:
+        with pytest.raises(ConfigError, match='needs "obs" and "dones"'):
+            watcher.after_update(critic_loss=1.0, batch={"obs": np.zeros((2, 3))})
+    finally:
+        watcher.close()

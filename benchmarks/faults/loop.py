@@ -81,7 +81,8 @@ def update(nets: tuple, opts: tuple, batch: tuple, fault: str | None, gamma: flo
         for net, target_net in ((actor, actor_target), (qf, qf_target)):
             for p, tp in zip(net.parameters(), target_net.parameters(), strict=True):
                 tp.data.lerp_(p.data, tau)
-    return {"critic_loss": q_loss, "actor_loss": actor_loss, "q_mean": q.mean()}
+    return {"critic_loss": q_loss, "actor_loss": actor_loss, "q_mean": q.mean(),
+            "batch": {"obs": o, "dones": d}}
 
 
 def actor_step(actor: nn.Module, qf: nn.Module, opts: tuple, o: torch.Tensor,

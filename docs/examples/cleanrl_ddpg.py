@@ -61,7 +61,8 @@ def update(args: argparse.Namespace, nets: tuple, opts: tuple, batch: tuple) -> 
     for net, target_net in ((actor, actor_target), (qf, qf_target)):  # Polyak averaging
         for p, tp in zip(net.parameters(), target_net.parameters(), strict=True):
             tp.data.lerp_(p.data, args.tau)
-    return {"critic_loss": q_loss, "actor_loss": actor_loss, "q_mean": q.mean()}
+    return {"critic_loss": q_loss, "actor_loss": actor_loss, "q_mean": q.mean(),
+            "batch": {"obs": o, "dones": d}}  # its done flags, checked against the env's
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -170,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                 loss.backward()
                 optimizer.step()
                 watcher.after_update(critic_loss=loss, q_mean=old_val.mean(),  # rltrain
-                                     epsilon=epsilon)  # rltrain
+                                     epsilon=epsilon,  # rltrain
+                                     batch={"obs": observations, "dones": dones})  # rltrain
 
             # update the target network
             if global_step % args.target_network_frequency == 0:

@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                         target_param.data.copy_(args.tau * param.data
                                                 + (1 - args.tau) * target_param.data)
             watcher.after_update(critic_loss=qf_loss, actor_loss=actor_loss,  # rltrain
-                                 q_mean=qf1_a_values.mean())  # rltrain
+                                 q_mean=qf1_a_values.mean(),  # rltrain
+                                 batch={"obs": observations, "dones": dones})  # rltrain
 
         if (global_step + 1) % args.eval_every == 0:  # rltrain
             watcher.evaluate(eval_env)  # rltrain

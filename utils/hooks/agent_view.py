@@ -58,6 +58,10 @@ class AgentView:
     # sampled_batches.py): the newest capture's statistics (None: none yet) and how many
     # captures so far. None: not watched; rltrain's own buffer is not.
     sampled_batches: Callable[[], tuple[dict[str, Any] | None, int]] | None = None
+    # The rows a watched loop's batches stored as done, counted by how the env ended
+    # their step: {"terminated", "truncated" (a time limit only), "continued"}; zeros
+    # while the loop hands none (`Watcher.after_update(batch=...)`). None: not a loop.
+    stored_dones: Callable[[], dict[str, int]] | None = None
     # A Discrete(n) action space's n: its actions are indices, one number in
     # [action_low, action_high] = [start - 0.5, start + n - 0.5], and the state-action
     # map gives each its own bin. None: a Box.

@@ -63,6 +63,7 @@ class InputChecks:
     def __init__(self, context: RuleContext, buffer: ReplayBuffer, logger: RunLogger,
                  report: Callable[[list[Finding]], None]) -> None:
         self.config = context.config
+        self.view = context.view  # a watched loop's done flags (`stored_dones`)
         self.settings = self.config.diagnostics
         self.buffer, self.logger, self.report = buffer, logger, report
         self.rules = {cls.spec.name: cls(context)
@@ -137,6 +138,9 @@ class InputChecks:
             self.report(self.rules["ignored_action"].check(env_steps, self.effect))
         if (updates - 1) % self.settings.grad_freq == 0 and len(self.buffer):
             self._check_observations(env_steps)  # none kept: every step was NaN/inf
+        if self.view is not None and self.view.stored_dones is not None:
+            self.report(self.rules["time_limit_terminal"].stored(env_steps,
+                                                                 self.view.stored_dones()))
 
     def _warmup(self, env_steps: int) -> Batch | None:
         """At the first update: the newest MAX_ROWS transitions of the warm-up's random

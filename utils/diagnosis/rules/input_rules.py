@@ -15,7 +15,11 @@
 - `time_limit_terminal`: `threshold` episodes in a row ended `terminated` at one and
   the same length. A time limit reported as the task's end (instead of `truncated`) tells
   the critic that those states are worth nothing more: code that stores
-  `done = terminated or truncated` does this.
+  `done = terminated or truncated` does this. A watched loop that hands its batches to
+  the Watcher (`after_update(batch=...)`) is judged on them too: once they have held
+  `threshold` rows stored as done whose step the env ended by its time limit only
+  (truncated, not terminated), looked up among the env's steps
+  (integrations/sampled_batches.py).
 - `short_horizon`: the discount's horizon 1/(1-gamma) below `threshold` of the mean
   episode length: rewards more than a few steps ahead barely count.
 - `small_replay`: a replay buffer of fewer than `threshold` batches: every batch is a
@@ -89,7 +93,9 @@ SPECS = (
         section='diagnostics',
         group='What goes into learning',
         fires_when='this many episodes in a row ended `terminated` at one same length (of at '
-                   "least 50 steps): a time limit reported as the task's end?",
+                   "least 50 steps): a time limit reported as the task's end? Or a watched "
+                   "loop's batches held this many rows stored as done whose step the env "
+                   'ended by its time limit only (truncated, not terminated)',
         threshold=10.0,
         action='warn',
         hypothesis='if a time limit is reported as `terminated` (the task ended) instead of '
@@ -207,6 +213,25 @@ class FrozenObservation(RuleCheck):
 
 class TimeLimitTerminal(RuleCheck):
     spec = SPECS[2]
+
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        self.stored_fired = False  # the loop's done flags: named once
+
+    def stored(self, env_steps: int, rows: dict[str, int]) -> list[Finding]:
+        """`rows`: a watched loop's batch rows stored as done, by how the env ended their
+        step ("terminated", "truncated": a time limit only, "continued")."""
+        if self.stored_fired or not rows["truncated"] >= self.rule.threshold:
+            return []
+        self.stored_fired = True
+        return self.fire(
+            env_steps, rows["truncated"],
+            f"{rows['truncated']} rows of the loop's batches were stored as done where the "
+            "env ended the episode by its time limit only (truncated, not terminated; "
+            f"{rows['terminated']} done rows the env did end): the loop stores "
+            "done = terminated or truncated, so its critic does not bootstrap at the time "
+            "limit; store `terminated` as the done flag and reset the env on either",
+            suggested_set={})
 
     def check(self, env_steps: int, streak: int, length: int) -> list[Finding]:
         """`streak` episodes in a row ended `terminated` at `length` steps."""

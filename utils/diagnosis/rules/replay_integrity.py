@@ -12,6 +12,9 @@ gave). Both rules fire after `captures` captures in a row beyond their threshold
 - `sample_recency`: the batches' rows are on average younger than `threshold` of what
   uniform sampling from the rows the buffer holds would give: the batches come from the
   newest transitions only, and the critic forgets the rest.
+
+The loop's done flags, where it hands the Watcher its batch, are `time_limit_terminal`'s
+(input_rules.py).
 """
 
 from __future__ import annotations
