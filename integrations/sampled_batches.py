@@ -40,7 +40,9 @@ from torch import nn
 
 KEPT = 200_000  # newest env steps whose observations are remembered
 EVERY = 250  # updates between two captures
-CONTINUED, TERMINATED, TRUNCATED = 0, 1, 2  # how an env step ended its episode
+# How the env steps with an observation ended their episode, as bits (an observation met
+# again, a grid cell say, keeps every way it ended: terminated once is never a time limit)
+CONTINUED, TERMINATED, TRUNCATED = 0, 1, 2
 
 
 def _key(row: np.ndarray) -> int:
@@ -74,8 +76,10 @@ class SampledBatches:
         it ended the episode (the task's end, or a time limit only)."""
         self.steps += 1
         key = _key(obs)
-        self.seen.pop(key, None)
+        before = self.seen.pop(key, None)
         ended = TERMINATED if terminated else TRUNCATED if truncated else CONTINUED
+        if before is not None:
+            ended |= before[2]
         self.seen[key] = (self.steps, _key(next_obs), ended)
         if len(self.seen) > KEPT:
             self.seen.popitem(last=False)
@@ -88,19 +92,27 @@ class SampledBatches:
         self.obs = self.next_obs = None
         self.armed = False
 
-    def done_rows(self, obs: Any, dones: Any) -> None:
-        """The loop's batch of one update: its rows stored as done, counted by how the
-        env ended their step (rows whose observation the env never gave: not counted)."""
-        flags = _numpy(dones).reshape(-1)
+    def done_rows(self, obs: Any, flags: np.ndarray) -> None:
+        """The loop's batch of one update: `obs` [B, >= obs_dim] (a tensor or an array)
+        and its done flags [B]; its rows stored as done are counted by how the env ended
+        their step: terminated (ever), truncated (a time limit only) or continued (rows
+        whose observation the env never gave: not counted)."""
         rows = np.flatnonzero(flags > 0.5)
         if not len(rows):
             return
-        observations = _numpy(obs).reshape(len(flags), -1)[rows, :self.obs_dim]
-        names = {TERMINATED: "terminated", TRUNCATED: "truncated", CONTINUED: "continued"}
-        for row in observations:
+        if isinstance(obs, torch.Tensor):  # only the done rows leave the device
+            picked = obs.detach()[torch.as_tensor(rows, device=obs.device)].float().cpu()
+            observations = picked.numpy()
+        else:
+            observations = np.asarray(obs, dtype=np.float32)[rows]
+        for row in observations.reshape(len(rows), -1)[:, :self.obs_dim]:
             found = self.seen.get(_key(row))
-            if found is not None:
-                self.ended_rows[names[found[2]]] += 1
+            if found is None:
+                continue
+            ended = found[2]
+            name = ("terminated" if ended & TERMINATED else "truncated" if ended & TRUNCATED
+                    else "continued")
+            self.ended_rows[name] += 1
 
     def arm(self, updates: int) -> None:
         """Capture the loop's next update's batch, every EVERY updates."""
@@ -160,12 +172,6 @@ class _Suspended:
 
     def __exit__(self, *exc: Any) -> None:
         self.owner.suspended -= 1
-
-
-def _numpy(x: Any) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().numpy()
-    return np.asarray(x)
 
 
 def _detached(x: torch.Tensor | None) -> torch.Tensor | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -128,21 +129,56 @@ def test_done_rows_are_counted_by_how_the_env_ended_their_step():
             steps, [(False, False), (True, False), (False, True), (True, True)], strict=True):
         batches.env_step(obs, next_obs, terminated, truncated)
     obs = torch.tensor(np.stack([s[0] for s in steps] + [np.full(3, 9.0, np.float32)]))
-    batches.done_rows(obs, torch.tensor([[1.0], [1.0], [1.0], [1.0], [1.0]]))
+    batches.done_rows(obs, np.ones(5))
     assert batches.ended_rows == {"continued": 1, "terminated": 2, "truncated": 1}
     batches.done_rows(obs.numpy(), np.zeros(5))
     assert batches.ended_rows == {"continued": 1, "terminated": 2, "truncated": 1}
 
 
-def test_a_batch_without_its_done_flags_is_one_line(tmp_path):
+def test_an_observation_met_again_that_once_terminated_is_no_time_limit():
+    """A grid cell where an episode terminated, later reached at the time limit: a row
+    stored as done there is the task's end, however often it is sampled."""
+    batches = SampledBatches(nn.Linear(4, 1), None, obs_dim=3, capacity=100)
+    cell, after = np.ones(3, np.float32), np.zeros(3, np.float32)
+    batches.env_step(cell, after, terminated=True)
+    batches.env_step(cell, after, truncated=True)
+    for _ in range(20):
+        batches.done_rows(cell[None], np.ones(1))
+    assert batches.ended_rows == {"continued": 0, "terminated": 20, "truncated": 0}
+
+
+def watcher_of(tmp_path: Path) -> Watcher:
+    env = gym.make("Pendulum-v1")
+    return Watcher(nn.Linear(3, 1), Critic(), env.observation_space, env.action_space,
+                   run_name="b", log_dir=str(tmp_path / "logs"),
+                   checkpoint_dir=str(tmp_path / "ck"))
+
+
+@pytest.mark.parametrize("batch, words", [
+    ({"obs": np.zeros((2, 3))}, 'a dict with "obs" and "dones"'),
+    ((np.zeros((2, 3)), np.zeros(2)), "not tuple"),
+    ({"obs": np.zeros((4, 3)), "dones": np.zeros(5)}, "one row per flag"),
+    ({"obs": torch.zeros(2, 2), "dones": torch.zeros(2, 1)}, "obs must be [2, 3 or more]"),
+])
+def test_a_batch_the_watcher_cannot_read_is_one_line(tmp_path, batch, words):
     from rltrain.utils.errors import ConfigError
 
-    env = gym.make("Pendulum-v1")
-    watcher = Watcher(nn.Linear(3, 1), Critic(), env.observation_space, env.action_space,
-                      run_name="b", log_dir=str(tmp_path / "logs"),
-                      checkpoint_dir=str(tmp_path / "ck"))
+    watcher = watcher_of(tmp_path)
     try:
-        with pytest.raises(ConfigError, match='needs "obs" and "dones"'):
-            watcher.after_update(critic_loss=1.0, batch={"obs": np.zeros((2, 3))})
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            watcher.after_update(critic_loss=1.0, batch=batch)
     finally:
         watcher.close()
+
+
+def test_flags_on_steps_that_ended_nothing_are_not_judged(tmp_path):
+    """A not-done mask (1 - terminated) passed as `dones`: most flagged rows ended no
+    episode, so the flags are not episode ends and the time limits' rows among them
+    name nothing."""
+    from rltrain.utils.config.loader import config_from_dict
+    from rltrain.utils.diagnosis.rules.input_rules import TimeLimitTerminal
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
+
+    rule = TimeLimitTerminal(RuleContext(config_from_dict({"env_name": "Pendulum-v1"}), 3, 1))
+    assert rule.stored(100, {"terminated": 0, "truncated": 12, "continued": 2400}) == []
+    assert rule.stored(100, {"terminated": 0, "truncated": 12, "continued": 0})

@@ -220,8 +220,12 @@ class TimeLimitTerminal(RuleCheck):
 
     def stored(self, env_steps: int, rows: dict[str, int]) -> list[Finding]:
         """`rows`: a watched loop's batch rows stored as done, by how the env ended their
-        step ("terminated", "truncated": a time limit only, "continued")."""
+        step ("terminated", "truncated": a time limit only, "continued"). Flags set on
+        more rows that did not end an episode than on rows that did are not episode ends
+        (a not-done mask, or a flag that marks an episode's first step): not judged."""
         if self.stored_fired or not rows["truncated"] >= self.rule.threshold:
+            return []
+        if rows["continued"] > rows["terminated"] + rows["truncated"]:
             return []
         self.stored_fired = True
         return self.fire(
