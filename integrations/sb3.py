@@ -62,6 +62,9 @@ from rltrain.utils.run.status import read_status
 from rltrain.utils.training.replay_buffer import ReplayBuffer
 
 LIBRARY = "stable-baselines3"  # how status.json's `integration` begins
+TIMEOUT_FIX = ("train a new model with replay_buffer_kwargs=dict("
+               "handle_timeout_termination=True) (which optimize_memory_usage=True rules "
+               "out: turn that off)")
 class RltrainCallback(BaseCallback):
     """Watches `learn()` and writes `<log_dir>/<run_name>/`; `config`: rltrain config
     keys for the rules (`monitor`, `diagnostics`, `eval_freq`, `n_eval_episodes`, ...);
@@ -107,6 +110,14 @@ class RltrainCallback(BaseCallback):
                               trace_backwards=False)
         view = dataclasses.replace(view, step_gradients=steps.gradients,
                                    step_sources=steps.sources.counts)
+        # A replay buffer told not to handle time limits (SB3's handle_timeout_termination,
+        # off where optimize_memory_usage is on) stores every truncation as the task's end.
+        self.stored_ends: dict[str, int] | None = None
+        if getattr(getattr(model, "replay_buffer", None), "handle_timeout_termination",
+                   True) is False:
+            self.stored_ends = {"terminated": 0, "truncated": 0, "continued": 0}
+            view = dataclasses.replace(view, stored_dones=lambda: dict(self.stored_ends),
+                                       stored_dones_fix=TIMEOUT_FIX)
         continued = self._continuation()
         start = continued.env_steps if continued is not None else model.num_timesteps
         # SB3's total_timesteps counts from its num_timesteps (0 again unless
@@ -207,6 +218,9 @@ class RltrainCallback(BaseCallback):
                                                         self.model.action_noise)
         next_obs, terminated, truncated, finite = transitions(new_obs, actions, rewards,
                                                               dones, infos)
+        if self.stored_ends is not None and any(dones.tolist()):
+            self.stored_ends["terminated"] += int(terminated.sum())
+            self.stored_ends["truncated"] += int(truncated.sum())
         s.steps(obs, actions, rewards, next_obs, terminated, truncated, finite,
                 s.terms.of_envs(infos, len(dones)), *((None, None) if drawn is None else drawn))
         if self.kept is not None:  # as rltrain's replay buffer takes them

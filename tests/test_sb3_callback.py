@@ -351,3 +351,25 @@ def test_one_callback_given_to_a_fresh_model_is_refused_not_merged(tmp_path):
         td3("Pendulum-v1").learn(150, callback=callback)
     status = json.loads((tmp_path / "logs" / "one" / "status.json").read_text())
     assert status["env_steps"] == 150 and status["state"] == "finished"
+
+
+@pytest.mark.parametrize("handled", [False, True])
+def test_time_limits_stored_as_the_tasks_end_are_named(tmp_path, monkeypatch, handled):
+    """SB3's replay buffer without handle_timeout_termination (which its
+    optimize_memory_usage needs) stores every truncation as terminal: named once ten
+    time limits were stored so, with the setting to change; with it, nothing."""
+    from rltrain.utils.run.logger import read_jsonl
+
+    monkeypatch.chdir(tmp_path)
+    env = gym.make("Pendulum-v1", max_episode_steps=20)
+    model = TD3("MlpPolicy", env, policy_kwargs={"net_arch": [16, 16]}, batch_size=32,
+                learning_starts=50, seed=0, device="cpu",
+                replay_buffer_kwargs={"handle_timeout_termination": handled})
+    model.learn(300, callback=RltrainCallback("t"))
+    found = [e for e in read_jsonl(tmp_path / "logs" / "t" / "events.jsonl")
+             if e.get("rule") == "time_limit_terminal"]
+    if handled:
+        assert found == []
+    else:
+        assert [e["env_steps"] for e in found] == [200]
+        assert "handle_timeout_termination=True" in found[0]["message"]

@@ -62,6 +62,8 @@ class AgentView:
     # their step: {"terminated", "truncated" (a time limit only), "continued"}; zeros
     # while the loop hands none (`Watcher.after_update(batch=...)`). None: not a loop.
     stored_dones: Callable[[], dict[str, int]] | None = None
+    # What a finding on them tells to change (None: the loop's own code, its done flag).
+    stored_dones_fix: str | None = None
     # A Discrete(n) action space's n: its actions are indices, one number in
     # [action_low, action_high] = [start - 0.5, start + n - 0.5], and the state-action
     # map gives each its own bin. None: a Box.

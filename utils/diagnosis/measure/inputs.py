@@ -139,8 +139,8 @@ class InputChecks:
         if (updates - 1) % self.settings.grad_freq == 0 and len(self.buffer):
             self._check_observations(env_steps)  # none kept: every step was NaN/inf
         if self.view is not None and self.view.stored_dones is not None:
-            self.report(self.rules["time_limit_terminal"].stored(env_steps,
-                                                                 self.view.stored_dones()))
+            self.report(self.rules["time_limit_terminal"].stored(
+                env_steps, self.view.stored_dones(), self.view.stored_dones_fix))
 
     def _warmup(self, env_steps: int) -> Batch | None:
         """At the first update: the newest MAX_ROWS transitions of the warm-up's random

@@ -218,7 +218,8 @@ class TimeLimitTerminal(RuleCheck):
         super().__init__(context)
         self.stored_fired = False  # the loop's done flags: named once
 
-    def stored(self, env_steps: int, rows: dict[str, int]) -> list[Finding]:
+    def stored(self, env_steps: int, rows: dict[str, int],
+               fix: str | None = None) -> list[Finding]:
         """`rows`: a watched loop's batch rows stored as done, by how the env ended their
         step ("terminated", "truncated": a time limit only, "continued"). Flags set on
         more rows that did not end an episode than on rows that did are not episode ends
@@ -228,6 +229,13 @@ class TimeLimitTerminal(RuleCheck):
         if rows["continued"] > rows["terminated"] + rows["truncated"]:
             return []
         self.stored_fired = True
+        if fix is not None:  # a library's replay buffer: one of its settings
+            return self.fire(
+                env_steps, rows["truncated"],
+                f"{rows['truncated']} transitions where the env ended the episode by its "
+                "time limit only (truncated, not terminated) were stored as the task's end: "
+                f"the critic does not bootstrap at the time limit; {fix}",
+                suggested_set={})
         return self.fire(
             env_steps, rows["truncated"],
             f"{rows['truncated']} rows of the loop's batches were stored as done where the "
