@@ -118,6 +118,11 @@ CASES = (
          "vwxyzjn/cleanrl#198 (PPO without bootstrapping at the time "
          "limit stuck in a suboptimum); DLR-RM/stable-baselines3#633", "episode", "ppo_cartpole",
          ("time_limit_terminal",), "", "", env_fault={"fault": "time_limit_terminal"}),
+    Case("dqn_timeouts_not_handled_mountaincar",
+         "DLR-RM/stable-baselines3#934 and #948 (optimize_memory_usage needs "
+         "handle_timeout_termination off); DLR-RM/rl-baselines3-zoo#270", "episode",
+         "dqn_mountaincar", ("time_limit_terminal",), "", "",
+         sets={"replay_buffer_kwargs": {"handle_timeout_termination": False}}),
     Case("dqn_stale_observation_cartpole",
          "none found yet (an env whose step returns a stale copy of its "
          "observation)", "observation", "dqn_cartpole",
