@@ -32,11 +32,14 @@ envs' observations (a DQN loop's greedy choice, a PPO loop's values of its rollo
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+
+from rltrain.utils.errors import ConfigError
 
 KEPT = 200_000  # newest env steps whose observations are remembered
 EVERY = 250  # updates between two captures
@@ -92,11 +95,13 @@ class SampledBatches:
         self.obs = self.next_obs = None
         self.armed = False
 
-    def done_rows(self, obs: Any, flags: np.ndarray) -> None:
-        """The loop's batch of one update: `obs` [B, >= obs_dim] (a tensor or an array)
-        and its done flags [B]; its rows stored as done are counted by how the env ended
-        their step: terminated (ever), truncated (a time limit only) or continued (rows
-        whose observation the env never gave: not counted)."""
+    def done_rows(self, batch: Any) -> None:
+        """The loop's batch of one update, `{"obs": [B, >= obs_dim], "dones": [B]}`
+        (tensors or arrays; a ConfigError line if it is not that): its rows stored as
+        done are counted by how the env ended their step: terminated (ever), truncated (a
+        time limit only) or continued (rows whose observation the env never gave: not
+        counted)."""
+        obs, flags = self._checked(batch)
         rows = np.flatnonzero(flags > 0.5)
         if not len(rows):
             return
@@ -113,6 +118,25 @@ class SampledBatches:
             name = ("terminated" if ended & TERMINATED else "truncated" if ended & TRUNCATED
                     else "continued")
             self.ended_rows[name] += 1
+
+    def _checked(self, batch: Any) -> tuple[Any, np.ndarray]:
+        """`done_rows`' batch: its observations and its done flags as an array."""
+        if not isinstance(batch, Mapping) or "obs" not in batch or "dones" not in batch:
+            keys = sorted(batch) if isinstance(batch, Mapping) else type(batch).__name__
+            raise ConfigError('after_update\'s batch is a dict with "obs" and "dones" (the '
+                              f"batch's observations and done flags), not {keys}: "
+                              'CleanRL\'s samples go in as {"obs": data.observations, '
+                              '"dones": data.dones}')
+        dones, obs = batch["dones"], batch["obs"]
+        flags = np.asarray(dones.detach().float().cpu() if isinstance(dones, torch.Tensor)
+                           else dones, dtype=np.float64).reshape(-1)
+        shape = tuple(obs.shape) if hasattr(obs, "shape") else np.shape(obs)
+        width = int(np.prod(shape[1:])) if len(shape) >= 2 else 0
+        if len(shape) < 2 or shape[0] != len(flags) or width < self.obs_dim:
+            raise ConfigError(f"after_update's batch: obs of shape {shape} and {len(flags)} "
+                              f"done flags: obs must be [{len(flags)}, {self.obs_dim} or "
+                              "more], one row per flag")
+        return obs, flags
 
     def arm(self, updates: int) -> None:
         """Capture the loop's next update's batch, every EVERY updates."""

@@ -170,33 +170,12 @@ class Watcher:
         values = {k: float(v.detach()) if isinstance(v, torch.Tensor) else float(v)
                   for k, v in given.items() if v is not None}
         if batch is not None:
-            flags = self._done_flags(batch)  # checked first: one line if it cannot be read
-            self.sampled.done_rows(batch["obs"], flags)
+            self.sampled.done_rows(batch)
         self.sampled.collect()
         with self.sampled.suspend():  # the diagnostics' own calls of the critic
             self.session.update({**values, **self.step_gradients.norms()})
         self.sampled.arm(self.session.updates)
         return self.session.take()
-
-    def _done_flags(self, batch: Any) -> np.ndarray:
-        """`after_update`'s batch checked: a mapping with "obs" [B, >= obs_dim] and
-        "dones" [B] (or [B, 1]); its done flags as an array."""
-        if not isinstance(batch, Mapping) or "obs" not in batch or "dones" not in batch:
-            keys = sorted(batch) if isinstance(batch, Mapping) else type(batch).__name__
-            raise ConfigError('after_update\'s batch is a dict with "obs" and "dones" (the '
-                              f"batch's observations and done flags), not {keys}: "
-                              'CleanRL\'s samples go in as {"obs": data.observations, '
-                              '"dones": data.dones}')
-        dones, obs = batch["dones"], batch["obs"]
-        flags = np.asarray(dones.detach().float().cpu() if isinstance(dones, torch.Tensor)
-                           else dones, dtype=np.float64).reshape(-1)
-        shape = tuple(obs.shape) if hasattr(obs, "shape") else np.shape(obs)
-        width = int(np.prod(shape[1:])) if len(shape) >= 2 else 0
-        if len(shape) < 2 or shape[0] != len(flags) or width < self.buffer.obs_dim:
-            raise ConfigError(f"after_update's batch: obs of shape {shape} and {len(flags)} "
-                              f"done flags: obs must be [{len(flags)}, "
-                              f"{self.buffer.obs_dim} or more], one row per flag")
-        return flags
 
     def after_eval(self, returns: Sequence[float],
                    lengths: Sequence[int] | None = None) -> list[Finding]:

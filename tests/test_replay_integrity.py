@@ -129,9 +129,9 @@ def test_done_rows_are_counted_by_how_the_env_ended_their_step():
             steps, [(False, False), (True, False), (False, True), (True, True)], strict=True):
         batches.env_step(obs, next_obs, terminated, truncated)
     obs = torch.tensor(np.stack([s[0] for s in steps] + [np.full(3, 9.0, np.float32)]))
-    batches.done_rows(obs, np.ones(5))
+    batches.done_rows({"obs": obs, "dones": np.ones(5)})
     assert batches.ended_rows == {"continued": 1, "terminated": 2, "truncated": 1}
-    batches.done_rows(obs.numpy(), np.zeros(5))
+    batches.done_rows({"obs": obs.numpy(), "dones": np.zeros(5)})
     assert batches.ended_rows == {"continued": 1, "terminated": 2, "truncated": 1}
 
 
@@ -143,7 +143,7 @@ def test_an_observation_met_again_that_once_terminated_is_no_time_limit():
     batches.env_step(cell, after, terminated=True)
     batches.env_step(cell, after, truncated=True)
     for _ in range(20):
-        batches.done_rows(cell[None], np.ones(1))
+        batches.done_rows({"obs": cell[None], "dones": np.ones(1)})
     assert batches.ended_rows == {"continued": 0, "terminated": 20, "truncated": 0}
 
 
