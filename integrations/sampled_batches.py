@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from rltrain.utils.errors import ConfigError
+from rltrain.utils.hooks.agent_view import ENDINGS
 
 KEPT = 200_000  # newest env steps whose observations are remembered
 EVERY = 250  # updates between two captures
@@ -61,7 +62,7 @@ class SampledBatches:
         # obs -> (its step, the next observation's key, how that step ended)
         self.seen: OrderedDict[int, tuple[int, int, int]] = OrderedDict()
         # the loop's rows stored as done, by how the env ended their step
-        self.ended_rows = {"terminated": 0, "truncated": 0, "continued": 0}
+        self.ended_rows = dict.fromkeys(ENDINGS, 0)
         self.steps = 0
         self.armed = False
         self.suspended = 0  # >0 while the Watcher calls the critic itself

@@ -55,6 +55,7 @@ from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
 from rltrain.utils.diagnosis.rules.health.non_finite import finite_rows, is_finite
 from rltrain.utils.errors import UserError
+from rltrain.utils.hooks.agent_view import ENDINGS
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.progress import say
@@ -115,7 +116,7 @@ class RltrainCallback(BaseCallback):
         self.stored_ends: dict[str, int] | None = None
         if getattr(getattr(model, "replay_buffer", None), "handle_timeout_termination",
                    True) is False:
-            self.stored_ends = {"terminated": 0, "truncated": 0, "continued": 0}
+            self.stored_ends = dict.fromkeys(ENDINGS, 0)
             view = dataclasses.replace(view, stored_dones=lambda: dict(self.stored_ends),
                                        stored_dones_fix=TIMEOUT_FIX)
         continued = self._continuation()
@@ -224,9 +225,8 @@ class RltrainCallback(BaseCallback):
         s.steps(obs, actions, rewards, next_obs, terminated, truncated, finite,
                 s.terms.of_envs(infos, len(dones)), *((None, None) if drawn is None else drawn))
         if self.kept is not None:  # as rltrain's replay buffer takes them
-            rows = slice(None) if all(finite.tolist()) else finite
-            self.kept.add_rows(obs[rows], actions[rows], np.asarray(learnt)[rows],
-                               next_obs[rows], terminated[rows], truncated[rows])
+            self.kept.add_rows(obs, actions, np.asarray(learnt), next_obs, terminated,
+                               truncated, kept=finite)
         if tap is not None:
             tap.pop()  # passes since the acting one (an evaluation's, the map's actor)
         if s.pause is None or not self._safe_point():

@@ -147,9 +147,8 @@ class Watcher:
         with self.sampled.suspend():  # DQN's policy calls its Q network: not a batch
             s.sample(obs_rows)
         finite = finite_rows(next_rows, action, reward)  # as rltrain's buffer stores
-        rows = finite if not finite.all() else slice(None)
-        self.buffer.add_rows(obs_rows[rows], action[rows], reward[rows], next_rows[rows],
-                             terminated[rows], truncated[rows])
+        self.buffer.add_rows(obs_rows, action, reward, next_rows, terminated, truncated,
+                             kept=finite)
         s.steps(obs_rows, action, reward, next_rows, terminated, truncated, finite,
                 s.terms.of_envs(info, len(obs_rows)))
         for env in range(len(obs_rows)):

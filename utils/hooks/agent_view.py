@@ -31,6 +31,11 @@ class StepSources:
     traced: bool = True
 
 
+# How the env ended the steps whose rows a watched run stored as done
+# (`AgentView.stored_dones`): the task's end, a time limit only, or no end at all.
+ENDINGS = ("terminated", "truncated", "continued")
+
+
 @dataclass(frozen=True)
 class AgentView:
     actor: nn.Module   # obs [B, obs_dim] -> action [B, action_dim], in the env's units
@@ -61,7 +66,7 @@ class AgentView:
     # The rows a watched loop's batches stored as done, counted by how the env ended
     # their step: {"terminated", "truncated" (a time limit only), "continued"}; zeros
     # while the loop hands none (`Watcher.after_update(batch=...)`). None: not a loop.
-    stored_dones: Callable[[], dict[str, int]] | None = None
+    stored_dones: Callable[[], dict[str, int]] | None = None  # keys: ENDINGS
     # What a finding on them tells to change (None: the loop's own code, its done flag).
     stored_dones_fix: str | None = None
     # A Discrete(n) action space's n: its actions are indices, one number in

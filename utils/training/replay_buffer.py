@@ -102,9 +102,15 @@ class ReplayBuffer:
         self.size = min(self.size + 1, self.capacity)
 
     def add_rows(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray,
-                 next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+                 next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                 kept: np.ndarray | None = None) -> None:
         """Store k transitions at once, as `add` of each row in turn (row i of every
-        array: one transition)."""
+        array: one transition); where `kept` is given, only its True rows (a vector
+        step's finite ones)."""
+        if kept is not None and not all(kept.tolist()):
+            obs, action, reward, next_obs, terminated, truncated = (
+                np.asarray(column)[kept]
+                for column in (obs, action, reward, next_obs, terminated, truncated))
         k = len(reward)
         if k == 0:
             return
