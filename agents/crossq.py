@@ -130,7 +130,7 @@ def build(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
           backend: str = "auto") -> tuple[Agent, str | None]:
     """CrossQ's agent; it has no hand-written update (`fused`)."""
     if backend == "fused":
-        raise ValueError("update_backend fused is DDPG's and TD3's; crossq trains with "
+        raise ValueError("update_backend fused is DDPG's, TD3's and SAC's; crossq trains with "
                          "autograd (update_backend auto or autograd)")
     return CrossQAgent(obs_dim, action_low, action_high, common, options, device), None
 

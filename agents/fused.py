@@ -19,9 +19,10 @@ from torch import nn
 from rltrain.agents import fused_ops
 from rltrain.agents.deterministic import Batch, DDPGAgent, DDPGSettings
 from rltrain.agents.fused_ops import FlatAdam, Layer
+from rltrain.agents.gemm import KeepsProducts
 
 
-class FusedDDPGAgent(DDPGAgent):
+class FusedDDPGAgent(KeepsProducts, DDPGAgent):
     """DDPGAgent whose update runs on flat buffers and hand-written backward passes."""
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
@@ -34,6 +35,8 @@ class FusedDDPGAgent(DDPGAgent):
                              f"which torch {torch.__version__} lacks; use update_backend auto "
                              "or autograd")
         super().__init__(obs_dim, action_low, action_high, settings, device)
+        self._choose_products((*settings.actor_net.hidden_sizes,
+                               *settings.critic_net.hidden_sizes))
         # Every network's parameters are views of one flat tensor (the online ones by
         # their optimiser): Polyak averaging is one kernel per network.
         self._targets = [fused_ops.flatten_parameters(self.actor_target),
@@ -64,7 +67,8 @@ class FusedDDPGAgent(DDPGAgent):
         # Actions are handled normalised to [-1, 1] (the tanh output), which is what the
         # critic takes: a = tanh(.) * scale + bias enters it as (a - bias) / scale.
         s = self.settings
-        next_action, _ = fused_ops.forward(self._actor_views["actor_target"], batch.next_obs)
+        next_action, _ = fused_ops.forward(self._actor_views["actor_target"], batch.next_obs,
+                                           self.products)
         next_action = next_action.tanh_()
         if smooth and s.target_noise > 0:
             noise = torch.randn(next_action.shape, device=self.device, generator=self.generator)
@@ -72,7 +76,8 @@ class FusedDDPGAgent(DDPGAgent):
             next_action = next_action.add_(noise).clamp_(-1.0, 1.0)
         x = torch.cat([batch.next_obs, next_action], dim=-1)
         target_q = functools.reduce(torch.minimum, [
-            fused_ops.forward(member, x)[0] for member in self._critic_views["critic_target"]])
+            fused_ops.forward(member, x, self.products)[0]
+            for member in self._critic_views["critic_target"]])
         return torch.addcmul(batch.rewards, 1.0 - batch.terminated, target_q, value=s.gamma)
 
     def _critic_step(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -82,12 +87,12 @@ class FusedDDPGAgent(DDPGAgent):
             losses, qs = [], []
             for layers, member_grads in zip(self._critic_views["critic"],
                                             self._critic_views["critic_grads"], strict=True):
-                q, inputs = fused_ops.forward(layers, x)
+                q, inputs = fused_ops.forward(layers, x, self.products)
                 error = q - target_q  # [B, 1]
                 losses.append(error.square().mean())
                 # d(mean error^2)/dq = 2 error / B
                 fused_ops.backward(layers, inputs, error.mul_(2.0 / error.shape[0]),
-                                   member_grads)
+                                   member_grads, self.products)
                 qs.append(q)
             loss = torch.stack(losses).sum()
         self.critic_opt.attach_grads()
@@ -99,17 +104,19 @@ class FusedDDPGAgent(DDPGAgent):
         # gradient only: the critic's weights get none, its `.grad` stays as it was.
         with torch.no_grad():
             actor_layers: list[Layer] = self._actor_views["actor"]
-            action, actor_inputs = fused_ops.forward(actor_layers, obs)
+            action, actor_inputs = fused_ops.forward(actor_layers, obs, self.products)
             action = action.tanh_()  # normalised, [B, action_dim]
             q1_layers = self._critic_views["critic"][0]
-            q, critic_inputs = fused_ops.forward(q1_layers, torch.cat([obs, action], dim=-1))
+            q, critic_inputs = fused_ops.forward(q1_layers, torch.cat([obs, action], dim=-1),
+                                                 self.products)
             loss = -q.mean()
             grad_q = torch.full_like(q, -1.0 / q.shape[0])
-            grad_input = fused_ops.backward(q1_layers, critic_inputs, grad_q)
+            grad_input = fused_ops.backward(q1_layers, critic_inputs, grad_q,
+                                            products=self.products)
             grad_action = grad_input[:, obs.shape[1]:]
             grad_pre_tanh = grad_action - grad_action * action.square()  # tanh' = 1 - tanh^2
             fused_ops.backward(actor_layers, actor_inputs, grad_pre_tanh,
-                               self._actor_views["actor_grads"])
+                               self._actor_views["actor_grads"], self.products)
         self.actor_opt.attach_grads()
         grad_norm = self.actor_opt.step(loss, self.settings.grad_clip_norm)
         return {"actor_loss": loss, "actor_grad_norm": grad_norm}

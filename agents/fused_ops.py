@@ -1,15 +1,16 @@
-"""Kernels of the accelerated update (agents/fused.py): a hand-written MLP forward and
-backward, and Adam over one flat buffer per network.
+"""Kernels of the accelerated updates (agents/fused.py, agents/sac_fused.py): a
+hand-written MLP forward and backward, and Adam over one flat buffer per network.
 
-This is the only module that uses torch's private ops. They are looked up once here;
-where the installed torch lacks one, `missing_ops()` names it and the `auto` backend
-trains through autograd instead (agents/backends.py).
+This module and agents/gemm.py (which matrix-product kernel, `Products`) are the only
+ones that use torch's private ops. They are looked up once; where the installed torch
+lacks one of this module's, `missing_ops()` names it and the `auto` backend trains
+through autograd instead (agents/backends.py).
 
 Forward/backward: for Linear/ReLU stacks the update needs outputs, weight gradients
 and (for the actor loss) the gradient with respect to the critic's input; each is a few
-matrix products, computed directly: no graph, ReLU in place, weight gradients written
-straight into the optimiser's gradient buffer. A layer is a `(weight, bias)` pair in the
-`x @ weight + bias` layout (weight [in, out]); an `nn.Linear` enters as
+matrix products (by the kernel `products` names), computed directly: no graph, weight
+gradients written straight into the optimiser's gradient buffer. A layer is a
+`(weight, bias)` pair in the `x @ weight + bias` layout (weight [in, out]); an `nn.Linear` enters as
 `(linear.weight.t(), linear.bias)`, a view. The twin critics ([n, in, out] ensemble
 weights) enter member by member, so every product is a plain 2-D GEMM, which on CPUs is
 much faster than a batched one for the thin output-layer shapes.
@@ -29,10 +30,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from rltrain.agents.gemm import Products
+
 Layer = tuple[torch.Tensor, torch.Tensor]  # (weight [in, out], bias [out] or [1, out])
 
 BETAS = (0.9, 0.999)
 EPS = 1e-8
+BLAS = Products("blas")
 
 
 def _private(owner: Any, name: str) -> Any:
@@ -58,19 +62,22 @@ def missing_ops() -> list[str]:
     return [name for name, op in _OPS.items() if op is None]
 
 
-def forward(layers: list[Layer], x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """The stack's output (ReLU between layers, linear output) and every layer's input,
-    which backward needs: [x, relu(h1), relu(h2), ...]."""
+def forward(layers: list[Layer], x: torch.Tensor, products: Products = BLAS,
+            relu_output: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The stack's output (ReLU between layers; a linear output, or through a ReLU too
+    with `relu_output`: a hidden stack) and every layer's input, which backward needs:
+    [x, relu(h1), relu(h2), ...]."""
     inputs = [x]
     for weight, bias in layers[:-1]:
-        x = torch.addmm(bias, x, weight).relu_()
+        x = products.linear(x, weight, bias, relu=True)
         inputs.append(x)
     weight, bias = layers[-1]
-    return torch.addmm(bias, x, weight), inputs
+    return products.linear(x, weight, bias, relu=relu_output), inputs
 
 
 def backward(layers: list[Layer], inputs: list[torch.Tensor], grad_output: torch.Tensor,
-             grads: list[Layer] | None = None) -> torch.Tensor | None:
+             grads: list[Layer] | None = None, products: Products = BLAS
+             ) -> torch.Tensor | None:
     """Backpropagate `grad_output` (dLoss/dOutput) through the stack. With `grads`
     (buffers shaped like `layers`) each layer's weight and bias gradients are written
     into them and nothing is returned; without, the result is dLoss/dInput."""
@@ -80,16 +87,21 @@ def backward(layers: list[Layer], inputs: list[torch.Tensor], grad_output: torch
         layer_input = inputs[index]
         if grads is not None:
             weight_grad, bias_grad = grads[index]
-            torch.mm(layer_input.t(), grad, out=weight_grad)
+            products.mm_into(weight_grad, layer_input.t(), grad)
             torch.sum(grad, dim=0, keepdim=bias_grad.dim() == 2, out=bias_grad)
             if index == 0:
                 return None
         # An outer product when the layer has one output (a critic's Q): a broadcast
         # multiply, several times faster than a GEMM with K=1.
-        grad = grad * weight.t() if grad.shape[1] == 1 else torch.mm(grad, weight.t())
+        grad = grad * weight.t() if grad.shape[1] == 1 else products.mm(grad, weight.t())
         if index > 0:  # through the ReLU that produced this layer's input
             grad = _relu_backward(grad, layer_input, 0)
     return grad
+
+
+def relu_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """`grad` (dLoss/d relu's output) through the ReLU that gave `output`."""
+    return _relu_backward(grad, output, 0)
 
 
 def as_layers(tensors: list[torch.Tensor], transposed: bool = False) -> list[Layer]:

@@ -2,10 +2,12 @@
 
 The algorithm's entry (agents/registry.py names this module): its agent, built over the
 update of agents/sac_update.py, with autograd's gradients stepped by `torch.optim.Adam`
-(`update_backend: autograd`, the reference) or, with `auto` on the CPU where torch has
-the ops, by the same Adam kernel on flat buffers (agents/sac_flat.py: the same update,
-without torch.optim's import of torch._dynamo). SAC explores by sampling its own policy;
-its checkpoint holds its temperature and no actor target.
+(`update_backend: autograd`, the reference), by the same Adam kernel on flat buffers
+(agents/sac_flat.py: the same update, without torch.optim's import of torch._dynamo), or
+with hand-written gradients on those buffers (`fused`, agents/sac_fused.py: the stock
+ReLU MLPs only). `auto` takes the fused update on the CPU for the stock networks where
+torch has its ops, the flat one for other networks, autograd on CUDA. SAC explores by
+sampling its own policy; its checkpoint holds its temperature and no actor target.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch
 from rltrain.agents import fused_ops
 from rltrain.agents.base import Agent, CommonSettings, Implementation, built_from_spec
 from rltrain.agents.sac_flat import FlatSACAgent
+from rltrain.agents.sac_fused import FusedSACAgent
 from rltrain.agents.sac_update import STATE_KEYS, SACAgent
 from rltrain.networks.gaussian_actor import GaussianActor
 
@@ -25,12 +28,13 @@ from rltrain.networks.gaussian_actor import GaussianActor
 def build(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
           common: CommonSettings, options: Any, device: torch.device,
           backend: str = "auto") -> tuple[Agent, str | None]:
-    """SAC's agent for `backend`; it has no hand-written update (`fused`)."""
+    """SAC's agent for `backend`; `fused` for a network it cannot run is a ValueError."""
+    cls: type[SACAgent] = SACAgent
     if backend == "fused":
-        raise ValueError("update_backend fused is DDPG's and TD3's; sac trains with autograd "
-                         "(update_backend auto or autograd)")
-    flat = backend == "auto" and device.type == "cpu" and not fused_ops.missing_ops()
-    cls = FlatSACAgent if flat else SACAgent
+        cls = FusedSACAgent
+    elif backend == "auto" and device.type == "cpu" and not fused_ops.missing_ops():
+        stock = common.actor_net.is_stock and common.critic_net.is_stock
+        cls = FusedSACAgent if stock else FlatSACAgent
     return cls(obs_dim, action_low, action_high, common, options, device), None
 
 

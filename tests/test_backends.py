@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from rltrain.agents import gemm
 from rltrain.agents.deterministic import DDPGAgent
 from rltrain.agents.fused import FusedDDPGAgent
 from rltrain.scripts.training.agent_setup import build_agent
@@ -46,9 +47,11 @@ def weights(agent: DDPGAgent) -> list[torch.Tensor]:
             for p in getattr(agent, name).parameters()]
 
 
+@pytest.mark.parametrize("kernel", gemm.available())
 @pytest.mark.parametrize("overrides", ALGOS)
-def test_fused_and_autograd_agree_after_many_updates(overrides):
+def test_fused_and_autograd_agree_after_many_updates(overrides, kernel):
     fused, reference = make("fused", **overrides), make("autograd", **overrides)
+    fused.products = gemm.Products(kernel)
     assert type(fused) is FusedDDPGAgent and type(reference) is DDPGAgent
     assert all(torch.equal(a, b) for a, b in zip(weights(fused), weights(reference),
                                                 strict=True))  # the same initial weights

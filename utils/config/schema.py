@@ -205,8 +205,9 @@ class TrainConfig:
         "model's learning_rate, buffer_size, train_freq, ...): recorded, not used")
     update_backend: Literal["auto", "autograd", "fused"] = opt(
         "auto", "how the update is computed: autograd (any network), fused (hand-written "
-        "gradients, stock ReLU MLPs only, faster on the CPU), or auto (fused where it "
-        "applies on the CPU, autograd otherwise); both give the same update")
+        "gradients, DDPG, TD3 and SAC with stock ReLU MLPs only, faster on the CPU), or "
+        "auto (fused where it applies on the CPU, autograd otherwise); both give the same "
+        "update")
     grad_clip_norm: float | None = opt(
         None, "clip each network's gradient to this global norm (null: no clipping)", POSITIVE)
     utd_ratio: int = opt(1, "updates per env step once learning has started", AT_LEAST_ONE)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from rltrain.agents.gemm import GEMMS
 from rltrain.utils.errors import CheckpointError
 
 MAX_STEPS = 2**63 - 1  # env steps are counted in int64 wherever torch or NumPy hold them
@@ -35,6 +36,8 @@ def check_fields(data: dict[str, Any], path: object,
     if data.get("kind") not in KINDS:
         raise fields.bad("kind", data.get("kind"), f"one of {', '.join(KINDS)}")
     fields.of_type("config", data["config"], dict, "a mapping")
+    if "gemm" in data and data["gemm"] not in GEMMS:  # a fused update's kernel
+        raise fields.bad("gemm", data["gemm"], f"one of {', '.join(GEMMS)}")
     for key in ("run_name", "log_dir", "checkpoint_dir", "rltrain_version"):
         if key in data and (not isinstance(data[key], str) or not data[key]):
             raise fields.bad(key, data[key], "a non-empty string")

@@ -1,0 +1,124 @@
+"""The matrix products of the fused updates (agents/fused.py, agents/sac_fused.py): torch's
+BLAS or oneDNN, whichever measures faster on this machine.
+
+torch's CPU build does its dense products with Intel's MKL, which on other vendors' CPUs
+can take a slower code path (on an AMD EPYC with AVX-512 a 256x256x256 product ran at
+less than half of what oneDNN, also shipped inside torch, gives it: the figures are in
+benchmarks/results/). `fastest()` times both on the update's own shape, once per process,
+and the fused agents keep the choice in their state_dict, so a resumed run multiplies with
+the kernel it started with: the choice changes rounding, and resuming stays bit for bit.
+
+oneDNN is reached through `torch.ops.mkldnn._linear_pointwise` (the op torch.compile's
+CPU backend emits for a linear layer: x @ W.t() + b, ReLU fused where asked), a private
+op looked up once here; where torch lacks it, or it fails, the BLAS is used.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from typing import Any
+
+import torch
+
+GEMMS = ("blas", "onednn")
+ROWS = 256  # the batch size the shipped configs train with
+MARGIN = 1.1  # oneDNN is taken only when it is at least this much faster
+
+
+def _lookup() -> Any:
+    try:
+        return torch.ops.mkldnn._linear_pointwise
+    except (AttributeError, RuntimeError):
+        return None
+
+
+_onednn_linear = _lookup()
+
+
+class Products:
+    """The three products a fused update makes, by one kernel: a layer's output, a
+    product, and a product written into a gradient buffer."""
+
+    def __init__(self, kind: str = "blas") -> None:
+        if kind not in GEMMS:
+            raise ValueError(f"unknown matrix-product kernel {kind!r}; one of {', '.join(GEMMS)}")
+        self.kind = kind
+        self._onednn = kind == "onednn"
+
+    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+               relu: bool = False) -> torch.Tensor:
+        """x @ weight + bias (weight [in, out]), through a ReLU when `relu`."""
+        if self._onednn:
+            return _onednn_linear(x, weight.t(), bias.reshape(-1), "relu" if relu else "none",
+                                  [], "")
+        out = torch.addmm(bias, x, weight)
+        return out.relu_() if relu else out
+
+    def mm(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """a @ b."""
+        if self._onednn:
+            return _onednn_linear(a, b.t(), None, "none", [], "")
+        return torch.mm(a, b)
+
+    def mm_into(self, out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+        """out = a @ b, `out` a buffer (a gradient's view: contiguous or transposed)."""
+        if not self._onednn:
+            torch.mm(a, b, out=out)
+        elif out.is_contiguous():
+            out.copy_(self.mm(a, b))
+        else:  # the transposed view of an nn.Linear's [out, in] gradient
+            out.t().copy_(self.mm(b.t(), a.t()))
+
+
+def available() -> tuple[str, ...]:
+    """The kernels this torch can run."""
+    if _onednn_linear is None or not torch.backends.mkldnn.is_available():
+        return ("blas",)
+    return GEMMS
+
+
+@functools.cache
+def fastest(width: int, rounds: int = 5, repeats: int = 10) -> str:
+    """The kernel that multiplies a [ROWS, width] by a [width, width] matrix faster on
+    this machine and thread count (alternating blocks, medians); BLAS unless oneDNN
+    wins by `MARGIN`. A few tens of milliseconds, once per process and width."""
+    if "onednn" not in available():
+        return "blas"
+    x, weight = torch.randn(ROWS, width), torch.randn(width, width)
+    bias = torch.zeros(width)
+    times: dict[str, list[float]] = {kind: [] for kind in GEMMS}
+    try:
+        for _ in range(rounds):
+            for kind in GEMMS:
+                products = Products(kind)
+                products.linear(x, weight, bias)  # warm
+                start = time.perf_counter()
+                for _ in range(repeats):
+                    products.linear(x, weight, bias)
+                times[kind].append(time.perf_counter() - start)
+    except RuntimeError:  # oneDNN cannot run here
+        return "blas"
+    faster = statistics.median(times["blas"]) / statistics.median(times["onednn"])
+    return "onednn" if faster >= MARGIN else "blas"
+
+
+class KeepsProducts:
+    """For a fused agent (put before its base class): the kernel it multiplies with,
+    chosen by `fastest` when it is built, kept in its state_dict ("gemm") and taken
+    back from a checkpoint that names one this torch can run."""
+
+    products: Products
+
+    def _choose_products(self, widths: tuple[int, ...]) -> None:
+        self.products = Products(fastest(max(widths, default=ROWS)))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "gemm": self.products.kind}  # type: ignore[misc]
+
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        continues = super().load_state_dict(state)  # type: ignore[misc]
+        if state.get("gemm") in available():
+            self.products = Products(state["gemm"])
+        return continues

@@ -1,0 +1,113 @@
+"""SAC's hand-written update (agents/sac_fused.py) computes the autograd update
+(agents/sac_update.py), continues bit for bit from its own state_dict, and shares its
+checkpoints with the other backends."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from test_sac import HIGH, LOW, TINY, make_batch
+
+from rltrain.agents import gemm
+from rltrain.agents.base import CommonSettings
+from rltrain.agents.registry import SACOptions
+from rltrain.agents.sac import build
+from rltrain.agents.sac_fused import FusedSACAgent
+from rltrain.agents.sac_update import SACAgent
+from rltrain.networks.mlp import NetworkSpec
+
+CPU = torch.device("cpu")
+CASES = [{}, {"ent_coef": 0.05}, {"clip": 0.5}, {"target_update_interval": 2},
+         {"ent_coef": "auto_0.3", "target_entropy": -0.5}]
+
+
+def make(cls: type[SACAgent], seed: int = 0, kernel: str | None = None,
+         **options) -> SACAgent:
+    torch.manual_seed(seed)
+    common = CommonSettings(actor_lr=1e-3, critic_lr=1e-3, actor_net=TINY, critic_net=TINY,
+                            seed=seed, grad_clip_norm=options.pop("clip", None))
+    agent = cls(3, LOW, HIGH, common, SACOptions(**options), CPU)
+    if kernel is not None:
+        agent.products = gemm.Products(kernel)
+    return agent
+
+
+def weights(agent: SACAgent) -> list[torch.Tensor]:
+    return [p.detach().clone() for module in (agent.actor, agent.critic, agent.critic_target)
+            for p in module.parameters()] + [agent.log_ent_coef.detach().clone()]
+
+
+def assert_agree(fused: SACAgent, reference: SACAgent, updates: int) -> None:
+    for seed in range(updates):
+        batch = make_batch(seed=seed)
+        ours, theirs = fused.update(batch), reference.update(batch)
+        assert ours.keys() == theirs.keys()
+        for key in ours:
+            assert torch.allclose(ours[key], theirs[key], rtol=1e-3, atol=1e-5), key
+    for a, b in zip(weights(fused), weights(reference), strict=True):
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-5), (a - b).abs().max()
+
+
+@pytest.mark.parametrize("kernel", gemm.available())
+@pytest.mark.parametrize("options", CASES)
+def test_the_fused_update_agrees_with_autograds_after_many_updates(options, kernel):
+    fused = make(FusedSACAgent, kernel=kernel, **dict(options))
+    reference = make(SACAgent, **dict(options))
+    assert all(torch.equal(a, b) for a, b in zip(weights(fused), weights(reference),
+                                                strict=True))
+    assert_agree(fused, reference, 150)
+    moved = max(float((a - b).abs().max()) for a, b in
+                zip(weights(reference), weights(make(SACAgent, **dict(options))), strict=True))
+    assert moved > 1e-2  # they agree after real learning, not because nothing moved
+
+
+def test_a_clamped_log_std_gets_no_gradient_in_either():
+    # A log-std head biased far above its upper clamp: the reference's clamp passes no
+    # gradient to it, so its weights move only through Adam's zero steps.
+    fused, reference = make(FusedSACAgent), make(SACAgent)
+    for agent in (fused, reference):
+        with torch.no_grad():
+            agent.actor.log_std.bias.fill_(50.0)
+    before = fused.actor.log_std.weight.detach().clone()
+    assert_agree(fused, reference, 20)
+    assert torch.equal(fused.actor.log_std.weight, before)
+
+
+@pytest.mark.parametrize("kernel", gemm.available())
+def test_it_continues_bit_for_bit_from_its_state_dict(kernel):
+    straight, first = make(FusedSACAgent, kernel=kernel), make(FusedSACAgent, kernel=kernel)
+    for seed in range(30):
+        straight.update(make_batch(seed=seed))
+    for seed in range(12):
+        first.update(make_batch(seed=seed))
+    resumed = make(FusedSACAgent, seed=3, kernel="blas")
+    resumed.load_state_dict(copy.deepcopy(first.state_dict()))
+    assert resumed.products.kind == kernel  # the checkpoint's kernel, not the one chosen
+    for seed in range(12, 30):
+        resumed.update(make_batch(seed=seed))
+    assert all(torch.equal(a, b) for a, b in zip(weights(straight), weights(resumed),
+                                                strict=True))
+
+
+def test_a_checkpoint_moves_between_the_fused_and_the_autograd_update():
+    fused = make(FusedSACAgent)
+    for seed in range(5):
+        fused.update(make_batch(seed=seed))
+    reference = make(SACAgent, seed=9)
+    reference.load_state_dict(copy.deepcopy(fused.state_dict()))
+    assert all(torch.equal(a, b) for a, b in zip(weights(fused), weights(reference),
+                                                strict=True))
+    assert_agree(fused, reference, 10)
+
+
+def test_auto_takes_the_fused_update_for_the_stock_networks_on_the_cpu():
+    auto, _ = build(3, LOW, HIGH, CommonSettings(), SACOptions(), CPU, "auto")
+    assert type(auto) is FusedSACAgent
+
+
+def test_fused_with_a_custom_network_is_refused():
+    custom = CommonSettings(actor_net=NetworkSpec((16,), activation="tanh"))
+    with pytest.raises(ValueError, match="stock ReLU networks only"):
+        build(3, LOW, HIGH, custom, SACOptions(), CPU, "fused")
