@@ -25,6 +25,7 @@ import torch
 GEMMS = ("blas", "onednn")
 ROWS = 256  # the batch size the shipped configs train with
 MARGIN = 1.1  # oneDNN is taken only when it is at least this much faster
+THIN = 32  # a product with a side under this many stays with the BLAS
 
 
 def _lookup() -> Any:
@@ -38,8 +39,11 @@ _onednn_linear = _lookup()
 
 
 class Products:
-    """The three products a fused update makes, by one kernel: a layer's output, a
-    product, and a product written into a gradient buffer."""
+    """The three products a fused update makes: a layer's output, a product, and a product
+    written into a gradient buffer. With `onednn`, the products whose every side is at
+    least `THIN` go to oneDNN; thinner ones (an input layer of a few observations, a
+    critic's one output) stay with the BLAS, which is faster on them. Which kernel takes
+    a product depends on its shape alone, so a run's rounding is the same on resume."""
 
     def __init__(self, kind: str = "blas") -> None:
         if kind not in GEMMS:
@@ -47,29 +51,41 @@ class Products:
         self.kind = kind
         self._onednn = kind == "onednn"
 
+    def _wide(self, rows: int, inner: int, cols: int) -> bool:
+        return self._onednn and min(rows, inner, cols) >= THIN
+
     def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                relu: bool = False) -> torch.Tensor:
         """x @ weight + bias (weight [in, out]), through a ReLU when `relu`."""
-        if self._onednn:
-            return _onednn_linear(x, weight.t(), bias.reshape(-1), "relu" if relu else "none",
-                                  [], "")
+        if self._wide(x.shape[0], *weight.shape):
+            return _onednn_linear(_dense(x), _dense(weight.t()), bias.reshape(-1),
+                                  "relu" if relu else "none", [], "")
         out = torch.addmm(bias, x, weight)
         return out.relu_() if relu else out
 
     def mm(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """a @ b."""
-        if self._onednn:
-            return _onednn_linear(a, b.t(), None, "none", [], "")
+        if self._wide(*a.shape, b.shape[1]):
+            return _onednn_linear(_dense(a), _dense(b.t()), None, "none", [], "")
         return torch.mm(a, b)
 
     def mm_into(self, out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
         """out = a @ b, `out` a buffer (a gradient's view: contiguous or transposed)."""
-        if not self._onednn:
+        if not self._wide(*a.shape, b.shape[1]):
             torch.mm(a, b, out=out)
         elif out.is_contiguous():
             out.copy_(self.mm(a, b))
         else:  # the transposed view of an nn.Linear's [out, in] gradient
             out.t().copy_(self.mm(b.t(), a.t()))
+
+
+def _dense(matrix: torch.Tensor) -> torch.Tensor:
+    """`matrix` if it is stored row- or column-major, else a contiguous copy: oneDNN takes
+    a slow path on other strides (a replay batch's columns, views of one [B, 9] block,
+    made TD3's update twice as slow)."""
+    if matrix.is_contiguous() or matrix.t().is_contiguous():
+        return matrix
+    return matrix.contiguous()
 
 
 def available() -> tuple[str, ...]:
