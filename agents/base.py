@@ -140,7 +140,8 @@ class Agent(Protocol):
     def parameters_finite(self) -> bool: ...
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything the agent continues from: the keys `Implementation.state_keys`."""
+        """Everything the agent continues from: the keys `Implementation.state_keys`, and
+        those of `BACKEND_KEYS` its update backend keeps."""
         ...
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
@@ -151,6 +152,11 @@ class Agent(Protocol):
     def reseed(self, seed: int) -> None:
         """Continue the agent's random stream from `seed` (a re-seeded fork)."""
         ...
+
+
+# What an update backend may add to an agent's state_dict beyond its algorithm's keys: a
+# fused update's matrix-product kernel (agents/gemm.py). A checkpoint without them loads.
+BACKEND_KEYS = ("gemm",)
 
 
 @dataclass(frozen=True)

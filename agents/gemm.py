@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-GEMMS = ("blas", "onednn")
+GEMMS = ("blas", "onednn")  # the state_dict key "gemm" (agents/base.py BACKEND_KEYS)
 ROWS = 256  # the batch size the shipped configs train with
 MARGIN = 1.1  # oneDNN is taken only when it is at least this much faster
 THIN = 32  # a product with a side under this many stays with the BLAS
