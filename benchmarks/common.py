@@ -260,6 +260,11 @@ class Stopwatch:
         assert self.start is not None and self.stop is not None
         return self.stop - self.start
 
+    def since_stop(self) -> float:
+        """Wall seconds from the stop mark to now."""
+        assert self.stop is not None
+        return time.perf_counter() - self.stop
+
     @property
     def cpu_seconds(self) -> float:
         assert self.cpu_start is not None and self.cpu_stop is not None

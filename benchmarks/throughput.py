@@ -5,18 +5,21 @@
     python benchmarks/throughput.py --device cuda   # both on a GPU (training rounds only)
     python benchmarks/throughput.py --algo sac      # rltrain's SAC against SB3's SAC
     python benchmarks/throughput.py --algo crossq --threads 1   # against sb3-contrib's
+    python benchmarks/throughput.py --algo sac --threads 1 --sbx --env HalfCheetah-v5
 
 Each round runs, each in a fresh process on the same settings and each round starting
 with the next: rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
 off, rltrain with `update_backend: autograd`, and SB3 (TD3 set up like rltrain's DDPG,
 see common.py). With `--algo sac`: rltrain's SAC (pendulum_sac.yaml) with diagnostics on
-and off, and SB3's SAC on the same settings (SAC has the autograd update only); `--algo
+and off, and SB3's SAC on the same settings; `--algo
 crossq` and `--algo tqc` likewise, against sb3-contrib's CrossQ and TQC
 (pendulum_crossq.yaml, pendulum_tqc.yaml; common.py `sb3_model`). `--threads N` gives
 both libraries N torch threads. It measures env steps per second over the learning
-phase (after the random warm-up), per second of wall time and per second of the
-process's CPU time (all its threads), the process's peak memory, and with the
-diagnostics on the share of the learning phase spent in their own calls. Then, on the
+phase (from the end of the random warm-up to the last env step, marked inside each
+library's loop: start-up and the end of the run are left out for all alike, and the
+seconds from the last step to the end are printed apart), per second of wall time and
+per second of the process's CPU time (all its threads), the process's peak memory, and
+with the diagnostics on the share of the learning phase spent in their own calls. Then, on the
 CPU only: the diagnostics on
 and off in one process (alternating blocks), and the update-only rate against the GEMM
 floor (the same matrix shapes timed alone, in alternating blocks) and against the same
@@ -88,24 +91,23 @@ def rltrain_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:
 
     config = bench_config(base, steps, seed, extra)
     watch = Stopwatch()
-    diagnostics_at_start = []
+    diagnostics_at = []
 
     class TimedTrainer(Trainer):
         def _step(self) -> None:
             super()._step()
-            if self.state.counters.env_steps == WARMUP:
-                watch.mark_start()
-                diagnostics_at_start.append(self.diagnostics.seconds)
+            if self.state.counters.env_steps in (WARMUP, WARMUP + steps):
+                watch.mark_start() if not diagnostics_at else watch.mark_stop()
+                diagnostics_at.append(self.diagnostics.seconds)
 
     trainer = TimedTrainer(config, resolve_device(config.device), interactive=False)
     trainer.run(create_run(config))
-    watch.mark_stop()  # the final checkpoint is inside: it is part of a real run
     # The diagnostics' own calls (Flow1Diagnostics times them), as a share of the same
     # learning phase: measured inside one process, so the machine's drift cancels.
-    diagnostics = (trainer.diagnostics.seconds - diagnostics_at_start[0]) / watch.seconds
+    diagnostics = (diagnostics_at[1] - diagnostics_at[0]) / watch.seconds
     return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib(),
             "cpu_steps_per_second": steps / watch.cpu_seconds,
-            "diagnostics_share": diagnostics}
+            "diagnostics_share": diagnostics, "end_seconds": watch.since_stop()}
 
 
 def diagnostics_ab_worker(steps: int) -> dict:
@@ -187,6 +189,8 @@ def sb3_worker(base: str, steps: int, seed: int, extra: list[str],
         def _on_step(self) -> bool:
             if self.num_timesteps == WARMUP:
                 watch.mark_start()
+            elif self.num_timesteps == WARMUP + steps:
+                watch.mark_stop()
             return True
 
     from rltrain.utils.config.loader import load_config
@@ -199,9 +203,9 @@ def sb3_worker(base: str, steps: int, seed: int, extra: list[str],
         torch.set_num_threads(config.torch_threads)
     model = make_model(config, seed, config.device)
     model.learn(WARMUP + steps, callback=Timer())
-    watch.mark_stop()
     return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib(),
-            "cpu_steps_per_second": steps / watch.cpu_seconds}
+            "cpu_steps_per_second": steps / watch.cpu_seconds,
+            "end_seconds": watch.since_stop()}
 
 
 def update_only_worker(updates: int) -> dict:
@@ -261,25 +265,31 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads of both libraries (default: torch's choice); "
                              "1 also pins each run to one core")
+    parser.add_argument("--env", default=None,
+                        help="train on this Gymnasium env instead of the base config's "
+                             "Pendulum-v1 (e.g. HalfCheetah-v5), every library alike")
     parser.add_argument("--sbx", action="store_true",
                         help="SBX (JAX, `pip install sbx-rl`) too: SAC, TD3/DDPG, CrossQ; "
                              "with --threads 1, XLA on one thread")
     args = parser.parse_args()
     script = Path(__file__).resolve()
     rows = run_rounds(script, args.rounds, args.steps, args.device, BASE_CONFIGS[args.algo],
-                      args.threads, args.sbx)
+                      args.threads, args.sbx, args.env)
     print_table(rows, args.rounds)
-    if args.device == "cuda" or args.algo != "ddpg":
+    if args.device == "cuda" or args.algo != "ddpg" or args.env is not None:
         return  # the rest measures the CPU: its matrix products, caches and threads
     print_one_process(script, args.updates, args.ab_steps)
 
 
 def run_rounds(script: Path, rounds: int, steps: int, device_name: str,
-               base: str, threads: int | None = None, sbx: bool = False) -> dict[str, list]:
+               base: str, threads: int | None = None, sbx: bool = False,
+               env: str | None = None) -> dict[str, list]:
     """Every kind of run once per round, each in a fresh process; their results by kind."""
     device = f"device={device_name}"
     if threads is not None:
         device = f"{device} torch_threads={threads}"
+    if env is not None:  # the base config's settings on another env, for every library
+        device = f"{device} env_name={env}"
     kinds = {"rltrain": ["rltrain", *device.split()], "rltrain, diagnostics off":
              ["rltrain", *device.split(), "diagnostics.enabled=false"],
              "rltrain, autograd backend": ["rltrain", *device.split(),
@@ -350,6 +360,9 @@ def print_table(rows: dict[str, list], rounds: int) -> None:
               for on, off in zip(rows["rltrain"], rows["rltrain, diagnostics off"], strict=True)]
     print(f"on/off per round: {', '.join(f'{ratio:.1%}' for ratio in paired)}; median "
           f"{statistics.median(paired):.1%}")
+    ends = ", ".join(f"{kind} {median(kind, 'end_seconds'):.2f}" for kind in rows
+                     if all("end_seconds" in r for r in rows[kind]))
+    print(f"seconds from the last step to the run's end, not in the rates (medians): {ends}")
     shares = ", ".join(f"{r['diagnostics_share']:.1%}" for r in rows["rltrain"])
     print(f"time in the diagnostics' own calls, measured inside each run: median "
           f"{median('rltrain', 'diagnostics_share'):.1%} of the learning phase (rounds: "
