@@ -47,6 +47,7 @@ class CommonSettings:
     actor_net: NetworkSpec = field(default_factory=NetworkSpec)
     critic_net: NetworkSpec = field(default_factory=NetworkSpec)
     seed: int = 0                     # seeds the agent's own random stream
+    matmul_kernel: str = "auto"       # a fused update's matrix products (agents/gemm.py)
 
 
 class PolicyNetwork(Protocol):

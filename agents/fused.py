@@ -35,8 +35,8 @@ class FusedDDPGAgent(KeepsProducts, DDPGAgent):
                              f"which torch {torch.__version__} lacks; use update_backend auto "
                              "or autograd")
         super().__init__(obs_dim, action_low, action_high, settings, device)
-        self._choose_products((*settings.actor_net.hidden_sizes,
-                               *settings.critic_net.hidden_sizes))
+        self._choose_products(settings.matmul_kernel, (*settings.actor_net.hidden_sizes,
+                                                       *settings.critic_net.hidden_sizes))
         # Every network's parameters are views of one flat tensor (the online ones by
         # their optimiser): Polyak averaging is one kernel per network.
         self._targets = [fused_ops.flatten_parameters(self.actor_target),

@@ -4,13 +4,16 @@ BLAS or oneDNN, whichever measures faster on this machine.
 torch's CPU build does its dense products with Intel's MKL, which on other vendors' CPUs
 can take a slower code path (on an AMD EPYC with AVX-512 a 256x256x256 product ran at
 less than half of what oneDNN, also shipped inside torch, gives it: the figures are in
-benchmarks/results/). `fastest()` times both on the update's own shape, once per process,
-and the fused agents keep the choice in their state_dict, so a resumed run multiplies with
-the kernel it started with: the choice changes rounding, and resuming stays bit for bit.
+benchmarks/results/). `fastest()` times both on the update's own shape, once per process
+(`matmul_kernel: auto`; the config can name one), and the fused agents keep the choice in
+their state_dict, so a resumed run multiplies with the kernel it started with: the choice
+changes rounding, and resuming stays bit for bit. Two fresh runs on a machine where the
+two kernels are about as fast can choose differently; `matmul_kernel` pins it.
 
 oneDNN is reached through `torch.ops.mkldnn._linear_pointwise` (the op torch.compile's
 CPU backend emits for a linear layer: x @ W.t() + b, ReLU fused where asked), a private
-op looked up once here; where torch lacks it, or it fails, the BLAS is used.
+op looked up once here, and run on the CPU only; where torch lacks it, or it fails in
+the measurement, the BLAS is used.
 """
 
 from __future__ import annotations
@@ -99,10 +102,13 @@ def available() -> tuple[str, ...]:
 def fastest(width: int, rounds: int = 5, repeats: int = 10) -> str:
     """The kernel that multiplies a [ROWS, width] by a [width, width] matrix faster on
     this machine and thread count (alternating blocks, medians); BLAS unless oneDNN
-    wins by `MARGIN`. A few tens of milliseconds, once per process and width."""
+    wins by `MARGIN`. A few tens of milliseconds, once per process and width; its
+    random matrices come from a generator of its own (the global streams are a run's)."""
     if "onednn" not in available():
         return "blas"
-    x, weight = torch.randn(ROWS, width), torch.randn(width, width)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(ROWS, width, generator=generator)
+    weight = torch.randn(width, width, generator=generator)
     bias = torch.zeros(width)
     times: dict[str, list[float]] = {kind: [] for kind in GEMMS}
     try:
@@ -120,21 +126,53 @@ def fastest(width: int, rounds: int = 5, repeats: int = 10) -> str:
     return "onednn" if faster >= MARGIN else "blas"
 
 
+def kernel_for(requested: str, device: torch.device, widths: tuple[int, ...]) -> str:
+    """The kernel a fused update on `device` multiplies with for the config's
+    `matmul_kernel` (`requested`): oneDNN's op runs on the CPU only, so CUDA always gets
+    torch's own products. An explicit kernel this torch cannot run is a ValueError."""
+    if requested not in ("auto", *GEMMS):
+        raise ValueError(f"unknown matmul_kernel {requested!r}; one of auto, {', '.join(GEMMS)}")
+    if device.type != "cpu":
+        if requested == "onednn":
+            raise ValueError("matmul_kernel onednn runs on the CPU only; use auto or blas "
+                             f"on {device.type}")
+        return "blas"
+    if requested == "auto":
+        return fastest(max(widths, default=ROWS))
+    if requested not in available():
+        raise ValueError(f"matmul_kernel {requested} is not available in torch "
+                         f"{torch.__version__}; use auto or blas")
+    return requested
+
+
 class KeepsProducts:
-    """For a fused agent (put before its base class): the kernel it multiplies with,
-    chosen by `fastest` when it is built, kept in its state_dict ("gemm") and taken
-    back from a checkpoint that names one this torch can run."""
+    """For a fused agent (put before its base class): the kernel it multiplies with
+    (`kernel_for` when it is built), kept in its state_dict ("gemm"). With
+    `matmul_kernel: auto` a checkpoint's kernel is taken back, so that a resume rounds as
+    the run did (a fused checkpoint without one multiplied with the BLAS); one this torch
+    cannot run leaves `kernel_warning` set."""
 
     products: Products
+    device: torch.device
+    kernel_warning: str | None = None
 
-    def _choose_products(self, widths: tuple[int, ...]) -> None:
-        self.products = Products(fastest(max(widths, default=ROWS)))
+    def _choose_products(self, requested: str, widths: tuple[int, ...]) -> None:
+        self._requested = requested
+        self.products = Products(kernel_for(requested, self.device, widths))
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "gemm": self.products.kind}  # type: ignore[misc]
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
         continues = super().load_state_dict(state)  # type: ignore[misc]
-        if state.get("gemm") in available():
-            self.products = Products(state["gemm"])
+        self.kernel_warning = None
+        if self._requested == "auto" and self.device.type == "cpu":
+            saved = state.get("gemm", "blas")
+            if saved in available():
+                self.products = Products(saved)
+            else:
+                self.kernel_warning = (
+                    f"the checkpoint's update multiplied with {saved}, which this torch "
+                    f"lacks: the run goes on with {self.products.kind}, correctly but not "
+                    "bit-identically")
         return continues

@@ -77,7 +77,8 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
                              f"which torch {torch.__version__} lacks; use update_backend auto "
                              "or autograd")
         super().__init__(obs_dim, action_low, action_high, common, options, device)
-        self._choose_products((*common.actor_net.hidden_sizes, *common.critic_net.hidden_sizes))
+        self._choose_products(common.matmul_kernel,
+                              (*common.actor_net.hidden_sizes, *common.critic_net.hidden_sizes))
         # The online networks' parameters are views of their optimisers' flat buffers
         # (FlatAdam); the target critics' of one of their own.
         self._target = fused_ops.flatten_parameters(self.critic_target)
@@ -159,7 +160,8 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
         # the same float as (1 - s^2) + 1e-6.
         log1p_input = -s.square() + TANH_EPS
         grad_u = (grad_s + grad_log_prob * 2.0 * s / (log1p_input + 1.0)) * (1.0 - s.square())
-        grad_log_std = (grad_u * policy.std * policy.eps - grad_log_prob) * policy.unclamped
+        grad_log_std = torch.where(policy.unclamped,
+                                   grad_u * policy.std * policy.eps - grad_log_prob, 0.0)
         (mu_w, _), (std_w, _) = self._heads
         for grad, (weight_grad, bias_grad) in zip((grad_u, grad_log_std), self._head_grads,
                                                   strict=True):

@@ -10,8 +10,8 @@
 Each round runs, each in a fresh process on the same settings and each round starting
 with the next: rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
 off, rltrain with `update_backend: autograd`, and SB3 (TD3 set up like rltrain's DDPG,
-see common.py). With `--algo sac`: rltrain's SAC (pendulum_sac.yaml) with diagnostics on
-and off, and SB3's SAC on the same settings; `--algo
+see common.py). With `--algo sac`: rltrain's SAC (pendulum_sac.yaml) the same three
+ways, and SB3's SAC on the same settings; `--algo
 crossq` and `--algo tqc` likewise, against sb3-contrib's CrossQ and TQC
 (pendulum_crossq.yaml, pendulum_tqc.yaml; common.py `sb3_model`). `--threads N` gives
 both libraries N torch threads. It measures env steps per second over the learning
@@ -62,7 +62,7 @@ BUFFER = 1_000_000
 BASE_CONFIGS = {"ddpg": "pendulum_ddpg.yaml", "td3": "pendulum_td3.yaml",
                 "sac": "pendulum_sac.yaml", "crossq": "pendulum_crossq.yaml",
                 "tqc": "pendulum_tqc.yaml"}
-FUSED = ("pendulum_ddpg.yaml", "pendulum_td3.yaml")  # bases with a hand-fused backend
+FUSED = ("pendulum_ddpg.yaml", "pendulum_td3.yaml", "pendulum_sac.yaml")  # a fused update
 
 
 def bench_config(base: str, steps: int, seed: int, extra: list[str]):
@@ -295,7 +295,7 @@ def run_rounds(script: Path, rounds: int, steps: int, device_name: str,
              "rltrain, autograd backend": ["rltrain", *device.split(),
                                            "update_backend=autograd"],
              "sb3": ["sb3", *device.split()]}
-    if base not in FUSED:  # SAC, CrossQ, TQC: no hand-fused update
+    if base not in FUSED:  # CrossQ, TQC: no hand-fused update
         del kinds["rltrain, autograd backend"]
     if sbx:
         kinds["sbx"] = ["sbx", *device.split()]

@@ -50,8 +50,11 @@ def weights(agent: DDPGAgent) -> list[torch.Tensor]:
 @pytest.mark.parametrize("kernel", gemm.available())
 @pytest.mark.parametrize("overrides", ALGOS)
 def test_fused_and_autograd_agree_after_many_updates(overrides, kernel):
-    fused, reference = make("fused", **overrides), make("autograd", **overrides)
-    fused.products = gemm.Products(kernel)
+    # 48-wide layers: every hidden product at least gemm.THIN wide, oneDNN's where it runs
+    overrides = {"hidden_sizes": [48, 48], **overrides}
+    fused = make("fused", matmul_kernel=kernel, **overrides)
+    reference = make("autograd", **overrides)
+    assert fused.products.kind == kernel
     assert type(fused) is FusedDDPGAgent and type(reference) is DDPGAgent
     assert all(torch.equal(a, b) for a, b in zip(weights(fused), weights(reference),
                                                 strict=True))  # the same initial weights

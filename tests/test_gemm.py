@@ -3,6 +3,7 @@ products as torch, the faster one is chosen once, and a checkpoint keeps the cho
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -21,16 +22,17 @@ KERNELS = gemm.available()
 def test_each_kernel_computes_torchs_products(kind):
     products = gemm.Products(kind)
     g = torch.Generator().manual_seed(0)
-    x, weight, bias = (torch.randn(shape, generator=g) for shape in ((64, 24), (24, 40), (40,)))
+    # Every side at least THIN, so that oneDNN's products run where it is the kernel.
+    x, weight, bias = (torch.randn(shape, generator=g) for shape in ((64, 40), (40, 48), (48,)))
     expected = x @ weight + bias
     torch.testing.assert_close(products.linear(x, weight, bias), expected)
     torch.testing.assert_close(products.linear(x, weight, bias, relu=True), expected.relu())
     torch.testing.assert_close(products.linear(x, weight, bias.reshape(1, -1)), expected)
     torch.testing.assert_close(products.mm(x.t(), x), x.t() @ x)
-    into = torch.zeros(24, 40)
+    into = torch.zeros(40, 48)
     products.mm_into(into, x.t(), expected)
     torch.testing.assert_close(into, x.t() @ expected)
-    linear_grad = torch.zeros(40, 24)  # an nn.Linear's [out, in] gradient, as its .t() view
+    linear_grad = torch.zeros(48, 40)  # an nn.Linear's [out, in] gradient, as its .t() view
     products.mm_into(linear_grad.t(), x.t(), expected)
     torch.testing.assert_close(linear_grad.t(), x.t() @ expected)
 
@@ -54,19 +56,59 @@ def test_an_unknown_kernel_is_refused():
         gemm.Products("cublas")
 
 
-def test_the_state_dict_keeps_the_kernel_and_a_checkpoint_naming_none_keeps_the_choice():
-    import numpy as np
-
+def fused_sac(kernel: str = "auto") -> FusedSACAgent:
     low, high = np.array([-1.0], np.float32), np.array([1.0], np.float32)
-    agent = FusedSACAgent(3, low, high, CommonSettings(), SACOptions(), torch.device("cpu"))
-    chosen = agent.products.kind
+    return FusedSACAgent(3, low, high, CommonSettings(matmul_kernel=kernel), SACOptions(),
+                         torch.device("cpu"))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_with_auto_a_checkpoint_gives_its_kernel_back(kernel):
+    agent = fused_sac()
+    state = {**agent.state_dict(), "gemm": kernel}
+    agent.products = gemm.Products(next(k for k in gemm.GEMMS if k != kernel))
+    assert agent.load_state_dict(state) and agent.products.kind == kernel
+    assert agent.kernel_warning is None
+    assert agent.state_dict()["gemm"] == kernel
+
+
+def test_a_fused_checkpoint_naming_no_kernel_multiplied_with_the_blas():
+    agent = fused_sac()
     state = agent.state_dict()
-    assert state["gemm"] == chosen
-    agent.load_state_dict({**state, "gemm": "blas"})
-    assert agent.products.kind == "blas"
-    del state["gemm"]  # a checkpoint of the autograd backend
+    del state["gemm"]
     agent.load_state_dict(state)
     assert agent.products.kind == "blas"
+
+
+def test_a_kernel_set_in_the_config_wins_over_the_checkpoints():
+    agent = fused_sac("blas")
+    agent.load_state_dict({**agent.state_dict(), "gemm": "onednn"})
+    assert agent.products.kind == "blas"
+
+
+def test_a_checkpoints_kernel_this_torch_lacks_is_said(monkeypatch):
+    agent = fused_sac()
+    state = {**agent.state_dict(), "gemm": "onednn"}
+    monkeypatch.setattr(gemm, "_onednn_linear", None)
+    agent.products = gemm.Products("blas")
+    agent.load_state_dict(state)
+    assert agent.products.kind == "blas"
+    assert "lacks" in agent.kernel_warning and "not bit-identically" in agent.kernel_warning
+
+
+def test_cuda_always_gets_torchs_products_and_onednn_there_is_refused():
+    cuda = torch.device("cuda")
+    assert gemm.kernel_for("auto", cuda, (256,)) == "blas"
+    assert gemm.kernel_for("blas", cuda, (256,)) == "blas"
+    with pytest.raises(ValueError, match="CPU only"):
+        gemm.kernel_for("onednn", cuda, (256,))
+
+
+def test_the_measurement_leaves_the_global_random_stream_alone():
+    gemm.fastest.cache_clear()
+    before = torch.get_rng_state()
+    gemm.fastest(40)
+    assert torch.equal(torch.get_rng_state(), before)
 
 
 def test_a_checkpoint_naming_an_unknown_kernel_is_refused(trained_run):

@@ -19,19 +19,18 @@ from rltrain.agents.sac_update import SACAgent
 from rltrain.networks.mlp import NetworkSpec
 
 CPU = torch.device("cpu")
+WIDE = NetworkSpec((48, 48))  # every hidden product at least gemm.THIN wide: oneDNN's
 CASES = [{}, {"ent_coef": 0.05}, {"clip": 0.5}, {"target_update_interval": 2},
          {"ent_coef": "auto_0.3", "target_entropy": -0.5}]
 
 
-def make(cls: type[SACAgent], seed: int = 0, kernel: str | None = None,
+def make(cls: type[SACAgent], seed: int = 0, kernel: str = "auto", net: NetworkSpec = TINY,
          **options) -> SACAgent:
     torch.manual_seed(seed)
-    common = CommonSettings(actor_lr=1e-3, critic_lr=1e-3, actor_net=TINY, critic_net=TINY,
-                            seed=seed, grad_clip_norm=options.pop("clip", None))
-    agent = cls(3, LOW, HIGH, common, SACOptions(**options), CPU)
-    if kernel is not None:
-        agent.products = gemm.Products(kernel)
-    return agent
+    common = CommonSettings(actor_lr=1e-3, critic_lr=1e-3, actor_net=net, critic_net=net,
+                            seed=seed, grad_clip_norm=options.pop("clip", None),
+                            matmul_kernel=kernel)
+    return cls(3, LOW, HIGH, common, SACOptions(**options), CPU)
 
 
 def weights(agent: SACAgent) -> list[torch.Tensor]:
@@ -53,13 +52,15 @@ def assert_agree(fused: SACAgent, reference: SACAgent, updates: int) -> None:
 @pytest.mark.parametrize("kernel", gemm.available())
 @pytest.mark.parametrize("options", CASES)
 def test_the_fused_update_agrees_with_autograds_after_many_updates(options, kernel):
-    fused = make(FusedSACAgent, kernel=kernel, **dict(options))
-    reference = make(SACAgent, **dict(options))
+    fused = make(FusedSACAgent, kernel=kernel, net=WIDE, **dict(options))
+    assert fused.products.kind == kernel
+    reference = make(SACAgent, net=WIDE, **dict(options))
     assert all(torch.equal(a, b) for a, b in zip(weights(fused), weights(reference),
                                                 strict=True))
     assert_agree(fused, reference, 150)
     moved = max(float((a - b).abs().max()) for a, b in
-                zip(weights(reference), weights(make(SACAgent, **dict(options))), strict=True))
+                zip(weights(reference), weights(make(SACAgent, net=WIDE, **dict(options))),
+                    strict=True))
     assert moved > 1e-2  # they agree after real learning, not because nothing moved
 
 
@@ -77,14 +78,15 @@ def test_a_clamped_log_std_gets_no_gradient_in_either():
 
 @pytest.mark.parametrize("kernel", gemm.available())
 def test_it_continues_bit_for_bit_from_its_state_dict(kernel):
-    straight, first = make(FusedSACAgent, kernel=kernel), make(FusedSACAgent, kernel=kernel)
+    straight, first = (make(FusedSACAgent, kernel=kernel, net=WIDE) for _ in range(2))
     for seed in range(30):
         straight.update(make_batch(seed=seed))
     for seed in range(12):
         first.update(make_batch(seed=seed))
-    resumed = make(FusedSACAgent, seed=3, kernel="blas")
+    resumed = make(FusedSACAgent, seed=3, net=WIDE)  # auto: takes the checkpoint's kernel
+    resumed.products = gemm.Products(next(k for k in gemm.GEMMS if k != kernel))
     resumed.load_state_dict(copy.deepcopy(first.state_dict()))
-    assert resumed.products.kind == kernel  # the checkpoint's kernel, not the one chosen
+    assert resumed.products.kind == kernel
     for seed in range(12, 30):
         resumed.update(make_batch(seed=seed))
     assert all(torch.equal(a, b) for a, b in zip(weights(straight), weights(resumed),

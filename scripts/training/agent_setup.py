@@ -41,7 +41,7 @@ def common_settings(config: TrainConfig) -> CommonSettings:
         gamma=config.gamma, tau=config.tau, actor_lr=config.actor_lr,
         critic_lr=config.critic_lr, grad_clip_norm=config.grad_clip_norm,
         actor_net=network_spec(config, "actor"), critic_net=network_spec(config, "critic"),
-        seed=derive_seed(config.seed, AGENT))
+        seed=derive_seed(config.seed, AGENT), matmul_kernel=config.matmul_kernel)
 
 
 def algorithm_options(config: TrainConfig) -> Any:

@@ -208,6 +208,10 @@ class TrainConfig:
         "gradients, DDPG, TD3 and SAC with stock ReLU MLPs only, faster on the CPU), or "
         "auto (fused where it applies on the CPU, autograd otherwise); both give the same "
         "update")
+    matmul_kernel: Literal["auto", "blas", "onednn"] = opt(
+        "auto", "the fused update's matrix products: blas (torch's, MKL on x86 CPUs), "
+        "onednn (also in torch, faster on some CPUs), or auto (whichever measures faster "
+        "when the run starts; a resume keeps the checkpoint's); CUDA always uses torch's")
     grad_clip_norm: float | None = opt(
         None, "clip each network's gradient to this global norm (null: no clipping)", POSITIVE)
     utd_ratio: int = opt(1, "updates per env step once learning has started", AT_LEAST_ONE)
