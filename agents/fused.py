@@ -27,13 +27,7 @@ class FusedDDPGAgent(KeepsProducts, DDPGAgent):
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
                  settings: DDPGSettings, device: torch.device) -> None:
-        if not (settings.actor_net.is_stock and settings.critic_net.is_stock):
-            raise ValueError("update_backend fused supports the stock ReLU networks only "
-                             "(no layer_norm); use update_backend auto or autograd")
-        if fused_ops.missing_ops():
-            raise ValueError(f"update_backend fused needs {', '.join(fused_ops.missing_ops())}, "
-                             f"which torch {torch.__version__} lacks; use update_backend auto "
-                             "or autograd")
+        fused_ops.check_fusable(settings.actor_net, settings.critic_net)
         super().__init__(obs_dim, action_low, action_high, settings, device)
         self._choose_products(settings.matmul_kernel, (*settings.actor_net.hidden_sizes,
                                                        *settings.critic_net.hidden_sizes))

@@ -62,6 +62,18 @@ def missing_ops() -> list[str]:
     return [name for name, op in _OPS.items() if op is None]
 
 
+def check_fusable(actor_net: Any, critic_net: Any) -> None:
+    """A ValueError naming why a fused update cannot run these networks (`NetworkSpec`s)
+    with this torch."""
+    if not (actor_net.is_stock and critic_net.is_stock):
+        raise ValueError("update_backend fused supports the stock ReLU networks only "
+                         "(no layer_norm); use update_backend auto or autograd")
+    if missing_ops():
+        raise ValueError(f"update_backend fused needs {', '.join(missing_ops())}, which "
+                         f"torch {torch.__version__} lacks; use update_backend auto or "
+                         "autograd")
+
+
 def forward(layers: list[Layer], x: torch.Tensor, products: Products = BLAS,
             relu_output: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The stack's output (ReLU between layers; a linear output, or through a ReLU too

@@ -69,13 +69,7 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
                  common: CommonSettings, options: Any, device: torch.device) -> None:
-        if not (common.actor_net.is_stock and common.critic_net.is_stock):
-            raise ValueError("update_backend fused supports the stock ReLU networks only "
-                             "(no layer_norm); use update_backend auto or autograd")
-        if fused_ops.missing_ops():
-            raise ValueError(f"update_backend fused needs {', '.join(fused_ops.missing_ops())}, "
-                             f"which torch {torch.__version__} lacks; use update_backend auto "
-                             "or autograd")
+        fused_ops.check_fusable(common.actor_net, common.critic_net)
         super().__init__(obs_dim, action_low, action_high, common, options, device)
         self._choose_products(common.matmul_kernel,
                               (*common.actor_net.hidden_sizes, *common.critic_net.hidden_sizes))

@@ -87,6 +87,22 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return paths
 
 
+def assert_updates_agree(fused: Any, reference: Any, batches: list[Any],
+                         weights: Any) -> None:
+    """Two agents that started alike compute the same update, batch after batch (metrics
+    and, at the end, `weights(agent)`), up to float rounding: a fused update and its
+    autograd reference."""
+    import torch
+
+    for batch in batches:
+        ours, theirs = fused.update(batch), reference.update(batch)
+        assert ours.keys() == theirs.keys()
+        for key in ours:
+            assert torch.allclose(ours[key], theirs[key], rtol=1e-3, atol=1e-5), key
+    for a, b in zip(weights(fused), weights(reference), strict=True):
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-5), (a - b).abs().max()
+
+
 def agent_settings(config):
     """The DDPG/TD3 update settings a config asks for (agents/ddpg.py, agents/td3.py)."""
     from rltrain.agents import ddpg, td3

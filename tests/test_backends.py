@@ -17,7 +17,7 @@ from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.training.replay_buffer import Batch
 
-from conftest import DEVICE, agent_settings
+from conftest import DEVICE, agent_settings, assert_updates_agree
 
 LOW, HIGH = np.array([-1.0, 0.0], dtype=np.float32), np.array([3.0, 0.5], dtype=np.float32)
 ALGOS = [{"algo": "ddpg"}, {"algo": "td3", "td3": {"policy_delay": 2}},
@@ -58,13 +58,7 @@ def test_fused_and_autograd_agree_after_many_updates(overrides, kernel):
     assert type(fused) is FusedDDPGAgent and type(reference) is DDPGAgent
     assert all(torch.equal(a, b) for a, b in zip(weights(fused), weights(reference),
                                                 strict=True))  # the same initial weights
-    for batch in batches(200):
-        ours, theirs = fused.update(batch), reference.update(batch)
-        assert ours.keys() == theirs.keys()
-        for key in ours:
-            assert torch.allclose(ours[key], theirs[key], rtol=1e-3, atol=1e-5), key
-    for a, b in zip(weights(fused), weights(reference), strict=True):
-        assert torch.allclose(a, b, rtol=1e-3, atol=1e-5), (a - b).abs().max()
+    assert_updates_agree(fused, reference, batches(200), weights)
     moved = max(float((a - b).abs().max()) for a, b in
                 zip(weights(reference), weights(make("autograd", **overrides)), strict=True))
     assert moved > 1e-2  # they agree after real learning, not because nothing moved

@@ -18,6 +18,8 @@ from rltrain.agents.sac_fused import FusedSACAgent
 from rltrain.agents.sac_update import SACAgent
 from rltrain.networks.mlp import NetworkSpec
 
+from conftest import assert_updates_agree
+
 CPU = torch.device("cpu")
 WIDE = NetworkSpec((48, 48))  # every hidden product at least gemm.THIN wide: oneDNN's
 CASES = [{}, {"ent_coef": 0.05}, {"clip": 0.5}, {"target_update_interval": 2},
@@ -39,14 +41,8 @@ def weights(agent: SACAgent) -> list[torch.Tensor]:
 
 
 def assert_agree(fused: SACAgent, reference: SACAgent, updates: int) -> None:
-    for seed in range(updates):
-        batch = make_batch(seed=seed)
-        ours, theirs = fused.update(batch), reference.update(batch)
-        assert ours.keys() == theirs.keys()
-        for key in ours:
-            assert torch.allclose(ours[key], theirs[key], rtol=1e-3, atol=1e-5), key
-    for a, b in zip(weights(fused), weights(reference), strict=True):
-        assert torch.allclose(a, b, rtol=1e-3, atol=1e-5), (a - b).abs().max()
+    assert_updates_agree(fused, reference, [make_batch(seed=seed) for seed in range(updates)],
+                         weights)
 
 
 @pytest.mark.parametrize("kernel", gemm.available())
