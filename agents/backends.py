@@ -14,15 +14,17 @@ import numpy as np
 import torch
 
 from rltrain.agents import fused_ops
+from rltrain.agents.base import CommonSettings
 from rltrain.agents.deterministic import DDPGAgent, DDPGSettings
 from rltrain.agents.fused import FusedDDPGAgent
 
 BACKENDS = ("auto", "autograd", "fused")
 
 
-def choose_backend(requested: str, settings: DDPGSettings,
+def choose_backend(requested: str, settings: CommonSettings,
                    device: torch.device) -> tuple[str, str | None]:
-    """The backend `requested` resolves to, and a warning when `auto` had to fall back."""
+    """The backend `requested` resolves to, and a warning when `auto` had to fall back
+    (DDPG's and TD3's here, SAC's in agents/sac.py)."""
     if requested not in BACKENDS:
         raise ValueError(f"unknown update_backend {requested!r}; one of {', '.join(BACKENDS)}")
     if requested != "auto":

@@ -10,10 +10,10 @@ Forward/backward: for Linear/ReLU stacks the update needs outputs, weight gradie
 and (for the actor loss) the gradient with respect to the critic's input; each is a few
 matrix products (by the kernel `products` names), computed directly: no graph, weight
 gradients written straight into the optimiser's gradient buffer. A layer is a
-`(weight, bias)` pair in the `x @ weight + bias` layout (weight [in, out]); an `nn.Linear` enters as
-`(linear.weight.t(), linear.bias)`, a view. The twin critics ([n, in, out] ensemble
-weights) enter member by member, so every product is a plain 2-D GEMM, which on CPUs is
-much faster than a batched one for the thin output-layer shapes.
+`(weight, bias)` pair in the `x @ weight + bias` layout (weight [in, out]); an
+`nn.Linear` enters as `(linear.weight.t(), linear.bias)`, a view. The twin critics
+([n, in, out] ensemble weights) enter member by member, so every product is a plain 2-D
+GEMM, which on CPUs is much faster than a batched one for the thin output-layer shapes.
 
 Adam: each network's parameters, gradients and moments live in one flat buffer each, so
 the gradient norm, clipping and the Adam step are one kernel each; the step is the
@@ -107,7 +107,7 @@ def backward(layers: list[Layer], inputs: list[torch.Tensor], grad_output: torch
         # multiply, several times faster than a GEMM with K=1.
         grad = grad * weight.t() if grad.shape[1] == 1 else products.mm(grad, weight.t())
         if index > 0:  # through the ReLU that produced this layer's input
-            grad = _relu_backward(grad, layer_input, 0)
+            grad = relu_backward(grad, layer_input)
     return grad
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from rltrain.agents import fused_ops
+from rltrain.agents.backends import choose_backend
 from rltrain.agents.base import Agent, CommonSettings, Implementation, built_from_spec
 from rltrain.agents.sac_flat import FlatSACAgent
 from rltrain.agents.sac_fused import FusedSACAgent
@@ -28,14 +29,16 @@ from rltrain.networks.gaussian_actor import GaussianActor
 def build(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
           common: CommonSettings, options: Any, device: torch.device,
           backend: str = "auto") -> tuple[Agent, str | None]:
-    """SAC's agent for `backend`; `fused` for a network it cannot run is a ValueError."""
+    """SAC's agent for `backend` (chosen as DDPG's and TD3's, agents/backends.py), and a
+    warning when `auto` had to fall back; `fused` for a network it cannot run is a
+    ValueError. The autograd update is stepped by the flat Adam on the CPU with `auto`."""
+    chosen, warning = choose_backend(backend, common, device)
     cls: type[SACAgent] = SACAgent
-    if backend == "fused":
+    if chosen == "fused":
         cls = FusedSACAgent
     elif backend == "auto" and device.type == "cpu" and not fused_ops.missing_ops():
-        stock = common.actor_net.is_stock and common.critic_net.is_stock
-        cls = FusedSACAgent if stock else FlatSACAgent
-    return cls(obs_dim, action_low, action_high, common, options, device), None
+        cls = FlatSACAgent
+    return cls(obs_dim, action_low, action_high, common, options, device), warning
 
 
 IMPLEMENTATION = Implementation(build=build, state_keys=STATE_KEYS,

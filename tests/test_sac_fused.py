@@ -109,3 +109,11 @@ def test_fused_with_a_custom_network_is_refused():
     custom = CommonSettings(actor_net=NetworkSpec((16,), activation="tanh"))
     with pytest.raises(ValueError, match="stock ReLU networks only"):
         build(3, LOW, HIGH, custom, SACOptions(), CPU, "fused")
+
+
+def test_auto_without_the_private_ops_trains_through_autograd_and_says_so(monkeypatch):
+    from rltrain.agents import fused_ops
+
+    monkeypatch.setitem(fused_ops._OPS, "torch.ops.aten.threshold_backward", None)
+    agent, warning = build(3, LOW, HIGH, CommonSettings(), SACOptions(), CPU, "auto")
+    assert type(agent) is SACAgent and "threshold_backward" in warning
