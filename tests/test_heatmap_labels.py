@@ -11,9 +11,9 @@ import numpy as np
 
 from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.diagnosis.measure.state_action import ClusterView
-from rltrain.utils.diagnosis.report import findings, plots
+from rltrain.utils.diagnosis.report import findings, heatmap_image, plots
 from rltrain.utils.diagnosis.report import page as report_page
-from rltrain.utils.diagnosis.report.plots import _label
+from rltrain.utils.diagnosis.report.heatmap_image import row_label
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.diagnosis.rules.state_action_rules import FixatedCluster
 from rltrain.utils.run.folders import create_run
@@ -25,12 +25,11 @@ def test_a_row_names_its_centroid_and_count() -> None:
     view = ClusterView(100, np.zeros((2, 1, 10)), np.array([40, 7]),
                        {"fixated_cluster": [], "chaotic_cluster": [], "blind_cluster": []},
                        np.zeros(2), [], {}, np.array([[0.98, -0.1, 2.3], [0.5, 0.5, -8.0]]))
-    assert _label(view, 0, 0) == "#0 obs=(0.98, -0.1, 2.3) n=40"
-    assert _label(view, 1, 0).startswith("#1 obs=(0.5, 0.5, -8) n=7")
+    assert row_label(view, 0, 0) == "#0 obs=(0.98, -0.1, 2.3) n=40"
+    assert row_label(view, 1, 0).startswith("#1 obs=(0.5, 0.5, -8) n=7")
 
 
-def test_the_rows_carry_the_cluster_numbers_the_findings_name(tmp_path: Path,
-                                                              monkeypatch) -> None:
+def test_the_rows_carry_the_cluster_numbers_the_findings_name(tmp_path: Path) -> None:
     # The findings said "clusters [4, 8, 11]"; the rows had no numbers to find them by.
     k = 12
     probs = np.full((k, 1, 10), 0.1)
@@ -42,21 +41,24 @@ def test_the_rows_carry_the_cluster_numbers_the_findings_name(tmp_path: Path,
     rule = FixatedCluster(RuleContext(tiny_config(tmp_path), 3, 1))
     [finding] = rule.check(100, view.verdicts["fixated_cluster"], view.dropped, k)
     assert finding.value == [4, 8, 11] and "clusters [4, 8, 11]" in finding.message
-    figures = []
-
-    def recording(width: float, height: float):
-        figures.append(make_figure(width, height))
-        return figures[-1]
-
-    make_figure = plots._figure
-    monkeypatch.setattr(plots, "_figure", recording)
-    plots.heatmap(view, tmp_path / "heatmap.png", np.array([-2.0]), np.array([2.0]))
-    [axes, _colorbar] = figures[0].axes
-    rows = [label.get_text() for label in axes.get_yticklabels()]
+    rows = [row_label(view, c, 0) for c in range(k)]
     assert [int(row.split()[0].lstrip("#")) for row in rows] == list(range(k))
     for cluster in finding.value:  # row N of the picture is the findings' cluster N
         assert rows[cluster].startswith(f"#{cluster} obs=") and rows[cluster].endswith(" F")
     assert not rows[5].endswith("F")
+    # ... and the picture's row N is that cluster's: bright in bin 3, dark elsewhere.
+    rgb = heatmap_image.heatmap(view, tmp_path / "heatmap.png", np.array([-2.0]),
+                                np.array([2.0]))
+    [panel] = heatmap_image.draw(view, np.array([-2.0]), np.array([2.0]))[1]
+    bright, dark = heatmap_image.colours(np.array([1.0, 0.1]))
+    for cluster in range(k):
+        x, y = panel.cell_centre(cluster, 3)
+        expected = bright if cluster in finding.value else dark
+        assert rgb[y, x].tolist() == expected.tolist()
+        assert rgb[y, panel.cell_centre(cluster, 0)[0]].tolist() == (
+            heatmap_image.colours(np.array([0.0]))[0] if cluster in finding.value
+            else dark).tolist()
+    assert (tmp_path / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_short_run_gets_a_heatmap_at_its_end(tmp_path: Path) -> None:
@@ -75,23 +77,26 @@ def test_a_short_run_gets_a_heatmap_at_its_end(tmp_path: Path) -> None:
         assert page.index("No problems found") < page.index("<h2>Charts")
 
 
-def test_the_reports_pictures_are_readable(tmp_path: Path, monkeypatch) -> None:
+def test_the_reports_pictures_are_readable() -> None:
     """report.html showed the heatmap's map about 220 px wide under 6 px labels, and the
     gradient chart's legend over its lines."""
     k = 30
     view = ClusterView(5000, np.full((k, 1, 10), 0.1), np.full(k, 30),
                        {"fixated_cluster": [], "chaotic_cluster": [], "blind_cluster": []},
                        np.zeros(k), [], {}, np.arange(k * 3.0).reshape(k, 3) / 7)
-    figures = []
-    make_figure = plots._figure
-    monkeypatch.setattr(plots, "_figure", lambda w, h: figures.append(make_figure(w, h))
-                        or figures[-1])
-    plots.heatmap(view, tmp_path / "heatmap.png", np.array([-2.0]), np.array([2.0]))
-    [axes, _colorbar] = figures[0].axes
-    renderer = figures[0].canvas.get_renderer()
-    assert axes.get_window_extent(renderer).width >= 400  # pixels of the map itself
-    labels = [*axes.get_xticklabels(), *axes.get_yticklabels()]
-    assert min(label.get_fontsize() for label in labels) >= 8
+    picture, [panel] = heatmap_image.draw(view, np.array([-2.0]), np.array([2.0]))
+    assert panel.cell_width * panel.bins >= 400  # pixels of the map itself
+    assert panel.cell_width * panel.bins + panel.left < picture.width
+    # Each row's label is drawn left of the map, its glyphs at least 7 px tall (8
+    # points at 100 dots per inch), within its own row.
+    pixels = np.asarray(picture)
+    for cluster in (0, k - 1):
+        _, centre = panel.cell_centre(cluster, 0)
+        band = pixels[centre - heatmap_image.ROW_PX // 2:centre + heatmap_image.ROW_PX // 2,
+                      heatmap_image.LABEL_PX + heatmap_image.PAD:panel.left]
+        inked = (band < 128).all(axis=2)
+        assert 7 <= inked.any(axis=1).sum() < heatmap_image.ROW_PX
+        assert inked.any(axis=0).sum() > 60  # "#29 obs=(...) n=30": a line of text
     series = {f"actor.net.{i}.weight": [(s, 1.0 + i + s / 100) for s in range(100, 1100, 100)]
               for i in range(6)}
     chart = plots.line_figure(series, "gradients", "norm", log=True)

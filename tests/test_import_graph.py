@@ -38,8 +38,8 @@ ENGINE_ALLOWED = {
     "rules": set(),
     "measure": {"rules"},  # gradients, inputs, state_action call their rules' checks
     "ranking": {"rules"},
-    "report": {"rules", "ranking", "measure"},  # plots draws measure's ClusterView
-    "heatmaps": {"rules", "measure", "report"},  # report: plots, for each heatmap
+    "report": {"rules", "ranking", "measure"},  # heatmap_image draws measure's ClusterView
+    "heatmaps": {"rules", "measure", "report"},  # report: heatmap_image, for each heatmap
     "watch": {"rules", "measure", "heatmaps"},
 }
 

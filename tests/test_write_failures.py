@@ -168,16 +168,16 @@ def test_a_link_planted_in_a_run_folder_is_not_written_through(tmp_path):
 def test_a_full_disk_for_the_final_heatmap_is_exit_4_naming_the_file(tmp_path, monkeypatch):
     """The run finishes (its checkpoint written), then its last heatmap cannot be written:
     not exit 0 with a warning, but exit 4 naming the file and the checkpoint."""
-    from rltrain.utils.diagnosis.report import plots
+    from rltrain.utils.diagnosis.report import heatmap_image
 
-    real = plots.atomic_write
+    real = heatmap_image.atomic_write
 
     def atomic_write(path, write, durable=True):
         if path.suffix == ".png":
             raise OutputError(f"cannot write '{path}': No space left on device")
         real(path, write, durable)
 
-    monkeypatch.setattr(plots, "atomic_write", atomic_write)
+    monkeypatch.setattr(heatmap_image, "atomic_write", atomic_write)
     result = train(tmp_path, "--set", "max_timesteps=500")  # no heatmap scheduled before
     checkpoint = tmp_path / "checkpoints" / "r" / "checkpoint_step_500.pt"
     assert result.exit_code == 4, result.output

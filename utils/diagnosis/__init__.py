@@ -24,9 +24,9 @@ concerns, one subpackage or module each, in the order a finding flows through th
 
 Imports go one way: `rules/` imports nothing else of the engine; `measure/` only
 `rules/` (three measurements hand their statistics to their checks themselves);
-`ranking` only `rules/`; `report/` the rules and the ranking (and `plots.py` the
+`ranking` only `rules/`; `report/` the rules and the ranking (and `heatmap_image.py` the
 state-action map's `ClusterView`, which it draws); `watch` the rules, `measure/` and
 `heatmaps` (what each heatmap writes and finds), which imports the rules, `measure/`
-and, of `report/`, only `plots.py`, to draw each heatmap as it is measured.
+and, of `report/`, only `heatmap_image.py`, to draw each heatmap as it is measured.
 tests/test_import_graph.py checks this.
 """

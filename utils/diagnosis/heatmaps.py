@@ -3,7 +3,7 @@ flow-1 hook (watch.py), which decides when one is due.
 
 A heatmap clusters the map's latest samples (measure/state_action.py) and writes the
 clusters (`heatmaps/clusters_step_<N>.json`), its scalars and its flow1.jsonl line; the
-cluster rules and `action_saturation` judge it. Its picture (report/plots.py) is drawn
+cluster rules and `action_saturation` judge it. Its picture (report/heatmap_image.py) is drawn
 only within `diagnostics.heatmap_time_share` of the run's time; the clusters and
 findings are made at every heatmap.
 """
@@ -17,8 +17,7 @@ from typing import Callable
 import numpy as np
 
 from rltrain.utils.diagnosis.measure.state_action import ClusterView, StateActionMap
-from rltrain.utils.diagnosis.measure.timing import load_libraries
-from rltrain.utils.diagnosis.report import plots
+from rltrain.utils.diagnosis.report import heatmap_image
 from rltrain.utils.diagnosis.rules import state_action_rules
 from rltrain.utils.diagnosis.rules.critic_rules import ActionSaturation
 from rltrain.utils.diagnosis.rules.spec import RuleContext
@@ -42,7 +41,6 @@ class HeatmapWriter:
         self.saturated = saturated
         self.report = report
         self.drawn: tuple[float, float] | None = None  # the last picture: its end, its cost
-        load_libraries()
 
     def write(self, env_steps: int) -> None:
         """The heatmap of step `env_steps`: its clusters, scalars and findings, and its
@@ -52,8 +50,8 @@ class HeatmapWriter:
         drawn = self._draw_due()
         if drawn:
             start = time.perf_counter()
-            image = plots.heatmap(view, folder / f"heatmap_step_{env_steps}.png", self.low,
-                                  self.high)
+            image = heatmap_image.heatmap(view, folder / f"heatmap_step_{env_steps}.png",
+                                          self.low, self.high)
             self.logger.image("flow1/heatmap", image, env_steps)
             end = time.perf_counter()
             self.drawn = (end, end - start)
@@ -78,8 +76,8 @@ class HeatmapWriter:
     def _draw_due(self) -> bool:
         """Whether this heatmap's picture is drawn: the first always; a later one where
         the time since the last picture is at least its cost over heatmap_time_share
-        (matplotlib takes about half a second a picture: an env of thousands of steps a
-        second would spend a fifth of its time drawing at heatmap_freq 5000)."""
+        (a fast env, of tens of thousands of steps a second, reaches heatmap_freq faster
+        than a picture and its PNG are worth)."""
         share = self.settings.heatmap_time_share
         if self.drawn is None or share >= 1:
             return True

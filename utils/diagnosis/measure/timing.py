@@ -1,18 +1,10 @@
-"""The diagnostics' own bookkeeping: what their calls cost the run, and the libraries
-they load before training starts."""
+"""The diagnostics' own bookkeeping: what their calls cost the run."""
 
 from __future__ import annotations
 
 import functools
 import time
 from typing import Any, Callable
-
-
-def load_libraries() -> None:
-    """Import matplotlib (the heatmap's renderer) when training starts, not at the
-    first heatmap, where it would stall training mid-run."""
-    import matplotlib.backends.backend_agg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
 
 
 def timed(method: Callable) -> Callable:
