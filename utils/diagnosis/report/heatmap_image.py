@@ -27,7 +27,8 @@ LABEL_DIMS = 6  # observation dimensions written in a row's label
 MAX_DIMS = 4  # panels drawn (the first action dimensions)
 LABEL_PX = 11  # the labels' font size in pixels: 8 points at 100 dots per inch
 TITLE_PX = 13
-ROW_PX = 18  # height of a cluster's row
+ROW_PX = 18  # height of a cluster's row, at least
+MIN_MAP_PX = 160  # a map of few clusters gets taller rows: room for its colour bar and axis
 MAP_PX = 440  # width of a panel's map, whatever its number of bins
 BAR_PX = 16  # width of the colour bar
 PAD = 8
@@ -45,13 +46,14 @@ class Panel:
     left: int  # the map's
     top: int
     cell_width: float
+    row_height: float
     rows: int
     bins: int
 
     def cell_centre(self, cluster: int, action_bin: int) -> tuple[int, int]:
         """The (x, y) pixel at the centre of a cluster's cell for an action bin."""
         return (int(self.left + (action_bin + 0.5) * self.cell_width),
-                int(self.top + (cluster + 0.5) * ROW_PX))
+                int(self.top + (cluster + 0.5) * self.row_height))
 
 
 def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
@@ -71,12 +73,14 @@ def draw(view: ClusterView, action_low: np.ndarray,
     rows = len(view.counts)
     labels = [[row_label(view, c, d) for c in range(rows)] for d in range(dims)]
     font = _font(LABEL_PX)
-    label_width = max(int(font.getlength(text)) for column in labels for text in column)
+    label_width = max((int(font.getlength(text)) for column in labels for text in column),
+                      default=0)
+    map_height = max(rows * ROW_PX, MIN_MAP_PX)
     tick_height = max(int(font.getlength(_tick(v))) for d in range(dims)
                       for v in _centres(action_low[d], action_high[d], view.probs.shape[2]))
     panel_width = LABEL_PX + PAD + label_width + PAD + MAP_PX + PAD + BAR_PX + 4 * PAD
     top = PAD + TITLE_PX + PAD
-    height = top + rows * ROW_PX + PAD + tick_height + PAD + LABEL_PX + 2 * PAD
+    height = top + map_height + PAD + tick_height + PAD + LABEL_PX + 2 * PAD
     picture = Image.new("RGB", (panel_width * dims, height), "white")
     canvas = ImageDraw.Draw(picture)
     panels = []
@@ -84,7 +88,7 @@ def draw(view: ClusterView, action_low: np.ndarray,
         origin = d * panel_width
         bins = view.probs.shape[2]
         panel = Panel(origin, origin + LABEL_PX + PAD + label_width + PAD, top, MAP_PX / bins,
-                      rows, bins)
+                      map_height / max(rows, 1), rows, bins)
         _panel(picture, canvas, panel, view, d, labels[d],
                _centres(action_low[d], action_high[d], panel.bins))
         panels.append(panel)
@@ -118,7 +122,7 @@ def _panel(picture: Image.Image, canvas: ImageDraw.ImageDraw, panel: Panel, view
            dim: int, labels: list[str], centres: list[float]) -> None:
     """One action dimension: its title, map, row and column labels and colour bar."""
     font = _font(LABEL_PX)
-    map_height = panel.rows * ROW_PX
+    map_height = round(panel.rows * panel.row_height)
     canvas.text((panel.left, PAD), f"P(action bin | state cluster), step {view.env_steps}",
                 fill="black", font=_font(TITLE_PX))
     cells = Image.fromarray(colours(view.probs[:, dim, :])).resize(
@@ -178,5 +182,8 @@ def _tick(value: float) -> str:
 @functools.cache
 def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
     """Pillow's own font (Aileron) at `size` pixels; its fixed bitmap font where Pillow
-    was built without FreeType."""
-    return ImageFont.load_default(size)
+    was built without FreeType (which a sized font needs)."""
+    try:
+        return ImageFont.load_default(size)
+    except (ImportError, OSError):
+        return ImageFont.load_default()
