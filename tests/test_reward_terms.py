@@ -93,6 +93,31 @@ def test_statistics_match_hand_computed_values():
     assert term_stats([{"a": 1.0}, {"a": 1.0}], [1.0, 2.0])["a"]["corr"] is None  # constant
 
 
+def test_a_term_of_both_signs_counts_at_what_it_moves_not_at_its_mean(tmp_path):
+    """A healthy Hopper SAC run as its forward reward turned positive (step 3,377): a
+    window mean of 0.4 against episodes between -15 and +71 made its alive bonus look
+    like 98% of the return, and reward_terms warned on a healthy run."""
+    survive = [30.0, 40.0, 50.0, 60.0]
+    forward = [-15.0, -10.0, 5.0, 21.6]  # mean 0.4, mean |.| 12.9
+    episodes = [{"reward_survive": a, "reward_forward": f}
+                for a, f in zip(survive, forward, strict=True)]
+    stats = term_stats(episodes, [a + f for a, f in zip(survive, forward, strict=True)],
+                       first=episodes[:1])
+    assert stats["reward_forward"]["mean"] == pytest.approx(0.4)
+    assert stats["reward_forward"]["size"] == pytest.approx(12.9)
+    assert stats["reward_survive"]["size"] == stats["reward_survive"]["mean"] == 45.0
+    assert stats["reward_survive"]["share"] == pytest.approx(45.0 / 57.9)  # not 45 / 45.4
+    assert rule(tmp_path).check(3377, stats, 20) == []
+    # A bonus twenty times Hopper's (healthy_reward 20) still outweighs everything.
+    heavy_episodes = [{"reward_survive": 20 * a, "reward_forward": f}
+                      for a, f in zip(survive, forward, strict=True)]
+    heavy = term_stats(heavy_episodes, [20 * a + f for a, f in zip(survive, forward, strict=True)],
+                       first=heavy_episodes[:1])
+    assert heavy["reward_survive"]["share"] > 0.98
+    [found] = rule(tmp_path).check(3377, heavy, 20)
+    assert found.message.startswith("reward term reward_survive is 99% of the return")
+
+
 def test_the_window_keeps_the_newest_episodes_and_counts_those_without_terms():
     window = TermWindow(3)
     for i in range(5):

@@ -5,7 +5,13 @@ each episode's end carries its sum of every term. Over the newest `window_size`
 episodes with terms, per term:
 
 - `mean`, `std`: its sum per episode (std over the episodes, numpy's population std);
-- `share`: |mean| over the sum of every term's |mean|: how much of the return it makes;
+- `size`: the mean of its sum's absolute value per episode: how much it pays or costs
+  an episode, whichever way. For a term of one sign (a cost, an alive bonus) that is
+  |mean|; a term of both signs is larger than its mean says: a walker's forward reward
+  early in training, negative as it falls backwards and positive as it hops on, has a
+  window mean near 0 as it turns positive, and Hopper's alive bonus looked like 98% of
+  the return then (a healthy run, step 3,377);
+- `share`: `size` over the sum of every term's `size`: how much of the return it makes;
 - `corr`: the Pearson correlation of its per-episode sums with the episode returns,
   over the window's episodes the policy played (begun at `learning_starts` or later:
   a random warm-up's returns follow whatever its random actions cost, not what the
@@ -31,7 +37,7 @@ import numpy as np
 MIN_EPISODES = 5  # episodes with terms before their statistics are logged
 ENDS = 3  # episodes at the run's start, and newest, that `start` and `recent` average
 
-TermStats = dict[str, dict[str, Any]]  # term -> {mean, std, share, corr}
+TermStats = dict[str, dict[str, Any]]  # term -> {mean, std, size, share, corr, ...}
 
 
 def term_stats(episodes: list[dict[str, float]], returns: list[float],
@@ -47,11 +53,13 @@ def term_stats(episodes: list[dict[str, float]], returns: list[float],
     returns_ = np.asarray(returns, dtype=np.float64)
     by_policy = np.ones(len(episodes), bool) if played is None else np.asarray(played, bool)
     means, stds = sums.mean(axis=0), sums.std(axis=0)
-    total = float(np.abs(means).sum())
+    sizes = np.abs(sums).mean(axis=0)
+    total = float(sizes.sum())
     stats: TermStats = {}
     for i, name in enumerate(names):
         stats[name] = {"mean": float(means[i]), "std": float(stds[i]),
-                       "share": float(abs(means[i]) / total) if total > 0 else 0.0,
+                       "size": float(sizes[i]),
+                       "share": float(sizes[i] / total) if total > 0 else 0.0,
                        "corr": _pearson(sums[by_policy, i], returns_[by_policy]),
                        "played": int(by_policy.sum()),
                        "start": None if start is None else float(start[i]),

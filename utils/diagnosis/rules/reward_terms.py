@@ -7,13 +7,15 @@ episode's sum of every term (utils/diagnosis/measure/reward_terms.py) and hands 
 statistics over the window of recent episodes here, once per episode. Two things fire:
 
 - a term other than the driving one that is more than `threshold` of the return (its
-  |mean| over the sum of every term's |mean|), with 2+ terms, which the agent has
+  size, the mean of |its sum| per episode, over the sum of every term's size: a term
+  that pays in some episodes and costs in others counts at what it moves, not at its
+  mean near 0), with 2+ terms, which the agent has
   learnt to play: over the newest episodes it has risen by `min_rise` of its size at the
   run's start or more (a cost paid less, a bonus earned more). That is a control cost
   weighted so that paying it is most of what the agent does, which then learns not to
   act. A cost that is most of the return but that the agent does not shrink is the
   env's price of acting while the task's own reward is still small: HalfCheetah's
-  control cost is over 95% of the return in its first 10,000 steps of healthy training.
+  control cost is up to 80% of the return in its first 10,000 steps of healthy training.
   The driving term itself may be all of the return: a walker that has learned to run is
   meant to earn far more forward reward than it pays in control cost.
 - the driving term correlating under `min_correlation` with the episode return over
@@ -134,12 +136,14 @@ class RewardTerms(RuleCheck):
         name = max(shares, key=lambda n: shares[n])
         if not shares[name] > self.rule.threshold or not self._played(stats[name]):
             return []
-        others = sum(abs(s["mean"]) for n, s in stats.items() if n != name)
-        mean = stats[name]["mean"]
+        others = sum(_size(s) for n, s in stats.items() if n != name)
+        mean, size = stats[name]["mean"], _size(stats[name])
+        # a term of both signs: what it moves an episode by, beside its mean
+        moved = f", {size:.4g} in size" if size > 1.01 * abs(mean) else ""
         message = (f"reward term {name} is {shares[name]:.0%} of the return (mean {mean:.4g} "
-                   f"per episode; the other terms together {others:.4g} in size)")
-        fix = weight_fix(self.context.config, name, others / abs(mean) * TARGET_SHARE
-                         / (1 - TARGET_SHARE) if mean else 1.0)
+                   f"per episode{moved}; the other terms together {others:.4g} in size)")
+        fix = weight_fix(self.context.config, name, others / size * TARGET_SHARE
+                         / (1 - TARGET_SHARE) if size else 1.0)
         if fix is None:
             return self.fire(env_steps, round(shares[name], 4),
                              f"{message}: lower its weight in the env")
@@ -193,6 +197,12 @@ class RewardTerms(RuleCheck):
                     f"reward_terms dict){workers}")
         return self.waiting(with_terms, self.settings.min_episodes,
                             "episodes with reward terms")
+
+
+def _size(term: dict[str, Any]) -> float:
+    """What a term pays or costs an episode (`size`; |mean| in statistics kept before
+    it was measured)."""
+    return float(term.get("size", abs(term["mean"])))
 
 
 def alive_bonus(term: str) -> bool:
