@@ -375,6 +375,12 @@ def test_outputs_heatmaps_gradients_and_tensorboard(tmp_path):
     events.Reload()
     tags = events.Tags()
     assert "flow1/heatmap" in tags["images"]
+    # TensorBoard holds each picture as its PNG file holds it, at its step
+    pictures = {image.step: image for image in events.Images("flow1/heatmap")}
+    drawn = pictures[1000]
+    assert drawn.encoded_image_string == (log_dir / "heatmaps" / "heatmap_step_1000.png"
+                                          ).read_bytes()
+    assert drawn.width > drawn.height > 100
     assert {"gradients/actor", "gradients/critic"} <= set(tags["histograms"])
     for tag in ("flow1/reward_cv", "flow1/reward_spike_ratio", "flow1/reward_trend",
                 "gradients/actor/net.0.weight", "flow1/action_saturation"):

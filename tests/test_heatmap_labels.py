@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.diagnosis.measure.state_action import ClusterView
@@ -47,8 +48,11 @@ def test_the_rows_carry_the_cluster_numbers_the_findings_name(tmp_path: Path) ->
         assert rows[cluster].startswith(f"#{cluster} obs=") and rows[cluster].endswith(" F")
     assert not rows[5].endswith("F")
     # ... and the picture's row N is that cluster's: bright in bin 3, dark elsewhere.
-    rgb = heatmap_image.heatmap(view, tmp_path / "heatmap.png", np.array([-2.0]),
-                                np.array([2.0]))
+    png, height, width = heatmap_image.heatmap(view, tmp_path / "heatmap.png",
+                                               np.array([-2.0]), np.array([2.0]))
+    with Image.open(tmp_path / "heatmap.png") as saved:  # the file holds the picture drawn
+        rgb = np.asarray(saved.convert("RGB"))
+    assert rgb.shape == (height, width, 3) and (tmp_path / "heatmap.png").read_bytes() == png
     [panel] = heatmap_image.draw(view, np.array([-2.0]), np.array([2.0]))[1]
     bright, dark = heatmap_image.colours(np.array([1.0, 0.1]))
     for cluster in range(k):

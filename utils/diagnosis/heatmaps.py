@@ -50,9 +50,9 @@ class HeatmapWriter:
         drawn = self._draw_due()
         if drawn:
             start = time.perf_counter()
-            image = heatmap_image.heatmap(view, folder / f"heatmap_step_{env_steps}.png",
-                                          self.low, self.high)
-            self.logger.image("flow1/heatmap", image, env_steps)
+            png, height, width = heatmap_image.heatmap(
+                view, folder / f"heatmap_step_{env_steps}.png", self.low, self.high)
+            self.logger.image("flow1/heatmap", png, height, width, env_steps)
             end = time.perf_counter()
             self.drawn = (end, end - start)
         # Actions at the bounds of a Box; none where its rule does not judge the algorithm

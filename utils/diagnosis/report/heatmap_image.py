@@ -12,6 +12,7 @@ action bin, labelled by the bin's centre, a colour bar beside each panel.
 from __future__ import annotations
 
 import functools
+import io
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,13 +58,16 @@ class Panel:
 
 
 def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
-            action_high: np.ndarray) -> np.ndarray:
-    """Save the heatmap PNG at `path`; return it as an RGB array [H, W, 3] for
-    TensorBoard."""
+            action_high: np.ndarray) -> tuple[bytes, int, int]:
+    """Save the heatmap PNG at `path`; return its bytes, height and width (for
+    TensorBoard, which takes it encoded)."""
     picture, _ = draw(view, action_low, action_high)
+    encoded = io.BytesIO()
+    picture.save(encoded, format="PNG")
+    png = encoded.getvalue()
     # Temp file and rename: a full disk names the file, and a link there is replaced.
-    atomic_write(path, lambda f: picture.save(f, format="PNG"), durable=False)
-    return np.asarray(picture)
+    atomic_write(path, lambda f: f.write(png), durable=False)
+    return png, picture.height, picture.width
 
 
 def draw(view: ClusterView, action_low: np.ndarray,
