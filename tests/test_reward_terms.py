@@ -15,7 +15,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rltrain.scripts.cli import cli
 from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.diagnosis.measure.reward_terms import TermWindow, term_stats
-from rltrain.utils.diagnosis.rules.reward_terms import RewardTerms, weight_fix, weight_names
+from rltrain.utils.diagnosis.rules.reward_terms import (
+    RewardTerms,
+    correlation_bound,
+    weight_fix,
+    weight_names,
+)
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
@@ -177,13 +182,26 @@ def test_the_driving_term_may_carry_the_return_but_must_move_with_it(tmp_path):
     assert check.driving(balanced) == "reward_forward"
     assert check.check(500, balanced, 20) == []
     drifting = stats_of(reward_forward=(50.0, 0.5, 0.1), reward_noise=(-50.0, 0.5, 0.98))
-    found = check.check(500, drifting, 20)
+    # 0.1 over 20 episodes: its 95% bound is 0.52, no evidence it is under 0.3
+    assert check.check(500, drifting, 20) == []
+    found = check.check(500, drifting, 100)  # over 100: at most 0.26
     assert len(found) == 1 and found[0].value == 0.1
+    assert "(at most 0.26 with 95% confidence)" in found[0].message
     assert "reward term reward_forward, the one meant to drive learning" in found[0].message
     assert "reweight the terms in the env" in found[0].message and not found[0].suggested_set
     named = rule(tmp_path, drive_term="reward_noise")
-    assert [f.value for f in named.check(500, drifting, 20)] == []  # noise drives: fine
+    assert [f.value for f in named.check(500, drifting, 100)] == []  # noise drives: fine
     assert named.driving(stats_of(reward_forward=(1.0, 1.0, 1.0))) is None  # not reported
+
+
+def test_a_correlation_is_judged_by_its_95_percent_bound():
+    """Fisher's z: atanh(r) has a standard error of 1 / sqrt(n - 3)."""
+    assert correlation_bound(0.0, 103) == pytest.approx(np.tanh(1.645 / 10))
+    assert correlation_bound(0.5, 3) == 1.0  # too few episodes to bound it
+    # A healthy Hopper run's forward reward over its first played episodes: -0.02 says
+    # nothing at 10 episodes, and 0.05 is evidence of no link at 400.
+    assert correlation_bound(-0.02, 10) > 0.5 and correlation_bound(0.05, 400) < 0.15
+    assert correlation_bound(1.0, 50) == pytest.approx(1.0)
 
 
 def test_in_a_reward_of_costs_the_objective_may_dominate_a_regularizer_may_not(tmp_path):
@@ -194,7 +212,7 @@ def test_in_a_reward_of_costs_the_objective_may_dominate_a_regularizer_may_not(t
     assert check.driving(healthy) == "reward_angle" and check.check(500, healthy, 20) == []
     heavy = stats_of(reward_angle=(-1200.0, 0.04, 0.1), reward_velocity=(-84.0, 0.0, 0.2),
                      reward_ctrl=(-30800.0, 0.96, 0.99))
-    found = check.check(500, heavy, 20)
+    found = check.check(500, heavy, 100)
     assert [f.message.split(" is ")[0] for f in found][:1] == ["reward term reward_ctrl"]
     assert "reward term reward_angle, the one meant to drive learning (the largest cost " \
            "that is no regularizer), correlates 0.10" in found[1].message
@@ -253,7 +271,8 @@ def test_an_uncorrelated_driving_term_fires_and_balanced_terms_do_not(tmp_path):
     """Judged on the episodes the policy played: a random warm-up's returns move with
     whatever its random actions cost, not with what the agent learns."""
     assert fired(train(tmp_path, "warm-up", UNCORRELATED)) == []
-    found = fired(train(tmp_path, "uncorrelated", UNCORRELATED, learning_starts=100))
+    found = fired(train(tmp_path, "uncorrelated", UNCORRELATED, learning_starts=100,
+                        max_timesteps=700))
     assert found and "reward term reward_goal, the one meant to drive" in found[0]["message"]
     assert found[0]["env_steps"] >= 150  # 10 episodes of 5 steps from step 100 on
     assert fired(train(tmp_path, "balanced", learning_starts=100)) == []
