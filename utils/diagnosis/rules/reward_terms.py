@@ -23,8 +23,8 @@ statistics over the window of recent episodes here, once per episode. Two things
   move with what its random actions cost), with 95% confidence (the correlation's
   one-sided upper bound, tanh(atanh(r) + 1.645 / sqrt(n - 3)) by Fisher's z, under
   `min_correlation`): the return moves with the other terms, and what the agent learns
-  from it is theirs. A correlation of 10 episodes says little (its bound lies 0.6
-  above it): early in a healthy Hopper run the return follows how long the walker
+  from it is theirs. A correlation of 10 episodes says little (its bound lies about
+  0.55 above it): early in a healthy Hopper run the return follows how long the walker
   survives, and its forward reward correlated -0.02 with it over the first played
   episodes (the fault benchmark's hopper_sac, seed 1).
 
@@ -96,7 +96,8 @@ SPECS = (RuleSpec(
                "the newest 3 episodes has risen by this share of its size over the run's "
                "first 3 (a cost paid less, a bonus earned more)", Range(0, None)),
         Option("min_episodes", 10, "episodes with reward terms in the window before the "
-               "rule judges", Range(2, None)),
+               "rule judges (the correlation needs 4 played ones at least)",
+               Range(2, None)),
         Option("drive_term", None, "the reward term meant to drive learning (e.g. "
                "reward_forward); none: the term with the largest positive mean, else the "
                "largest cost not named as a regularizer, an alive bonus only where no "
