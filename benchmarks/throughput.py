@@ -50,6 +50,7 @@ from gemm_floor import (  # noqa: E402
     gemm_floor_updates_per_second,
     gemm_sequence_updates_per_second,
 )
+from throughput_report import print_table  # noqa: E402
 
 WARMUP = 1000
 FLOOR_BLOCKS = 5
@@ -275,7 +276,7 @@ def main() -> None:
     script = Path(__file__).resolve()
     rows = run_rounds(script, args.rounds, args.steps, args.device, BASE_CONFIGS[args.algo],
                       args.threads, args.sbx, args.env)
-    print_table(rows, args.rounds)
+    print_table(rows, args.rounds, BUFFER)
     if args.device == "cuda" or args.algo != "ddpg" or args.env is not None:
         return  # the rest measures the CPU: its matrix products, caches and threads
     print_one_process(script, args.updates, args.ab_steps)
@@ -312,62 +313,6 @@ def run_rounds(script: Path, rounds: int, steps: int, device_name: str,
                   f"steps/s ({result['cpu_steps_per_second']:.1f} per CPU-second), peak "
                   f"RSS {result['peak_rss_mib']:.0f} MiB", flush=True)
     return rows
-
-
-def print_table(rows: dict[str, list], rounds: int) -> None:
-    """The ratios to SB3 (medians over the rounds) and the diagnostics' cost."""
-    def median(kind: str, key: str) -> float:
-        return statistics.median(r[key] for r in rows[kind])
-
-    ours, theirs = median("rltrain", "steps_per_second"), median("sb3", "steps_per_second")
-    bare = median("rltrain, diagnostics off", "steps_per_second")
-    mem_ours, mem_theirs = median("rltrain", "peak_rss_mib"), median("sb3", "peak_rss_mib")
-    print()
-    print("| measure | rltrain | SB3 | ratio |")
-    print("|---|---|---|---|")
-    print(f"| env steps/s, learning phase (median of {rounds}) | {ours:.1f} | "
-          f"{theirs:.1f} | {ours / theirs:.2f}x |")
-    cpu_ours = median("rltrain", "cpu_steps_per_second")
-    cpu_theirs = median("sb3", "cpu_steps_per_second")
-    print(f"| env steps per CPU-second, learning phase | {cpu_ours:.1f} | {cpu_theirs:.1f} | "
-          f"{cpu_ours / cpu_theirs:.2f}x |")
-    if "rltrain, autograd backend" in rows:
-        autograd = median("rltrain, autograd backend", "steps_per_second")
-        mem_autograd = median("rltrain, autograd backend", "peak_rss_mib")
-        print(f"| env steps/s, update_backend autograd | {autograd:.1f} | {theirs:.1f} | "
-              f"{autograd / theirs:.2f}x |")
-        print(f"| peak memory, update_backend autograd (MiB) | {mem_autograd:.0f} | "
-              f"{mem_theirs:.0f} | {mem_autograd / mem_theirs:.2f} |")
-    print(f"| peak memory, replay capacity {BUFFER:.0e} (MiB) | {mem_ours:.0f} | "
-          f"{mem_theirs:.0f} | {mem_ours / mem_theirs:.2f} |")
-    if "sbx" in rows:
-        print("\n| measure | rltrain | SBX | ratio |\n|---|---|---|---|")
-        for label, key in (("env steps/s, learning phase", "steps_per_second"),
-                           ("env steps per CPU-second, learning phase",
-                            "cpu_steps_per_second"), ("peak memory (MiB)", "peak_rss_mib")):
-            mine, sbx = median("rltrain", key), median("sbx", key)
-            print(f"| {label} | {mine:.1f} | {sbx:.1f} | {mine / sbx:.2f}x |")
-        # per round: the two runs of a round follow each other
-        paired = [ours_["cpu_steps_per_second"] / sbx_["cpu_steps_per_second"]
-                  for ours_, sbx_ in zip(rows["rltrain"], rows["sbx"], strict=True)]
-        print(f"rltrain/SBX per CPU-second, per round: "
-              f"{', '.join(f'{ratio:.2f}' for ratio in paired)}")
-    print(f"\nflow-1 diagnostics on: {ours:.1f} steps/s, off: {bare:.1f} steps/s; on/off = "
-          f"{ours / bare:.1%}")
-    # The two runs of one round follow each other, so their ratio sees less of the
-    # machine's drift than the ratio of the medians over all rounds.
-    paired = [on["steps_per_second"] / off["steps_per_second"]
-              for on, off in zip(rows["rltrain"], rows["rltrain, diagnostics off"], strict=True)]
-    print(f"on/off per round: {', '.join(f'{ratio:.1%}' for ratio in paired)}; median "
-          f"{statistics.median(paired):.1%}")
-    ends = ", ".join(f"{kind} {median(kind, 'end_seconds'):.2f}" for kind in rows
-                     if all("end_seconds" in r for r in rows[kind]))
-    print(f"seconds from the last step to the run's end, not in the rates (medians): {ends}")
-    shares = ", ".join(f"{r['diagnostics_share']:.1%}" for r in rows["rltrain"])
-    print(f"time in the diagnostics' own calls, measured inside each run: median "
-          f"{median('rltrain', 'diagnostics_share'):.1%} of the learning phase (rounds: "
-          f"{shares}), so on/off = "
-          f"{1 - median('rltrain', 'diagnostics_share'):.1%} from within the runs")
 
 
 def print_one_process(script: Path, updates: int, ab_steps: int) -> None:
