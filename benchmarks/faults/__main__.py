@@ -244,8 +244,8 @@ def verify_cost(names: list[str], scale: float, options: dict[str, Any]) -> str:
 
 
 def seeds_of(name: str) -> int:
-    """The seeds a case asks for (a healthy run: 1)."""
-    return next((c.seeds for c in CASES if c.id == name), 1)
+    """The seeds a case or a healthy run asks for."""
+    return next((c.seeds for c in (*CASES, *HEALTHY) if c.id == name), 1)
 
 
 def _positive(text: str) -> int:

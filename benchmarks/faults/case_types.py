@@ -40,6 +40,7 @@ class Healthy:
     steps: int
     env_fault: dict[str, Any] | None = None
     config: str = "zoo"
+    seeds: int = 1  # seeds it runs: the table takes its cases' reference as their mean
 
     @property
     def half(self) -> str:
