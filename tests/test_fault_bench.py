@@ -30,7 +30,7 @@ from benchmarks.faults.cases import (
 )
 from benchmarks.faults.loop import FAULTS as LOOP_FAULTS
 from benchmarks.faults.sb3_runs import CLASSES as SB3_CLASSES
-from benchmarks.faults.table import judge, right_key, table
+from benchmarks.faults.table import judge, real_fault, right_key, table
 from benchmarks.faults.verify import naming_finding, verify_case
 from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.diagnosis.rules.registry import all_specs
@@ -156,6 +156,20 @@ def test_the_table_judges_names_keys_and_false_alarms():
             f"1/1; false alarms: {1 if healthy('pendulum_ddpg').half == half else 0} over") in text
     assert ("all: recall 1/1 named (100%); right key 1/1 (100%); led by a case's rule 1/1; "
             "false alarms: 1 over 1") in text
+
+
+def test_a_real_fault_ends_clearly_below_its_healthy_runs_mean_or_paused_below_it():
+    def run(final: float, paused: bool = False) -> dict:
+        return {"final_eval": final, "findings": [
+            {"env_steps": 10, "rule": "x", "action": "pause" if paused else "warn"}]}
+
+    healthy = [run(-546.3), run(-191.1)]  # pendulum_sac's two seeds: mean -368.7
+    assert real_fault([run(-900.0)], healthy)
+    assert not real_fault([run(-390.0)], healthy)  # within 10% of the mean
+    assert real_fault([run(-390.0, paused=True)], healthy)  # a rule stopped it below
+    assert not real_fault([run(-360.0, paused=True)], healthy)
+    assert not real_fault([run(5.0)], [run(12.0)])  # under 10 below
+    assert not real_fault([{"final_eval": None, "findings": []}], healthy)
 
 
 def test_a_run_that_could_not_run_is_left_out_and_listed():

@@ -14,6 +14,8 @@ from benchmarks.faults.cases import CASES, HALVES, HEALTHY, Case
 # The first finding's step is also given as if each run had Pendulum's budget (6,000
 # steps): a step times 6,000 over the run's own budget (10,000 on MountainCar, ...).
 PENDULUM_STEPS = 6000
+# A case is a real fault at its budget when it ends this far below its healthy run
+REAL_DROP, REAL_MIN_DROP = 0.1, 10.0
 
 
 def judge(case: Case, result: dict[str, Any]) -> dict[str, Any]:
@@ -131,6 +133,7 @@ def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None,
     cases = [c for c in CASES if c.id in by_name and which in (None, c.half)
              and group in (None, group_of(c.id))]
     named, keyed, keyed_of, steps, led, scaled = 0, 0, 0, [], 0, []
+    real = {"cases": 0, "named": 0, "keyed": 0, "keyed_of": 0}
     for case in cases:
         verdicts = [judge(case, r) for r in by_name[case.id]]
         scaled += [v["first_step"] * PENDULUM_STEPS / r["steps"]
@@ -142,6 +145,11 @@ def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None,
             keyed_of += 1
             keyed += all(v["right_key"] for v in verdicts)
         steps += [v["first_step"] for v in verdicts if v["first_step"] is not None]
+        if real_fault(by_name[case.id], by_name.get(case.healthy, [])):
+            real["cases"] += 1
+            real["named"] += all(v["named"] for v in verdicts)
+            real["keyed_of"] += bool(case.key)
+            real["keyed"] += bool(case.key) and all(v["right_key"] for v in verdicts)
     healthy_runs = [r for h in HEALTHY if which in (None, h.half)
                     and group in (None, group_of(h.id)) for r in by_name.get(h.id, [])]
     alarms = sum(len(r["findings"]) for r in healthy_runs)
@@ -151,7 +159,26 @@ def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None,
             f"over {len(healthy_runs)} healthy runs ({_alarm_list(healthy_runs)}); median steps "
             f"to detection: {statistics.median(steps) if steps else '-'} "
             f"({_median(scaled)} at Pendulum's scale of {PENDULUM_STEPS:,}); "
-            f"{verified_line([by_name.get(c.id, []) for c in cases])}")
+            f"{verified_line([by_name.get(c.id, []) for c in cases])}; real faults (below "
+            f"their healthy run by {REAL_DROP:.0%} and {REAL_MIN_DROP:g}, or paused below it): "
+            f"named {real['named']}/{real['cases']} ({_share(real['named'], real['cases'])}), "
+            f"right key {real['keyed']}/{real['keyed_of']} "
+            f"({_share(real['keyed'], real['keyed_of'])})")
+
+
+def real_fault(runs: list[dict[str, Any]], healthy_runs: list[dict[str, Any]]) -> bool:
+    """Whether a planted case cost return at its budget: its final evaluation (the mean
+    over its seeds) below its healthy run's (the mean over its seeds) by more than
+    `REAL_DROP` of that one's size and at least `REAL_MIN_DROP`, or a rule paused it
+    below. Some planted cases end at or above their healthy run at these budgets."""
+    ours = [r["final_eval"] for r in runs if r.get("final_eval") is not None]
+    theirs = [r["final_eval"] for r in healthy_runs if r.get("final_eval") is not None]
+    if not ours or not theirs:
+        return False
+    mine, healthy = statistics.mean(ours), statistics.mean(theirs)
+    paused = any(f["action"] == "pause" for r in runs for f in r["findings"])
+    return (healthy - mine > max(REAL_DROP * abs(healthy), REAL_MIN_DROP)
+            or (paused and mine < healthy))
 
 
 def _median(values: list[float]) -> str:
