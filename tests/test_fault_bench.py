@@ -163,13 +163,20 @@ def test_a_real_fault_ends_clearly_below_its_healthy_runs_mean_or_paused_below_i
         return {"final_eval": final, "findings": [
             {"env_steps": 10, "rule": "x", "action": "pause" if paused else "warn"}]}
 
+    tau = next(c for c in CASES if c.id == "tau_one")
     healthy = [run(-546.3), run(-191.1)]  # pendulum_sac's two seeds: mean -368.7
-    assert real_fault([run(-900.0)], healthy)
-    assert not real_fault([run(-390.0)], healthy)  # within 10% of the mean
-    assert real_fault([run(-390.0, paused=True)], healthy)  # a rule stopped it below
-    assert not real_fault([run(-360.0, paused=True)], healthy)
-    assert not real_fault([run(5.0)], [run(12.0)])  # under 10 below
-    assert not real_fault([{"final_eval": None, "findings": []}], healthy)
+    assert real_fault(tau, [run(-900.0)], healthy)
+    assert not real_fault(tau, [run(-390.0)], healthy)  # within 10% of the mean
+    assert real_fault(tau, [run(-390.0, paused=True)], healthy)  # a rule stopped it below
+    assert not real_fault(tau, [run(-360.0, paused=True)], healthy)
+    assert not real_fault(tau, [run(5.0)], [run(12.0)])  # under 10 below
+    assert not real_fault(tau, [{"final_eval": None, "findings": []}], healthy)
+    # A reward-scale fault's return is judged in the healthy env's units: Pendulum's
+    # rewards times 1e-4 ending at -0.15 is -1500 there, far below -169.
+    small = next(c for c in CASES if c.id == "reward_too_small")
+    assert small.env_fault == {"fault": "reward_scale", "factor": 1e-4}
+    assert real_fault(small, [run(-0.15)], [run(-169.2)])
+    assert not real_fault(small, [run(-0.015)], [run(-169.2)])  # -150: better than it
 
 
 def test_a_run_that_could_not_run_is_left_out_and_listed():

@@ -1,7 +1,7 @@
 """The fault benchmark: how many real training faults rltrain names, how early, with
 which fix, and how many false alarms it raises on healthy runs.
 
-    python -m benchmarks.faults                      # every case and healthy run, 1 seed
+    python -m benchmarks.faults                      # every case and healthy run, its seeds
     python -m benchmarks.faults --jobs 2 --seeds 2
     python -m benchmarks.faults --only tau_one --only pendulum_ddpg
     python -m benchmarks.faults --table benchmarks/results/faults.json   # print a table
@@ -185,7 +185,8 @@ def main() -> None:
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=_positive, default=1,
-                        help="seeds per run, at least (a case may ask for more: its `seeds`)")
+                        help="seeds per run, at least (a case or a healthy run may ask for more: "
+                             "its `seeds`)")
     parser.add_argument("--jobs", type=_positive, default=1)
     parser.add_argument("--scale", type=float, default=1.0,
                         help="budget relative to each healthy run's steps")

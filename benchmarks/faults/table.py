@@ -145,7 +145,7 @@ def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None,
             keyed_of += 1
             keyed += all(v["right_key"] for v in verdicts)
         steps += [v["first_step"] for v in verdicts if v["first_step"] is not None]
-        if real_fault(by_name[case.id], by_name.get(case.healthy, [])):
+        if real_fault(case, by_name[case.id], by_name.get(case.healthy, [])):
             real["cases"] += 1
             real["named"] += all(v["named"] for v in verdicts)
             real["keyed_of"] += bool(case.key)
@@ -166,12 +166,16 @@ def totals(by_name: dict[str, list[dict[str, Any]]], which: str | None,
             f"({_share(real['keyed'], real['keyed_of'])})")
 
 
-def real_fault(runs: list[dict[str, Any]], healthy_runs: list[dict[str, Any]]) -> bool:
+def real_fault(case: Case, runs: list[dict[str, Any]],
+               healthy_runs: list[dict[str, Any]]) -> bool:
     """Whether a planted case cost return at its budget: its final evaluation (the mean
-    over its seeds) below its healthy run's (the mean over its seeds) by more than
-    `REAL_DROP` of that one's size and at least `REAL_MIN_DROP`, or a rule paused it
-    below. Some planted cases end at or above their healthy run at these budgets."""
-    ours = [r["final_eval"] for r in runs if r.get("final_eval") is not None]
+    over its seeds; a reward-scale fault's in the healthy env's units) below its healthy
+    run's (the mean over its seeds) by more than `REAL_DROP` of that one's size and at
+    least `REAL_MIN_DROP`, or a rule paused it below. Some planted cases end at or above
+    their healthy run at these budgets."""
+    fault = case.env_fault or {}
+    scale = fault.get("factor", 1.0) if fault.get("fault") == "reward_scale" else 1.0
+    ours = [r["final_eval"] / scale for r in runs if r.get("final_eval") is not None]
     theirs = [r["final_eval"] for r in healthy_runs if r.get("final_eval") is not None]
     if not ours or not theirs:
         return False
@@ -222,8 +226,8 @@ def verified_line(cases: list[list[dict[str, Any]]]) -> str:
 
 
 def _alarm_list(runs: list[dict[str, Any]]) -> str:
-    found = [f"{r['name']}: {f['rule']} at {f['env_steps']}" for r in runs
-             for f in r["findings"]]
+    found = [f"{r['name']} s{r.get('seed', 0)}: {f['rule']} at {f['env_steps']}"
+             for r in runs for f in r["findings"]]
     return "; ".join(found) or "none"
 
 
