@@ -154,6 +154,12 @@ class Agent(Protocol):
         """Continue the agent's random stream from `seed` (a re-seeded fork)."""
         ...
 
+    def restore_warnings(self) -> list[str]:
+        """What the user should know of the last `load_state_dict`: how the agent goes
+        on other than bit for bit (a fused update's kernel this torch lacks); [] for
+        none."""
+        ...
+
 
 # What an update backend may add to an agent's state_dict beyond its algorithm's keys: a
 # fused update's matrix-product kernel (agents/gemm.py). A checkpoint without them loads.

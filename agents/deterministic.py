@@ -172,6 +172,9 @@ class DDPGAgent:
     def reseed(self, seed: int) -> None:
         self.generator.manual_seed(seed)
 
+    def restore_warnings(self) -> list[str]:
+        return []
+
     def parameters_finite(self) -> bool:
         params = [p for net in (self.actor, self.critic) for p in net.parameters()]
         return bool(torch.stack([torch.isfinite(p).all() for p in params]).all())

@@ -176,3 +176,7 @@ class KeepsProducts:
                     f"lacks: the run goes on with {self.products.kind}, correctly but not "
                     "bit-identically")
         return continues
+
+    def restore_warnings(self) -> list[str]:
+        return [*super().restore_warnings(),  # type: ignore[misc]
+                *([self.kernel_warning] if self.kernel_warning else [])]

@@ -258,6 +258,9 @@ class SACAgent:
     def reseed(self, seed: int) -> None:
         self.generator.manual_seed(seed)
 
+    def restore_warnings(self) -> list[str]:
+        return []
+
     def state_dict(self) -> dict[str, Any]:
         return {
             **{name: net.state_dict() for name, net in self.networks().items()},

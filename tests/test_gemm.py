@@ -68,7 +68,7 @@ def test_with_auto_a_checkpoint_gives_its_kernel_back(kernel):
     state = {**agent.state_dict(), "gemm": kernel}
     agent.products = gemm.Products(next(k for k in gemm.GEMMS if k != kernel))
     assert agent.load_state_dict(state) and agent.products.kind == kernel
-    assert agent.kernel_warning is None
+    assert agent.kernel_warning is None and agent.restore_warnings() == []
     assert agent.state_dict()["gemm"] == kernel
 
 
@@ -94,6 +94,7 @@ def test_a_checkpoints_kernel_this_torch_lacks_is_said(monkeypatch):
     agent.load_state_dict(state)
     assert agent.products.kind == "blas"
     assert "lacks" in agent.kernel_warning and "not bit-identically" in agent.kernel_warning
+    assert agent.restore_warnings() == [agent.kernel_warning]  # what the resume prints
 
 
 def test_cuda_always_gets_torchs_products_and_onednn_there_is_refused():

@@ -101,6 +101,9 @@ class ToyAgent:
     def reseed(self, seed: int) -> None:
         """It draws no random numbers of its own."""
 
+    def restore_warnings(self) -> list[str]:
+        return []
+
 
 def _step(optimiser: Any, net: nn.Module, loss: torch.Tensor) -> torch.Tensor:
     optimiser.zero_grad()

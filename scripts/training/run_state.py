@@ -278,9 +278,7 @@ class RunState:
             "the checkpoint was written on another kind of device than this run's "
             f"({self.device.type}): replay sampling and target noise continue from new "
             "random streams, so the run goes on correctly but not bit-identically"]
-        if getattr(self.agent, "kernel_warning", None):  # a fused update's (agents/gemm.py)
-            warnings.append(self.agent.kernel_warning)
-        return warnings + self.collector.restore(state)
+        return warnings + self.agent.restore_warnings() + self.collector.restore(state)
 
     def reseed(self, seed: int) -> None:
         """After a checkpoint is loaded: exploration noise, replay sampling, target noise,
