@@ -175,11 +175,10 @@ def real_fault(case: Case, runs: list[dict[str, Any]],
     their healthy run at these budgets."""
     fault = case.env_fault or {}
     scale = fault.get("factor", 1.0) if fault.get("fault") == "reward_scale" else 1.0
-    ours = [r["final_eval"] / scale for r in runs if r.get("final_eval") is not None]
-    theirs = [r["final_eval"] for r in healthy_runs if r.get("final_eval") is not None]
-    if not ours or not theirs:
+    mine = _mean(r["final_eval"] / scale for r in runs if r.get("final_eval") is not None)
+    healthy = _mean(r.get("final_eval") for r in healthy_runs)
+    if mine is None or healthy is None:
         return False
-    mine, healthy = statistics.mean(ours), statistics.mean(theirs)
     paused = any(f["action"] == "pause" for r in runs for f in r["findings"])
     return (healthy - mine > max(REAL_DROP * abs(healthy), REAL_MIN_DROP)
             or (paused and mine < healthy))
