@@ -6,17 +6,21 @@ run: TD3, DDPG, SAC and sb3-contrib's CrossQ and TQC (Box action spaces); PPO an
 
 It writes rltrain's run folder (`rltrain status`, `diagnose` and `pause` work on it).
 SB3 calls `_on_step` after each vector env step, before it stores the transition, and
-trains between two calls: so each call first tells the hooks of the updates made since
-the last one (losses from SB3's logger, gradients as each optimiser stepped with them),
-then of the new step. A pause (a rule, or `rltrain pause RUN`) saves the model and its replay
-buffer with SB3's own `save` and `save_replay_buffer`, records why, prints how to go
-on, and stops `learn()` (`_on_step` returns False); the step it stopped at is then not
-in the saved buffer, as with any callback that stops SB3. PPO and A2C, asked from
-outside, stop at the first step of a rollout, once the one before has been trained on
-(their rollout buffer is not saved: a step in the middle would lose the rollout's
-steps, not an update); a rule's pause stops them at once, dropping the rollout that
-holds what it found. The diagnostics keep PPO's and A2C's latest transitions in a
-small buffer of their own.
+trains between two collections of steps: so the first step after a training tells the
+hooks of the updates made since the last one (losses from SB3's logger, gradients as
+each optimiser stepped with them) and runs what is due by step count, then the steps
+are told. The actor-critics' steps are told one by one (their exploration noise is read
+from each acting pass); PPO's, A2C's and DQN's once per collection, at its last step,
+before SB3 trains on them (sb3_rollouts.py), or at once where a step holds a NaN/inf.
+A pause (a rule, or `rltrain pause RUN`) saves the model and its replay buffer with
+SB3's own `save` and `save_replay_buffer`, records why, prints how to go on, and stops
+`learn()` (`_on_step` returns False); the step it stopped at is then not in the saved
+buffer, as with any callback that stops SB3. Asked from outside, PPO, A2C and DQN stop
+at the first step of a collection, once the one before has been trained on (PPO's and
+A2C's rollout buffer is not saved: a step in the middle would lose the rollout's steps,
+not an update); a rule's pause stops them at the step it was judged at, PPO and A2C
+dropping the rollout that holds what it found. The diagnostics keep PPO's and A2C's
+latest transitions in a small buffer of their own.
 Training goes on as SB3's does (integrations/continued.py): another `learn()` with the
 callback, or a loaded model learning with a callback of the same run name, continues
 the run's folder.
@@ -34,6 +38,7 @@ import numpy as np
 try:
     import stable_baselines3
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.type_aliases import TrainFrequencyUnit
 except ImportError:
     raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
                       'pip install "rltrain[sb3]"') from None
@@ -49,8 +54,9 @@ from rltrain.integrations.sb3_models import (
     reported,
     watched,
 )
+from rltrain.integrations.sb3_rollouts import StepBlock
 from rltrain.integrations.sb3_settings import SB3Keys
-from rltrain.integrations.sb3_taps import ModeTap, PolicyTap, mode_tap
+from rltrain.integrations.sb3_taps import PolicyTap
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
 from rltrain.utils.diagnosis.rules.health.non_finite import finite_rows, is_finite
@@ -88,11 +94,14 @@ class RltrainCallback(BaseCallback):
         self.user_config, self.eval_env = dict(config or {}), eval_env
         self.session: Session | None = None
         self.watched: Any = None  # the model whose run it is
-        self.tap: PolicyTap | ModeTap | None = None
+        self.tap: PolicyTap | None = None  # the actor-critics' acting pass
         self.paused_files: tuple[Path, Path | None] | None = None  # model, replay buffer
         self._updates_seen = 0
         self.entry: Algorithm | None = None  # a watched-only algorithm (None: actor-critic)
         self.kept: ReplayBuffer | None = None  # PPO's, A2C's latest transitions
+        # PPO's, A2C's and DQN's steps, told once per collection (None: at each step)
+        self.block: StepBlock | None = None
+        self._fresh = True  # the next step is a collection's first
 
     @property
     def family(self) -> str | None:
@@ -140,8 +149,11 @@ class RltrainCallback(BaseCallback):
         self._updates_seen = model._n_updates
         self.view = view
         self.step_gradients = steps
-        self.tap = (PolicyTap(model, self.scale) if hasattr(getattr(model, "actor", None), "mu")
-                    else mode_tap(model))
+        # The actor-critics' steps one by one (their exploration noise is read from each
+        # acting pass); the others' once per collection (sb3_rollouts.py).
+        self.tap = PolicyTap(model, self.scale) if self.entry is None else None
+        self.block = StepBlock() if self.entry is not None else None
+        self._fresh = True
         if model.env is not None and not isinstance(model.env, EnvWatch):
             model.env = EnvWatch(model.env, self._env_failed)  # until this learn() ends
 
@@ -156,6 +168,7 @@ class RltrainCallback(BaseCallback):
         s = self.session
         if s is None or s.closed:
             return
+        self._judge()
         self._tell_updates()
         s.monitor.request_pause(Finding(s.env_steps, "env_error", None, None, "pause",
                                         problem))
@@ -195,25 +208,79 @@ class RltrainCallback(BaseCallback):
         return from_logs(paths, steps, f"a {algo} model, learn() with its callback")
 
     # ------------------------------------------------------------- each step
+    def _on_rollout_start(self) -> None:
+        self._fresh = True
+
     def _on_step(self) -> bool:
-        s = self.session
+        if self.block is None:
+            return self._one_step()
+        s, loc = self.session, self.locals
         assert s is not None
+        if self._fresh:  # SB3 trained since the last step: its updates, what is due
+            self._fresh = False
+            self._tell_updates()
+            s.step_end()
+        # rewards as in _one_step; PPO adds its bootstrap to `rewards` in place later
+        actions = loc["clipped_actions"] if self.family == ON_POLICY else loc["actions"]
+        dones = loc["dones"]
+        finite = self.block.add(self.model._last_obs, loc["new_obs"],
+                                np.asarray(actions).reshape(len(dones), -1),
+                                env_rewards(self.model, loc["rewards"]), loc["rewards"],
+                                dones, loc["infos"])
+        if finite and s.pause is None and not self.block.full() and not self._collected():
+            return True
+        self._judge()
+        if s.pause is None or not self._safe_point():
+            return True
+        self._pause()
+        return False
+
+    def _collected(self) -> bool:
+        """Whether this step is the collection's last (SB3 trains next)."""
+        loc = self.locals
+        if self.family == ON_POLICY:
+            return loc["n_steps"] >= loc["n_rollout_steps"] - 1  # counted after this call
+        freq = loc["train_freq"]
+        if freq.unit == TrainFrequencyUnit.STEP:
+            return loc["num_collected_steps"] >= freq.frequency
+        return loc["num_collected_episodes"] + int(np.sum(loc["dones"])) >= freq.frequency
+
+    def _judge(self) -> None:
+        """The block's steps told to the run (sb3_rollouts.py), as `_one_step` tells
+        one."""
+        rows = self.block.take() if self.block is not None else None
+        if rows is None:
+            return
+        s = self.session
+        next_obs, terminated, truncated, finite = transitions(
+            rows.next_obs, rows.actions, rows.rewards, rows.dones, rows.infos)
+        if self.stored_ends is not None and rows.dones.any():
+            self.stored_ends["terminated"] += int(terminated.sum())
+            self.stored_ends["truncated"] += int(truncated.sum())
+        s.block(rows.obs, rows.actions, rows.rewards, next_obs, terminated, truncated,
+                finite, s.terms.of_envs(rows.infos, len(rows.dones)))
+        if self.kept is not None:  # as rltrain's replay buffer takes them
+            self.kept.add_rows(rows.obs, rows.actions, rows.learnt, next_obs, terminated,
+                               truncated, kept=finite)
+
+    def _one_step(self) -> bool:
+        """A step of an actor-critic: told at once, its exploration noise read from the
+        acting pass (PolicyTap)."""
+        s = self.session
         tap = self.tap
-        out = tap.pop() if tap is not None else None  # before any evaluation
+        assert s is not None and tap is not None
+        out = tap.pop()  # before any evaluation
         self._tell_updates()
         s.step_end()
         obs, loc = self.model._last_obs, self.locals  # _last_obs: before this step
         new_obs, dones, infos = loc["new_obs"], loc["dones"], loc["infos"]
-        # the reward checks judge the env's rewards; the kept transitions, which the
-        # probes fit V or Q to, hold the rewards the model learns from
-        rewards, learnt = env_rewards(self.model, loc["rewards"]), loc["rewards"]
-        # in env units (off-policy buffer_actions are SB3's [-1, 1]; PPO's and A2C's
-        # `actions` are its Gaussian's draws, `clipped_actions` what the env was given)
-        actions = loc["clipped_actions"] if self.family == ON_POLICY else loc["actions"]
-        actions = np.asarray(actions).reshape(len(dones), -1)
+        # the reward checks judge the env's rewards (VecNormalize's originals)
+        rewards = env_rewards(self.model, loc["rewards"])
+        # in env units (buffer_actions are SB3's [-1, 1])
+        actions = np.asarray(loc["actions"]).reshape(len(dones), -1)
         if out is not None:
             s.sample(obs, lambda: tap.env_action(out))
-        else:  # no tap, or a step SB3 acted at random (a warm-up's, DQN's epsilon)
+        else:  # a step SB3 acted at random (a warm-up's)
             s.sample(obs)
         drawn = None if out is None else tap.exploration(out, loc.get("buffer_actions"),
                                                         self.model.action_noise)
@@ -224,11 +291,7 @@ class RltrainCallback(BaseCallback):
             self.stored_ends["truncated"] += int(truncated.sum())
         s.steps(obs, actions, rewards, next_obs, terminated, truncated, finite,
                 s.terms.of_envs(infos, len(dones)), *((None, None) if drawn is None else drawn))
-        if self.kept is not None:  # as rltrain's replay buffer takes them
-            self.kept.add_rows(obs, actions, np.asarray(learnt), next_obs, terminated,
-                               truncated, kept=finite)
-        if tap is not None:
-            tap.pop()  # passes since the acting one (an evaluation's, the map's actor)
+        tap.pop()  # passes since the acting one (an evaluation's, the map's actor)
         if s.pause is None or not self._safe_point():
             return True
         self._pause()
@@ -261,6 +324,7 @@ class RltrainCallback(BaseCallback):
         s = self.session
         self._unwatch_env()
         if s is not None and not s.closed:
+            self._judge()  # (a collection ends at its last step: nothing is left)
             self._tell_updates()
             s.step_end()
             if s.pause is not None:  # asked for in PPO's last rollout: its end is safe

@@ -1,22 +1,19 @@
-"""The taps: the action SB3's own acting pass computed, read by forward hooks, so that
-the state-action map of a watched SB3 run costs no forward pass of its own. `PolicyTap`
-for the actor-critics (TD3, DDPG, SAC, CrossQ, TQC: the actor's `mu`, and SAC's
-exploration noise recovered from the sampled action), `ModeTap` for PPO, A2C (the action
-net) and DQN (the Q network). A pass is the acting one when it runs on the training
-envs' current observations (`on_last_obs`), or, for PPO and A2C, inside the policy's
-`forward`, which only SB3's rollouts call.
+"""The tap: the action SB3's own acting pass computed, read by forward hooks, so that
+the state-action map of a watched actor-critic (TD3, DDPG, SAC, CrossQ, TQC) costs no
+forward pass of its own: the actor's `mu`, and SAC's exploration noise recovered from
+the sampled action. A pass is the acting one when it runs on the training envs' current
+observations (`on_last_obs`). PPO, A2C and DQN need none: their steps are told once per
+collection (sb3_rollouts.py), the map's actions computed then in one pass.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
-from rltrain.integrations.sb3_value_view import action_mode, direct_mode
 from rltrain.integrations.sb3_view import Scale
 from rltrain.utils.training.exploration import drawn
 
@@ -114,72 +111,3 @@ class PolicyTap:
     def close(self) -> None:
         for handle in self._handles:
             handle.remove()
-
-
-class ModeTap:
-    """The mode SB3's own acting pass computed (PPO's and A2C's action net, DQN's Q
-    network: a forward hook), so that the state-action map costs no forward pass of its
-    own; what the callback uses of PolicyTap, for the actor-critics. Kept
-    only from the acting pass itself, not from another caller's `predict` (an
-    EvalCallback's, with as many envs): `acting(inputs)` says whether a pass is it.
-    DQN's epsilon-greedy steps that act at random run no pass: the callback then has
-    the map call the view's actor."""
-
-    def __init__(self, module: nn.Module, n_envs: int,
-                 mode_of: Callable[[torch.Tensor], torch.Tensor],
-                 acting: Callable[[tuple], bool]) -> None:
-        self.n_envs, self.mode_of, self.acting = n_envs, mode_of, acting
-        self.latest: torch.Tensor | None = None
-        self._handles = [module.register_forward_hook(self._keep)]
-
-    def _keep(self, module: Any, inputs: tuple, output: torch.Tensor) -> None:
-        if (not torch.is_grad_enabled() and output.shape[0] == self.n_envs
-                and self.acting(inputs)):
-            self.latest = output
-
-    def pop(self) -> torch.Tensor | None:
-        """The output of the latest acting pass (None: none since the last call)."""
-        out, self.latest = self.latest, None
-        return out
-
-    def env_action(self, out: torch.Tensor) -> np.ndarray:
-        """The mode, in env units, that an output `pop` gave."""
-        return self.mode_of(out.detach()).cpu().numpy()
-
-    def exploration(self, *_: Any) -> None:
-        """No exploration noise to recover: the policy samples, or acts at random."""
-        return None
-
-    def close(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-
-
-def mode_tap(model: Any) -> ModeTap | None:
-    """The tap on a PPO, A2C or DQN model's acting pass (None: a policy whose mode is
-    not its action net's output; the map then calls the view's actor). PPO and A2C act
-    through the policy's `forward`, which nothing else of SB3's calls (`predict` and
-    the update go around it): the action net's pass inside it is the acting one. DQN
-    acts through `predict`, as any caller does: its pass is the acting one when its
-    input is the training envs' current observations."""
-    if hasattr(model, "q_net"):  # DQN
-        start = float(model.action_space.start)
-        return ModeTap(model.q_net, model.n_envs,
-                       lambda q: q.argmax(dim=1, keepdim=True).float() + start,
-                       lambda inputs: on_last_obs(model, inputs))
-    policy = model.policy
-    if not direct_mode(policy):
-        return None
-    inside = [False]  # within the policy's forward
-    tap = ModeTap(policy.action_net, model.n_envs, action_mode(model.action_space, model.device),
-                  lambda inputs: inside[0])
-
-    def enter(*_: Any) -> None:
-        inside[0] = True
-
-    def leave(*_: Any) -> None:
-        inside[0] = False
-
-    tap._handles += [policy.register_forward_pre_hook(enter),
-                     policy.register_forward_hook(leave)]
-    return tap

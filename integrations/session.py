@@ -210,6 +210,24 @@ class Session:
             acted = actions()
         d.map.keep_rows(kept, states, acted)
 
+    def sample_block(self, obs: np.ndarray) -> None:
+        """As `sample` for each of several vector steps about to be told at once
+        (`block`'s parts: [k * num_envs, ...] rows in step order, an episode ending only
+        in the last, the policy the same at each, as in one rollout): the rows the map
+        keeps are drawn as `sample` would draw them, and their actions computed in one
+        pass of the view's actor."""
+        d, n = self.diagnostics, self.config.num_envs
+        if isinstance(d, NoDiagnostics) or not d.map.collecting:
+            return
+        kept = d.map.chosen_block(len(obs) // n, n, self.env_steps,
+                                  self.config.learning_starts)
+        if not len(kept):
+            return
+        states = np.asarray(obs, np.float32).reshape(len(obs), -1)[kept]
+        with torch.no_grad():  # not inference mode: the map's actor hook skips it
+            acted = self.view.actor(torch.as_tensor(states, device=self.view.device))
+        d.map.keep_block(kept, n, states, acted.cpu().numpy())
+
     def sample_env(self, env: int, obs: np.ndarray) -> None:
         """As `sample`, for one training env's step where the envs do not step together
         (RLlib's env runners): its row kept at the map's rate, the actor called then."""
@@ -246,19 +264,22 @@ class Session:
     def steps(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray,
               next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
               finite: np.ndarray, reward_terms: list[dict[str, float] | None] | None = None,
-              noise: np.ndarray | None = None, steered: np.ndarray | None = None) -> None:
+              noise: np.ndarray | None = None, steered: np.ndarray | None = None,
+              envs: int = 0) -> None:
         """One vector step, a row per training env, told to the hooks at once: what
         they find is reported as `step` of each env in turn would (by env step, a step's
         findings before its episode end's, each in the hooks' order), so the first pause
         is the same. `next_obs` holds the true final observation where an episode ended;
-        `finite`: `is_finite` of each row (what rltrain's replay buffer would store)."""
+        `finite`: `is_finite` of each row (what rltrain's replay buffer would store).
+        `envs`: rows per vector step, where the rows are several vector steps in which
+        an episode ends only in the last (`block` cuts them so)."""
         n = len(reward)
         self.counters.env_steps += n
         report, found = self.hooks.report, []
         self.hooks.report = lambda f: found.extend((x.env_steps, 0, x) for x in f)
         try:
             self.hooks.on_steps(Steps(self.env_steps, obs, action, reward, next_obs,
-                                      terminated, truncated, finite, noise, steered))
+                                      terminated, truncated, finite, noise, steered, envs))
             self.hooks.report = lambda f: found.extend((x.env_steps, 1, x) for x in f)
             self._count_steps(reward, terminated | truncated, terminated, reward_terms)
         finally:  # what was found is reported even if a hook raised
@@ -267,20 +288,43 @@ class Session:
                 found.sort(key=lambda row: row[:2])  # stable: the hooks' order within
                 report([finding for *_, finding in found])
 
+    def block(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray,
+              next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+              finite: np.ndarray,
+              reward_terms: list[dict[str, float] | None] | None = None) -> None:
+        """Several vector steps of one policy told at once ([k * num_envs] rows in step
+        order, as `steps` takes one), the map's samples of them first (`sample_block`):
+        cut after each vector step where an episode ended, each part sampled and told
+        as one `steps` call, so that the hooks see an episode's steps before its end and
+        the next episode's after it."""
+        n = self.config.num_envs
+        ended = (terminated | truncated).reshape(-1, n).any(axis=1)
+        start = 0
+        for stop in (np.flatnonzero(ended) + 1).tolist() + [len(ended)]:
+            if stop > start:
+                rows = slice(start * n, stop * n)
+                self.sample_block(obs[rows])
+                self.steps(obs[rows], action[rows], reward[rows], next_obs[rows],
+                           terminated[rows], truncated[rows], finite[rows],
+                           None if reward_terms is None else reward_terms[rows], envs=n)
+            start = stop
+
     def _count_steps(self, reward: np.ndarray, ended: np.ndarray, terminated: np.ndarray,
                      reward_terms: list[dict[str, float] | None] | None) -> None:
-        """A vector step's rewards to each env's episode; the episodes that ended."""
-        first = self.env_steps - len(reward) + 1
-        for env in range(len(reward)):  # the library decides where its episodes end
+        """A vector step's rewards to each env's episode (or several vector steps':
+        row r is env r % num_envs's); the episodes that ended."""
+        first, n = self.env_steps - len(reward) + 1, self.config.num_envs
+        rewards, ends = reward.tolist(), ended.tolist()
+        for row in range(len(rewards)):  # the library decides where its episodes end
+            env = row % n
             episode = self.episodes[env]
-            if reward_terms is not None and reward_terms[env]:
-                add_terms(episode.reward_terms, reward_terms[env])
-            add_reward(episode, float(reward[env]))
-            if ended[env]:
+            if reward_terms is not None and reward_terms[row]:
+                add_terms(episode.reward_terms, reward_terms[row])
+            add_reward(episode, rewards[row])
+            if ends[row]:
                 self.hooks.on_episode_end(end_episode(
-                    self.counters, episode, first + env, env, bool(terminated[env])))
-                self.episodes[env] = EpisodeTally(
-                    next_episode_index(self.counters, self.config.num_envs))
+                    self.counters, episode, first + row, env, bool(terminated[row])))
+                self.episodes[env] = EpisodeTally(next_episode_index(self.counters, n))
 
     def update(self, metrics: dict[str, float]) -> None:
         self.updates += 1

@@ -129,9 +129,10 @@ def run_lines(printed: str, env_id: str, n_envs: int) -> None:
     # PPO stops at the first step of the rollout after the one asked in (8 envs x 32
     # steps a rollout: step 256 + 8), once that rollout has been trained on.
     ("ppo_cartpole", 104, 264, 1024),
-    # DQN at the next step, with its replay buffer (a run of 2200 steps: its warm-up of
-    # 1000 would be most of a shorter one, which learning_not_started names).
-    ("dqn_cartpole", 1200, 1201, 2200),
+    # DQN at the first step of the collection after the one asked in (train_freq 256:
+    # 1024 + 256 + 1), with its replay buffer (a run of 2200 steps: its warm-up of 1000
+    # would be most of a shorter one, which learning_not_started names).
+    ("dqn_cartpole", 1200, 1281, 2200),
 ])
 def test_rltrain_pause_stops_at_a_safe_point_and_the_printed_lines_continue(
         tmp_path, capsys, case, asked, paused, total):
@@ -211,45 +212,6 @@ def test_the_views_actor_is_the_policys_deterministic_action(env_id, settings):
         assert torch.equal(ours, torch.clamp(sb3, -2.0, 2.0))
 
 
-@pytest.mark.parametrize("algo, env_id", [(PPO, "CartPole-v1"), (PPO, "Pendulum-v1"),
-                                           (A2C, "CartPole-v1"), (DQN, "CartPole-v1")])
-def test_the_tap_gives_the_mode_of_the_acting_pass_and_skips_the_others(algo, env_id):
-    """The map reads the mode from SB3's own acting pass (PPO/A2C: the policy's forward;
-    DQN: `predict` on the training envs' current observations): what the view's actor
-    gives for those states. A training pass (grad on), another caller's `predict` on as
-    many rows (an EvalCallback's) and a pass of another batch size are not kept."""
-    import numpy as np
-
-    from rltrain.integrations.sb3_taps import mode_tap
-    from rltrain.integrations.sb3_value_view import dqn_view, onpolicy_view
-
-    model = algo("MlpPolicy", make_vec_env(env_id, n_envs=3, seed=0), seed=0, device="cpu")
-    view = dqn_view(model) if algo is DQN else onpolicy_view(model)
-    tap = mode_tap(model)
-    assert tap is not None
-    space = model.observation_space
-    obs, other = (np.stack([space.sample() for _ in range(3)]) for _ in range(2))
-    model._last_obs = obs  # the training envs' observations, as SB3 keeps them
-    model.policy(torch.as_tensor(obs))  # grad on: a training pass
-    assert tap.pop() is None
-    with torch.no_grad():
-        ours = view.actor(torch.as_tensor(obs)).numpy()
-        tap.pop()  # (DQN: the view's own pass on them; the callback discards it so)
-        model.predict(obs[:1])  # one row: not the training envs' step
-        model.predict(other, deterministic=True)  # an evaluation's, on as many envs
-        assert tap.pop() is None
-        if algo is DQN:
-            model.predict(obs)  # SB3's _sample_action (epsilon 0 before learning)
-        else:
-            model.policy(torch.as_tensor(obs))  # collect_rollouts' acting call
-    assert np.array_equal(tap.env_action(tap.pop()), ours)
-    assert tap.pop() is None  # read once
-    tap.close()
-    with torch.no_grad():
-        model.policy(torch.as_tensor(obs)) if algo is not DQN else model.predict(obs)
-    assert tap.pop() is None
-
-
 def test_a_run_none_of_whose_steps_is_kept_trains_on(tmp_path, monkeypatch):
     """With non_finite at warn, a PPO run whose every step is non-finite keeps none of
     them for the probes: its updates are still watched, the observation checks wait."""
@@ -286,3 +248,55 @@ def test_with_vecnormalize_the_reward_checks_judge_the_envs_own_rewards():
     config = yaml.safe_load((log_dir / "config.yaml").read_text())
     assert config["normalize"]["observations"] is True
     assert config["normalize"]["rewards"] is True
+
+
+def watched_record(case: str, steps: int, run: str) -> dict[str, list]:
+    """What a watched run of `case` wrote that does not depend on wall time: flow1.jsonl
+    (without the pictures' paths), events.jsonl, metrics.jsonl's episodes and the
+    clusters of its heatmaps."""
+    model(case).learn(steps, callback=RltrainCallback(run))
+    log_dir = Path("logs") / run
+    flow1 = [{k: v for k, v in line.items() if k not in ("png", "seconds")}
+             for line in read_jsonl(log_dir / "flow1.jsonl")]
+    events = [{k: v for k, v in e.items() if k != "time"}
+              for e in read_jsonl(log_dir / "events.jsonl")]
+    episodes = [{k: v for k, v in m.items() if k != "time"}
+                for m in read_jsonl(log_dir / "metrics.jsonl") if m["kind"] == "episode"]
+    clusters = [json.loads(p.read_text()) for p in
+                sorted((log_dir / "heatmaps").glob("clusters_step_*.json"))]
+    record = {"flow1": flow1, "events": events, "episodes": episodes, "clusters": clusters}
+    return json.loads(json.dumps(record).replace(f"/{run}/", "/RUN/"))  # files' paths
+
+
+@pytest.mark.parametrize("case, steps", [("ppo_cartpole", 5120), ("dqn_cartpole", 5120)])
+def test_a_collection_told_at_once_records_what_its_steps_told_one_by_one_do(
+        tmp_path, monkeypatch, case, steps):
+    """PPO's and DQN's steps are told once per collection (sb3_rollouts.py): the
+    reward statistics, the episodes, the findings and the state-action map's samples
+    (the clusters of its heatmap) are those of the same run told a step at a time."""
+    import rltrain.integrations.sb3_rollouts as rollouts
+
+    at_once = watched_record(case, steps, "at_once")
+    monkeypatch.setattr(rollouts, "MAX_STEPS", 1)  # a block of one step: told at each
+    one_by_one = watched_record(case, steps, "one_by_one")
+    assert at_once["episodes"] and at_once["clusters"]
+    assert any(line["kind"] == "reward" for line in at_once["flow1"])
+    for part in at_once:
+        assert at_once[part] == one_by_one[part], part
+
+
+def test_a_nan_reward_pauses_dqn_at_its_step_and_is_not_stored(tmp_path):
+    """DQN's steps wait for the end of its collection (train_freq 256), but a step with
+    a NaN reward is told at once: the run pauses there, before SB3 stores it."""
+    import numpy as np
+
+    settings = dict(ZOO["dqn_cartpole"][3], learning_starts=100)
+    trained = DQN("MlpPolicy", make_vec_env("fake_envs:FakeNaNCartPole-v0", n_envs=1,
+                                            seed=0), seed=0, device="cpu", **settings)
+    trained.learn(2048, callback=RltrainCallback("nan_dqn"))
+    assert trained.num_timesteps == 150
+    events = read_jsonl(tmp_path / "logs" / "nan_dqn" / "events.jsonl")
+    assert [(e["rule"], e["action"], e["env_steps"]) for e in events] == [
+        ("non_finite", "pause", 150), ("non_finite", "paused", 150)]
+    buffer = trained.replay_buffer
+    assert buffer.pos == 149 and np.isfinite(buffer.rewards[:buffer.pos]).all()

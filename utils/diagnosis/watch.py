@@ -136,10 +136,16 @@ class Flow1Diagnostics(Hook):
     @hook_method
     def on_steps(self, steps: Steps) -> None:
         self.inputs.on_steps(steps)
-        first, rewards = steps.first, steps.reward.tolist()
-        for env, stored in enumerate(steps.stored.tolist()):
-            if stored:  # what went into the replay buffer
-                self._stored(first + env, env, rewards[env], steps.obs[env])
+        first, rewards, stored, envs = (steps.first, steps.reward.tolist(),
+                                        steps.stored.tolist(), steps.envs)
+        if len(rewards) > envs and all(stored) and not self.runners:
+            # several vector steps, all stored: each env's rows at once
+            self.reward.add_rows(rewards, envs)
+            self.map.on_rows(steps.env_steps, envs, len(rewards) // envs)
+            return
+        for row, kept in enumerate(stored):
+            if kept:  # what went into the replay buffer
+                self._stored(first + row, row % envs, rewards[row], steps.obs[row])
 
     def _stored(self, env_steps: int, env: int, reward: float, obs: np.ndarray) -> None:
         """A step that went into the replay buffer."""

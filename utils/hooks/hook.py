@@ -53,9 +53,11 @@ class Step:
 @dataclass(frozen=True)
 class Steps:
     """One vector step: a step of every training env at once, row i env i's, in the
-    order a loop telling them one by one would (env i's is env step `first + i`). A
-    hook that judges them as arrays overrides `Hook.on_steps`; any other sees each
-    `Step` in turn."""
+    order a loop telling them one by one would (env i's is env step `first + i`); or
+    several vector steps one after another (`envs` rows each: row r is env `r % envs`'s,
+    env step `first + r`), in which an episode ends only in the last. A hook that
+    judges them as arrays overrides `Hook.on_steps`; any other sees each `Step` in
+    turn."""
 
     env_steps: int  # env steps so far, these included
     obs: np.ndarray         # [num_envs, ...]
@@ -67,6 +69,7 @@ class Steps:
     stored: np.ndarray      # [num_envs], bool
     noise: np.ndarray | None = None    # [num_envs, action_dim], as Step's (None: unknown)
     steered: np.ndarray | None = None
+    envs: int = 0  # rows per vector step (0: all of them, one vector step)
     # the largest finite |reward| among them (0 where none is): several rules keep the
     # run's largest
     largest_abs_reward: float = field(init=False)
@@ -74,19 +77,21 @@ class Steps:
     def __post_init__(self) -> None:
         largest = max((abs(r) for r in self.reward.tolist() if math.isfinite(r)), default=0.0)
         object.__setattr__(self, "largest_abs_reward", largest)
+        if not self.envs:
+            object.__setattr__(self, "envs", len(self.reward))
 
     @property
     def first(self) -> int:
         return self.env_steps - len(self.reward) + 1
 
     def each(self) -> Iterator[Step]:
-        noise, steered, first = self.noise, self.steered, self.first
-        for env in range(len(self.reward)):
-            yield Step(first + env, env, self.obs[env], self.action[env],
-                       float(self.reward[env]), self.next_obs[env],
-                       bool(self.terminated[env]), bool(self.truncated[env]),
-                       bool(self.stored[env]), None if noise is None else noise[env],
-                       None if steered is None else steered[env])
+        noise, steered, first, envs = self.noise, self.steered, self.first, self.envs
+        for row in range(len(self.reward)):
+            yield Step(first + row, row % envs, self.obs[row], self.action[row],
+                       float(self.reward[row]), self.next_obs[row],
+                       bool(self.terminated[row]), bool(self.truncated[row]),
+                       bool(self.stored[row]), None if noise is None else noise[row],
+                       None if steered is None else steered[row])
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,18 @@ class RewardAnalyzer:
         if math.isfinite(reward):  # at once: gradients are judged against it (gradients.py)
             self.max_abs = max(self.max_abs, abs(reward))
 
+    def add_rows(self, rewards: list[float], envs: int) -> None:
+        """`add` of each reward of several vector steps (row r: env r % envs's)."""
+        for env in range(envs):
+            self._current[env] += rewards[env::envs]
+        for reward in rewards[:max(self.warmup - self.steps, 0)]:
+            if math.isfinite(reward):
+                self.warmup_rewards.append(reward)
+        self.steps += len(rewards)
+        finite = [abs(r) for r in rewards if math.isfinite(r)]
+        if finite:
+            self.max_abs = max(self.max_abs, max(finite))
+
     def end_episode(self, env: int = 0, terminated: bool = False) -> np.ndarray:
         rewards = np.asarray(self._current[env], dtype=np.float32)
         self._current[env] = []

@@ -116,6 +116,30 @@ class StateActionMap:
         rate = self.sample_rate()
         return [env for env, draw in enumerate(draws) if draw < rate]
 
+    def chosen_block(self, vector_steps: int, envs: int, env_steps: int,
+                     learning_starts: int) -> np.ndarray:
+        """`chosen` of each of several acting calls on `envs` envs, the first after env
+        step `env_steps`, drawn as those calls would draw them (none in the warm-up, at
+        the rate of each call's step): the kept rows of their [vector_steps * envs]
+        rows."""
+        before = env_steps + envs * np.arange(vector_steps)  # env steps before each call
+        acting = before >= learning_starts  # the warm-up's actions are random
+        if not acting.any():
+            return np.zeros(0, dtype=np.int64)
+        s = self.settings
+        rates = 1.0 + np.minimum(before / s.sample_decay_steps, 1.0) * (s.sample_rate_final - 1.0)
+        draws = np.ones((vector_steps, envs))
+        draws[acting] = self.rng.random(int(acting.sum()) * envs).reshape(-1, envs)
+        return np.flatnonzero(draws < rates[:, None])
+
+    def keep_block(self, rows: np.ndarray, envs: int, states: np.ndarray,
+                   actions: np.ndarray) -> None:
+        """Keep `chosen_block`'s rows (`states`, `actions`: theirs, in that order) of
+        vector steps not yet told (`on_rows`): row r is env r % envs's, r // envs steps
+        into the block."""
+        for row, state, action in zip(rows.tolist(), states, actions, strict=True):
+            self._keep(row % envs, state, action, row // envs)
+
     def keep_rows(self, kept: list[int], states: np.ndarray, actions: np.ndarray) -> None:
         """Keep rows `kept` of one acting call's states and actions ([num_envs, dim])."""
         for env in kept:
@@ -126,12 +150,13 @@ class StateActionMap:
         together with the others (a library's env runners step on their own)."""
         self._keep(env, state, action)
 
-    def _keep(self, env: int, obs: np.ndarray, action: np.ndarray) -> None:
+    def _keep(self, env: int, obs: np.ndarray, action: np.ndarray, ahead: int = 0) -> None:
+        """`ahead`: steps of env `env` after those told so far."""
         row = self.ptr
         self.states[row] = obs
         self.actions[row] = action
         self.return_to_go[row] = np.nan
-        self._episode_rows[env].append((row, self._episode_step[env]))
+        self._episode_rows[env].append((row, self._episode_step[env] + ahead))
         self.ptr = (self.ptr + 1) % len(self.states)
         self.size = min(self.size + 1, len(self.states))
         self.recent = min(self.recent + 1, len(self.states))
@@ -139,6 +164,12 @@ class StateActionMap:
     def on_step(self, env_steps: int, env: int = 0) -> None:
         self.env_steps = env_steps
         self._episode_step[env] += 1
+
+    def on_rows(self, env_steps: int, envs: int, vector_steps: int) -> None:
+        """`on_step` of each row of several vector steps, all kept."""
+        self.env_steps = env_steps
+        for env in range(envs):
+            self._episode_step[env] += vector_steps
 
     def end_episode(self, rewards: np.ndarray, env: int = 0) -> None:
         """Give the sampled states of training env `env`'s episode their discounted

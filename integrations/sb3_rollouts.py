@@ -1,0 +1,80 @@
+"""A collection's vector steps, kept as SB3 makes them and told to the run together
+(RltrainCallback, for PPO, A2C and DQN).
+
+SB3 collects a rollout (PPO, A2C) or `train_freq` steps (DQN), then trains on them: no
+weight changes while it collects. So the steps of one collection can be judged in one
+call at its last step, before SB3 learns from them, and the state-action map's actions
+computed in one pass of the policy, which gives at the last step the action it gave at
+each: the per-step work of watching (a hook's calls, a pass per step) becomes a few
+array operations per collection. A block is judged earlier where waiting could lose
+something: a step with a NaN/inf value (its rule pauses the run at that step, before
+the library stores it), or a block grown to its bound (`MAX_STEPS`, `MAX_BYTES`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+MAX_STEPS = 512  # vector steps a block holds at most
+MAX_BYTES = 16 << 20  # the observations a block holds at most (images: a few steps)
+
+
+class StepBlock:
+    """The vector steps since the last `take`: each step's arrays as SB3 gave them (the
+    observations copied: a VecEnv may reuse its arrays), and the observations the
+    first was taken at."""
+
+    def __init__(self) -> None:
+        self.first_obs: np.ndarray | None = None
+        self.steps: list[tuple[Any, ...]] = []
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def add(self, obs: Any, new_obs: Any, actions: np.ndarray, rewards: Any, learnt: Any,
+            dones: Any, infos: list[dict[str, Any]]) -> bool:
+        """One vector step (`obs`: the observations it acted on, read only for a
+        block's first step; `rewards`: the env's, `learnt`: what the model learns from).
+        Whether all of its values are finite."""
+        if self.first_obs is None:
+            self.first_obs = np.array(obs)
+        new_obs = np.array(new_obs)
+        rewards = np.array(rewards, dtype=np.float64)
+        self.steps.append((new_obs, actions, rewards, np.array(learnt, dtype=np.float32),
+                           np.asarray(dones, dtype=bool), infos))
+        self.bytes += new_obs.nbytes
+        return bool(np.isfinite(rewards).all() and np.isfinite(new_obs).all()
+                    and np.isfinite(actions).all())
+
+    def full(self) -> bool:
+        return len(self.steps) >= MAX_STEPS or self.bytes >= MAX_BYTES
+
+    def take(self) -> Rows | None:
+        """The block's steps as rows ([k * num_envs] each, in step order), and an empty
+        block (None: it was empty)."""
+        if not self.steps:
+            return None
+        new_obs, actions, rewards, learnt, dones, infos = zip(*self.steps, strict=True)
+        n = len(dones[0])
+        next_rows = np.concatenate(new_obs)
+        obs = np.concatenate([self.first_obs, next_rows[:-n]])
+        rows = Rows(obs, next_rows, np.concatenate(actions), np.concatenate(rewards),
+                    np.concatenate(learnt), np.concatenate(dones),
+                    [info for step in infos for info in step])
+        self.first_obs, self.steps, self.bytes = None, [], 0
+        return rows
+
+
+class Rows:
+    """A block's steps as rows: row r is env r % num_envs's, in step order; `next_obs`
+    is what the envs returned (an ended episode's reset observation: its final one is in
+    `infos`)."""
+
+    def __init__(self, obs: np.ndarray, next_obs: np.ndarray, actions: np.ndarray,
+                 rewards: np.ndarray, learnt: np.ndarray, dones: np.ndarray,
+                 infos: list[dict[str, Any]]) -> None:
+        self.obs, self.next_obs, self.actions = obs, next_obs, actions
+        self.rewards, self.learnt, self.dones, self.infos = rewards, learnt, dones, infos
