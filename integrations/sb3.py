@@ -182,6 +182,7 @@ class RltrainCallback(BaseCallback):
         (from the run's own step where reset_num_timesteps restarted SB3's count)."""
         if self.session is not None:
             if not self.session.closed:  # the last learn() raised: SB3 ended it no other way
+                self._judge()  # the steps it took before (no update since: SB3 collected)
                 self.session.close("crashed")
             if self.model is not self.watched:  # two models' histories in one run
                 raise UserError(f"this RltrainCallback watched another model's run "
@@ -227,9 +228,10 @@ class RltrainCallback(BaseCallback):
                                 np.asarray(actions).reshape(len(dones), -1),
                                 env_rewards(self.model, loc["rewards"]), loc["rewards"],
                                 dones, loc["infos"])
-        if finite and s.pause is None and not self.block.full() and not self._collected():
+        last = self._collected()
+        if finite and s.pause is None and not self.block.full() and not last:
             return True
-        self._judge()
+        self._judge(last)
         if s.pause is None or not self._safe_point():
             return True
         self._pause()
@@ -245,9 +247,10 @@ class RltrainCallback(BaseCallback):
             return loc["num_collected_steps"] >= freq.frequency
         return loc["num_collected_episodes"] + int(np.sum(loc["dones"])) >= freq.frequency
 
-    def _judge(self) -> None:
+    def _judge(self, last: bool = True) -> None:
         """The block's steps told to the run (sb3_rollouts.py), as `_one_step` tells
-        one."""
+        one; `last`: SB3 may train after it (the collection's last step, or the end of
+        `learn()`)."""
         rows = self.block.take() if self.block is not None else None
         if rows is None:
             return
@@ -258,7 +261,7 @@ class RltrainCallback(BaseCallback):
             self.stored_ends["terminated"] += int(terminated.sum())
             self.stored_ends["truncated"] += int(truncated.sum())
         s.block(rows.obs, rows.actions, rows.rewards, next_obs, terminated, truncated,
-                finite, s.terms.of_envs(rows.infos, len(rows.dones)))
+                finite, s.terms.of_envs(rows.infos, len(rows.dones)), last)
         if self.kept is not None:  # as rltrain's replay buffer takes them
             self.kept.add_rows(rows.obs, rows.actions, rows.learnt, next_obs, terminated,
                                truncated, kept=finite)

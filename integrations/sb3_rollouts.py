@@ -47,7 +47,7 @@ class StepBlock:
                            np.asarray(dones, dtype=bool), infos))
         self.bytes += new_obs.nbytes
         return bool(np.isfinite(rewards).all() and np.isfinite(new_obs).all()
-                    and np.isfinite(actions).all())
+                    and np.isfinite(actions).all() and finals_finite(dones, infos))
 
     def full(self) -> bool:
         return len(self.steps) >= MAX_STEPS or self.bytes >= MAX_BYTES
@@ -78,3 +78,14 @@ class Rows:
                  infos: list[dict[str, Any]]) -> None:
         self.obs, self.next_obs, self.actions = obs, next_obs, actions
         self.rewards, self.learnt, self.dones, self.infos = rewards, learnt, dones, infos
+
+
+def finals_finite(dones: Any, infos: list[dict[str, Any]]) -> bool:
+    """Whether the final observations of the episodes that ended (in their infos: SB3
+    has reset those envs) are finite: SB3 stores them as the transitions' next ones."""
+    if not any(np.asarray(dones).tolist()):
+        return True
+    finals = [info.get("terminal_observation") for info in infos]
+    return all(final is None or bool(np.isfinite(final).all())
+               for final, done in zip(finals, np.asarray(dones).tolist(), strict=True)
+               if done)

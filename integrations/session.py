@@ -210,23 +210,29 @@ class Session:
             acted = actions()
         d.map.keep_rows(kept, states, acted)
 
-    def sample_block(self, obs: np.ndarray) -> None:
-        """As `sample` for each of several vector steps about to be told at once
-        (`block`'s parts: [k * num_envs, ...] rows in step order, an episode ending only
-        in the last, the policy the same at each, as in one rollout): the rows the map
-        keeps are drawn as `sample` would draw them, and their actions computed in one
-        pass of the view's actor."""
+    def sample_parts(self, obs: np.ndarray, parts: list[tuple[int, int]]
+                     ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
+        """As `sample` for each vector step of `block`'s parts ([start, stop) vector
+        steps of `obs`' [k * num_envs, ...] rows, the policy the same throughout, as in
+        one rollout), before any is told: per part, the rows the map keeps (drawn as
+        `sample` would draw them), their states and the policy's deterministic actions,
+        all computed in one pass of the view's actor (None: the part keeps none)."""
         d, n = self.diagnostics, self.config.num_envs
         if isinstance(d, NoDiagnostics) or not d.map.collecting:
-            return
-        kept = d.map.chosen_block(len(obs) // n, n, self.env_steps,
-                                  self.config.learning_starts)
-        if not len(kept):
-            return
-        states = np.asarray(obs, np.float32).reshape(len(obs), -1)[kept]
+            return [None] * len(parts)
+        kept = [d.map.chosen_block(stop - start, n, self.env_steps + start * n,
+                                   self.config.learning_starts) for start, stop in parts]
+        rows = np.concatenate([k + start * n for k, (start, _) in zip(kept, parts,
+                                                                       strict=True)])
+        if not len(rows):
+            return [None] * len(parts)
+        states = np.asarray(obs, np.float32).reshape(len(obs), -1)[rows]
         with torch.no_grad():  # not inference mode: the map's actor hook skips it
             acted = self.view.actor(torch.as_tensor(states, device=self.view.device))
-        d.map.keep_block(kept, n, states, acted.cpu().numpy())
+        bounds = np.cumsum([len(k) for k in kept])[:-1]
+        return [(k, x, a) if len(k) else None for k, x, a in zip(
+            kept, np.split(states, bounds), np.split(acted.cpu().numpy(), bounds),
+            strict=True)]
 
     def sample_env(self, env: int, obs: np.ndarray) -> None:
         """As `sample`, for one training env's step where the envs do not step together
@@ -291,23 +297,43 @@ class Session:
     def block(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray,
               next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
               finite: np.ndarray,
-              reward_terms: list[dict[str, float] | None] | None = None) -> None:
+              reward_terms: list[dict[str, float] | None] | None = None,
+              last: bool = True) -> None:
         """Several vector steps of one policy told at once ([k * num_envs] rows in step
-        order, as `steps` takes one), the map's samples of them first (`sample_block`):
-        cut after each vector step where an episode ended, each part sampled and told
-        as one `steps` call, so that the hooks see an episode's steps before its end and
-        the next episode's after it."""
+        order, as `steps` takes one), as a loop telling them one by one would: cut
+        after each vector step where an episode ended, or where work is due by step
+        count (`step_end`: a heatmap, an evaluation), each part's map samples kept
+        (`sample_parts`) and the part told as one `steps` call, then the due work run
+        (the policy is the same throughout). `last`: the library updates its networks after
+        the block (the due work of its last vector step then waits for `step_end`, after
+        the updates, as for a step told alone)."""
         n = self.config.num_envs
         ended = (terminated | truncated).reshape(-1, n).any(axis=1)
-        start = 0
-        for stop in (np.flatnonzero(ended) + 1).tolist() + [len(ended)]:
-            if stop > start:
-                rows = slice(start * n, stop * n)
-                self.sample_block(obs[rows])
-                self.steps(obs[rows], action[rows], reward[rows], next_obs[rows],
-                           terminated[rows], truncated[rows], finite[rows],
-                           None if reward_terms is None else reward_terms[rows], envs=n)
-            start = stop
+        due = self._due_by_steps(len(ended), n)
+        stops = (np.flatnonzero((ended | due)[:-1]) + 1).tolist() + [len(due)]
+        parts = list(zip([0, *stops[:-1]], stops, strict=True))
+        for (start, stop), picked in zip(parts, self.sample_parts(obs, parts), strict=True):
+            if picked is not None:  # before the part is told: its episodes' rows
+                kept, states, acted = picked
+                self.diagnostics.map.keep_block(kept, n, states, acted)
+            rows = slice(start * n, stop * n)
+            self.steps(obs[rows], action[rows], reward[rows], next_obs[rows],
+                       terminated[rows], truncated[rows], finite[rows],
+                       None if reward_terms is None else reward_terms[rows], envs=n)
+            if due[stop - 1] and (stop < len(due) or not last):
+                self.step_end(requests=False)  # told after the fact: no request yet
+
+    def _due_by_steps(self, vector_steps: int, n: int) -> np.ndarray:
+        """Which of the next vector steps of `n` env steps each hold a multiple of a
+        hook's `step_end_every` or of eval_freq (with an env to evaluate on)."""
+        every = self.hooks.step_end_cadence()
+        if self.eval_env is not None:
+            every.append(self.config.eval_freq)
+        ends = self.env_steps + n * np.arange(vector_steps + 1)
+        due = np.zeros(vector_steps, dtype=bool)
+        for e in set(every):
+            due |= ends[1:] // e > ends[:-1] // e
+        return due
 
     def _count_steps(self, reward: np.ndarray, ended: np.ndarray, terminated: np.ndarray,
                      reward_terms: list[dict[str, float] | None] | None) -> None:
@@ -330,12 +356,13 @@ class Session:
         self.updates += 1
         self.hooks.on_update(Update(self.env_steps, self.updates, metrics))
 
-    def step_end(self) -> None:
-        """After the updates of the latest env steps: what is due by step count."""
+    def step_end(self, requests: bool = True) -> None:
+        """After the updates of the latest env steps: what is due by step count, and
+        (`requests`) a `rltrain pause` asked since the last call."""
         before, now = self._ended, self.env_steps
         self.hooks.on_steps_end(before, now)
         self._ended = now
-        self.monitor.due(before, now, self.eval_env is not None)
+        self.monitor.due(before, now, self.eval_env is not None, requests)
         if now // 100 > before // 100:  # a heartbeat, at most every few seconds
             self.status_file.after_step(now - now % 100, "running")
 

@@ -58,10 +58,11 @@ class LibraryMonitor(TrainingMonitor):
         self.hooks.on_checkpoint(kind, path, env_steps)
         return path
 
-    def due(self, before: int, now: int, can_evaluate: bool) -> None:
+    def due(self, before: int, now: int, can_evaluate: bool, requests: bool = True) -> None:
         """An evaluation when a multiple of eval_freq lies in (before, now]; a request
-        from `rltrain pause`. No periodic checkpoints: the library has its own."""
+        from `rltrain pause` (`requests`: looked for now, as the loop runs, not for
+        steps told after the fact). No periodic checkpoints: the library has its own."""
         if can_evaluate and now // self.config.eval_freq > before // self.config.eval_freq:
             self.evaluate(now)
-        if os.path.exists(self._request_file):
+        if requests and os.path.exists(self._request_file):
             self._outside_request(now)

@@ -268,21 +268,80 @@ def watched_record(case: str, steps: int, run: str) -> dict[str, list]:
     return json.loads(json.dumps(record).replace(f"/{run}/", "/RUN/"))  # files' paths
 
 
-@pytest.mark.parametrize("case, steps", [("ppo_cartpole", 5120), ("dqn_cartpole", 5120)])
+@pytest.mark.parametrize("case, steps", [("ppo_cartpole", 15360), ("dqn_cartpole", 5120)])
 def test_a_collection_told_at_once_records_what_its_steps_told_one_by_one_do(
         tmp_path, monkeypatch, case, steps):
     """PPO's and DQN's steps are told once per collection (sb3_rollouts.py): the
     reward statistics, the episodes, the findings and the state-action map's samples
-    (the clusters of its heatmap) are those of the same run told a step at a time."""
+    (the clusters of its heatmaps, due in the middle of a collection) are those of the
+    same run told a step at a time, each step after the work due at the one before."""
     import rltrain.integrations.sb3_rollouts as rollouts
 
     at_once = watched_record(case, steps, "at_once")
     monkeypatch.setattr(rollouts, "MAX_STEPS", 1)  # a block of one step: told at each
+    on_step = RltrainCallback._on_step
+
+    def each_step(self):  # updates and due work first, at every step, as for TD3
+        self._fresh = True
+        return on_step(self)
+
+    monkeypatch.setattr(RltrainCallback, "_on_step", each_step)
     one_by_one = watched_record(case, steps, "one_by_one")
     assert at_once["episodes"] and at_once["clusters"]
     assert any(line["kind"] == "reward" for line in at_once["flow1"])
     for part in at_once:
         assert at_once[part] == one_by_one[part], part
+
+
+def test_a_nan_final_observation_pauses_dqn_at_its_step_and_is_not_stored(tmp_path):
+    """An episode's final observation (in its info: SB3 has reset the env) with a NaN
+    is told at once too: SB3 would store it as the transition's next observation."""
+    import numpy as np
+    from stable_baselines3.common.vec_env import VecEnvWrapper
+
+    class NaNFinal(VecEnvWrapper):
+        def reset(self):
+            return self.venv.reset()
+
+        def step_wait(self):
+            obs, rewards, dones, infos = self.venv.step_wait()
+            for info, done in zip(infos, dones, strict=True):
+                if done:
+                    info["terminal_observation"] = np.full_like(
+                        info["terminal_observation"], np.nan)
+            return obs, rewards, dones, infos
+
+    settings = dict(ZOO["dqn_cartpole"][3], learning_starts=100)
+    trained = DQN("MlpPolicy", NaNFinal(make_vec_env("CartPole-v1", n_envs=1, seed=0)),
+                  seed=0, device="cpu", **settings)
+    trained.learn(2048, callback=RltrainCallback("nan_final"))
+    events = read_jsonl(tmp_path / "logs" / "nan_final" / "events.jsonl")
+    paused = [e["env_steps"] for e in events if e["action"] == "paused"]
+    assert paused == [trained.num_timesteps] and paused[0] < 256  # the first episode's end
+    buffer = trained.replay_buffer
+    assert np.isfinite(buffer.next_observations[:buffer.pos]).all()
+
+
+def test_steps_not_told_when_learn_raised_are_told_before_the_run_goes_on(tmp_path):
+    """learn() interrupted in the middle of a collection (another callback raised):
+    the steps it took are told before the next learn() goes on, so the run's step
+    count stays the model's."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Interrupt(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps == 300:
+                raise KeyboardInterrupt
+            return True
+
+    trained = PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=1, seed=0), n_steps=256,
+                  batch_size=64, n_epochs=1, seed=0, device="cpu")
+    callback = RltrainCallback("interrupted")
+    with pytest.raises(KeyboardInterrupt):
+        trained.learn(1024, callback=[callback, Interrupt()])
+    trained.learn(512, callback=callback, reset_num_timesteps=False)
+    status = json.loads((tmp_path / "logs" / "interrupted" / "status.json").read_text())
+    assert status["env_steps"] == trained.num_timesteps == 300 + 512
 
 
 def test_a_nan_reward_pauses_dqn_at_its_step_and_is_not_stored(tmp_path):

@@ -229,6 +229,11 @@ class HookList:
     def on_step_end(self, env_steps: int) -> None:
         self.on_steps_end(env_steps - 1, env_steps)
 
+    def step_end_cadence(self) -> list[int]:
+        """The `step_end_every` of each hook with step-end work (a loop that tells many
+        steps at once runs `on_steps_end` where a multiple of one falls)."""
+        return [call.__self__.step_end_every for call in self._calls("on_step_end")]
+
     def on_steps_end(self, before: int, now: int) -> None:
         """`on_step_end` of the env steps in (before, now] (a vector step adds several),
         in step order, for each hook only at the multiples of its `step_end_every`."""
