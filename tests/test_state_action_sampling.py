@@ -48,3 +48,24 @@ def test_the_map_keeps_the_deterministic_action_of_an_exploring_step(tmp_path):
     np.testing.assert_allclose(sampled.actions[0], mode[0], rtol=1e-6)
     assert not np.allclose(action, mode)  # the action taken is a sample, not the mode
     np.testing.assert_allclose(agent.drawn[1], mode, rtol=1e-6)
+
+
+def test_each_kept_state_gets_its_discounted_return_to_go_at_its_episodes_end(tmp_path):
+    """A kept state's return-to-go is the discounted sum of its episode's rewards from
+    its step on; where the ring of kept rows wraps within one episode, a row holds the
+    later state, and its value (a ring of 50 rows, episodes of 80 kept steps)."""
+    settings = tiny_config(tmp_path, diagnostics={"max_samples": 50}).diagnostics
+    sampled = StateActionMap(2, np.array([-1.0]), np.array([1.0]), settings, 0.9, seed=0)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        rewards = rng.normal(size=80)
+        for step in range(80):
+            sampled.keep_row(0, rng.normal(size=2), rng.normal(size=1))
+            sampled.on_step(step + 1, 0)
+        sampled.end_episode(rewards, 0)
+    # the last episode began at ring row 160 % 50 = 10: its steps 30..79 hold the 50
+    # rows now, step s in row (10 + s) % 50 (steps 0..29 were overwritten)
+    expected = [sum(0.9 ** k * r for k, r in enumerate(rewards[step:]))
+                for step in range(30, 80)]
+    rows = [(10 + step) % 50 for step in range(30, 80)]
+    assert np.allclose(sampled.return_to_go[rows], expected)
