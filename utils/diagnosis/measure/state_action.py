@@ -177,12 +177,9 @@ class StateActionMap:
         if len(rewards) and self._episode_rows[env]:
             discounts = self.gamma ** np.arange(len(rewards))
             tail = np.cumsum((rewards * discounts)[::-1])[::-1] / discounts
-            rows, steps = np.array(self._episode_rows[env]).T
-            inside = steps < len(tail)
-            rows, steps = rows[inside], steps[inside]
-            # a ring row kept twice in one episode (the ring wrapped in it): the later
-            last = len(rows) - 1 - np.unique(rows[::-1], return_index=True)[1]
-            self.return_to_go[rows[last]] = tail[steps[last]]
+            for row, step in self._episode_rows[env]:
+                if step < len(tail):
+                    self.return_to_go[row] = tail[step]
         self._episode_rows[env] = []
         self._episode_step[env] = 0
 
