@@ -232,6 +232,8 @@ class RltrainCallback(BaseCallback):
         if finite and s.pause is None and not self.block.full() and not last:
             return True
         self._judge(last)
+        if not last and s.pause is None:  # the status; DQN: `rltrain pause` (a safe point)
+            s.step_end(requests=self.family != ON_POLICY)
         if s.pause is None or not self._safe_point():
             return True
         self._pause()

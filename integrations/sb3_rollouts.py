@@ -8,17 +8,21 @@ computed in one pass of the policy, which gives at the last step the action it g
 each: the per-step work of watching (a hook's calls, a pass per step) becomes a few
 array operations per collection. A block is judged earlier where waiting could lose
 something: a step with a NaN/inf value (its rule pauses the run at that step, before
-the library stores it), or a block grown to its bound (`MAX_STEPS`, `MAX_BYTES`).
+the library stores it), or a block grown to its bound (`MAX_STEPS`, `MAX_BYTES`,
+`MAX_SECONDS`: a slow env's run still writes its status, and DQN, which may stop at
+any step, still sees `rltrain pause`).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 
 MAX_STEPS = 512  # vector steps a block holds at most
 MAX_BYTES = 16 << 20  # the observations a block holds at most (images: a few steps)
+MAX_SECONDS = 1.0  # how long a block waits at most (a slow env: status, `rltrain pause`)
 
 
 class StepBlock:
@@ -28,6 +32,7 @@ class StepBlock:
 
     def __init__(self) -> None:
         self.first_obs: np.ndarray | None = None
+        self.started = 0.0  # when its first step was kept (time.monotonic)
         self.steps: list[tuple[Any, ...]] = []
         self.bytes = 0
 
@@ -41,6 +46,7 @@ class StepBlock:
         Whether all of its values are finite."""
         if self.first_obs is None:
             self.first_obs = np.array(obs)
+            self.started = time.monotonic()
         new_obs = np.array(new_obs)
         rewards = np.array(rewards, dtype=np.float64)
         self.steps.append((new_obs, actions, rewards, np.array(learnt, dtype=np.float32),
@@ -50,7 +56,8 @@ class StepBlock:
                     and np.isfinite(actions).all() and finals_finite(dones, infos))
 
     def full(self) -> bool:
-        return len(self.steps) >= MAX_STEPS or self.bytes >= MAX_BYTES
+        return (len(self.steps) >= MAX_STEPS or self.bytes >= MAX_BYTES
+                or time.monotonic() - self.started >= MAX_SECONDS)
 
     def take(self) -> Rows | None:
         """The block's steps as rows ([k * num_envs] each, in step order), and an empty

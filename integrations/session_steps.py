@@ -44,6 +44,7 @@ class StepTelling:
     diagnostics: Any
     hooks: HookList
     monitor: LibraryMonitor
+    pause: Any  # the finding the run pauses for (Session's property)
     counters: Counters
     episodes: list[EpisodeTally]
     eval_env: gym.Env | None
@@ -188,7 +189,7 @@ class StepTelling:
             self.steps(obs[rows], action[rows], reward[rows], next_obs[rows],
                        terminated[rows], truncated[rows], finite[rows],
                        None if reward_terms is None else reward_terms[rows], envs=n)
-            if due[stop - 1] and (stop < len(due) or not last):
+            if due[stop - 1] and (stop < len(due) or not last) and self.pause is None:
                 self.step_end(requests=False)  # told after the fact: no request yet
 
     def _due_by_steps(self, vector_steps: int, n: int) -> np.ndarray:

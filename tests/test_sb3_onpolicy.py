@@ -359,3 +359,59 @@ def test_a_nan_reward_pauses_dqn_at_its_step_and_is_not_stored(tmp_path):
         ("non_finite", "pause", 150), ("non_finite", "paused", 150)]
     buffer = trained.replay_buffer
     assert buffer.pos == 149 and np.isfinite(buffer.rewards[:buffer.pos]).all()
+
+
+def test_rltrain_pause_reaches_dqn_within_a_long_collection(tmp_path, monkeypatch):
+    """DQN collecting whole episodes (train_freq in episodes) of 3,000 steps: the steps
+    are told a block at a time, and `rltrain pause`, asked at step 100, stops it when
+    the next block is told (DQN may stop at any step), not at the episode's end."""
+    import gymnasium as gym
+    import numpy as np
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    import rltrain.integrations.sb3_rollouts as rollouts
+
+    class Long(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            return np.zeros(2, np.float32), {}
+
+        def step(self, action):
+            self.t += 1
+            return np.full(2, 0.1, np.float32), 1.0, False, self.t >= 3000, {}
+
+    class Ask(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps == 100:
+                (tmp_path / "logs" / "long" / "pause.request").write_text("asked")
+            return True
+
+    monkeypatch.setattr(rollouts, "MAX_STEPS", 64)
+    trained = DQN("MlpPolicy", Long(), train_freq=(1, "episode"), learning_starts=50,
+                  seed=0, device="cpu")
+    trained.learn(6000, callback=[RltrainCallback("long"), Ask()])
+    assert trained.num_timesteps == 128  # the block of steps 65..128
+    status = json.loads((tmp_path / "logs" / "long" / "status.json").read_text())
+    assert (status["state"], status["env_steps"]) == ("paused", 128)
+
+
+def test_no_evaluation_runs_after_a_rules_pause_in_the_steps_told(tmp_path):
+    """A NaN reward at step 150, where an evaluation is due (eval_freq 150): the run
+    pauses there, as at any other step, without evaluating first."""
+    import gymnasium as gym
+
+    settings = dict(ZOO["dqn_cartpole"][3], learning_starts=100)
+    trained = DQN("MlpPolicy", make_vec_env("fake_envs:FakeNaNCartPole-v0", n_envs=1,
+                                            seed=0), seed=0, device="cpu", **settings)
+    trained.learn(2048, callback=RltrainCallback("nan_eval", config={"eval_freq": 150},
+                                                 eval_env=gym.make("CartPole-v1")))
+    assert trained.num_timesteps == 150
+    log_dir = tmp_path / "logs" / "nan_eval"
+    assert [m for m in read_jsonl(log_dir / "metrics.jsonl") if m["kind"] == "eval"] == []
+    events = read_jsonl(log_dir / "events.jsonl")
+    assert [(e["rule"], e["action"]) for e in events] == [("non_finite", "pause"),
+                                                          ("non_finite", "paused")]

@@ -3,7 +3,8 @@
 Both work from the run's files only (status.json, events.jsonl, the checkpoint folder),
 so `status` answers for live and finished runs alike. `pause` is an instruction from
 outside the training: it leaves a request file in the run folder, which the training
-loop picks up at its next env step and turns into an ordinary pause.
+loop picks up at its next env step (a watched library's loop: at its next safe point)
+and turns into an ordinary pause.
 """
 
 from __future__ import annotations
@@ -235,7 +236,8 @@ def _num(value: float | str | None) -> str:
               help="Wait until the run has written its paused checkpoint.")
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait.")
 def pause(run: str, log_dir: str, reason: str, wait: bool, timeout: float) -> None:
-    """Ask a running training to pause at its next env step, with a resumable checkpoint.
+    """Ask a running training to pause at its next env step (a watched library's loop:
+    its next safe point), with a resumable checkpoint.
 
     RUN is a run name under --log-dir, or a run folder.
     """
