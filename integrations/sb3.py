@@ -264,7 +264,8 @@ class RltrainCallback(BaseCallback):
             self.stored_ends["truncated"] += int(truncated.sum())
         s.block(rows.obs, rows.actions, rows.rewards, next_obs, terminated, truncated,
                 finite, s.terms.of_envs(rows.infos, len(rows.dones)), last)
-        if self.kept is not None:  # as rltrain's replay buffer takes them
+        if self.kept is not None:  # as rltrain's replay buffer takes them; its readers,
+            # the probes, run at updates: after the collection, as SB3 trains
             self.kept.add_rows(rows.obs, rows.actions, rows.learnt, next_obs, terminated,
                                truncated, kept=finite)
 
