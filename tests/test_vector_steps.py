@@ -57,6 +57,19 @@ def test_a_hook_of_single_steps_sees_each_step_of_a_vector_step_in_env_order():
     assert np.array_equal(second.next_obs, steps.next_obs[1]) and second.noise is None
 
 
+def test_several_vector_steps_told_at_once_are_each_envs_steps_in_turn():
+    """Two vector steps of 2 envs in one Steps (`envs=2`, as the SB3 callback tells a
+    collection): row r is env r % 2's, env step first + r."""
+    one_by_one = Told()
+    rows = vector_step()  # 4 rows
+    block = Steps(rows.env_steps, rows.obs, rows.action, rows.reward, rows.next_obs,
+                  rows.terminated, rows.truncated, rows.stored, envs=2)
+    HookList([one_by_one], [].extend).on_steps(block)
+    assert [(s.env_steps, s.env) for s in one_by_one.steps] == [(9, 0), (10, 1), (11, 0),
+                                                                 (12, 1)]
+    assert vector_step().envs == 4  # one vector step: a row per env
+
+
 def test_the_largest_reward_of_a_vector_step_leaves_out_nan_and_inf():
     assert vector_step().largest_abs_reward == 7.0
     nothing = Steps(1, np.zeros((1, 1)), np.zeros((1, 1)), np.array([np.nan]),
