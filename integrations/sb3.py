@@ -38,7 +38,6 @@ import numpy as np
 try:
     import stable_baselines3
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.type_aliases import TrainFrequencyUnit
 except ImportError:
     raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
                       'pip install "rltrain[sb3]"') from None
@@ -54,12 +53,11 @@ from rltrain.integrations.sb3_models import (
     reported,
     watched,
 )
-from rltrain.integrations.sb3_rollouts import StepBlock
+from rltrain.integrations.sb3_rollouts import StepBlock, collection_ends, transitions
 from rltrain.integrations.sb3_settings import SB3Keys
 from rltrain.integrations.sb3_taps import PolicyTap
 from rltrain.integrations.session import Session, session_config
 from rltrain.integrations.views import StepGradients
-from rltrain.utils.diagnosis.rules.health.non_finite import finite_rows, is_finite
 from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.agent_view import ENDINGS
 from rltrain.utils.hooks.findings import Finding
@@ -228,7 +226,7 @@ class RltrainCallback(BaseCallback):
                                 np.asarray(actions).reshape(len(dones), -1),
                                 env_rewards(self.model, loc["rewards"]), loc["rewards"],
                                 dones, loc["infos"])
-        last = self._collected()
+        last = collection_ends(loc, self.family == ON_POLICY)
         if finite and s.pause is None and not self.block.full() and not last:
             return True
         self._judge(last)
@@ -238,16 +236,6 @@ class RltrainCallback(BaseCallback):
             return True
         self._pause()
         return False
-
-    def _collected(self) -> bool:
-        """Whether this step is the collection's last (SB3 trains next)."""
-        loc = self.locals
-        if self.family == ON_POLICY:
-            return loc["n_steps"] >= loc["n_rollout_steps"] - 1  # counted after this call
-        freq = loc["train_freq"]
-        if freq.unit == TrainFrequencyUnit.STEP:
-            return loc["num_collected_steps"] >= freq.frequency
-        return loc["num_collected_episodes"] + int(np.sum(loc["dones"])) >= freq.frequency
 
     def _judge(self, last: bool = True) -> None:
         """The block's steps told to the run (sb3_rollouts.py), as `_one_step` tells
@@ -389,31 +377,6 @@ class RltrainCallback(BaseCallback):
         return (f"{files}  once the cause is fixed, continue the run with:\n{load}"
                 f"    model.learn({left}, reset_num_timesteps=False, "
                 f"callback=RltrainCallback(run_name=\"{s.paths.name}\"{folders}))")
-
-
-def transitions(new_obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-                dones: np.ndarray, infos: list[dict[str, Any]]
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A vector step of SB3's as rltrain's transitions: each env's next observation (the
-    true final one, from its info, where its episode ended: SB3 has reset that env
-    already), terminated and truncated (SB3's TimeLimit.truncated), and whether each is
-    finite (what rltrain's replay buffer would store)."""
-    finite = finite_rows(new_obs, actions, rewards)  # one call for the vector step
-    dones = np.asarray(dones, dtype=bool)
-    if not any(dones.tolist()):  # most steps: no episode ended
-        return new_obs, dones, dones, finite
-    truncated = np.zeros(len(dones), dtype=bool)
-    next_obs = new_obs
-    for env in np.flatnonzero(dones):
-        info = infos[env]
-        truncated[env] = bool(info.get("TimeLimit.truncated", False))
-        final = info.get("terminal_observation")
-        if final is not None:
-            if next_obs is new_obs:
-                next_obs = np.array(new_obs)  # SB3's own array stays as it is
-            next_obs[env] = final
-            finite[env] = is_finite(final, actions[env], float(rewards[env]))
-    return next_obs, dones & ~truncated, truncated, finite
 
 
 __all__ = ["RltrainCallback", "check_model"]  # check_model: integrations/sb3_models.py

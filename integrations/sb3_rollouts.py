@@ -1,5 +1,6 @@
-"""A collection's vector steps, kept as SB3 makes them and told to the run together
-(RltrainCallback, for PPO, A2C and DQN).
+"""SB3's vector steps as rltrain's transitions (`transitions`), and a collection's
+vector steps, kept as SB3 makes them and told to the run together (RltrainCallback, for
+PPO, A2C and DQN).
 
 SB3 collects a rollout (PPO, A2C) or `train_freq` steps (DQN), then trains on them: no
 weight changes while it collects. So the steps of one collection can be judged in one
@@ -19,6 +20,9 @@ import time
 from typing import Any
 
 import numpy as np
+from stable_baselines3.common.type_aliases import TrainFrequencyUnit
+
+from rltrain.utils.diagnosis.rules.health.non_finite import finite_rows, is_finite
 
 MAX_STEPS = 512  # vector steps a block holds at most
 MAX_BYTES = 16 << 20  # the observations a block holds at most (images: a few steps)
@@ -96,3 +100,39 @@ def finals_finite(dones: Any, infos: list[dict[str, Any]]) -> bool:
     return all(final is None or bool(np.isfinite(final).all())
                for final, done in zip(finals, np.asarray(dones).tolist(), strict=True)
                if done)
+
+
+def collection_ends(loc: dict[str, Any], on_policy: bool) -> bool:
+    """Whether the step SB3's collect_rollouts calls the callback at (`loc`: its locals)
+    is its collection's last: SB3 trains next."""
+    if on_policy:
+        return loc["n_steps"] >= loc["n_rollout_steps"] - 1  # counted after the call
+    freq = loc["train_freq"]
+    if freq.unit == TrainFrequencyUnit.STEP:
+        return loc["num_collected_steps"] >= freq.frequency
+    return loc["num_collected_episodes"] + int(np.sum(loc["dones"])) >= freq.frequency
+
+
+def transitions(new_obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+                dones: np.ndarray, infos: list[dict[str, Any]]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A vector step of SB3's as rltrain's transitions: each env's next observation (the
+    true final one, from its info, where its episode ended: SB3 has reset that env
+    already), terminated and truncated (SB3's TimeLimit.truncated), and whether each is
+    finite (what rltrain's replay buffer would store)."""
+    finite = finite_rows(new_obs, actions, rewards)  # one call for the vector step
+    dones = np.asarray(dones, dtype=bool)
+    if not any(dones.tolist()):  # most steps: no episode ended
+        return new_obs, dones, dones, finite
+    truncated = np.zeros(len(dones), dtype=bool)
+    next_obs = new_obs
+    for env in np.flatnonzero(dones):
+        info = infos[env]
+        truncated[env] = bool(info.get("TimeLimit.truncated", False))
+        final = info.get("terminal_observation")
+        if final is not None:
+            if next_obs is new_obs:
+                next_obs = np.array(new_obs)  # SB3's own array stays as it is
+            next_obs[env] = final
+            finite[env] = is_finite(final, actions[env], float(rewards[env]))
+    return next_obs, dones & ~truncated, truncated, finite

@@ -71,13 +71,12 @@ class StepTelling:
         if not kept:
             return
         states = np.asarray(obs, np.float32).reshape(self.config.num_envs, -1)
-        if actions is None:
-            with torch.no_grad():  # not inference mode: the map's actor hook skips it
-                x = torch.as_tensor(states, device=self.view.device)
-                acted = self.view.actor(x).cpu().numpy()
-        else:
-            acted = actions()
-        d.map.keep_rows(kept, states, acted)
+        d.map.keep_rows(kept, states, self._acted(states) if actions is None else actions())
+
+    def _acted(self, states: np.ndarray) -> np.ndarray:
+        """The policy's deterministic actions at `states` (the view's actor)."""
+        with torch.no_grad():  # not inference mode: the map's actor hook skips it
+            return self.view.actor(torch.as_tensor(states, device=self.view.device)).cpu().numpy()
 
     def sample_parts(self, obs: np.ndarray, parts: list[tuple[int, int]]
                      ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
@@ -96,11 +95,9 @@ class StepTelling:
         if not len(rows):
             return [None] * len(parts)
         states = np.asarray(obs, np.float32).reshape(len(obs), -1)[rows]
-        with torch.no_grad():  # not inference mode: the map's actor hook skips it
-            acted = self.view.actor(torch.as_tensor(states, device=self.view.device))
         bounds = np.cumsum([len(k) for k in kept])[:-1]
         return [(k, x, a) if len(k) else None for k, x, a in zip(
-            kept, np.split(states, bounds), np.split(acted.cpu().numpy(), bounds),
+            kept, np.split(states, bounds), np.split(self._acted(states), bounds),
             strict=True)]
 
     def sample_env(self, env: int, obs: np.ndarray) -> None:

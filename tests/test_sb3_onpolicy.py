@@ -217,11 +217,11 @@ def test_a_run_none_of_whose_steps_is_kept_trains_on(tmp_path, monkeypatch):
     them for the probes: its updates are still watched, the observation checks wait."""
     import numpy as np
 
-    import rltrain.integrations.sb3 as sb3
+    import rltrain.integrations.sb3_rollouts as steps  # where SB3's steps are judged finite
 
-    monkeypatch.setattr(sb3, "finite_rows", lambda obs, actions, rewards: np.zeros(
+    monkeypatch.setattr(steps, "finite_rows", lambda obs, actions, rewards: np.zeros(
         len(rewards), bool))
-    monkeypatch.setattr(sb3, "is_finite", lambda obs, action, reward: False)  # final obs
+    monkeypatch.setattr(steps, "is_finite", lambda obs, action, reward: False)  # final obs
     trained = model("ppo_cartpole")
     callback = RltrainCallback("nothing_kept",
                                config={"monitor": {"non_finite": {"action": "warn"}}})

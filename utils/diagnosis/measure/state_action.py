@@ -89,10 +89,13 @@ class StateActionMap:
         self._previous_outcome: np.ndarray | None = None
 
     # ------------------------------------------------------------ sampling
-    def sample_rate(self) -> float:
+    def sample_rate(self, env_steps: Any = None) -> Any:
+        """The share of acting calls' rows kept after `env_steps` env steps (the map's
+        own count by default; an array gives each's)."""
         s = self.settings
-        fraction = min(self.env_steps / s.sample_decay_steps, 1.0)
-        return 1.0 + fraction * (s.sample_rate_final - 1.0)
+        steps = self.env_steps if env_steps is None else env_steps
+        rate = 1.0 + np.minimum(steps / s.sample_decay_steps, 1.0) * (s.sample_rate_final - 1.0)
+        return float(rate) if env_steps is None else rate
 
     def hook(self, _module: torch.nn.Module, inputs: tuple,
              output: torch.Tensor | tuple[torch.Tensor, ...]) -> None:
@@ -126,8 +129,7 @@ class StateActionMap:
         acting = before >= learning_starts  # the warm-up's actions are random
         if not acting.any():
             return np.zeros(0, dtype=np.int64)
-        s = self.settings
-        rates = 1.0 + np.minimum(before / s.sample_decay_steps, 1.0) * (s.sample_rate_final - 1.0)
+        rates = self.sample_rate(before)
         draws = np.ones((vector_steps, envs))
         draws[acting] = self.rng.random(int(acting.sum()) * envs).reshape(-1, envs)
         return np.flatnonzero(draws < rates[:, None])
