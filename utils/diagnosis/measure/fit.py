@@ -9,6 +9,13 @@ critic fit its targets, and does the actor pick what its critic values most?
   too low to move its weights, a target that is noise: a noisy reward, a state the
   observation does not hold) stays far under it. Online networks, not the target
   networks: every algorithm has them, and a plain loop need not hand its targets on.
+- What of the same targets can be fitted at all: a plain regression (random Fourier
+  features of the standardised state and action, ridge-fitted) trained on some blocks
+  of those transitions and scored on others it never saw, beside the critic's share on
+  those same rows. A critic that leaves several times the regression's unexplained
+  share lacks what the targets need (units, or a rate that moves it); targets that hold
+  noise or a state the observation lacks defeat the regression too, so the two tell
+  capacity from unpredictability.
 - The actor's rank: on `STATES` of those transitions' states, where the critic puts the
   actor's deterministic action among `CANDIDATES` actions drawn uniformly over the
   action box (a fixed-seed stream of its own): the share of the candidates it values
@@ -41,6 +48,10 @@ ROWS = 2048  # newest transitions the critic's fit is measured on
 STATES = 256  # of them, the states the actor's rank is measured on
 CANDIDATES = 32  # uniform actions per state the actor's action is ranked among
 CHUNK = 1024  # (state, action) rows the critic values at once
+FEATURES = 256  # random Fourier features of the reference regression
+BLOCKS = 16  # time blocks of the rows: by index mod 4, 0-1 fit, 2 choose, 3 score
+WIDTHS = (0.25, 0.5, 1.0)  # kernel widths tried, times sqrt(input dims) (standardised)
+RIDGES = (1e-4, 1e-2, 1.0)  # ridge penalties tried, times the fitting rows
 
 
 @torch.no_grad()
@@ -54,9 +65,52 @@ def critic_fit(view: AgentView, batch: Batch, gamma: float) -> dict[str, float]:
     spread = float(target.var())
     error = target - q
     explained = 1.0 - float(error.var()) / spread if spread > 0 else float("nan")
+    inputs = torch.cat([batch.obs.flatten(1), batch.actions.flatten(1)], dim=1).double()
+    held, reference = reference_fit(inputs, target[:, 0], q[:, 0])
     return {"explained": explained, "target_std": spread ** 0.5,
             "target_size": float(target.abs().mean()),
-            "td_rms": float(error.square().mean().sqrt())}
+            "td_rms": float(error.square().mean().sqrt()),
+            "held_explained": held, "reference_explained": reference}
+
+
+def _explained(target: torch.Tensor, fit: torch.Tensor) -> float:
+    spread = float(target.var())
+    return 1.0 - float((target - fit).var()) / spread if spread > 0 else float("nan")
+
+
+@torch.no_grad()
+def reference_fit(inputs: torch.Tensor, target: torch.Tensor,
+                  q: torch.Tensor) -> tuple[float, float]:
+    """The critic's explained share (`q`) and a plain regression's on the rows it never
+    saw: the rows cut into `BLOCKS` time blocks (neighbouring transitions are nearly
+    alike, so a random split would score a copy), blocks 0 and 1 of every 4 fit it,
+    block 2 chooses its kernel width and ridge penalty, block 3 scores both. Random
+    Fourier features of the inputs standardised on the fitting rows, from a generator
+    of its own (the same draws at every measurement; none from the run's streams)."""
+    rows = inputs.shape[0]
+    block = torch.arange(rows) * BLOCKS // max(rows, 1) % 4
+    fit, choose, score = block <= 1, block == 2, block == 3
+    if int(score.sum()) < 16 or float(target[score].var()) <= 0:
+        return float("nan"), float("nan")
+    mean, std = inputs[fit].mean(0), inputs[fit].std(0).clamp_min(1e-8)
+    x = (inputs - mean) / std
+    generator = torch.Generator().manual_seed(0)
+    directions = torch.randn(x.shape[1], FEATURES, generator=generator, dtype=torch.float64)
+    phases = 2 * np.pi * torch.rand(FEATURES, generator=generator, dtype=torch.float64)
+    y = target - target[fit].mean()
+    best = (-float("inf"), None)
+    for width in WIDTHS:
+        features = torch.cos(x @ directions / (width * x.shape[1] ** 0.5) + phases)
+        gram = features[fit].T @ features[fit]
+        moment = features[fit].T @ y[fit]
+        for ridge in RIDGES:
+            weights = torch.linalg.solve(
+                gram + ridge * int(fit.sum()) * torch.eye(FEATURES, dtype=torch.float64), moment)
+            chosen = _explained(y[choose], features[choose] @ weights)
+            if chosen > best[0]:
+                best = (chosen, features[score] @ weights)
+    reference = _explained(y[score], best[1])
+    return _explained(target[score], q[score]), reference
 
 
 @torch.no_grad()
