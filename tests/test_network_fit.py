@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from rltrain.utils.config.loader import config_from_dict
-from rltrain.utils.diagnosis.measure.fit import actor_rank, critic_fit
+from rltrain.utils.diagnosis.measure.fit import actor_rank, critic_fit, reference_fit
 from rltrain.utils.diagnosis.rules.fit_rules import ActorDirection, ActorFit, CriticFit
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.hooks.agent_view import AgentView
@@ -168,3 +168,49 @@ def test_nothing_is_judged_before_min_updates(tmp_path):
     assert feed(rule, {**GOOD, "explained": 0.0}, 3, start=0, every=100) == []
     assert rule.unjudged() is not None
     assert config_from_dict({}).diagnostics.critic_fit.min_updates > 300
+
+
+def test_a_plain_regression_fits_a_smooth_target_and_not_noise_on_rows_it_never_saw():
+    gen = torch.Generator().manual_seed(1)
+    inputs = torch.randn(2048, 4, generator=gen)
+    smooth = (torch.sin(2 * inputs[:, 0]) + inputs[:, 1] * inputs[:, 2]).double()
+    coarse = 0.5 * smooth  # a critic that fits half of every value
+    held, reference = reference_fit(inputs, smooth, coarse)
+    assert reference > 0.85 and held == pytest.approx(0.75, abs=0.05)
+    noise = torch.randn(2048, generator=gen).double()
+    held, reference = reference_fit(inputs, noise, noise)
+    assert reference < 0.2 and held == pytest.approx(1.0)
+
+
+def test_the_regression_runs_only_where_the_critic_leaves_enough_unexplained():
+    b = batch()
+    rewards = torch.randn(len(b.obs), 1, generator=torch.Generator().manual_seed(3))
+    view = view_of(Best(), lambda o, a: torch.zeros(len(o), 1))
+    assert "reference_explained" not in critic_fit(view, b._replace(rewards=rewards), 0.9)
+    measured = critic_fit(view, b._replace(rewards=rewards), 0.9, reference_below=0.985)
+    assert measured["explained"] < 0.985 and "reference_explained" in measured
+
+
+OUTFITTED = {**GOOD, "explained": 0.93, "held_explained": 0.92, "reference_explained": 0.99}
+
+
+def test_a_critic_a_plain_regression_outfits_is_named_with_wider_layers(tmp_path):
+    """The critic explains 0.92 (over the threshold) where a regression explains 0.99:
+    the targets can be fitted; usual widths are doubled, far too small ones raised."""
+    usual = feed(rules(tmp_path, hidden_sizes=[64, 64])["critic_fit"], OUTFITTED, 3)
+    assert len(usual) == 1 and usual[0].suggested_set == {"hidden_sizes": [128, 128]}
+    assert "plain regression" in usual[0].message
+    tiny = feed(rules(tmp_path, hidden_sizes=[4])["critic_fit"], OUTFITTED, 3)
+    assert tiny[0].suggested_set == {"hidden_sizes": [256, 256]}
+    chasing = feed(rules(tmp_path, hidden_sizes=[64, 64], actor_lr=0.01, critic_lr=1e-4)
+                   ["critic_fit"], OUTFITTED, 3)
+    assert chasing[0].suggested_set == {} and "slower than its actor" in chasing[0].message
+
+
+@pytest.mark.parametrize("stats", [
+    {**OUTFITTED, "reference_explained": 0.95},  # unexplained 0.08 against 0.05: x1.6
+    {**OUTFITTED, "held_explained": 0.98, "reference_explained": 0.999},  # under 0.03
+    {**OUTFITTED, "reference_explained": float("nan")}])
+def test_a_critic_no_worse_than_the_regression_or_close_to_its_targets_is_not_named(
+        tmp_path, stats):
+    assert feed(rules(tmp_path, hidden_sizes=[64, 64])["critic_fit"], stats, 5) == []

@@ -47,6 +47,22 @@ def critic_fit(folder: Path) -> float | None:
     return _in_a_row([r["explained"] for r in rows], 3, min)
 
 
+def critic_outfitted(folder: Path, floor: float = 0.03) -> float | None:
+    """The critic's unexplained share over a plain regression's on the rows it held out
+    (0 where the critic leaves `floor` or less unexplained, or was not compared)."""
+    rows = [r for r in _lines(folder, "fit") if r["updates"] >= 2000
+            and r.get("explained") == r.get("explained")]
+    ratios = []
+    for r in rows:
+        held, reference = r.get("held_explained"), r.get("reference_explained")
+        if held is None or reference is None or held != held or reference != reference \
+                or 1 - held <= floor:
+            ratios.append(0.0)
+        else:
+            ratios.append((1 - held) / max(1 - reference, 1e-9))
+    return _in_a_row(ratios, 3, max)
+
+
 def actor_rank(folder: Path, min_spread: float = 0.05) -> float | None:
     rows = [r for r in _lines(folder, "fit") if r["updates"] >= 2000
             and (r.get("action_spread") or 0.0) >= min_spread]
@@ -106,7 +122,9 @@ STATISTICS: dict[str, tuple[str, Reader, str]] = {
     "actor_pace": ("pace, largest 4 in a row", pace, "high"),
     "entropy_temperature": ("temperature, largest", temperature, "high"),
 }
-EXTRA = {"partial_observability": ("reward unexplained, largest", reward_unexplained),
+EXTRA = {"critic_fit": ("unexplained over a regression's (where over 0.03), largest 3 in "
+                        "a row", critic_outfitted),
+         "partial_observability": ("reward unexplained, largest", reward_unexplained),
          "actor_pace": ("pace, smallest 4 in a row", lambda f: pace(f, min))}
 
 

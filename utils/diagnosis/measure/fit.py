@@ -55,22 +55,27 @@ RIDGES = (1e-4, 1e-2, 1.0)  # ridge penalties tried, times the fitting rows
 
 
 @torch.no_grad()
-def critic_fit(view: AgentView, batch: Batch, gamma: float) -> dict[str, float]:
+def critic_fit(view: AgentView, batch: Batch, gamma: float,
+               reference_below: float | None = None) -> dict[str, float]:
     """`explained`: 1 - Var(y - Q) / Var(y) of the one-step targets y (see above);
     `target_std`, `target_size` and `td_rms` (their std, their mean size |y| and the TD
-    error's RMS, in reward units)."""
+    error's RMS, in reward units). Where `explained` is under `reference_below`, also
+    `held_explained` and `reference_explained` (`reference_fit`: the critic's and a
+    plain regression's share on the rows the regression never saw)."""
     q = view.q_value(batch.obs, batch.actions).double()  # [B, 1]
     next_q = view.q_value(batch.next_obs, view.actor(batch.next_obs)).double()
     target = batch.rewards.double() + gamma * (1.0 - batch.terminated.double()) * next_q
     spread = float(target.var())
     error = target - q
     explained = 1.0 - float(error.var()) / spread if spread > 0 else float("nan")
-    inputs = torch.cat([batch.obs.flatten(1), batch.actions.flatten(1)], dim=1).double()
-    held, reference = reference_fit(inputs, target[:, 0], q[:, 0])
-    return {"explained": explained, "target_std": spread ** 0.5,
-            "target_size": float(target.abs().mean()),
-            "td_rms": float(error.square().mean().sqrt()),
-            "held_explained": held, "reference_explained": reference}
+    stats = {"explained": explained, "target_std": spread ** 0.5,
+             "target_size": float(target.abs().mean()),
+             "td_rms": float(error.square().mean().sqrt())}
+    if reference_below is not None and explained < reference_below:
+        inputs = torch.cat([batch.obs.flatten(1), batch.actions.flatten(1)], dim=1)
+        held, reference = reference_fit(inputs.float(), target[:, 0], q[:, 0])
+        stats.update(held_explained=held, reference_explained=reference)
+    return stats
 
 
 def _explained(target: torch.Tensor, fit: torch.Tensor) -> float:
@@ -92,25 +97,28 @@ def reference_fit(inputs: torch.Tensor, target: torch.Tensor,
     fit, choose, score = block <= 1, block == 2, block == 3
     if int(score.sum()) < 16 or float(target[score].var()) <= 0:
         return float("nan"), float("nan")
-    mean, std = inputs[fit].mean(0), inputs[fit].std(0).clamp_min(1e-8)
-    x = (inputs - mean) / std
+    mean, std = inputs[fit].mean(0), inputs[fit].std(0).clamp_min(1e-6)
+    x = ((inputs - mean) / std).cpu()
     generator = torch.Generator().manual_seed(0)
-    directions = torch.randn(x.shape[1], FEATURES, generator=generator, dtype=torch.float64)
-    phases = 2 * np.pi * torch.rand(FEATURES, generator=generator, dtype=torch.float64)
-    y = target - target[fit].mean()
+    directions = torch.randn(x.shape[1], FEATURES, generator=generator)
+    phases = 2 * np.pi * torch.rand(FEATURES, generator=generator)
+    y = (target - target[fit].mean()).cpu()
     best = (-float("inf"), None)
+    eye = torch.eye(FEATURES, dtype=torch.float64)
     for width in WIDTHS:
+        # Features and their products in float32 (values in [-1, 1], sums of a thousand
+        # rows), the solve in float64.
         features = torch.cos(x @ directions / (width * x.shape[1] ** 0.5) + phases)
-        gram = features[fit].T @ features[fit]
+        gram = (features[fit].T @ features[fit]).double()
+        features = features.double()
         moment = features[fit].T @ y[fit]
         for ridge in RIDGES:
-            weights = torch.linalg.solve(
-                gram + ridge * int(fit.sum()) * torch.eye(FEATURES, dtype=torch.float64), moment)
+            weights = torch.linalg.solve(gram + ridge * int(fit.sum()) * eye, moment)
             chosen = _explained(y[choose], features[choose] @ weights)
             if chosen > best[0]:
                 best = (chosen, features[score] @ weights)
     reference = _explained(y[score], best[1])
-    return _explained(target[score], q[score]), reference
+    return _explained(target[score].cpu(), q[score].cpu()), reference
 
 
 @torch.no_grad()
@@ -154,7 +162,11 @@ class FitChecks:
                  report: Callable[[list[Finding]], None], seed: int) -> None:
         self.view, self.buffer, self.logger, self.report = context.view, buffer, logger, report
         self.gamma = context.config.gamma
-        self.every = context.config.diagnostics.critic_fit.every_updates
+        options = context.config.diagnostics.critic_fit
+        self.every, self.min_updates = options.every_updates, options.min_updates
+        # The regression runs only where critic_fit could judge by it: a critic leaving
+        # under half of `min_unexplained` of its targets unexplained is not judged by it.
+        self.reference_below = 1.0 - options.min_unexplained / 2
         self.rules = [cls(context) for cls in fit_rules.CHECKS]
         self.generator = torch.Generator().manual_seed(seed)
 
@@ -163,13 +175,15 @@ class FitChecks:
             return
         if all(rule.rule.action == "off" for rule in self.rules):
             return
-        stats = self.measure(self.buffer.newest(ROWS))
+        stats = self.measure(self.buffer.newest(ROWS), updates)
         self.logger.diagnostic("fit", env_steps, updates=updates, **stats)
         for rule in self.rules:
             self.report(rule.check(env_steps, updates, stats))
 
-    def measure(self, batch: Batch) -> dict[str, Any]:
-        fit = critic_fit(self.view, batch, self.gamma)
+    def measure(self, batch: Batch, updates: int) -> dict[str, Any]:
+        judged = updates >= self.min_updates
+        fit = critic_fit(self.view, batch, self.gamma,
+                         self.reference_below if judged else None)
         rank = actor_rank(self.view, batch.obs[-STATES:], self.generator, fit["target_std"])
         return {**{k: _rounded(v) for k, v in fit.items()},
                 **{k: _rounded(v) for k, v in rank.items()}, "rows": len(batch.obs)}

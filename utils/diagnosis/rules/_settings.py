@@ -13,6 +13,7 @@ from typing import Any
 from rltrain.agents.registry import algorithm, section_of
 from rltrain.utils.diagnosis.rules._weights import USUAL_LR
 
+MAX_WIDTH = 1024  # `wider` proposes no layer wider than this
 MIN_WIDTH = 32  # narrower hidden layers are far under the usual 64-400 units
 USUAL_WIDTHS = [256, 256]
 MIN_CLIP = 0.1  # a gradient norm clipped under this leaves updates far smaller than Adam's
@@ -63,3 +64,14 @@ def far_off(config: Any, net: str) -> tuple[dict[str, Any], list[str]]:
         proposed[option_key(config, "policy_delay")] = USUAL_DELAY
         why.append(f"the actor is updated once per {delay} critic updates")
     return proposed, why
+
+
+def wider(config: Any, net: str) -> tuple[dict[str, Any], list[str]]:
+    """Twice the hidden widths of `net` (up to MAX_WIDTH), for a network whose widths are
+    usual but that fits what it is trained on worse than a plain regression does."""
+    sizes, key = widths(config, net)
+    if min(sizes) >= MAX_WIDTH:
+        return {}, []
+    doubled = [min(2 * size, MAX_WIDTH) for size in sizes]
+    return {key: doubled}, [f"its hidden layers {list(sizes)} fit less of its targets than a "
+                            f"plain regression does: give it more units"]

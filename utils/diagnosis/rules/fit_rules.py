@@ -7,10 +7,14 @@ flow-1 hook hands each measurement to the checks here. Each judges its statistic
 the critic has had `min_updates` updates, and fires after `measurements` measurements
 in a row beyond its threshold:
 
-- `critic_fit`: the critic explains less than `threshold` of its targets' variance. A
-  critic too small for the value function, one whose rate or clipped gradient barely
-  moves it, and targets it cannot predict (a noisy reward, a state the observation does
-  not hold) all look so.
+- `critic_fit`: the critic explains less than `threshold` of its targets' variance, or
+  it leaves over `reference_ratio` times as much of it unexplained as a plain
+  regression fitted on neighbouring transitions leaves on the same rows (and over
+  `min_unexplained`). A critic too small for the value function, one whose rate or
+  clipped gradient barely moves it, and targets it cannot predict (a noisy reward, a
+  state the observation does not hold) all fall under the threshold; the second test
+  tells the first two from the third, since unpredictable targets defeat the
+  regression too.
 - `actor_fit`: the actor's rank under `threshold` (and above `actor_direction`'s): it
   does not reach the actions its critic values most. A too small actor, one whose rate,
   clipped gradient or rare updates barely move it.
@@ -30,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from rltrain.agents.families import ACTOR_Q_CRITICS
 from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE
-from rltrain.utils.diagnosis.rules._settings import far_off
+from rltrain.utils.diagnosis.rules._settings import far_off, wider
 from rltrain.utils.diagnosis.rules.spec import Option, RuleCheck, RuleSpec
 
 if TYPE_CHECKING:
@@ -43,6 +47,8 @@ SPECS = (
         action="warn",
         fires_when="the critic explains less than this share of its one-step targets' "
                    "variance (1 - Var(TD error) / Var(targets), on the newest transitions), "
+                   "or leaves over `reference_ratio` times the share a plain regression "
+                   "leaves unexplained on rows it never saw (and over `min_unexplained`), "
                    "`measurements` measurements in a row once it has had `min_updates` updates",
         hypothesis="if the critic cannot fit its targets (too few units, a learning rate or "
                    "a clipped gradient that barely moves it, or targets it cannot predict: a "
@@ -60,6 +66,12 @@ SPECS = (
                  Option("min_target_spread", 0.01, "critic_fit judges only where its "
                         "targets' std is at least this share of their mean size (values "
                         "alike everywhere: a solved task, whose TD error is noise)",
+                        NON_NEGATIVE),
+                 Option("reference_ratio", 5.0, "critic_fit fires where the critic leaves "
+                        "over this many times a plain regression's unexplained share of "
+                        "its targets", AT_LEAST_ONE),
+                 Option("min_unexplained", 0.03, "... and over this share of its targets' "
+                        "variance (a critic this close to them fits well enough)",
                         NON_NEGATIVE))),
     RuleSpec(
         name="actor_fit", section="diagnostics", group="Training set-up", threshold=0.75,
@@ -144,19 +156,48 @@ class CriticFit(_NetworkCheck):
         return super().judgeable(stats)
 
     def failing(self, stats: dict[str, Any]) -> bool:
-        return stats["explained"] < self.rule.threshold
+        return stats["explained"] < self.rule.threshold or self.outfitted(stats)
+
+    def outfitted(self, stats: dict[str, Any]) -> bool:
+        """The critic leaves over `reference_ratio` times what a plain regression leaves
+        unexplained of the same targets, and over `min_unexplained`: they can be fitted
+        and it does not fit them."""
+        held, reference = stats.get("held_explained"), stats.get("reference_explained")
+        if held is None or reference is None or held != held or reference != reference:
+            return False
+        unexplained = 1.0 - held
+        return (unexplained > self.options.min_unexplained
+                and unexplained > self.options.reference_ratio * max(1.0 - reference, 0.0))
 
     def finding(self, env_steps: int, updates: int, stats: dict[str, Any]) -> list[Finding]:
         proposed, why = far_off(self.context.config, "critic")
-        cause = ("; ".join(why) + ": train a new run with " + _sets(proposed) if proposed else
-                 "its settings are usual: the targets hold what it cannot predict (a noisy "
-                 "reward, a state the observation does not hold)")
+        outfitted = self.outfitted(stats)
+        config = self.context.config
+        slower = config.critic_lr < config.actor_lr
+        if outfitted and not proposed and not slower:
+            proposed, why = wider(config, "critic")
+        if proposed:
+            cause = "; ".join(why) + ": train a new run with " + _sets(proposed)
+        elif outfitted:  # a critic slower than its actor may be chasing it, not too small
+            cause = (f"it learns slower than its actor (critic_lr {config.critic_lr:g}, "
+                     f"actor_lr {config.actor_lr:g}): the actor may move its targets faster "
+                     "than it follows (see actor_pace and learning_rate)")
+        else:
+            cause = ("its settings are usual: the targets hold what it cannot predict (a "
+                     "noisy reward, a state the observation does not hold)")
+        if outfitted:
+            evidence = (f"the critic leaves {1 - stats['held_explained']:.3f} of its one-step "
+                        "targets' variance unexplained where a plain regression fitted on "
+                        f"neighbouring transitions leaves {1 - stats['reference_explained']:.3f}"
+                        " on the same rows: the targets can be fitted and it does not fit them")
+        else:
+            evidence = (f"the critic explains {stats['explained']:.2f} of its one-step "
+                        f"targets' variance (TD error RMS {stats['td_rms']:.3g} against the "
+                        f"targets' std {stats['target_std']:.3g}): it cannot fit them")
         return self.fire(
             env_steps, stats["explained"],
-            f"after {updates} updates the critic explains {stats['explained']:.2f} of its "
-            f"one-step targets' variance (TD error RMS {stats['td_rms']:.3g} against the "
-            f"targets' std {stats['target_std']:.3g}) for {self.options.measurements} "
-            f"measurements in a row: it cannot fit them; {cause}", suggested_set=proposed)
+            f"after {updates} updates {evidence}, {self.options.measurements} measurements "
+            f"in a row; {cause}", suggested_set=proposed)
 
 
 class ActorFit(_NetworkCheck):
