@@ -180,6 +180,9 @@ def test_a_plain_regression_fits_a_smooth_target_and_not_noise_on_rows_it_never_
     noise = torch.randn(2048, generator=gen).double()
     held, reference = reference_fit(inputs, noise, noise)
     assert reference < 0.2 and held == pytest.approx(1.0)
+    broken = smooth.clone()
+    broken[5] = float("nan")  # a NaN target (a diverged critic): not compared
+    assert all(v != v for v in reference_fit(inputs, broken, coarse))
 
 
 def test_the_regression_runs_only_where_the_critic_leaves_enough_unexplained():

@@ -73,7 +73,7 @@ def critic_fit(view: AgentView, batch: Batch, gamma: float,
              "td_rms": float(error.square().mean().sqrt())}
     if reference_below is not None and explained < reference_below:
         inputs = torch.cat([batch.obs.flatten(1), batch.actions.flatten(1)], dim=1)
-        held, reference = reference_fit(inputs.float(), target[:, 0], q[:, 0])
+        held, reference = reference_fit(inputs, target[:, 0], q[:, 0])
         stats.update(held_explained=held, reference_explained=reference)
     return stats
 
@@ -91,18 +91,21 @@ def reference_fit(inputs: torch.Tensor, target: torch.Tensor,
     alike, so a random split would score a copy), blocks 0 and 1 of every 4 fit it,
     block 2 chooses its kernel width and ridge penalty, block 3 scores both. Random
     Fourier features of the inputs standardised on the fitting rows, from a generator
-    of its own (the same draws at every measurement; none from the run's streams)."""
+    of its own (the same draws at every measurement; none from the run's streams), on
+    the CPU (a few thousand rows)."""
+    inputs, target, q = inputs.float().cpu(), target.cpu(), q.cpu()
     rows = inputs.shape[0]
     block = torch.arange(rows) * BLOCKS // max(rows, 1) % 4
     fit, choose, score = block <= 1, block == 2, block == 3
-    if int(score.sum()) < 16 or float(target[score].var()) <= 0:
+    finite = bool(torch.isfinite(inputs).all() and torch.isfinite(target).all())
+    if not finite or int(score.sum()) < 16 or not float(target[score].var()) > 0:
         return float("nan"), float("nan")
     mean, std = inputs[fit].mean(0), inputs[fit].std(0).clamp_min(1e-6)
-    x = ((inputs - mean) / std).cpu()
+    x = (inputs - mean) / std
     generator = torch.Generator().manual_seed(0)
     directions = torch.randn(x.shape[1], FEATURES, generator=generator)
     phases = 2 * np.pi * torch.rand(FEATURES, generator=generator)
-    y = (target - target[fit].mean()).cpu()
+    y = target - target[fit].mean()
     best = (-float("inf"), None)
     eye = torch.eye(FEATURES, dtype=torch.float64)
     for width in WIDTHS:
@@ -118,7 +121,7 @@ def reference_fit(inputs: torch.Tensor, target: torch.Tensor,
             if chosen > best[0]:
                 best = (chosen, features[score] @ weights)
     reference = _explained(y[score], best[1])
-    return _explained(target[score].cpu(), q[score].cpu()), reference
+    return _explained(target[score], q[score]), reference
 
 
 @torch.no_grad()
