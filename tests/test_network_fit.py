@@ -183,6 +183,11 @@ def test_a_plain_regression_fits_a_smooth_target_and_not_noise_on_rows_it_never_
     broken = smooth.clone()
     broken[5] = float("nan")  # a NaN target (a diverged critic): not compared
     assert all(v != v for v in reference_fit(inputs, broken, coarse))
+    flat = torch.zeros(2048, dtype=torch.float64)
+    flat[-128:] = 1.0  # alike on the rows that fit and choose: no regression is chosen
+    held, reference = reference_fit(inputs, flat, flat)
+    assert held == pytest.approx(1.0) and reference != reference
+    assert reference_fit(inputs, smooth.float(), coarse.float())[1] > 0.85  # float32 in
 
 
 def test_the_regression_runs_only_where_the_critic_leaves_enough_unexplained():
@@ -201,13 +206,29 @@ def test_a_critic_a_plain_regression_outfits_is_named_with_wider_layers(tmp_path
     """The critic explains 0.92 (over the threshold) where a regression explains 0.99:
     the targets can be fitted; usual widths are doubled, far too small ones raised."""
     usual = feed(rules(tmp_path, hidden_sizes=[64, 64])["critic_fit"], OUTFITTED, 3)
-    assert len(usual) == 1 and usual[0].suggested_set == {"hidden_sizes": [128, 128]}
+    assert len(usual) == 1
+    assert usual[0].suggested_set == {"networks.critic.hidden_sizes": [128, 128]}
     assert "plain regression" in usual[0].message
+    uneven = feed(rules(tmp_path, hidden_sizes=[2048, 64])["critic_fit"], OUTFITTED, 3)
+    assert uneven[0].suggested_set == {"networks.critic.hidden_sizes": [2048, 128]}
+    widest = feed(rules(tmp_path, hidden_sizes=[1024, 1024])["critic_fit"], OUTFITTED, 3)
+    assert widest[0].suggested_set == {} and "already as wide" in widest[0].message
     tiny = feed(rules(tmp_path, hidden_sizes=[4])["critic_fit"], OUTFITTED, 3)
     assert tiny[0].suggested_set == {"hidden_sizes": [256, 256]}
     chasing = feed(rules(tmp_path, hidden_sizes=[64, 64], actor_lr=0.01, critic_lr=1e-4)
                    ["critic_fit"], OUTFITTED, 3)
     assert chasing[0].suggested_set == {} and "slower than its actor" in chasing[0].message
+
+
+def test_the_two_streaks_are_counted_apart(tmp_path):
+    """Two measurements under the threshold, then one the regression outfits: neither
+    streak is 3 long, and the finding that comes names the streak that fired."""
+    rule = rules(tmp_path, hidden_sizes=[64, 64])["critic_fit"]
+    low = {**GOOD, "explained": 0.2}
+    assert feed(rule, low, 2) + feed(rule, OUTFITTED, 1, start=3000) == []
+    found = feed(rule, OUTFITTED, 2, start=3500)
+    assert len(found) == 1 and "plain regression" in found[0].message
+    assert rule.state_dict()["outfit"] == 0
 
 
 @pytest.mark.parametrize("stats", [

@@ -93,7 +93,7 @@ def reference_fit(inputs: torch.Tensor, target: torch.Tensor,
     Fourier features of the inputs standardised on the fitting rows, from a generator
     of its own (the same draws at every measurement; none from the run's streams), on
     the CPU (a few thousand rows)."""
-    inputs, target, q = inputs.float().cpu(), target.cpu(), q.cpu()
+    inputs, target, q = inputs.float().cpu(), target.double().cpu(), q.double().cpu()
     rows = inputs.shape[0]
     block = torch.arange(rows) * BLOCKS // max(rows, 1) % 4
     fit, choose, score = block <= 1, block == 2, block == 3
@@ -112,6 +112,8 @@ def reference_fit(inputs: torch.Tensor, target: torch.Tensor,
         # Features and their products in float32 (values in [-1, 1], sums of a thousand
         # rows), the solve in float64.
         features = torch.cos(x @ directions / (width * x.shape[1] ** 0.5) + phases)
+        if not bool(torch.isfinite(features).all()):  # inputs far outside the fit's rows
+            continue
         gram = (features[fit].T @ features[fit]).double()
         features = features.double()
         moment = features[fit].T @ y[fit]
@@ -120,8 +122,10 @@ def reference_fit(inputs: torch.Tensor, target: torch.Tensor,
             chosen = _explained(y[choose], features[choose] @ weights)
             if chosen > best[0]:
                 best = (chosen, features[score] @ weights)
-    reference = _explained(y[score], best[1])
-    return _explained(target[score], q[score]), reference
+    held = _explained(target[score], q[score])
+    if best[1] is None:  # no width gave a finite choice (targets alike on those rows)
+        return held, float("nan")
+    return held, _explained(y[score], best[1])
 
 
 @torch.no_grad()

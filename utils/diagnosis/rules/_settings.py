@@ -67,11 +67,13 @@ def far_off(config: Any, net: str) -> tuple[dict[str, Any], list[str]]:
 
 
 def wider(config: Any, net: str) -> tuple[dict[str, Any], list[str]]:
-    """Twice the hidden widths of `net` (up to MAX_WIDTH), for a network whose widths are
-    usual but that fits what it is trained on worse than a plain regression does."""
-    sizes, key = widths(config, net)
-    if min(sizes) >= MAX_WIDTH:
+    """Twice the hidden widths of `net` alone (its own key), up to MAX_WIDTH and never
+    narrower than now, for a network whose widths are usual but that fits what it is
+    trained on worse than a plain regression does; nothing where none would grow."""
+    sizes, _ = widths(config, net)
+    grown = [max(size, min(2 * size, MAX_WIDTH)) for size in sizes]
+    if grown == list(sizes):
         return {}, []
-    doubled = [min(2 * size, MAX_WIDTH) for size in sizes]
-    return {key: doubled}, [f"its hidden layers {list(sizes)} fit less of its targets than a "
-                            f"plain regression does: give it more units"]
+    return {f"networks.{net}.hidden_sizes": grown}, [
+        f"its hidden layers {list(sizes)} fit less of its targets than a plain regression "
+        "does: give it more units"]

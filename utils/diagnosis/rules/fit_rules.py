@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rltrain.agents.families import ACTOR_Q_CRITICS
-from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE
+from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE, UNIT_INTERVAL
 from rltrain.utils.diagnosis.rules._settings import far_off, wider
 from rltrain.utils.diagnosis.rules.spec import Option, RuleCheck, RuleSpec
 
@@ -72,7 +72,7 @@ SPECS = (
                         "its targets", AT_LEAST_ONE),
                  Option("min_unexplained", 0.03, "... and over this share of its targets' "
                         "variance (a critic this close to them fits well enough)",
-                        NON_NEGATIVE))),
+                        UNIT_INTERVAL))),
     RuleSpec(
         name="actor_fit", section="diagnostics", group="Training set-up", threshold=0.75,
         algorithms=ACTOR_Q_CRITICS,
@@ -155,8 +155,27 @@ class CriticFit(_NetworkCheck):
             return False
         return super().judgeable(stats)
 
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        self.outfit = 0  # measurements in a row that a plain regression outfits it
+
+    def check(self, env_steps: int, updates: int, stats: dict[str, Any]) -> list[Finding]:
+        """Two streaks, each `measurements` long before it fires: under the threshold
+        (`beyond`) and outfitted by the regression (`outfit`); a finding restarts both."""
+        if updates < self.options.min_updates or not self.judgeable(stats):
+            return []
+        self.judged += 1
+        self.beyond = self.beyond + 1 if self.failing(stats) else 0
+        self.outfit = self.outfit + 1 if self.outfitted(stats) else 0
+        needed = self.options.measurements
+        if self.beyond < needed and self.outfit < needed:
+            return []
+        outfitted = self.beyond < needed
+        self.beyond = self.outfit = 0
+        return self._finding(env_steps, updates, stats, outfitted)
+
     def failing(self, stats: dict[str, Any]) -> bool:
-        return stats["explained"] < self.rule.threshold or self.outfitted(stats)
+        return stats["explained"] < self.rule.threshold
 
     def outfitted(self, stats: dict[str, Any]) -> bool:
         """The critic leaves over `reference_ratio` times what a plain regression leaves
@@ -169,19 +188,22 @@ class CriticFit(_NetworkCheck):
         return (unexplained > self.options.min_unexplained
                 and unexplained > self.options.reference_ratio * max(1.0 - reference, 0.0))
 
-    def finding(self, env_steps: int, updates: int, stats: dict[str, Any]) -> list[Finding]:
-        proposed, why = far_off(self.context.config, "critic")
-        outfitted = self.outfitted(stats)
+    def _finding(self, env_steps: int, updates: int, stats: dict[str, Any],
+                 outfitted: bool) -> list[Finding]:
         config = self.context.config
-        slower = config.critic_lr < config.actor_lr
-        if outfitted and not proposed and not slower:
-            proposed, why = wider(config, "critic")
+        proposed, why = far_off(config, "critic")
         if proposed:
             cause = "; ".join(why) + ": train a new run with " + _sets(proposed)
-        elif outfitted:  # a critic slower than its actor may be chasing it, not too small
+        elif outfitted and config.critic_lr < config.actor_lr:
+            # a critic slower than its actor may be chasing it, not too small
             cause = (f"it learns slower than its actor (critic_lr {config.critic_lr:g}, "
                      f"actor_lr {config.actor_lr:g}): the actor may move its targets faster "
                      "than it follows (see actor_pace and learning_rate)")
+        elif outfitted:
+            proposed, why = wider(config, "critic")
+            cause = ("; ".join(why) + ": train a new run with " + _sets(proposed) if proposed
+                     else "its layers are already as wide as rltrain proposes: look at its "
+                          "learning rate and at what its targets are computed from")
         else:
             cause = ("its settings are usual: the targets hold what it cannot predict (a "
                      "noisy reward, a state the observation does not hold)")
@@ -198,6 +220,13 @@ class CriticFit(_NetworkCheck):
             env_steps, stats["explained"],
             f"after {updates} updates {evidence}, {self.options.measurements} measurements "
             f"in a row; {cause}", suggested_set=proposed)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "outfit": self.outfit}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.outfit = int(state.get("outfit", 0))  # not kept before the regression
 
 
 class ActorFit(_NetworkCheck):
