@@ -209,6 +209,7 @@ def test_a_critic_a_plain_regression_outfits_is_named_with_wider_layers(tmp_path
     assert len(usual) == 1
     assert usual[0].suggested_set == {"networks.critic.hidden_sizes": [128, 128]}
     assert "plain regression" in usual[0].message
+    assert usual[0].value == {"unexplained": 0.08, "regression_unexplained": 0.01}
     uneven = feed(rules(tmp_path, hidden_sizes=[2048, 64])["critic_fit"], OUTFITTED, 3)
     assert uneven[0].suggested_set == {"networks.critic.hidden_sizes": [2048, 128]}
     widest = feed(rules(tmp_path, hidden_sizes=[1024, 1024])["critic_fit"], OUTFITTED, 3)

@@ -216,8 +216,12 @@ class CriticFit(_NetworkCheck):
             evidence = (f"the critic explains {stats['explained']:.2f} of its one-step "
                         f"targets' variance (TD error RMS {stats['td_rms']:.3g} against the "
                         f"targets' std {stats['target_std']:.3g}): it cannot fit them")
+        # the evidence: the explained share, or both unexplained shares compared
+        value = ({"unexplained": _four(1 - stats["held_explained"]),
+                  "regression_unexplained": _four(1 - stats["reference_explained"])}
+                 if outfitted else stats["explained"])
         return self.fire(
-            env_steps, stats["explained"],
+            env_steps, value,
             f"after {updates} updates {evidence}, {self.options.measurements} measurements "
             f"in a row; {cause}", suggested_set=proposed)
 
@@ -272,6 +276,10 @@ class ActorDirection(_NetworkCheck):
             f"{stats['rank']:.0%} of uniform actions, {self.options.measurements} "
             "measurements in a row: the actor moves toward what its critic values least; "
             "check the sign of the actor's loss (-Q, minimised)", suggested_set={})
+
+
+def _four(value: float) -> float:
+    return float(f"{value:.4g}")
 
 
 def _sets(proposed: dict[str, Any]) -> str:
