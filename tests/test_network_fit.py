@@ -141,6 +141,16 @@ def test_an_actor_that_descends_its_critic_is_named_by_direction_not_fit(tmp_pat
     assert feed(found["actor_fit"], worst, 3) == []
 
 
+def test_an_actor_valued_well_under_the_uniform_actions_mean_descends(tmp_path):
+    """A rank over 0.25 (states where the critic values actions nearly alike) but the
+    action half a std or more under the uniform actions' mean: descending. A random
+    actor sits at about 0 and is not named."""
+    found = rules(tmp_path)
+    assert feed(found["actor_direction"], {**GOOD, "rank": 0.29, "z": -0.7}, 3)
+    assert feed(found["actor_direction"], {**GOOD, "rank": 0.45, "z": -0.2}, 5) == []
+    assert feed(found["actor_direction"], {**GOOD, "rank": 0.6, "z": 0.3}, 5) == []
+
+
 @pytest.mark.parametrize("stats", [{**GOOD, "rank": 0.05, "action_spread": 0.0},
                                    {**GOOD, "explained": float("nan")}])
 def test_a_critic_that_values_every_action_alike_is_not_judged(tmp_path, stats):

@@ -18,9 +18,10 @@ in a row beyond its threshold:
 - `actor_fit`: the actor's rank under `threshold` (and above `actor_direction`'s): it
   does not reach the actions its critic values most. A too small actor, one whose rate,
   clipped gradient or rare updates barely move it.
-- `actor_direction`: the actor's rank under `threshold`: it sits among the actions its
-  critic values least, as an actor that descends its critic does (a loss of the wrong
-  sign, an optimiser stepping the wrong way).
+- `actor_direction`: the actor's rank under `threshold`, or its action's value over
+  `below_mean` of the uniform actions' std under their mean: it sits among the actions
+  its critic values least, as an actor that descends its critic does (a loss of the
+  wrong sign, an optimiser stepping the wrong way).
 
 The actor is judged only where the critic tells actions apart (the candidates' Q
 spread at least `min_spread` of its targets' spread): a critic that values every action
@@ -93,13 +94,18 @@ SPECS = (
         algorithms=ACTOR_Q_CRITICS,
         threshold=0.25, action="warn",
         fires_when="the actor's action ranks under this share of uniform actions by the "
-                   "critic's values, `measurements` measurements in a row (critic_fit's "
+                   "critic's values, or the critic values it `below_mean` of their std "
+                   "under their mean, `measurements` measurements in a row (critic_fit's "
                    "options; actor_fit's min_spread)",
         hypothesis="if the actor descends its critic (its loss has the wrong sign, or its "
                    "optimiser steps against the gradient), then its actions sit among those "
-                   "the critic values least",
+                   "the critic values least, below what a uniform action is worth",
         check="the actor's loss must be -Q(s, pi(s)) (minimised), or +Q maximised; check "
-              "the sign and which optimiser steps it"),
+              "the sign and which optimiser steps it",
+        options=(Option("below_mean", 0.5, "fires also where the actor's action is worth "
+                        "this many of the uniform actions' Q std under their mean (averaged "
+                        "over states): a random actor sits at about 0, one that follows "
+                        "its critic above it", NON_NEGATIVE),)),
 )
 
 
@@ -267,15 +273,17 @@ class ActorDirection(_NetworkCheck):
         return stats.get("action_spread", 0.0) >= min_spread
 
     def failing(self, stats: dict[str, Any]) -> bool:
-        return stats["rank"] < self.rule.threshold
+        z = stats.get("z", 0.0)  # not in fit lines written before it was judged
+        return stats["rank"] < self.rule.threshold or z < -self.settings.below_mean
 
     def finding(self, env_steps: int, updates: int, stats: dict[str, Any]) -> list[Finding]:
         return self.fire(
             env_steps, stats["rank"],
             f"after {updates} updates the critic values the actor's action above only "
-            f"{stats['rank']:.0%} of uniform actions, {self.options.measurements} "
-            "measurements in a row: the actor moves toward what its critic values least; "
-            "check the sign of the actor's loss (-Q, minimised)", suggested_set={})
+            f"{stats['rank']:.0%} of uniform actions, {-stats['z']:.2f} of their std under "
+            f"their mean, {self.options.measurements} measurements in a row: the actor "
+            "moves toward what its critic values least; check the sign of the actor's "
+            "loss (-Q, minimised)", suggested_set={})
 
 
 def _four(value: float) -> float:
