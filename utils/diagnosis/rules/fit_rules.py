@@ -104,7 +104,7 @@ SPECS = (
               "the sign and which optimiser steps it",
         options=(Option("below_mean", 0.5, "fires also where the actor's action is worth "
                         "this many of the uniform actions' Q std under their mean (averaged "
-                        "over states): a random actor sits at about 0, one that follows "
+                        "over states): a random actor would sit at about 0, one that follows "
                         "its critic above it", NON_NEGATIVE),)),
 )
 
