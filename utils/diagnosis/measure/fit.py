@@ -65,10 +65,9 @@ def critic_fit(view: AgentView, batch: Batch, gamma: float,
     q = view.q_value(batch.obs, batch.actions).double()  # [B, 1]
     next_q = view.q_value(batch.next_obs, view.actor(batch.next_obs)).double()
     target = batch.rewards.double() + gamma * (1.0 - batch.terminated.double()) * next_q
-    spread = float(target.var())
     error = target - q
-    explained = 1.0 - float(error.var()) / spread if spread > 0 else float("nan")
-    stats = {"explained": explained, "target_std": spread ** 0.5,
+    explained = _explained(target, q)
+    stats = {"explained": explained, "target_std": float(target.var()) ** 0.5,
              "target_size": float(target.abs().mean()),
              "td_rms": float(error.square().mean().sqrt())}
     if reference_below is not None and explained < reference_below:
