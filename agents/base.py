@@ -132,6 +132,11 @@ class Agent(Protocol):
         """Every optimiser by the role of what it steps (`actor`, `critic`, ...)."""
         ...
 
+    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The first critic's Q [B, 1] at `action` (env units): what the diagnostics read
+        of the critic."""
+        ...
+
     def probe_losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(critic loss, actor loss, critics' Q [n, B, 1]) on `batch`, with autograd graphs,
         without drawing from the agent's random stream and without changing any state

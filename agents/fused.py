@@ -4,8 +4,9 @@ The same maths as agents/deterministic.py (TD target, critic and actor losses, A
 averaging) for the stock ReLU MLPs, computed with the kernels of agents/fused_ops.py:
 gradients written straight into flat buffers, each network's Adam step and Polyak
 average one kernel. `update_backend: auto` takes it on the CPU for the stock networks;
-tests/test_backends.py checks that it agrees with the autograd update. Everything but
-the update (acting, saving, loading) is DDPGAgent's.
+tests/test_backends.py checks that it agrees with the autograd update. The diagnostics'
+probe (`hand_probe`) and their reading of the first critic (`q1`) run on the same
+kernels; acting, saving and loading are DDPGAgent's.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rltrain.agents import fused_ops
 from rltrain.agents.deterministic import Batch, DDPGAgent, DDPGSettings
 from rltrain.agents.fused_ops import FlatAdam, Layer
 from rltrain.agents.gemm import KeepsProducts
+from rltrain.agents.probes import Probe, probe_from_gradients
 
 
 class FusedDDPGAgent(KeepsProducts, DDPGAgent):
@@ -75,45 +77,76 @@ class FusedDDPGAgent(KeepsProducts, DDPGAgent):
         return torch.addcmul(batch.rewards, 1.0 - batch.terminated, target_q, value=s.gamma)
 
     def _critic_step(self, batch: Batch) -> dict[str, torch.Tensor]:
-        target_q = self.td_target(batch)
-        with torch.no_grad():
-            x = self.critic.inputs(batch.obs, batch.actions)  # action normalised, [B, in]
-            losses, qs = [], []
-            for layers, member_grads in zip(self._critic_views["critic"],
-                                            self._critic_views["critic_grads"], strict=True):
-                q, inputs = fused_ops.forward(layers, x, self.products)
-                error = q - target_q  # [B, 1]
-                losses.append(error.square().mean())
-                # d(mean error^2)/dq = 2 error / B
-                fused_ops.backward(layers, inputs, error.mul_(2.0 / error.shape[0]),
-                                   member_grads, self.products)
-                qs.append(q)
-            loss = torch.stack(losses).sum()
+        loss, q1 = self._critic_gradients(batch, self.td_target(batch),
+                                          self._critic_views["critic_grads"])
         self.critic_opt.attach_grads()
         grad_norm = self.critic_opt.step(loss, self.settings.grad_clip_norm)
-        return {"critic_loss": loss, "q_mean": qs[0].mean(), "critic_grad_norm": grad_norm}
+        return {"critic_loss": loss, "q_mean": q1.mean(), "critic_grad_norm": grad_norm}
+
+    @torch.no_grad()
+    def _critic_gradients(self, batch: Batch, target_q: torch.Tensor,
+                          grads: list[list[Layer]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The sum of the critics' MSE to `target_q`, with its gradient written into
+        `grads` (each member's layers), and the first critic's Q [B, 1]."""
+        x = self.critic.inputs(batch.obs, batch.actions)  # action normalised, [B, in]
+        losses, qs = [], []
+        for layers, member_grads in zip(self._critic_views["critic"], grads, strict=True):
+            q, inputs = fused_ops.forward(layers, x, self.products)
+            error = q - target_q  # [B, 1]
+            losses.append(error.square().mean())
+            # d(mean error^2)/dq = 2 error / B
+            fused_ops.backward(layers, inputs, error.mul_(2.0 / error.shape[0]),
+                               member_grads, self.products)
+            qs.append(q)
+        return torch.stack(losses).sum(), qs[0]
 
     def _actor_step(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        # The loss -mean Q1(s, pi(s)) reaches the actor through the critic's input
-        # gradient only: the critic's weights get none, its `.grad` stays as it was.
-        with torch.no_grad():
-            actor_layers: list[Layer] = self._actor_views["actor"]
-            action, actor_inputs = fused_ops.forward(actor_layers, obs, self.products)
-            action = action.tanh_()  # normalised, [B, action_dim]
-            q1_layers = self._critic_views["critic"][0]
-            q, critic_inputs = fused_ops.forward(q1_layers, torch.cat([obs, action], dim=-1),
-                                                 self.products)
-            loss = -q.mean()
-            grad_q = torch.full_like(q, -1.0 / q.shape[0])
-            grad_input = fused_ops.backward(q1_layers, critic_inputs, grad_q,
-                                            products=self.products)
-            grad_action = grad_input[:, obs.shape[1]:]
-            grad_pre_tanh = grad_action - grad_action * action.square()  # tanh' = 1 - tanh^2
-            fused_ops.backward(actor_layers, actor_inputs, grad_pre_tanh,
-                               self._actor_views["actor_grads"], self.products)
+        loss = self._actor_gradients(obs, self._actor_views["actor_grads"])
         self.actor_opt.attach_grads()
         grad_norm = self.actor_opt.step(loss, self.settings.grad_clip_norm)
         return {"actor_loss": loss, "actor_grad_norm": grad_norm}
+
+    @torch.no_grad()
+    def _actor_gradients(self, obs: torch.Tensor, grads: list[Layer]) -> torch.Tensor:
+        """-mean Q1(s, pi(s)), with its gradient written into `grads` (the actor's
+        layers). The loss reaches the actor through the critic's input gradient only:
+        the critic's weights get none, its `.grad` stays as it was."""
+        actor_layers: list[Layer] = self._actor_views["actor"]
+        action, actor_inputs = fused_ops.forward(actor_layers, obs, self.products)
+        action = action.tanh_()  # normalised, [B, action_dim]
+        q1_layers = self._critic_views["critic"][0]
+        q, critic_inputs = fused_ops.forward(q1_layers, torch.cat([obs, action], dim=-1),
+                                             self.products)
+        loss = -q.mean()
+        grad_q = torch.full_like(q, -1.0 / q.shape[0])
+        grad_input = fused_ops.backward(q1_layers, critic_inputs, grad_q,
+                                        products=self.products)
+        grad_action = grad_input[:, obs.shape[1]:]
+        grad_pre_tanh = grad_action - grad_action * action.square()  # tanh' = 1 - tanh^2
+        fused_ops.backward(actor_layers, actor_inputs, grad_pre_tanh, grads, self.products)
+        return loss
+
+    @torch.no_grad()
+    def hand_probe(self, batch: Batch) -> Probe:
+        """agents/probes.py's probe with this update's kernels: the losses of
+        `DDPGAgent.probe_losses` (no target smoothing noise) and their gradients,
+        written into scratch buffers."""
+        critic_grads = self.critic_opt.scratch_grads()
+        critic_loss, q1 = self._critic_gradients(batch, self.td_target(batch, smooth=False),
+                                                 fused_ops.ensemble_members(critic_grads))
+        actor_grads = self.actor_opt.scratch_grads()
+        actor_loss = self._actor_gradients(batch.obs,
+                                           fused_ops.as_layers(actor_grads, transposed=True))
+        return probe_from_gradients(self.critic, critic_grads, self.actor, actor_grads,
+                                    (critic_loss, actor_loss), q1.mean())
+
+    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The first critic's Q [B, 1] through this update's kernels (outside autograd;
+        with gradients on, the module's)."""
+        if torch.is_grad_enabled():
+            return super().q1(obs, action)
+        return fused_ops.forward(self._critic_views["critic"][0],
+                                 self.critic.inputs(obs, action), self.products)[0]
 
     @torch.no_grad()
     def _soft_update_targets(self) -> None:

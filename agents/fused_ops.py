@@ -166,6 +166,11 @@ class FlatAdam:
         sizes = [p.numel() for p in self.params]
         return [v.view_as(p) for v, p in zip(flat.split(sizes), self.params, strict=True)]
 
+    def scratch_grads(self) -> list[torch.Tensor]:
+        """Zero gradients shaped like the parameters, views of a flat buffer of their own
+        (a probe's: `grads` keep what the last update left)."""
+        return self._views(torch.zeros_like(self.grad))
+
     def attach_grads(self) -> None:
         """Make the buffer's views the parameters' `.grad` again (a user may have
         replaced them)."""

@@ -8,7 +8,8 @@ gradient straight into the flat buffers of rltrain's Adam (agents/sac_flat.py), 
 autograd graph; the actor's passes on the batch and on the next observations are one
 matrix product per layer (its weights do not change between them); the target critics are
 one flat buffer, averaged in one kernel. tests/test_sac_fused.py checks that it agrees
-with the autograd update. Acting, saving, loading and the diagnostics' probes are
+with the autograd update. The diagnostics' probe (`hand_probe`) and their reading of
+the first critic (`q1`) run on the same kernels; acting, saving and loading are
 SACAgent's.
 
 The gradient of the tanh-squashed Gaussian's loss, per action dimension, with
@@ -30,7 +31,9 @@ from rltrain.agents import fused_ops
 from rltrain.agents.base import Batch, CommonSettings
 from rltrain.agents.fused_ops import Layer
 from rltrain.agents.gemm import KeepsProducts, Products
+from rltrain.agents.probes import Probe, probe_from_gradients
 from rltrain.agents.sac_flat import FlatSACAgent
+from rltrain.agents.sac_update import PROBE_SEED
 from rltrain.networks.gaussian_actor import HALF_LOG_2PI, LOG_STD_MAX, LOG_STD_MIN, TANH_EPS
 
 
@@ -39,7 +42,8 @@ class _Policy:
     the actor's backward pass needs of the batch's half."""
 
     def __init__(self, hidden: list[Layer], heads: list[Layer], batch: Batch,
-                 generator: torch.Generator, products: Products) -> None:
+                 generator: torch.Generator, products: Products,
+                 next_first: bool = False) -> None:
         rows = batch.obs.shape[0]
         latent, inputs = fused_ops.forward(hidden, torch.cat([batch.obs, batch.next_obs]),
                                            products, relu_output=True)
@@ -48,9 +52,12 @@ class _Policy:
         raw_log_std = torch.addmm(std_b, latent, std_w)
         log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
         std = log_std.exp()
-        # The batch's draw first, then the next observations': the reference's order.
+        # The batch's draw first, then the next observations': the reference update's
+        # order (`next_first`: the reference probe's, whose TD target samples first).
         eps = torch.randn(mean[:rows].shape, device=mean.device, generator=generator)
         eps_next = torch.randn(mean[:rows].shape, device=mean.device, generator=generator)
+        if next_first:
+            eps, eps_next = eps_next, eps
         noise = torch.cat([eps, eps_next])
         squashed = torch.tanh(mean + std * noise)
         log_prob = (-0.5 * noise.square() - log_std - HALF_LOG_2PI).sum(-1, keepdim=True)
@@ -101,6 +108,33 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
             self._target.lerp_(self.critic_opt.param, self.settings.tau)
         return metrics
 
+    @torch.no_grad()
+    def hand_probe(self, batch: Batch) -> Probe:
+        """agents/probes.py's probe with this update's kernels: the losses of
+        `SACAgent.probe_losses` (the policy sampled from the probe's own stream, in its
+        order) and their gradients, written into scratch buffers."""
+        generator = torch.Generator(device=self.device).manual_seed(PROBE_SEED)
+        policy = _Policy(self._hidden, self._heads, batch, generator, self.products,
+                         next_first=True)
+        ent_coef = self.log_ent_coef.detach().exp()
+        critic_grads = self.critic_opt.scratch_grads()
+        critic_loss, q1 = self._critic_gradients(batch, policy, ent_coef,
+                                                 fused_ops.ensemble_members(critic_grads))
+        actor_grads = self.actor_opt.scratch_grads()
+        layers = fused_ops.as_layers(actor_grads, transposed=True)
+        actor_loss = self._actor_gradients(batch.obs, policy, ent_coef, layers[:-2],
+                                           layers[-2:])
+        return probe_from_gradients(self.critic, critic_grads, self.actor, actor_grads,
+                                    (critic_loss, actor_loss), q1.mean())
+
+    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The first critic's Q [B, 1] through this update's kernels (outside autograd;
+        with gradients on, the module's)."""
+        if torch.is_grad_enabled():
+            return super().q1(obs, action)
+        return fused_ops.forward(self._critics[0], self.critic.inputs(obs, action),
+                                 self.products)[0]
+
     def _fused_temperature_step(self, log_prob: torch.Tensor) -> dict[str, torch.Tensor]:
         if not self.temperature.learnt:
             return {}
@@ -114,6 +148,15 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
 
     def _fused_critic_step(self, batch: Batch, policy: _Policy,
                            ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
+        loss, q1 = self._critic_gradients(batch, policy, ent_coef, self._critic_grads)
+        self.critic_opt.attach_grads()
+        grad_norm = self.critic_opt.step(loss, self.settings.grad_clip_norm)
+        return {"critic_loss": loss, "q_mean": q1.mean(), "critic_grad_norm": grad_norm}
+
+    def _critic_gradients(self, batch: Batch, policy: _Policy, ent_coef: torch.Tensor,
+                          grads: list[list[Layer]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Half the sum of the critics' MSE to the soft TD target, with its gradient
+        written into `grads` (each member's layers), and the first critic's Q [B, 1]."""
         next_x = torch.cat([batch.next_obs, policy.next_squashed], dim=-1)
         target_q = torch.minimum(*(fused_ops.forward(member, next_x, self.products)[0]
                                    for member in self._targets))
@@ -121,21 +164,28 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
         target = batch.rewards + self.settings.gamma * (1.0 - batch.terminated) * soft_q
         x = self.critic.inputs(batch.obs, batch.actions)
         losses, qs = [], []
-        for layers, grads in zip(self._critics, self._critic_grads, strict=True):
+        for layers, member_grads in zip(self._critics, grads, strict=True):
             q, inputs = fused_ops.forward(layers, x, self.products)
             error = q - target
             losses.append(error.square().mean())
             # d(0.5 mean error^2)/dq = error / B
-            fused_ops.backward(layers, inputs, error.mul_(1.0 / error.shape[0]), grads,
+            fused_ops.backward(layers, inputs, error.mul_(1.0 / error.shape[0]), member_grads,
                                self.products)
             qs.append(q)
-        loss = 0.5 * torch.stack(losses).sum()
-        self.critic_opt.attach_grads()
-        grad_norm = self.critic_opt.step(loss, self.settings.grad_clip_norm)
-        return {"critic_loss": loss, "q_mean": qs[0].mean(), "critic_grad_norm": grad_norm}
+        return 0.5 * torch.stack(losses).sum(), qs[0]
 
     def _fused_actor_step(self, obs: torch.Tensor, policy: _Policy,
                           ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
+        loss = self._actor_gradients(obs, policy, ent_coef, self._hidden_grads,
+                                     self._head_grads)
+        self.actor_opt.attach_grads()
+        grad_norm = self.actor_opt.step(loss, self.settings.grad_clip_norm)
+        return {"actor_loss": loss, "actor_grad_norm": grad_norm}
+
+    def _actor_gradients(self, obs: torch.Tensor, policy: _Policy, ent_coef: torch.Tensor,
+                         hidden_grads: list[Layer], head_grads: list[Layer]) -> torch.Tensor:
+        """The actor's loss, with its gradient written into `hidden_grads` and
+        `head_grads` (the hidden stack's layers; the mean's and log std's heads)."""
         rows = obs.shape[0]
         x = torch.cat([obs, policy.squashed], dim=-1)
         passes = [fused_ops.forward(member, x, self.products) for member in self._critics]
@@ -157,14 +207,11 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
         grad_log_std = torch.where(policy.unclamped,
                                    grad_u * policy.std * policy.eps - grad_log_prob, 0.0)
         (mu_w, _), (std_w, _) = self._heads
-        for grad, (weight_grad, bias_grad) in zip((grad_u, grad_log_std), self._head_grads,
+        for grad, (weight_grad, bias_grad) in zip((grad_u, grad_log_std), head_grads,
                                                   strict=True):
             torch.mm(policy.latent.t(), grad, out=weight_grad)
             torch.sum(grad, dim=0, out=bias_grad)
         grad_latent = torch.addmm(torch.mm(grad_u, mu_w.t()), grad_log_std, std_w.t())
         grad_hidden = fused_ops.relu_backward(grad_latent, policy.latent)
-        fused_ops.backward(self._hidden, policy.inputs, grad_hidden, self._hidden_grads,
-                           self.products)
-        self.actor_opt.attach_grads()
-        grad_norm = self.actor_opt.step(loss, self.settings.grad_clip_norm)
-        return {"actor_loss": loss, "actor_grad_norm": grad_norm}
+        fused_ops.backward(self._hidden, policy.inputs, grad_hidden, hidden_grads, self.products)
+        return loss

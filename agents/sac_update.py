@@ -238,6 +238,9 @@ class SACAgent:
             found["ent_coef"] = self.ent_coef_opt
         return found
 
+    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.critic.q1(obs, action)
+
     def probe_losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Critic and actor losses on `batch` with their graphs, sampling from a stream of
         the probe's own (the agent's random stream is left as it is)."""

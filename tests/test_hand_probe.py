@@ -1,0 +1,114 @@
+"""A fused agent's probe (`hand_probe`, agents/probes.py) and its reading of the first
+critic (`q1`) give what the autograd agent's give on the same weights, and leave the
+agent as it was."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from test_backends import batches
+from test_backends import make as make_deterministic
+from test_sac import make_batch
+from test_sac_fused import WIDE
+from test_sac_fused import make as make_sac
+
+from rltrain.agents import gemm
+from rltrain.agents.fused import FusedDDPGAgent
+from rltrain.agents.probes import Probe, gradient_probe
+from rltrain.agents.sac_fused import FusedSACAgent
+from rltrain.agents.sac_update import SACAgent
+
+RELATIVE = 1e-4  # float32 rounding of two kernels, summed over a layer
+
+
+def sac_pair(kernel: str):
+    return make_sac(FusedSACAgent, kernel=kernel, net=WIDE), make_sac(SACAgent, net=WIDE)
+
+
+def deterministic_pair(kernel: str, algo: str):
+    overrides = {"hidden_sizes": [48, 48], "algo": algo}
+    return (make_deterministic("fused", matmul_kernel=kernel, **overrides),
+            make_deterministic("autograd", **overrides))
+
+
+def trained_pairs(kernel: str):
+    """(fused, autograd) agents with the same weights after some updates of the fused
+    one, and a batch of their kind."""
+    pairs = [(*sac_pair(kernel), [make_batch(seed=s) for s in range(25)]),
+             (*deterministic_pair(kernel, "td3"), batches(25)),
+             (*deterministic_pair(kernel, "ddpg"), batches(25))]
+    for fused, reference, train in pairs:
+        for batch in train[:-1]:
+            fused.update(batch)
+        reference.load_state_dict(fused.state_dict())
+        yield fused, reference, train[-1]
+
+
+def close(a: float, b: float) -> bool:
+    return abs(a - b) <= RELATIVE * max(abs(b), 1e-6)
+
+
+def assert_probes_agree(hand: Probe, reference: Probe) -> None:
+    for field in ("critic_loss", "actor_loss", "q_mean"):
+        assert close(getattr(hand, field), getattr(reference, field)), field
+    for layers in ("critic_layers", "actor_layers"):
+        mine, theirs = getattr(hand, layers), getattr(reference, layers)
+        assert mine.keys() == theirs.keys()
+        assert all(close(mine[k], theirs[k]) for k in theirs), (layers, mine, theirs)
+
+
+@pytest.mark.parametrize("kernel", gemm.available())
+def test_a_fused_agents_probe_agrees_with_autograds(kernel):
+    for fused, reference, batch in trained_pairs(kernel):
+        assert type(fused) in (FusedSACAgent, FusedDDPGAgent)
+        hand = gradient_probe(fused, batch)
+        assert_probes_agree(hand, gradient_probe(reference, batch))
+        # the gradients are the batch's: another batch gives other norms
+        other = gradient_probe(fused, batches(1, seed=9)[0] if type(fused) is FusedDDPGAgent
+                               else make_batch(seed=99))
+        assert not close(other.critic_layers["layers.0.weight"],
+                         hand.critic_layers["layers.0.weight"])
+
+
+def test_a_probe_leaves_the_agent_and_its_next_update_as_they_were():
+    for fused, _, batch in trained_pairs("blas"):
+        state = copy.deepcopy(fused.state_dict())  # its tensors are the live ones
+        grads = [opt.grad.clone() for opt in (fused.actor_opt, fused.critic_opt)]
+        gradient_probe(fused, batch)
+        assert all(torch.equal(g, opt.grad)
+                   for g, opt in zip(grads, (fused.actor_opt, fused.critic_opt), strict=True))
+        after = fused.state_dict()
+        for key in ("actor", "critic", "agent_generator"):
+            assert str(state[key]) == str(after[key]), key
+        probed = fused.update(batch)
+        twin = trained_twin(fused, state)
+        plain = twin.update(batch)
+        assert all(torch.equal(probed[k], plain[k]) for k in plain)
+
+
+def trained_twin(agent, state):
+    """A fresh agent of `agent`'s kind and settings, loaded from `state`."""
+    if isinstance(agent, FusedSACAgent):
+        twin = make_sac(FusedSACAgent, kernel=agent.products.kind, net=WIDE)
+    else:
+        algo = "td3" if agent.settings.policy_delay > 1 else "ddpg"
+        twin = deterministic_pair(agent.products.kind, algo)[0]
+    twin.load_state_dict(state)
+    return twin
+
+
+@pytest.mark.parametrize("kernel", gemm.available())
+def test_a_fused_agents_q1_agrees_and_keeps_autograd_where_asked(kernel):
+    for fused, reference, batch in trained_pairs(kernel):
+        with torch.no_grad():
+            mine = fused.q1(batch.obs, batch.actions)
+            theirs = reference.q1(batch.obs, batch.actions)
+        assert mine.shape == theirs.shape == (len(batch.obs), 1)
+        assert torch.allclose(mine, theirs, rtol=1e-5, atol=1e-5)
+        assert mine.grad_fn is None
+        actions = batch.actions.clone().requires_grad_(True)
+        with_grad = fused.q1(batch.obs, actions)  # the module's pass, differentiable
+        (grad,) = torch.autograd.grad(with_grad.sum(), actions)
+        assert float(grad.abs().sum()) > 0
