@@ -1,4 +1,4 @@
-"""TQC's update maths (agents/tqc.py, networks/quantile_critic.py) on tiny networks and
+"""TQC's update maths (agents/tqc_update.py, networks/quantile_critic.py) on tiny networks and
 hand-made batches."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from test_sac import HIGH, LOW, make_batch, params
 
 from rltrain.agents.base import CommonSettings
 from rltrain.agents.registry import TQCOptions
-from rltrain.agents.tqc import TQCAgent, build, quantile_huber_loss
+from rltrain.agents.tqc import build
+from rltrain.agents.tqc_update import TQCAgent, quantile_huber_loss
 from rltrain.networks.mlp import NetworkSpec
 from rltrain.utils.training.replay_buffer import Batch
 
