@@ -136,8 +136,19 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
 
     def _fused_actor_step(self, obs: torch.Tensor, policy: _Policy,
                           ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
-        rows = obs.shape[0]
         x = torch.cat([obs, policy.squashed], dim=-1)
+        loss, grad_x = self._actor_loss_through_critics(x, policy, ent_coef)
+        grad_s = grad_x[:, obs.shape[1]:]  # the critic takes s itself (normalised units)
+        self._policy_backward(policy, grad_s, ent_coef)
+        self.actor_opt.attach_grads()
+        grad_norm = self.actor_opt.step(loss, self.settings.grad_clip_norm)
+        return {"actor_loss": loss, "actor_grad_norm": grad_norm}
+
+    def _actor_loss_through_critics(self, x: torch.Tensor, policy: _Policy,
+                                    ent_coef: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's loss mean(alpha log pi - min_i Q_i(x)) at the critics' input
+        x = [obs, squashed action] [B, in], and its gradient with respect to x."""
+        rows = x.shape[0]
         passes = [fused_ops.forward(member, x, self.products) for member in self._critics]
         (q1, inputs1), (q2, inputs2) = passes
         loss = (ent_coef * policy.log_prob - torch.minimum(q1, q2)).mean()
@@ -147,7 +158,14 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
         grad_q2 = torch.where(second, -1.0 / rows, 0.0)
         grad_x = fused_ops.backward(self._critics[0], inputs1, grad_q1, products=self.products)
         grad_x += fused_ops.backward(self._critics[1], inputs2, grad_q2, products=self.products)
-        grad_s = grad_x[:, obs.shape[1]:]  # the critic takes s itself (normalised units)
+        return loss, grad_x
+
+    def _policy_backward(self, policy: _Policy, grad_s: torch.Tensor,
+                         ent_coef: torch.Tensor) -> None:
+        """Write the actor's gradient into its optimiser's buffer, from dLoss/ds [B, A]
+        (what reaches the squashed action through the critics) and the loss's
+        alpha log pi term (the module docstring's formulas)."""
+        rows = grad_s.shape[0]
         s = policy.squashed
         grad_log_prob = ent_coef / rows
         # 1 + (-s^2 + 1e-6) as the reference's log1p computes it: near |s| = 1 it is not
@@ -165,6 +183,3 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
         grad_hidden = fused_ops.relu_backward(grad_latent, policy.latent)
         fused_ops.backward(self._hidden, policy.inputs, grad_hidden, self._hidden_grads,
                            self.products)
-        self.actor_opt.attach_grads()
-        grad_norm = self.actor_opt.step(loss, self.settings.grad_clip_norm)
-        return {"actor_loss": loss, "actor_grad_norm": grad_norm}
