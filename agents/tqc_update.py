@@ -13,8 +13,8 @@ policy sample, the temperature's step, the critics', the actor's on the stepped
 critics, then the target critics every `target_update_interval` updates.
 
 This module is the readable reference: autograd's gradients, stepped by
-`torch.optim.Adam`. agents/tqc.py is the algorithm's entry that chooses between it and
-the faster updates of agents/tqc_fused.py.
+`torch.optim.Adam`. agents/tqc.py is the algorithm's entry, which chooses between it, the
+same update stepped by the flat Adam, and the hand-written one of agents/tqc_fused.py.
 """
 
 from __future__ import annotations
@@ -74,13 +74,18 @@ class TQCAgent(SACAgent):
                          ent_coef: torch.Tensor) -> torch.Tensor:
         """The target from the target critics' `pooled` quantiles [B, n Q] at (s', a') and
         log pi(a'|s') [B, 1]: the highest `top_quantiles_to_drop_per_net * n_critics`
-        dropped, the rest sorted; [B, kept]."""
+        dropped; [B, kept]."""
         options = self.options
         kept = pooled.shape[1] - options.top_quantiles_to_drop_per_net * options.n_critics
-        atoms = pooled.sort(dim=1).values[:, :kept]
+        atoms = self._lowest(pooled, kept)
         soft = atoms - ent_coef * next_log_prob
         # A time-limit truncation is not the end of the task: bootstrap through it.
         return batch.rewards + self.settings.gamma * (1.0 - batch.terminated) * soft
+
+    @staticmethod
+    def _lowest(pooled: torch.Tensor, kept: int) -> torch.Tensor:
+        """The `kept` lowest values of each row of `pooled`, in ascending order."""
+        return pooled.sort(dim=1).values[:, :kept]
 
     def critic_loss(self, batch: Batch, ent_coef: torch.Tensor,
                     generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
