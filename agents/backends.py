@@ -5,10 +5,13 @@
   ReLU MLPs; refused for anything else, or when torch lacks one of its private ops.
 - `auto`: fused on the CPU for the stock networks, where it measures faster
   (benchmarks/throughput.py); autograd otherwise (also on CUDA, where the fused path has
-  not been measured faster).
+  not been measured faster). For an update that also has a flat-Adam variant (SAC's,
+  TQC's: `choose_agent_class`), `auto` takes that one on the CPU for other networks.
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -19,6 +22,7 @@ from rltrain.agents.deterministic import DDPGAgent, DDPGSettings
 from rltrain.agents.fused import FusedDDPGAgent
 
 BACKENDS = ("auto", "autograd", "fused")
+AgentClass = TypeVar("AgentClass", bound=type)
 
 
 def choose_backend(requested: str, settings: CommonSettings,
@@ -38,6 +42,22 @@ def choose_backend(requested: str, settings: CommonSettings,
                             "update runs through autograd (update_backend autograd), which "
                             "is slower on the CPU but gives the same results")
     return "fused", None
+
+
+def choose_agent_class(requested: str, settings: CommonSettings, device: torch.device,
+                       reference: AgentClass, flat: AgentClass, fused: AgentClass
+                       ) -> tuple[AgentClass, str | None]:
+    """The agent class `requested` resolves to for an update with three implementations
+    (SAC's, TQC's): the autograd `reference` stepped by torch.optim, the same gradients
+    stepped by the flat Adam (`flat`), hand-written ones (`fused`); and `choose_backend`'s
+    warning. `auto` takes the flat one on the CPU where the fused one does not apply
+    (other networks than the stock MLP) and torch has the flat Adam's ops."""
+    chosen, warning = choose_backend(requested, settings, device)
+    if chosen == "fused":
+        return fused, warning
+    if requested == "auto" and device.type == "cpu" and not fused_ops.missing_ops():
+        return flat, warning
+    return reference, warning
 
 
 def make_agent(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,

@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltrain.agents import fused_ops
-from rltrain.agents.backends import choose_backend
+from rltrain.agents.backends import choose_agent_class
 from rltrain.agents.base import Agent, CommonSettings, Implementation, built_from_spec
 from rltrain.agents.sac_flat import FlatSACAgent
 from rltrain.agents.sac_fused import FusedSACAgent
@@ -32,12 +31,8 @@ def build(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
     """SAC's agent for `backend` (chosen as DDPG's and TD3's, agents/backends.py), and a
     warning when `auto` had to fall back; `fused` for a network it cannot run is a
     ValueError. The autograd update is stepped by the flat Adam on the CPU with `auto`."""
-    chosen, warning = choose_backend(backend, common, device)
-    cls: type[SACAgent] = SACAgent
-    if chosen == "fused":
-        cls = FusedSACAgent
-    elif backend == "auto" and device.type == "cpu" and not fused_ops.missing_ops():
-        cls = FlatSACAgent
+    cls, warning = choose_agent_class(backend, common, device, reference=SACAgent,
+                                      flat=FlatSACAgent, fused=FusedSACAgent)
     return cls(obs_dim, action_low, action_high, common, options, device), warning
 
 

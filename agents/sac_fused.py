@@ -128,12 +128,14 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
                                     (critic_loss, actor_loss), q1.mean())
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """The first critic's Q [B, 1] through this update's kernels (outside autograd;
-        with gradients on, the module's)."""
+        """The first critic's Q [B, 1] through this update's kernels: the mean of its
+        outputs (one, or a quantile critic's quantiles). Outside autograd; with
+        gradients on, the module's."""
         if torch.is_grad_enabled():
             return super().q1(obs, action)
-        return fused_ops.forward(self._critics[0], self.critic.inputs(obs, action),
-                                 self.products)[0]
+        outputs = fused_ops.forward(self._critics[0], self.critic.inputs(obs, action),
+                                    self.products)[0]
+        return outputs.mean(dim=-1, keepdim=True)
 
     def _fused_temperature_step(self, log_prob: torch.Tensor) -> dict[str, torch.Tensor]:
         if not self.temperature.learnt:
@@ -156,7 +158,8 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
     def _critic_gradients(self, batch: Batch, policy: _Policy, ent_coef: torch.Tensor,
                           grads: list[list[Layer]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Half the sum of the critics' MSE to the soft TD target, with its gradient
-        written into `grads` (each member's layers), and the first critic's Q [B, 1]."""
+        written into `grads` (each member's layers), and the first critic's Q [B, 1]
+        (the metrics' `q_mean` is its mean)."""
         next_x = torch.cat([batch.next_obs, policy.next_squashed], dim=-1)
         target_q = torch.minimum(*(fused_ops.forward(member, next_x, self.products)[0]
                                    for member in self._targets))
@@ -186,8 +189,17 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
                          hidden_grads: list[Layer], head_grads: list[Layer]) -> torch.Tensor:
         """The actor's loss, with its gradient written into `hidden_grads` and
         `head_grads` (the hidden stack's layers; the mean's and log std's heads)."""
-        rows = obs.shape[0]
         x = torch.cat([obs, policy.squashed], dim=-1)
+        loss, grad_x = self._actor_loss_through_critics(x, policy, ent_coef)
+        grad_s = grad_x[:, obs.shape[1]:]  # the critic takes s itself (normalised units)
+        self._policy_backward(policy, grad_s, ent_coef, hidden_grads, head_grads)
+        return loss
+
+    def _actor_loss_through_critics(self, x: torch.Tensor, policy: _Policy,
+                                    ent_coef: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's loss mean(alpha log pi - min_i Q_i(x)) at the critics' input
+        x = [obs, squashed action] [B, in], and its gradient with respect to x."""
+        rows = x.shape[0]
         passes = [fused_ops.forward(member, x, self.products) for member in self._critics]
         (q1, inputs1), (q2, inputs2) = passes
         loss = (ent_coef * policy.log_prob - torch.minimum(q1, q2)).mean()
@@ -197,7 +209,15 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
         grad_q2 = torch.where(second, -1.0 / rows, 0.0)
         grad_x = fused_ops.backward(self._critics[0], inputs1, grad_q1, products=self.products)
         grad_x += fused_ops.backward(self._critics[1], inputs2, grad_q2, products=self.products)
-        grad_s = grad_x[:, obs.shape[1]:]  # the critic takes s itself (normalised units)
+        return loss, grad_x
+
+    def _policy_backward(self, policy: _Policy, grad_s: torch.Tensor, ent_coef: torch.Tensor,
+                         hidden_grads: list[Layer], head_grads: list[Layer]) -> None:
+        """Write the actor's gradient into `hidden_grads` and `head_grads` (the hidden
+        stack's layers; the mean's and log std's heads), from dLoss/ds [B, A]
+        (what reaches the squashed action through the critics) and the loss's
+        alpha log pi term (the module docstring's formulas)."""
+        rows = grad_s.shape[0]
         s = policy.squashed
         grad_log_prob = ent_coef / rows
         # 1 + (-s^2 + 1e-6) as the reference's log1p computes it: near |s| = 1 it is not
@@ -214,4 +234,3 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
         grad_latent = torch.addmm(torch.mm(grad_u, mu_w.t()), grad_log_std, std_w.t())
         grad_hidden = fused_ops.relu_backward(grad_latent, policy.latent)
         fused_ops.backward(self._hidden, policy.inputs, grad_hidden, hidden_grads, self.products)
-        return loss

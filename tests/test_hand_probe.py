@@ -13,37 +13,45 @@ from test_backends import make as make_deterministic
 from test_sac import make_batch
 from test_sac_fused import WIDE
 from test_sac_fused import make as make_sac
+from test_tqc_fused import make as make_tqc
 
 from rltrain.agents import gemm
 from rltrain.agents.fused import FusedDDPGAgent
 from rltrain.agents.probes import Probe, gradient_probe
 from rltrain.agents.sac_fused import FusedSACAgent
 from rltrain.agents.sac_update import SACAgent
+from rltrain.agents.tqc_fused import FusedTQCAgent
+from rltrain.agents.tqc_update import TQCAgent
 
 RELATIVE = 1e-4  # float32 rounding of two kernels, summed over a layer
 
 
-def sac_pair(kernel: str):
-    return make_sac(FusedSACAgent, kernel=kernel, net=WIDE), make_sac(SACAgent, net=WIDE)
+def makers(kernel: str) -> list[tuple]:
+    """(make a fused agent, make the autograd one, batches of their kind) per algorithm."""
+    deterministic = {"hidden_sizes": [48, 48]}
+    return [
+        (lambda: make_sac(FusedSACAgent, kernel=kernel, net=WIDE),
+         lambda: make_sac(SACAgent, net=WIDE), lambda n, seed: [
+             make_batch(seed=seed + i) for i in range(n)]),
+        (lambda: make_tqc(FusedTQCAgent, kernel=kernel, net=WIDE),
+         lambda: make_tqc(TQCAgent, net=WIDE), lambda n, seed: [
+             make_batch(seed=seed + i) for i in range(n)]),
+        *((lambda algo=algo: make_deterministic("fused", algo=algo, matmul_kernel=kernel,
+                                                **deterministic),
+           lambda algo=algo: make_deterministic("autograd", algo=algo, **deterministic),
+           lambda n, seed: batches(n, seed=seed + 1)) for algo in ("td3", "ddpg"))]
 
 
-def deterministic_pair(kernel: str, algo: str):
-    overrides = {"hidden_sizes": [48, 48], "algo": algo}
-    return (make_deterministic("fused", matmul_kernel=kernel, **overrides),
-            make_deterministic("autograd", **overrides))
-
-
-def trained_pairs(kernel: str):
+def trained(kernel: str):
     """(fused, autograd) agents with the same weights after some updates of the fused
-    one, and a batch of their kind."""
-    pairs = [(*sac_pair(kernel), [make_batch(seed=s) for s in range(25)]),
-             (*deterministic_pair(kernel, "td3"), batches(25)),
-             (*deterministic_pair(kernel, "ddpg"), batches(25))]
-    for fused, reference, train in pairs:
+    one, a batch of their kind, how to make another fused one, and other batches."""
+    for make_fused, make_reference, batches_of_its_kind in makers(kernel):
+        fused, reference = make_fused(), make_reference()
+        train = batches_of_its_kind(25, 0)
         for batch in train[:-1]:
             fused.update(batch)
-        reference.load_state_dict(fused.state_dict())
-        yield fused, reference, train[-1]
+        reference.load_state_dict(copy.deepcopy(fused.state_dict()))
+        yield fused, reference, train[-1], make_fused, batches_of_its_kind
 
 
 def close(a: float, b: float) -> bool:
@@ -61,19 +69,20 @@ def assert_probes_agree(hand: Probe, reference: Probe) -> None:
 
 @pytest.mark.parametrize("kernel", gemm.available())
 def test_a_fused_agents_probe_agrees_with_autograds(kernel):
-    for fused, reference, batch in trained_pairs(kernel):
-        assert type(fused) in (FusedSACAgent, FusedDDPGAgent)
+    kinds = set()
+    for fused, reference, batch, _, batches_of_its_kind in trained(kernel):
+        kinds.add(type(fused))
         hand = gradient_probe(fused, batch)
         assert_probes_agree(hand, gradient_probe(reference, batch))
         # the gradients are the batch's: another batch gives other norms
-        other = gradient_probe(fused, batches(1, seed=9)[0] if type(fused) is FusedDDPGAgent
-                               else make_batch(seed=99))
+        other = gradient_probe(fused, batches_of_its_kind(1, 70)[0])
         assert not close(other.critic_layers["layers.0.weight"],
                          hand.critic_layers["layers.0.weight"])
+    assert kinds == {FusedSACAgent, FusedTQCAgent, FusedDDPGAgent}
 
 
 def test_a_probe_leaves_the_agent_and_its_next_update_as_they_were():
-    for fused, _, batch in trained_pairs("blas"):
+    for fused, _, batch, make_fused, _ in trained("blas"):
         state = copy.deepcopy(fused.state_dict())  # its tensors are the live ones
         grads = [opt.grad.clone() for opt in (fused.actor_opt, fused.critic_opt)]
         gradient_probe(fused, batch)
@@ -83,25 +92,15 @@ def test_a_probe_leaves_the_agent_and_its_next_update_as_they_were():
         for key in ("actor", "critic", "agent_generator"):
             assert str(state[key]) == str(after[key]), key
         probed = fused.update(batch)
-        twin = trained_twin(fused, state)
+        twin = make_fused()
+        twin.load_state_dict(state)
         plain = twin.update(batch)
         assert all(torch.equal(probed[k], plain[k]) for k in plain)
 
 
-def trained_twin(agent, state):
-    """A fresh agent of `agent`'s kind and settings, loaded from `state`."""
-    if isinstance(agent, FusedSACAgent):
-        twin = make_sac(FusedSACAgent, kernel=agent.products.kind, net=WIDE)
-    else:
-        algo = "td3" if agent.settings.policy_delay > 1 else "ddpg"
-        twin = deterministic_pair(agent.products.kind, algo)[0]
-    twin.load_state_dict(state)
-    return twin
-
-
 @pytest.mark.parametrize("kernel", gemm.available())
 def test_a_fused_agents_q1_agrees_and_keeps_autograd_where_asked(kernel):
-    for fused, reference, batch in trained_pairs(kernel):
+    for fused, reference, batch, _, _ in trained(kernel):
         with torch.no_grad():
             mine = fused.q1(batch.obs, batch.actions)
             theirs = reference.q1(batch.obs, batch.actions)

@@ -1,4 +1,4 @@
-"""TQC's update maths (agents/tqc.py, networks/quantile_critic.py) on tiny networks and
+"""TQC's update maths (agents/tqc_update.py, networks/quantile_critic.py) on tiny networks and
 hand-made batches."""
 
 from __future__ import annotations
@@ -6,13 +6,12 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-import pytest
 import torch
 from test_sac import HIGH, LOW, make_batch, params
 
 from rltrain.agents.base import CommonSettings
 from rltrain.agents.registry import TQCOptions
-from rltrain.agents.tqc import TQCAgent, build, quantile_huber_loss
+from rltrain.agents.tqc_update import TQCAgent, quantile_huber_loss
 from rltrain.networks.mlp import NetworkSpec
 from rltrain.utils.training.replay_buffer import Batch
 
@@ -79,11 +78,6 @@ def test_a_state_dict_continues_bit_for_bit():
         assert {k: float(v) for k, v in ours.items()} == {k: float(v) for k, v in theirs.items()}
     for a, b in ((agent.critic, restored.critic), (agent.critic_target, restored.critic_target)):
         assert all(torch.equal(x, y) for x, y in zip(params(a), params(b), strict=True))
-
-
-def test_the_fused_backend_is_refused():
-    with pytest.raises(ValueError, match="tqc trains with autograd"):
-        build(3, LOW, HIGH, CommonSettings(), TQCOptions(), torch.device("cpu"), "fused")
 
 
 def test_tqc_learns_a_one_step_task():
