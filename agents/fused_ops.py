@@ -144,11 +144,13 @@ def flatten_parameters(net: nn.Module) -> torch.Tensor:
 
 class FlatAdam:
     """Adam (Kingma & Ba, 2015) for one network, on flat parameter, gradient and moment
-    buffers whose views are the parameters and their `.grad`."""
+    buffers whose views are the parameters and their `.grad`; `betas` as torch's Adam
+    takes them."""
 
-    def __init__(self, net: nn.Module, lr: float, device: torch.device) -> None:
+    def __init__(self, net: nn.Module, lr: float, device: torch.device,
+                 betas: tuple[float, float] = BETAS) -> None:
         assert device.type in ("cpu", "cuda"), f"unsupported device {device}"
-        self.lr = lr
+        self.lr, self.betas = lr, betas
         self.params = list(net.parameters())
         self.param = flatten_parameters(net)
         self.grad = torch.zeros_like(self.param)
@@ -188,8 +190,8 @@ class FlatAdam:
         _check_finite([loss.detach(), norm], found_inf, self._one)
         self.step_count.add_(1)
         _fused_adam([self.param], [self.grad], [self.exp_avg], [self.exp_avg_sq], [],
-                    [self.step_count], amsgrad=False, lr=self.lr, beta1=BETAS[0],
-                    beta2=BETAS[1], weight_decay=0.0, eps=EPS, maximize=False,
+                    [self.step_count], amsgrad=False, lr=self.lr, beta1=self.betas[0],
+                    beta2=self.betas[1], weight_decay=0.0, eps=EPS, maximize=False,
                     grad_scale=None, found_inf=found_inf)
         self.step_count.sub_(found_inf)
         return norm
@@ -200,7 +202,7 @@ class FlatAdam:
                          "exp_avg_sq": exp_avg_sq}
                  for index, (exp_avg, exp_avg_sq) in enumerate(
                      zip(self._views(self.exp_avg), self._views(self.exp_avg_sq), strict=True))}
-        group = {"lr": self.lr, "betas": BETAS, "eps": EPS, "weight_decay": 0.0,
+        group = {"lr": self.lr, "betas": self.betas, "eps": EPS, "weight_decay": 0.0,
                  "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
                  "differentiable": False, "fused": True, "decoupled_weight_decay": False,
                  "params": list(range(len(self.params)))}
@@ -209,7 +211,8 @@ class FlatAdam:
     @torch.no_grad()
     def load_state_dict(self, saved: dict[str, Any]) -> None:
         """Copy saved moments and step counts in (torch's layout; a state saved before the
-        first step is empty). The saved learning rate is ignored: the config's applies."""
+        first step is empty). The saved learning rate and betas are ignored: the config's
+        and the algorithm's apply."""
         state = saved["state"]
         if not state:  # saved before the first step
             for tensor in (self.step_count, self.exp_avg, self.exp_avg_sq):

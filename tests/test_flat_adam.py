@@ -39,10 +39,12 @@ def step_torch(opt: torch.optim.Adam, net: torch.nn.Module, step: int) -> None:
     opt.step()
 
 
-def test_steps_and_state_are_bit_identical_to_torch_fused_adam():
+@pytest.mark.parametrize("betas", [None, (0.5, 0.999)])  # torch's default; CrossQ's
+def test_steps_and_state_are_bit_identical_to_torch_fused_adam(betas):
     ours_net, torch_net = make_net(), make_net()
-    ours = FlatAdam(ours_net, 1e-2, DEVICE)
-    reference = torch.optim.Adam(torch_net.parameters(), lr=1e-2, fused=True)
+    given = {} if betas is None else {"betas": betas}
+    ours = FlatAdam(ours_net, 1e-2, DEVICE, **given)
+    reference = torch.optim.Adam(torch_net.parameters(), lr=1e-2, fused=True, **given)
     for step in range(5):
         step_ours(ours, ours_net, step)
         step_torch(reference, torch_net, step)
@@ -51,6 +53,7 @@ def test_steps_and_state_are_bit_identical_to_torch_fused_adam():
     theirs = reference.state_dict()
     mine = ours.state_dict()
     assert mine["param_groups"][0].keys() == theirs["param_groups"][0].keys()
+    assert mine["param_groups"][0]["betas"] == theirs["param_groups"][0]["betas"]
     for index, entry in theirs["state"].items():
         for name, value in entry.items():
             assert torch.equal(mine["state"][index][name], value), (index, name)
