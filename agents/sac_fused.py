@@ -9,14 +9,8 @@ autograd graph; the actor's passes on the batch and on the next observations are
 matrix product per layer (its weights do not change between them); the target critics are
 one flat buffer, averaged in one kernel. tests/test_sac_fused.py checks that it agrees
 with the autograd update. Acting, saving, loading and the diagnostics' probes are
-SACAgent's.
-
-The gradient of the tanh-squashed Gaussian's loss, per action dimension, with
-u = mean + std * eps, s = tanh(u), log pi = sum(-eps^2/2 - log std - log(2 pi)/2)
-- sum(log(1 - s^2 + 1e-6)), and the actor's loss mean(alpha log pi - min_i Q_i(obs, s)):
-  dL/du = (dL/ds + dL/dlog pi * 2 s / (1 - s^2 + 1e-6)) * (1 - s^2)
-  dL/dmean = dL/du;  dL/dlog std = dL/du * std * eps - dL/dlog pi  (0 where clamped)
-where dL/ds reaches s through the critic whose Q is the lower on that row.
+SACAgent's. The policy's sample, the actor loss's gradient through it and the
+temperature's step are agents/max_entropy_ops.py's (CrossQ's fused update shares them).
 """
 
 from __future__ import annotations
@@ -26,12 +20,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltrain.agents import fused_ops
+from rltrain.agents import fused_ops, max_entropy_ops
 from rltrain.agents.base import Batch, CommonSettings
 from rltrain.agents.fused_ops import Layer
 from rltrain.agents.gemm import KeepsProducts, Products
 from rltrain.agents.sac_flat import FlatSACAgent
-from rltrain.networks.gaussian_actor import HALF_LOG_2PI, LOG_STD_MAX, LOG_STD_MIN, TANH_EPS
 
 
 class _Policy:
@@ -43,25 +36,16 @@ class _Policy:
         rows = batch.obs.shape[0]
         latent, inputs = fused_ops.forward(hidden, torch.cat([batch.obs, batch.next_obs]),
                                            products, relu_output=True)
-        (mu_w, mu_b), (std_w, std_b) = heads
-        mean = torch.addmm(mu_b, latent, mu_w)
-        raw_log_std = torch.addmm(std_b, latent, std_w)
-        log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-        std = log_std.exp()
+        mean, raw_log_std = max_entropy_ops.heads_forward(heads, latent)
         # The batch's draw first, then the next observations': the reference's order.
         eps = torch.randn(mean[:rows].shape, device=mean.device, generator=generator)
         eps_next = torch.randn(mean[:rows].shape, device=mean.device, generator=generator)
-        noise = torch.cat([eps, eps_next])
-        squashed = torch.tanh(mean + std * noise)
-        log_prob = (-0.5 * noise.square() - log_std - HALF_LOG_2PI).sum(-1, keepdim=True)
-        log_prob = log_prob - torch.log1p(-squashed.square() + TANH_EPS).sum(-1, keepdim=True)
-        self.squashed, self.next_squashed = squashed[:rows], squashed[rows:]
-        self.log_prob, self.next_log_prob = log_prob[:rows], log_prob[rows:]
-        # The batch's half of what the backward pass reads (row slices: no copies).
+        sample = max_entropy_ops.squash(mean, raw_log_std, torch.cat([eps, eps_next]))
+        # The batch's half and the next observations' (row slices: no copies).
+        self.sample, self.next_sample = sample.split(rows)
+        # The batch's half of what the backward pass reads of the hidden stack.
         self.inputs = [x[:rows] for x in inputs]
-        self.latent, self.eps, self.std = latent[:rows], eps, std[:rows]
-        self.unclamped = ((raw_log_std[:rows] >= LOG_STD_MIN)
-                          & (raw_log_std[:rows] <= LOG_STD_MAX))
+        self.latent = latent[:rows]
 
 
 class FusedSACAgent(KeepsProducts, FlatSACAgent):
@@ -92,32 +76,21 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
         self.updates += 1
         policy = _Policy(self._hidden, self._heads, batch, self.generator, self.products)
         ent_coef = self.log_ent_coef.detach().exp()  # this update's: before its own step
-        metrics = self._fused_temperature_step(policy.log_prob)
-        metrics.update(self._fused_critic_step(batch, policy, ent_coef))
+        metrics = max_entropy_ops.temperature_step(self, policy.sample.log_prob)
+        metrics.update(self._fused_critic_step(batch, policy.next_sample, ent_coef))
         metrics.update(self._fused_actor_step(batch.obs, policy, ent_coef))
         metrics["ent_coef"] = ent_coef[0]
-        metrics["entropy"] = -policy.log_prob.mean()
+        metrics["entropy"] = -policy.sample.log_prob.mean()
         if self.updates % self.options.target_update_interval == 0:
             self._target.lerp_(self.critic_opt.param, self.settings.tau)
         return metrics
 
-    def _fused_temperature_step(self, log_prob: torch.Tensor) -> dict[str, torch.Tensor]:
-        if not self.temperature.learnt:
-            return {}
-        shortfall = log_prob + self.target_entropy
-        loss = -(self.log_ent_coef * shortfall).mean()
-        optimiser = self.ent_coef_opt
-        torch.mean(shortfall, dim=0, out=optimiser.grad).neg_()  # dLoss/dlog(alpha)
-        optimiser.attach_grads()
-        optimiser.step(loss, None)
-        return {"ent_coef_loss": loss}
-
-    def _fused_critic_step(self, batch: Batch, policy: _Policy,
+    def _fused_critic_step(self, batch: Batch, next_sample: max_entropy_ops.Squashed,
                            ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
-        next_x = torch.cat([batch.next_obs, policy.next_squashed], dim=-1)
+        next_x = torch.cat([batch.next_obs, next_sample.squashed], dim=-1)
         target_q = torch.minimum(*(fused_ops.forward(member, next_x, self.products)[0]
                                    for member in self._targets))
-        soft_q = target_q - ent_coef * policy.next_log_prob
+        soft_q = target_q - ent_coef * next_sample.log_prob
         target = batch.rewards + self.settings.gamma * (1.0 - batch.terminated) * soft_q
         x = self.critic.inputs(batch.obs, batch.actions)
         losses, qs = [], []
@@ -136,32 +109,19 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
 
     def _fused_actor_step(self, obs: torch.Tensor, policy: _Policy,
                           ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
-        rows = obs.shape[0]
-        x = torch.cat([obs, policy.squashed], dim=-1)
+        sample = policy.sample
+        x = torch.cat([obs, sample.squashed], dim=-1)
         passes = [fused_ops.forward(member, x, self.products) for member in self._critics]
         (q1, inputs1), (q2, inputs2) = passes
-        loss = (ent_coef * policy.log_prob - torch.minimum(q1, q2)).mean()
-        # The minimum's gradient goes to the lower critic (the first where they tie).
-        second = q2 < q1
-        grad_q1 = torch.where(second, 0.0, -1.0 / rows)
-        grad_q2 = torch.where(second, -1.0 / rows, 0.0)
+        loss = (ent_coef * sample.log_prob - torch.minimum(q1, q2)).mean()
+        grad_q1, grad_q2 = max_entropy_ops.lower_critic_gradients(q1, q2)
         grad_x = fused_ops.backward(self._critics[0], inputs1, grad_q1, products=self.products)
         grad_x += fused_ops.backward(self._critics[1], inputs2, grad_q2, products=self.products)
         grad_s = grad_x[:, obs.shape[1]:]  # the critic takes s itself (normalised units)
-        s = policy.squashed
-        grad_log_prob = ent_coef / rows
-        # 1 + (-s^2 + 1e-6) as the reference's log1p computes it: near |s| = 1 it is not
-        # the same float as (1 - s^2) + 1e-6.
-        log1p_input = -s.square() + TANH_EPS
-        grad_u = (grad_s + grad_log_prob * 2.0 * s / (log1p_input + 1.0)) * (1.0 - s.square())
-        grad_log_std = torch.where(policy.unclamped,
-                                   grad_u * policy.std * policy.eps - grad_log_prob, 0.0)
-        (mu_w, _), (std_w, _) = self._heads
-        for grad, (weight_grad, bias_grad) in zip((grad_u, grad_log_std), self._head_grads,
-                                                  strict=True):
-            torch.mm(policy.latent.t(), grad, out=weight_grad)
-            torch.sum(grad, dim=0, out=bias_grad)
-        grad_latent = torch.addmm(torch.mm(grad_u, mu_w.t()), grad_log_std, std_w.t())
+        grad_u, grad_log_std = max_entropy_ops.squash_backward(sample, grad_s,
+                                                               ent_coef / obs.shape[0])
+        grad_latent = max_entropy_ops.heads_backward(self._heads, self._head_grads,
+                                                     policy.latent, grad_u, grad_log_std)
         grad_hidden = fused_ops.relu_backward(grad_latent, policy.latent)
         fused_ops.backward(self._hidden, policy.inputs, grad_hidden, self._hidden_grads,
                            self.products)
