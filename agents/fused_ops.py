@@ -95,20 +95,29 @@ def backward(layers: list[Layer], inputs: list[torch.Tensor], grad_output: torch
     into them and nothing is returned; without, the result is dLoss/dInput."""
     grad = grad_output
     for index in range(len(layers) - 1, -1, -1):
-        weight, _ = layers[index]
-        layer_input = inputs[index]
-        if grads is not None:
-            weight_grad, bias_grad = grads[index]
-            products.mm_into(weight_grad, layer_input.t(), grad)
-            torch.sum(grad, dim=0, keepdim=bias_grad.dim() == 2, out=bias_grad)
-            if index == 0:
-                return None
-        # An outer product when the layer has one output (a critic's Q): a broadcast
-        # multiply, several times faster than a GEMM with K=1.
-        grad = grad * weight.t() if grad.shape[1] == 1 else products.mm(grad, weight.t())
+        grad = linear_backward(layers[index], inputs[index], grad,
+                               None if grads is None else grads[index], products,
+                               input_grad=index > 0 or grads is None)
         if index > 0:  # through the ReLU that produced this layer's input
-            grad = relu_backward(grad, layer_input)
+            grad = relu_backward(grad, inputs[index])
     return grad
+
+
+def linear_backward(layer: Layer, layer_input: torch.Tensor, grad: torch.Tensor,
+                    grads: Layer | None = None, products: Products = BLAS,
+                    input_grad: bool = True) -> torch.Tensor | None:
+    """`grad` (dLoss/dOutput) through one layer: its weight and bias gradients written
+    into `grads` where given, and dLoss/dInput where `input_grad`."""
+    weight, _ = layer
+    if grads is not None:
+        weight_grad, bias_grad = grads
+        products.mm_into(weight_grad, layer_input.t(), grad)
+        torch.sum(grad, dim=0, keepdim=bias_grad.dim() == 2, out=bias_grad)
+    if not input_grad:
+        return None
+    # An outer product when the layer has one output (a critic's Q): a broadcast
+    # multiply, several times faster than a GEMM with K=1.
+    return grad * weight.t() if grad.shape[1] == 1 else products.mm(grad, weight.t())
 
 
 def relu_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
