@@ -168,10 +168,11 @@ class FlatAdam:
         self.exp_avg = torch.zeros_like(self.param)
         self.exp_avg_sq = torch.zeros_like(self.param)
         # One step count for all parameters (they always step together), a float32
-        # tensor as torch's fused Adam keeps it; state_dict() gives each its own copy.
-        self.step_count = torch.zeros((), device=device)
-        self._found_inf = torch.zeros((), device=device)
-        self._one = torch.ones((), device=device)
+        # tensor as torch's fused Adam keeps it, whatever the parameters' dtype (as are
+        # the NaN check's flag and scale); state_dict() gives each its own copy.
+        self.step_count = torch.zeros((), device=device, dtype=torch.float32)
+        self._found_inf = torch.zeros((), device=device, dtype=torch.float32)
+        self._one = torch.ones((), device=device, dtype=torch.float32)
 
     def _views(self, flat: torch.Tensor) -> list[torch.Tensor]:
         sizes = [p.numel() for p in self.params]

@@ -22,7 +22,8 @@ def make_net(seed: int = 0) -> torch.nn.Module:
 
 
 def loss_of(net: torch.nn.Module, step: int) -> torch.Tensor:
-    x = torch.randn(16, 3, generator=torch.Generator().manual_seed(step)).to(DEVICE)
+    x = torch.randn(16, 3, generator=torch.Generator().manual_seed(step))
+    x = x.to(DEVICE, next(net.parameters()).dtype)
     return net(x).square().mean()
 
 
@@ -58,6 +59,23 @@ def test_steps_and_state_are_bit_identical_to_torch_fused_adam(betas):
         for name, value in entry.items():
             assert torch.equal(mine["state"][index][name], value), (index, name)
             assert mine["state"][index][name].dtype == value.dtype
+
+
+def test_with_double_precision_the_default_it_steps_as_torchs_adam():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        ours_net, torch_net = make_net(), make_net()
+        ours = FlatAdam(ours_net, 1e-2, DEVICE)
+        reference = torch.optim.Adam(torch_net.parameters(), lr=1e-2, fused=True)
+        for step in range(3):
+            step_ours(ours, ours_net, step)
+            step_torch(reference, torch_net, step)
+    finally:
+        torch.set_default_dtype(previous)
+    assert all(torch.equal(a, b) for a, b in zip(ours_net.parameters(), torch_net.parameters(),
+                                                strict=True))
+    assert ours.state_dict()["state"][0]["step"].dtype == torch.float32  # as torch keeps it
 
 
 def test_state_loads_from_torch_adam_and_into_it():
