@@ -207,11 +207,13 @@ class FlatAdam:
         return norm
 
     def state_dict(self) -> dict[str, Any]:
-        """The moments and step counts in `torch.optim.Adam.state_dict()`'s layout."""
-        state = {index: {"step": self.step_count.clone(), "exp_avg": exp_avg,
-                         "exp_avg_sq": exp_avg_sq}
-                 for index, (exp_avg, exp_avg_sq) in enumerate(
-                     zip(self._views(self.exp_avg), self._views(self.exp_avg_sq), strict=True))}
+        """The moments and step counts in `torch.optim.Adam.state_dict()`'s layout: none
+        before the first step, as torch's (a delayed actor's, a fixed temperature's)."""
+        state = {} if not self.step_count else {
+            index: {"step": self.step_count.clone(), "exp_avg": exp_avg,
+                    "exp_avg_sq": exp_avg_sq}
+            for index, (exp_avg, exp_avg_sq) in enumerate(
+                zip(self._views(self.exp_avg), self._views(self.exp_avg_sq), strict=True))}
         group = {"lr": self.lr, "betas": self.betas, "eps": EPS, "weight_decay": 0.0,
                  "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
                  "differentiable": False, "fused": True, "decoupled_weight_decay": False,

@@ -145,6 +145,14 @@ def test_the_configured_learning_rate_wins_over_the_saved_one():
     assert largest_move(net) < 2e-4 < largest_move(twin)
 
 
+def test_before_its_first_step_its_state_is_empty_as_torchs():
+    net = make_net()
+    ours, theirs = FlatAdam(net, 1e-2, DEVICE), torch.optim.Adam(make_net().parameters())
+    assert ours.state_dict()["state"] == theirs.state_dict()["state"] == {}
+    step_ours(ours, net, 0)
+    assert len(ours.state_dict()["state"]) == 4
+
+
 def test_a_state_saved_before_the_first_step_loads_as_fresh():
     net = make_net()
     ours = FlatAdam(net, 1e-2, DEVICE)
@@ -160,6 +168,7 @@ def test_a_state_of_another_shape_is_refused():
     other = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(),
                                 torch.nn.Linear(4, 2)).to(DEVICE)
     wrong = FlatAdam(other, 1e-2, DEVICE)
+    step_ours(wrong, other, 0)
     with pytest.raises(ValueError, match="shape"):
         ours.load_state_dict(wrong.state_dict())
 
