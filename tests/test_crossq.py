@@ -1,4 +1,5 @@
-"""CrossQ's update maths (agents/crossq.py) on tiny networks and hand-made batches."""
+"""CrossQ's update maths (agents/crossq_update.py) on tiny networks and hand-made
+batches."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import torch
 from test_sac import HIGH, LOW, make_batch, params
 
 from rltrain.agents.base import CommonSettings
-from rltrain.agents.crossq import CrossQAgent, build
+from rltrain.agents.crossq import build
+from rltrain.agents.crossq_update import CrossQAgent
 from rltrain.agents.registry import CrossQOptions
 from rltrain.networks.batch_renorm import BatchRenorm
 from rltrain.networks.mlp import NetworkSpec
