@@ -1,10 +1,13 @@
 """CrossQ: Bhatt et al., "CrossQ: Batch Normalization in Deep Reinforcement Learning for
 Greater Sample Efficiency and Simplicity" (ICLR 2024).
 
-The algorithm's entry (agents/registry.py names this module): its agent, the update of
-agents/crossq_update.py, autograd's gradients stepped by `torch.optim.Adam`
-(`update_backend: fused` is refused). CrossQ explores by sampling its own policy; its
-checkpoint holds its temperature and no target network.
+The algorithm's entry (agents/registry.py names this module): its agent, over the update
+of agents/crossq_update.py, with autograd's gradients stepped by `torch.optim.Adam`
+(`update_backend: autograd`, the reference, any network), or with hand-written gradients
+on flat buffers (`fused`, agents/crossq_fused.py: the stock ReLU MLPs, with CrossQ's
+batch renormalisation). `auto` takes the fused update on the CPU for the stock networks
+where torch has its private ops, autograd otherwise. CrossQ explores by sampling its
+own policy; its checkpoint holds its temperature and no target network.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from rltrain.agents.backends import choose_backend
 from rltrain.agents.base import Agent, CommonSettings, Implementation
+from rltrain.agents.crossq_fused import FusedCrossQAgent
 from rltrain.agents.crossq_update import STATE_KEYS, CrossQAgent, make_actor
 from rltrain.agents.registry import CrossQOptions
 
@@ -20,11 +25,12 @@ from rltrain.agents.registry import CrossQOptions
 def build(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
           common: CommonSettings, options: CrossQOptions, device: torch.device,
           backend: str = "auto") -> tuple[Agent, str | None]:
-    """CrossQ's agent; it has no hand-written update (`fused`)."""
-    if backend == "fused":
-        raise ValueError("update_backend fused is DDPG's, TD3's and SAC's; crossq trains with "
-                         "autograd (update_backend auto or autograd)")
-    return CrossQAgent(obs_dim, action_low, action_high, common, options, device), None
+    """CrossQ's agent for `backend` (chosen as DDPG's, TD3's and SAC's,
+    agents/backends.py), and a warning when `auto` had to fall back; `fused` for a
+    network it cannot run is a ValueError."""
+    chosen, warning = choose_backend(backend, common, device)
+    cls = FusedCrossQAgent if chosen == "fused" else CrossQAgent
+    return cls(obs_dim, action_low, action_high, common, options, device), warning
 
 
 IMPLEMENTATION = Implementation(build=build, state_keys=STATE_KEYS, make_actor=make_actor,

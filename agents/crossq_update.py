@@ -21,7 +21,8 @@ sb3-contrib's `CrossQ.train`, so that the two compare at the same settings:
 
 No target network means no `tau`: the config refuses it (agents/registry.py `targets`).
 This is the readable reference, autograd's gradients stepped by `torch.optim.Adam`;
-agents/crossq.py is the algorithm's entry.
+agents/crossq_fused.py computes the same update by hand, and agents/crossq.py is the
+algorithm's entry that chooses between the two.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Kernels of the accelerated updates (agents/fused.py, agents/sac_fused.py): a
-hand-written MLP forward and backward, and Adam over one flat buffer per network.
+"""Kernels of the accelerated updates (agents/fused.py, agents/sac_fused.py,
+agents/crossq_fused.py): a hand-written MLP forward and backward, and Adam over one flat
+buffer per network.
 
 This module and agents/gemm.py (which matrix-product kernel, `Products`) are the only
 ones that use torch's private ops. They are looked up once; where the installed torch

@@ -205,8 +205,8 @@ class TrainConfig:
         "model's learning_rate, buffer_size, train_freq, ...): recorded, not used")
     update_backend: Literal["auto", "autograd", "fused"] = opt(
         "auto", "how the update is computed: autograd (any network), fused (hand-written "
-        "gradients, DDPG, TD3 and SAC with stock ReLU MLPs only, faster on the CPU), or "
-        "auto (fused where it applies on the CPU, autograd otherwise); both give the same "
+        "gradients, DDPG, TD3, SAC and CrossQ with stock ReLU MLPs only, faster on the CPU), "
+        "or auto (fused where it applies on the CPU, autograd otherwise); both give the same "
         "update")
     matmul_kernel: Literal["auto", "blas", "onednn"] = opt(
         "auto", "the fused update's matrix products: blas (torch's, MKL on x86 CPUs), "
