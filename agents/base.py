@@ -98,7 +98,8 @@ class Agent(Protocol):
     diagnostics' probes, evaluation, acting, the env runners' copy of the actor) reads
     them without changing them. A network whose layers depend on the mode (CrossQ's
     batch renormalisation, whose training passes move its running statistics) is put in
-    train mode by `update` for its own passes only, and back.
+    train mode by `update` for its own passes only, and back (a fused update computes
+    those passes by hand and leaves the mode as it is).
     """
 
     device: torch.device

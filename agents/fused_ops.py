@@ -1,5 +1,6 @@
-"""Kernels of the accelerated updates (agents/fused.py, agents/sac_fused.py): a
-hand-written MLP forward and backward, and Adam over one flat buffer per network.
+"""Kernels of the accelerated updates (agents/fused.py, agents/sac_fused.py,
+agents/crossq_fused.py): a hand-written MLP forward and backward, and Adam over one flat
+buffer per network.
 
 This module and agents/gemm.py (which matrix-product kernel, `Products`) are the only
 ones that use torch's private ops. They are looked up once; where the installed torch
@@ -95,20 +96,29 @@ def backward(layers: list[Layer], inputs: list[torch.Tensor], grad_output: torch
     into them and nothing is returned; without, the result is dLoss/dInput."""
     grad = grad_output
     for index in range(len(layers) - 1, -1, -1):
-        weight, _ = layers[index]
-        layer_input = inputs[index]
-        if grads is not None:
-            weight_grad, bias_grad = grads[index]
-            products.mm_into(weight_grad, layer_input.t(), grad)
-            torch.sum(grad, dim=0, keepdim=bias_grad.dim() == 2, out=bias_grad)
-            if index == 0:
-                return None
-        # An outer product when the layer has one output (a critic's Q): a broadcast
-        # multiply, several times faster than a GEMM with K=1.
-        grad = grad * weight.t() if grad.shape[1] == 1 else products.mm(grad, weight.t())
+        grad = linear_backward(layers[index], inputs[index], grad,
+                               None if grads is None else grads[index], products,
+                               input_grad=index > 0 or grads is None)
         if index > 0:  # through the ReLU that produced this layer's input
-            grad = relu_backward(grad, layer_input)
+            grad = relu_backward(grad, inputs[index])
     return grad
+
+
+def linear_backward(layer: Layer, layer_input: torch.Tensor, grad: torch.Tensor,
+                    grads: Layer | None = None, products: Products = BLAS,
+                    input_grad: bool = True) -> torch.Tensor | None:
+    """`grad` (dLoss/dOutput) through one layer: its weight and bias gradients written
+    into `grads` where given, and dLoss/dInput where `input_grad`."""
+    weight, _ = layer
+    if grads is not None:
+        weight_grad, bias_grad = grads
+        products.mm_into(weight_grad, layer_input.t(), grad)
+        torch.sum(grad, dim=0, keepdim=bias_grad.dim() == 2, out=bias_grad)
+    if not input_grad:
+        return None
+    # An outer product when the layer has one output (a critic's Q): a broadcast
+    # multiply, several times faster than a GEMM with K=1.
+    return grad * weight.t() if grad.shape[1] == 1 else products.mm(grad, weight.t())
 
 
 def relu_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
@@ -144,11 +154,13 @@ def flatten_parameters(net: nn.Module) -> torch.Tensor:
 
 class FlatAdam:
     """Adam (Kingma & Ba, 2015) for one network, on flat parameter, gradient and moment
-    buffers whose views are the parameters and their `.grad`."""
+    buffers whose views are the parameters and their `.grad`; `betas` as torch's Adam
+    takes them."""
 
-    def __init__(self, net: nn.Module, lr: float, device: torch.device) -> None:
+    def __init__(self, net: nn.Module, lr: float, device: torch.device,
+                 betas: tuple[float, float] = BETAS) -> None:
         assert device.type in ("cpu", "cuda"), f"unsupported device {device}"
-        self.lr = lr
+        self.lr, self.betas = lr, betas
         self.params = list(net.parameters())
         self.param = flatten_parameters(net)
         self.grad = torch.zeros_like(self.param)
@@ -157,10 +169,11 @@ class FlatAdam:
         self.exp_avg = torch.zeros_like(self.param)
         self.exp_avg_sq = torch.zeros_like(self.param)
         # One step count for all parameters (they always step together), a float32
-        # tensor as torch's fused Adam keeps it; state_dict() gives each its own copy.
-        self.step_count = torch.zeros((), device=device)
-        self._found_inf = torch.zeros((), device=device)
-        self._one = torch.ones((), device=device)
+        # tensor as torch's fused Adam keeps it, whatever the parameters' dtype (as are
+        # the NaN check's flag and scale); state_dict() gives each its own copy.
+        self.step_count = torch.zeros((), device=device, dtype=torch.float32)
+        self._found_inf = torch.zeros((), device=device, dtype=torch.float32)
+        self._one = torch.ones((), device=device, dtype=torch.float32)
 
     def _views(self, flat: torch.Tensor) -> list[torch.Tensor]:
         sizes = [p.numel() for p in self.params]
@@ -193,19 +206,21 @@ class FlatAdam:
         _check_finite([loss.detach(), norm], found_inf, self._one)
         self.step_count.add_(1)
         _fused_adam([self.param], [self.grad], [self.exp_avg], [self.exp_avg_sq], [],
-                    [self.step_count], amsgrad=False, lr=self.lr, beta1=BETAS[0],
-                    beta2=BETAS[1], weight_decay=0.0, eps=EPS, maximize=False,
+                    [self.step_count], amsgrad=False, lr=self.lr, beta1=self.betas[0],
+                    beta2=self.betas[1], weight_decay=0.0, eps=EPS, maximize=False,
                     grad_scale=None, found_inf=found_inf)
         self.step_count.sub_(found_inf)
         return norm
 
     def state_dict(self) -> dict[str, Any]:
-        """The moments and step counts in `torch.optim.Adam.state_dict()`'s layout."""
-        state = {index: {"step": self.step_count.clone(), "exp_avg": exp_avg,
-                         "exp_avg_sq": exp_avg_sq}
-                 for index, (exp_avg, exp_avg_sq) in enumerate(
-                     zip(self._views(self.exp_avg), self._views(self.exp_avg_sq), strict=True))}
-        group = {"lr": self.lr, "betas": BETAS, "eps": EPS, "weight_decay": 0.0,
+        """The moments and step counts in `torch.optim.Adam.state_dict()`'s layout: none
+        before the first step, as torch's (a delayed actor's, a fixed temperature's)."""
+        state = {} if not self.step_count else {
+            index: {"step": self.step_count.clone(), "exp_avg": exp_avg,
+                    "exp_avg_sq": exp_avg_sq}
+            for index, (exp_avg, exp_avg_sq) in enumerate(
+                zip(self._views(self.exp_avg), self._views(self.exp_avg_sq), strict=True))}
+        group = {"lr": self.lr, "betas": self.betas, "eps": EPS, "weight_decay": 0.0,
                  "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
                  "differentiable": False, "fused": True, "decoupled_weight_decay": False,
                  "params": list(range(len(self.params)))}
@@ -214,7 +229,8 @@ class FlatAdam:
     @torch.no_grad()
     def load_state_dict(self, saved: dict[str, Any]) -> None:
         """Copy saved moments and step counts in (torch's layout; a state saved before the
-        first step is empty). The saved learning rate is ignored: the config's applies."""
+        first step is empty). The saved learning rate and betas are ignored: the config's
+        and the algorithm's apply."""
         state = saved["state"]
         if not state:  # saved before the first step
             for tensor in (self.step_count, self.exp_avg, self.exp_avg_sq):

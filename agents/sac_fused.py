@@ -8,16 +8,10 @@ gradient straight into the flat buffers of rltrain's Adam (agents/sac_flat.py), 
 autograd graph; the actor's passes on the batch and on the next observations are one
 matrix product per layer (its weights do not change between them); the target critics are
 one flat buffer, averaged in one kernel. tests/test_sac_fused.py checks that it agrees
-with the autograd update. The diagnostics' probe (`hand_probe`) and their reading of
-the first critic (`q1`) run on the same kernels; acting, saving and loading are
-SACAgent's.
-
-The gradient of the tanh-squashed Gaussian's loss, per action dimension, with
-u = mean + std * eps, s = tanh(u), log pi = sum(-eps^2/2 - log std - log(2 pi)/2)
-- sum(log(1 - s^2 + 1e-6)), and the actor's loss mean(alpha log pi - min_i Q_i(obs, s)):
-  dL/du = (dL/ds + dL/dlog pi * 2 s / (1 - s^2 + 1e-6)) * (1 - s^2)
-  dL/dmean = dL/du;  dL/dlog std = dL/du * std * eps - dL/dlog pi  (0 where clamped)
-where dL/ds reaches s through the critic whose Q is the lower on that row.
+with the autograd update. The policy's sample, the actor loss's gradient through it and
+the temperature's step are agents/max_entropy_ops.py's (CrossQ's fused update shares
+them). The diagnostics' probe (`hand_probe`) and their reading of the first critic
+(`q1`) run on the same kernels; acting, saving and loading are SACAgent's.
 """
 
 from __future__ import annotations
@@ -27,14 +21,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltrain.agents import fused_ops
+from rltrain.agents import fused_ops, max_entropy_ops
 from rltrain.agents.base import Batch, CommonSettings
 from rltrain.agents.fused_ops import Layer
 from rltrain.agents.gemm import KeepsProducts, Products
 from rltrain.agents.probes import Probe, probe_from_gradients
 from rltrain.agents.sac_flat import FlatSACAgent
 from rltrain.agents.sac_update import PROBE_SEED
-from rltrain.networks.gaussian_actor import HALF_LOG_2PI, LOG_STD_MAX, LOG_STD_MIN, TANH_EPS
 
 
 class _Policy:
@@ -47,28 +40,19 @@ class _Policy:
         rows = batch.obs.shape[0]
         latent, inputs = fused_ops.forward(hidden, torch.cat([batch.obs, batch.next_obs]),
                                            products, relu_output=True)
-        (mu_w, mu_b), (std_w, std_b) = heads
-        mean = torch.addmm(mu_b, latent, mu_w)
-        raw_log_std = torch.addmm(std_b, latent, std_w)
-        log_std = raw_log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-        std = log_std.exp()
+        mean, raw_log_std = max_entropy_ops.heads_forward(heads, latent)
         # The batch's draw first, then the next observations': the reference update's
         # order (`next_first`: the reference probe's, whose TD target samples first).
         eps = torch.randn(mean[:rows].shape, device=mean.device, generator=generator)
         eps_next = torch.randn(mean[:rows].shape, device=mean.device, generator=generator)
         if next_first:
             eps, eps_next = eps_next, eps
-        noise = torch.cat([eps, eps_next])
-        squashed = torch.tanh(mean + std * noise)
-        log_prob = (-0.5 * noise.square() - log_std - HALF_LOG_2PI).sum(-1, keepdim=True)
-        log_prob = log_prob - torch.log1p(-squashed.square() + TANH_EPS).sum(-1, keepdim=True)
-        self.squashed, self.next_squashed = squashed[:rows], squashed[rows:]
-        self.log_prob, self.next_log_prob = log_prob[:rows], log_prob[rows:]
-        # The batch's half of what the backward pass reads (row slices: no copies).
+        sample = max_entropy_ops.squash(mean, raw_log_std, torch.cat([eps, eps_next]))
+        # The batch's half and the next observations' (row slices: no copies).
+        self.sample, self.next_sample = sample.split(rows)
+        # The batch's half of what the backward pass reads of the hidden stack.
         self.inputs = [x[:rows] for x in inputs]
-        self.latent, self.eps, self.std = latent[:rows], eps, std[:rows]
-        self.unclamped = ((raw_log_std[:rows] >= LOG_STD_MIN)
-                          & (raw_log_std[:rows] <= LOG_STD_MAX))
+        self.latent = latent[:rows]
 
 
 class FusedSACAgent(KeepsProducts, FlatSACAgent):
@@ -99,11 +83,11 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
         self.updates += 1
         policy = _Policy(self._hidden, self._heads, batch, self.generator, self.products)
         ent_coef = self.log_ent_coef.detach().exp()  # this update's: before its own step
-        metrics = self._fused_temperature_step(policy.log_prob)
-        metrics.update(self._fused_critic_step(batch, policy, ent_coef))
+        metrics = max_entropy_ops.temperature_step(self, policy.sample.log_prob)
+        metrics.update(self._fused_critic_step(batch, policy.next_sample, ent_coef))
         metrics.update(self._fused_actor_step(batch.obs, policy, ent_coef))
         metrics["ent_coef"] = ent_coef[0]
-        metrics["entropy"] = -policy.log_prob.mean()
+        metrics["entropy"] = -policy.sample.log_prob.mean()
         if self.updates % self.options.target_update_interval == 0:
             self._target.lerp_(self.critic_opt.param, self.settings.tau)
         return metrics
@@ -118,7 +102,7 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
                          next_first=True)
         ent_coef = self.log_ent_coef.detach().exp()
         critic_grads = self.critic_opt.scratch_grads()
-        critic_loss, q1 = self._critic_gradients(batch, policy, ent_coef,
+        critic_loss, q1 = self._critic_gradients(batch, policy.next_sample, ent_coef,
                                                  fused_ops.ensemble_members(critic_grads))
         actor_grads = self.actor_opt.scratch_grads()
         layers = fused_ops.as_layers(actor_grads, transposed=True)
@@ -137,33 +121,23 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
                                     self.products)[0]
         return outputs.mean(dim=-1, keepdim=True)
 
-    def _fused_temperature_step(self, log_prob: torch.Tensor) -> dict[str, torch.Tensor]:
-        if not self.temperature.learnt:
-            return {}
-        shortfall = log_prob + self.target_entropy
-        loss = -(self.log_ent_coef * shortfall).mean()
-        optimiser = self.ent_coef_opt
-        torch.mean(shortfall, dim=0, out=optimiser.grad).neg_()  # dLoss/dlog(alpha)
-        optimiser.attach_grads()
-        optimiser.step(loss, None)
-        return {"ent_coef_loss": loss}
-
-    def _fused_critic_step(self, batch: Batch, policy: _Policy,
+    def _fused_critic_step(self, batch: Batch, next_sample: max_entropy_ops.Squashed,
                            ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
-        loss, q1 = self._critic_gradients(batch, policy, ent_coef, self._critic_grads)
+        loss, q1 = self._critic_gradients(batch, next_sample, ent_coef, self._critic_grads)
         self.critic_opt.attach_grads()
         grad_norm = self.critic_opt.step(loss, self.settings.grad_clip_norm)
         return {"critic_loss": loss, "q_mean": q1.mean(), "critic_grad_norm": grad_norm}
 
-    def _critic_gradients(self, batch: Batch, policy: _Policy, ent_coef: torch.Tensor,
-                          grads: list[list[Layer]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _critic_gradients(self, batch: Batch, next_sample: max_entropy_ops.Squashed,
+                          ent_coef: torch.Tensor, grads: list[list[Layer]]
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
         """Half the sum of the critics' MSE to the soft TD target, with its gradient
         written into `grads` (each member's layers), and the first critic's Q [B, 1]
         (the metrics' `q_mean` is its mean)."""
-        next_x = torch.cat([batch.next_obs, policy.next_squashed], dim=-1)
+        next_x = torch.cat([batch.next_obs, next_sample.squashed], dim=-1)
         target_q = torch.minimum(*(fused_ops.forward(member, next_x, self.products)[0]
                                    for member in self._targets))
-        soft_q = target_q - ent_coef * policy.next_log_prob
+        soft_q = target_q - ent_coef * next_sample.log_prob
         target = batch.rewards + self.settings.gamma * (1.0 - batch.terminated) * soft_q
         x = self.critic.inputs(batch.obs, batch.actions)
         losses, qs = [], []
@@ -188,49 +162,29 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
     def _actor_gradients(self, obs: torch.Tensor, policy: _Policy, ent_coef: torch.Tensor,
                          hidden_grads: list[Layer], head_grads: list[Layer]) -> torch.Tensor:
         """The actor's loss, with its gradient written into `hidden_grads` and
-        `head_grads` (the hidden stack's layers; the mean's and log std's heads)."""
-        x = torch.cat([obs, policy.squashed], dim=-1)
-        loss, grad_x = self._actor_loss_through_critics(x, policy, ent_coef)
+        `head_grads` (the hidden stack's layers; the mean's and log std's heads): what
+        reaches the squashed action through the critics (`_actor_loss_through_critics`)
+        and the loss's alpha log pi term, back through the policy."""
+        sample = policy.sample
+        x = torch.cat([obs, sample.squashed], dim=-1)
+        loss, grad_x = self._actor_loss_through_critics(x, sample, ent_coef)
         grad_s = grad_x[:, obs.shape[1]:]  # the critic takes s itself (normalised units)
-        self._policy_backward(policy, grad_s, ent_coef, hidden_grads, head_grads)
+        grad_u, grad_log_std = max_entropy_ops.squash_backward(sample, grad_s,
+                                                               ent_coef / obs.shape[0])
+        grad_latent = max_entropy_ops.heads_backward(self._heads, head_grads, policy.latent,
+                                                     grad_u, grad_log_std)
+        grad_hidden = fused_ops.relu_backward(grad_latent, policy.latent)
+        fused_ops.backward(self._hidden, policy.inputs, grad_hidden, hidden_grads, self.products)
         return loss
 
-    def _actor_loss_through_critics(self, x: torch.Tensor, policy: _Policy,
+    def _actor_loss_through_critics(self, x: torch.Tensor, sample: max_entropy_ops.Squashed,
                                     ent_coef: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's loss mean(alpha log pi - min_i Q_i(x)) at the critics' input
         x = [obs, squashed action] [B, in], and its gradient with respect to x."""
-        rows = x.shape[0]
         passes = [fused_ops.forward(member, x, self.products) for member in self._critics]
         (q1, inputs1), (q2, inputs2) = passes
-        loss = (ent_coef * policy.log_prob - torch.minimum(q1, q2)).mean()
-        # The minimum's gradient goes to the lower critic (the first where they tie).
-        second = q2 < q1
-        grad_q1 = torch.where(second, 0.0, -1.0 / rows)
-        grad_q2 = torch.where(second, -1.0 / rows, 0.0)
+        loss = (ent_coef * sample.log_prob - torch.minimum(q1, q2)).mean()
+        grad_q1, grad_q2 = max_entropy_ops.lower_critic_gradients(q1, q2)
         grad_x = fused_ops.backward(self._critics[0], inputs1, grad_q1, products=self.products)
         grad_x += fused_ops.backward(self._critics[1], inputs2, grad_q2, products=self.products)
         return loss, grad_x
-
-    def _policy_backward(self, policy: _Policy, grad_s: torch.Tensor, ent_coef: torch.Tensor,
-                         hidden_grads: list[Layer], head_grads: list[Layer]) -> None:
-        """Write the actor's gradient into `hidden_grads` and `head_grads` (the hidden
-        stack's layers; the mean's and log std's heads), from dLoss/ds [B, A]
-        (what reaches the squashed action through the critics) and the loss's
-        alpha log pi term (the module docstring's formulas)."""
-        rows = grad_s.shape[0]
-        s = policy.squashed
-        grad_log_prob = ent_coef / rows
-        # 1 + (-s^2 + 1e-6) as the reference's log1p computes it: near |s| = 1 it is not
-        # the same float as (1 - s^2) + 1e-6.
-        log1p_input = -s.square() + TANH_EPS
-        grad_u = (grad_s + grad_log_prob * 2.0 * s / (log1p_input + 1.0)) * (1.0 - s.square())
-        grad_log_std = torch.where(policy.unclamped,
-                                   grad_u * policy.std * policy.eps - grad_log_prob, 0.0)
-        (mu_w, _), (std_w, _) = self._heads
-        for grad, (weight_grad, bias_grad) in zip((grad_u, grad_log_std), head_grads,
-                                                  strict=True):
-            torch.mm(policy.latent.t(), grad, out=weight_grad)
-            torch.sum(grad, dim=0, out=bias_grad)
-        grad_latent = torch.addmm(torch.mm(grad_u, mu_w.t()), grad_log_std, std_w.t())
-        grad_hidden = fused_ops.relu_backward(grad_latent, policy.latent)
-        fused_ops.backward(self._hidden, policy.inputs, grad_hidden, hidden_grads, self.products)

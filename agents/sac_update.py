@@ -79,9 +79,9 @@ class LogTemperature(nn.Module):
 class SACAgent:
     """Gaussian policy, twin critic and its target, the temperature and their optimisers.
 
-    The algorithms that differ from SAC in their networks or update (agents/crossq.py,
-    agents/tqc_update.py) subclass it: `_make_actor`, `_make_critic` and `keeps_target` say
-    what they are built of."""
+    The algorithms that differ from SAC in their networks or update
+    (agents/crossq_update.py, agents/tqc_update.py) subclass it: `_make_actor`,
+    `_make_critic` and `keeps_target` say what they are built of."""
 
     section = "sac"  # the config section of its options, for messages
     keeps_target = True  # a Polyak-averaged copy of the critic (`critic_target`)

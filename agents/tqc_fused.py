@@ -3,9 +3,9 @@ MLPs.
 
 The same maths, in the same order and from the same random draws, as
 agents/tqc_update.py (the readable reference), computed as agents/sac_fused.py computes
-SAC's: the policy's pass on the batch and the next observations at once (`_Policy`),
-the temperature's step, the critics', the actor's (its gradient through the tanh-squashed
-Gaussian is SAC's, `_policy_backward`), and the target critics' Polyak average in one
+SAC's: the policy's pass on the batch and the next observations at once, the
+temperature's step, the critics', the actor's (its gradient through the tanh-squashed
+Gaussian is SAC's, `_actor_gradients`), and the target critics' Polyak average in one
 kernel, every gradient written straight into the flat Adam buffers. What is TQC's:
 
 - the target: each target critic's quantiles at (s', a'), pooled [B, n Q], the highest
@@ -35,7 +35,8 @@ import torch
 from rltrain.agents import fused_ops
 from rltrain.agents.base import Batch, CommonSettings
 from rltrain.agents.fused_ops import Layer
-from rltrain.agents.sac_fused import FusedSACAgent, _Policy
+from rltrain.agents.max_entropy_ops import Squashed
+from rltrain.agents.sac_fused import FusedSACAgent
 from rltrain.agents.tqc_update import TQCAgent, quantile_levels
 
 
@@ -71,11 +72,11 @@ class FusedTQCAgent(FusedSACAgent, TQCAgent):
         # and every update would fault fresh pages in.
         self._work = torch.empty(0, device=device)
 
-    def _critic_gradients(self, batch: Batch, policy: _Policy, ent_coef: torch.Tensor,
+    def _critic_gradients(self, batch: Batch, next_sample: Squashed, ent_coef: torch.Tensor,
                           grads: list[list[Layer]]) -> tuple[torch.Tensor, torch.Tensor]:
         """The quantile Huber loss onto the truncated target, with its gradient written
         into `grads` (each member's layers), and the first critic's quantiles [B, Q]."""
-        target = self._fused_td_target(batch, policy, ent_coef)  # [B, K]
+        target = self._fused_td_target(batch, next_sample, ent_coef)  # [B, K]
         x = self.critic.inputs(batch.obs, batch.actions)
         count = len(self._critics) * x.shape[0] * self.options.n_quantiles * target.shape[1]
         totals, quantiles_of = [], []
@@ -95,12 +96,12 @@ class FusedTQCAgent(FusedSACAgent, TQCAgent):
             self._work = quantiles.new_empty(shape)
         return self._work
 
-    def _fused_td_target(self, batch: Batch, policy: _Policy,
+    def _fused_td_target(self, batch: Batch, next_sample: Squashed,
                          ent_coef: torch.Tensor) -> torch.Tensor:
-        next_x = torch.cat([batch.next_obs, policy.next_squashed], dim=-1)
+        next_x = torch.cat([batch.next_obs, next_sample.squashed], dim=-1)
         pooled = torch.cat([fused_ops.forward(member, next_x, self.products)[0]
                             for member in self._targets], dim=1)  # [B, n Q], critic by critic
-        return self.truncated_target(batch, pooled, policy.next_log_prob, ent_coef)
+        return self.truncated_target(batch, pooled, next_sample.log_prob, ent_coef)
 
     @staticmethod
     def _lowest(pooled: torch.Tensor, kept: int) -> torch.Tensor:
@@ -109,7 +110,7 @@ class FusedTQCAgent(FusedSACAgent, TQCAgent):
         on the CPU."""
         return pooled.topk(kept, dim=1, largest=False, sorted=False).values
 
-    def _actor_loss_through_critics(self, x: torch.Tensor, policy: _Policy,
+    def _actor_loss_through_critics(self, x: torch.Tensor, sample: Squashed,
                                     ent_coef: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's loss mean(alpha log pi - the mean of every critic's quantiles at x)
         at the critics' input x = [obs, squashed action] [B, in], and its gradient with
@@ -126,4 +127,4 @@ class FusedTQCAgent(FusedSACAgent, TQCAgent):
             grad = fused_ops.backward(layers, inputs, grad_quantiles, products=self.products)
             grad_x = grad if grad_x is None else grad_x.add_(grad)
         q_pi = torch.stack(means).mean(dim=0)  # [B, 1]
-        return (ent_coef * policy.log_prob - q_pi).mean(), grad_x
+        return (ent_coef * sample.log_prob - q_pi).mean(), grad_x

@@ -1,16 +1,16 @@
-"""CrossQ's update maths (agents/crossq.py) on tiny networks and hand-made batches."""
+"""CrossQ's update maths (agents/crossq_update.py) on tiny networks and hand-made
+batches."""
 
 from __future__ import annotations
 
 import copy
 
 import numpy as np
-import pytest
 import torch
 from test_sac import HIGH, LOW, make_batch, params
 
 from rltrain.agents.base import CommonSettings
-from rltrain.agents.crossq import CrossQAgent, build
+from rltrain.agents.crossq_update import CrossQAgent
 from rltrain.agents.registry import CrossQOptions
 from rltrain.networks.batch_renorm import BatchRenorm
 from rltrain.networks.mlp import NetworkSpec
@@ -78,11 +78,6 @@ def test_a_state_dict_continues_bit_for_bit():
     for net in ("actor", "critic"):
         ours, theirs = agent.networks()[net].state_dict(), restored.networks()[net].state_dict()
         assert all(torch.equal(ours[k], theirs[k]) for k in ours), net
-
-
-def test_the_fused_backend_is_refused():
-    with pytest.raises(ValueError, match="crossq trains with autograd"):
-        build(3, LOW, HIGH, CommonSettings(), CrossQOptions(), torch.device("cpu"), "fused")
 
 
 def test_crossq_learns_a_one_step_task():

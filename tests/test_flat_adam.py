@@ -22,7 +22,8 @@ def make_net(seed: int = 0) -> torch.nn.Module:
 
 
 def loss_of(net: torch.nn.Module, step: int) -> torch.Tensor:
-    x = torch.randn(16, 3, generator=torch.Generator().manual_seed(step)).to(DEVICE)
+    x = torch.randn(16, 3, generator=torch.Generator().manual_seed(step))
+    x = x.to(DEVICE, next(net.parameters()).dtype)
     return net(x).square().mean()
 
 
@@ -39,10 +40,12 @@ def step_torch(opt: torch.optim.Adam, net: torch.nn.Module, step: int) -> None:
     opt.step()
 
 
-def test_steps_and_state_are_bit_identical_to_torch_fused_adam():
+@pytest.mark.parametrize("betas", [None, (0.5, 0.999)])  # torch's default; CrossQ's
+def test_steps_and_state_are_bit_identical_to_torch_fused_adam(betas):
     ours_net, torch_net = make_net(), make_net()
-    ours = FlatAdam(ours_net, 1e-2, DEVICE)
-    reference = torch.optim.Adam(torch_net.parameters(), lr=1e-2, fused=True)
+    given = {} if betas is None else {"betas": betas}
+    ours = FlatAdam(ours_net, 1e-2, DEVICE, **given)
+    reference = torch.optim.Adam(torch_net.parameters(), lr=1e-2, fused=True, **given)
     for step in range(5):
         step_ours(ours, ours_net, step)
         step_torch(reference, torch_net, step)
@@ -51,10 +54,28 @@ def test_steps_and_state_are_bit_identical_to_torch_fused_adam():
     theirs = reference.state_dict()
     mine = ours.state_dict()
     assert mine["param_groups"][0].keys() == theirs["param_groups"][0].keys()
+    assert mine["param_groups"][0]["betas"] == theirs["param_groups"][0]["betas"]
     for index, entry in theirs["state"].items():
         for name, value in entry.items():
             assert torch.equal(mine["state"][index][name], value), (index, name)
             assert mine["state"][index][name].dtype == value.dtype
+
+
+def test_with_double_precision_the_default_it_steps_as_torchs_adam():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        ours_net, torch_net = make_net(), make_net()
+        ours = FlatAdam(ours_net, 1e-2, DEVICE)
+        reference = torch.optim.Adam(torch_net.parameters(), lr=1e-2, fused=True)
+        for step in range(3):
+            step_ours(ours, ours_net, step)
+            step_torch(reference, torch_net, step)
+    finally:
+        torch.set_default_dtype(previous)
+    assert all(torch.equal(a, b) for a, b in zip(ours_net.parameters(), torch_net.parameters(),
+                                                strict=True))
+    assert ours.state_dict()["state"][0]["step"].dtype == torch.float32  # as torch keeps it
 
 
 def test_state_loads_from_torch_adam_and_into_it():
@@ -124,6 +145,14 @@ def test_the_configured_learning_rate_wins_over_the_saved_one():
     assert largest_move(net) < 2e-4 < largest_move(twin)
 
 
+def test_before_its_first_step_its_state_is_empty_as_torchs():
+    net = make_net()
+    ours, theirs = FlatAdam(net, 1e-2, DEVICE), torch.optim.Adam(make_net().parameters())
+    assert ours.state_dict()["state"] == theirs.state_dict()["state"] == {}
+    step_ours(ours, net, 0)
+    assert len(ours.state_dict()["state"]) == 4
+
+
 def test_a_state_saved_before_the_first_step_loads_as_fresh():
     net = make_net()
     ours = FlatAdam(net, 1e-2, DEVICE)
@@ -139,6 +168,7 @@ def test_a_state_of_another_shape_is_refused():
     other = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(),
                                 torch.nn.Linear(4, 2)).to(DEVICE)
     wrong = FlatAdam(other, 1e-2, DEVICE)
+    step_ours(wrong, other, 0)
     with pytest.raises(ValueError, match="shape"):
         ours.load_state_dict(wrong.state_dict())
 

@@ -117,3 +117,14 @@ def test_auto_without_the_private_ops_trains_through_autograd_and_says_so(monkey
     monkeypatch.setitem(fused_ops._OPS, "torch.ops.aten.threshold_backward", None)
     agent, warning = build(3, LOW, HIGH, CommonSettings(), SACOptions(), CPU, "auto")
     assert type(agent) is SACAgent and "threshold_backward" in warning
+
+
+def test_a_resume_that_learns_a_fixed_temperature_starts_from_the_configs():
+    # The fixed temperature's optimiser never stepped: its state is empty, as torch's.
+    fixed = make(FusedSACAgent, ent_coef=0.001)
+    for seed in range(3):
+        fixed.update(make_batch(seed=seed))
+    assert fixed.state_dict()["ent_coef_optimizer"]["state"] == {}
+    learnt = make(FusedSACAgent, ent_coef="auto_0.2")
+    learnt.load_state_dict(copy.deepcopy(fixed.state_dict()))
+    assert float(learnt.log_ent_coef.detach().exp()) == pytest.approx(0.2)

@@ -205,9 +205,9 @@ class TrainConfig:
         "model's learning_rate, buffer_size, train_freq, ...): recorded, not used")
     update_backend: Literal["auto", "autograd", "fused"] = opt(
         "auto", "how the update is computed: autograd (any network), fused (hand-written "
-        "gradients, DDPG, TD3, SAC and TQC with stock ReLU MLPs only, faster on the CPU), or "
-        "auto (fused where it applies on the CPU, autograd otherwise); both give the same "
-        "update")
+        "gradients, DDPG, TD3, SAC, CrossQ and TQC with stock ReLU MLPs only, faster on the "
+        "CPU), or auto (fused where it applies on the CPU, autograd otherwise); both give the "
+        "same update")
     matmul_kernel: Literal["auto", "blas", "onednn"] = opt(
         "auto", "the fused update's matrix products: blas (torch's, MKL on x86 CPUs), "
         "onednn (also in torch, faster on some CPUs), or auto (whichever measures faster "
