@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.faults.cases import CASES, HALVES, HEALTHY
+from rltrain.utils.diagnosis.rules.fit_rules import outfit_ratio
 
 Reader = Callable[[list[dict[str, Any]]], float | None]
 
@@ -52,15 +53,7 @@ def critic_outfitted(folder: Path, floor: float = 0.03) -> float | None:
     (0 where the critic leaves `floor` or less unexplained, or was not compared)."""
     rows = [r for r in _lines(folder, "fit") if r["updates"] >= 2000
             and r.get("explained") == r.get("explained")]
-    ratios = []
-    for r in rows:
-        held, reference = r.get("held_explained"), r.get("reference_explained")
-        if held is None or reference is None or held != held or reference != reference \
-                or 1 - held <= floor:
-            ratios.append(0.0)
-        else:
-            ratios.append((1 - held) / max(1 - reference, 1e-9))
-    return _in_a_row(ratios, 3, max)
+    return _in_a_row([outfit_ratio(r, floor) for r in rows], 3, max)
 
 
 def actor_rank(folder: Path, min_spread: float = 0.05) -> float | None:

@@ -187,12 +187,8 @@ class CriticFit(_NetworkCheck):
         """The critic leaves over `reference_ratio` times what a plain regression leaves
         unexplained of the same targets, and over `min_unexplained`: they can be fitted
         and it does not fit them."""
-        held, reference = stats.get("held_explained"), stats.get("reference_explained")
-        if held is None or reference is None or held != held or reference != reference:
-            return False
-        unexplained = 1.0 - held
-        return (unexplained > self.options.min_unexplained
-                and unexplained > self.options.reference_ratio * max(1.0 - reference, 0.0))
+        return (outfit_ratio(stats, self.options.min_unexplained)
+                > self.options.reference_ratio)
 
     def _finding(self, env_steps: int, updates: int, stats: dict[str, Any],
                  outfitted: bool) -> list[Finding]:
@@ -284,6 +280,18 @@ class ActorDirection(_NetworkCheck):
             f"their mean, {self.options.measurements} measurements in a row: the actor "
             "moves toward what its critic values least; check the sign of the actor's "
             "loss (-Q, minimised)", suggested_set={})
+
+
+def outfit_ratio(stats: dict[str, Any], floor: float) -> float:
+    """What the critic leaves unexplained of its one-step targets over what a plain
+    regression leaves, on the rows the regression never saw (a `fit` measurement's
+    `held_explained` and `reference_explained`); 0 where the critic leaves `floor` or
+    less, or the two were not compared."""
+    held, reference = stats.get("held_explained"), stats.get("reference_explained")
+    if held is None or reference is None or held != held or reference != reference \
+            or 1.0 - held <= floor:
+        return 0.0
+    return (1.0 - held) / max(1.0 - reference, 1e-12)
 
 
 def _four(value: float) -> float:
