@@ -28,7 +28,8 @@ AgentClass = TypeVar("AgentClass", bound=type)
 def choose_backend(requested: str, settings: CommonSettings,
                    device: torch.device) -> tuple[str, str | None]:
     """The backend `requested` resolves to, and a warning when `auto` had to fall back
-    (DDPG's and TD3's here, SAC's and CrossQ's in agents/sac.py and agents/crossq.py)."""
+    (DDPG's and TD3's here; CrossQ's in agents/crossq.py; SAC's and TQC's through
+    `choose_agent_class`)."""
     if requested not in BACKENDS:
         raise ValueError(f"unknown update_backend {requested!r}; one of {', '.join(BACKENDS)}")
     if requested != "auto":

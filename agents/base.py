@@ -93,6 +93,11 @@ class Agent(Protocol):
     `actor` follows `PolicyNetwork`, `critic` `CriticNetwork`. Metrics from `update` are
     detached tensors on the agent's device, read by the loop in one transfer.
 
+    Two methods are optional, for an update that computes outside autograd (the fused
+    backends): `q1(obs, action)`, the first critic's Q [B, 1] as the diagnostics read it
+    (otherwise `critic.q1`), and `hand_probe(batch)`, agents/probes.py's `Probe`
+    (otherwise computed from `probe_losses` with autograd).
+
     Train and eval mode: outside `update`, every network the agent has (`networks()`) is
     in eval mode (`nn.Module.eval()`), so that whatever runs them between updates (the
     diagnostics' probes, evaluation, acting, the env runners' copy of the actor) reads
@@ -131,11 +136,6 @@ class Agent(Protocol):
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         """Every optimiser by the role of what it steps (`actor`, `critic`, ...)."""
-        ...
-
-    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """The first critic's Q [B, 1] at `action` (env units): what the diagnostics read
-        of the critic."""
         ...
 
     def probe_losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

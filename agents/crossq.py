@@ -25,9 +25,10 @@ from rltrain.agents.registry import CrossQOptions
 def build(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
           common: CommonSettings, options: CrossQOptions, device: torch.device,
           backend: str = "auto") -> tuple[Agent, str | None]:
-    """CrossQ's agent for `backend` (chosen as DDPG's, TD3's and SAC's,
-    agents/backends.py), and a warning when `auto` had to fall back; `fused` for a
-    network or a torch it cannot run is a ValueError naming why."""
+    """CrossQ's agent for `backend` (agents/backends.py `choose_backend`: there is no
+    flat-Adam variant, so other networks train with `torch.optim.Adam`, which imports
+    torch._dynamo), and a warning when `auto` had to fall back; `fused` for a network
+    or a torch it cannot run is a ValueError naming why."""
     chosen, warning = choose_backend(backend, common, device)
     cls = FusedCrossQAgent if chosen == "fused" else CrossQAgent
     return cls(obs_dim, action_low, action_high, common, options, device), warning

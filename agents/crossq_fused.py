@@ -28,7 +28,7 @@ from torch import nn
 from rltrain.agents import fused_ops, max_entropy_ops, renorm_ops
 from rltrain.agents.base import Batch, CommonSettings
 from rltrain.agents.crossq_update import CrossQAgent, betas
-from rltrain.agents.fused_ops import FlatAdam, Layer
+from rltrain.agents.fused_ops import FlatAdamOptimisers, Layer
 from rltrain.agents.gemm import KeepsProducts
 from rltrain.agents.registry import CrossQOptions
 from rltrain.agents.renorm_ops import RenormStack, StackGrads
@@ -45,7 +45,7 @@ class _PolicyPass(NamedTuple):
     tape: renorm_ops.Tape
 
 
-class FusedCrossQAgent(KeepsProducts, CrossQAgent):
+class FusedCrossQAgent(KeepsProducts, FlatAdamOptimisers, CrossQAgent):
     """`CrossQAgent` whose update computes its gradients by hand, on `FlatAdam`s."""
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
@@ -65,11 +65,8 @@ class FusedCrossQAgent(KeepsProducts, CrossQAgent):
             self._critics, self._critic_grads = critic_views(self.critic,
                                                              self.critic_opt.grads)
 
-    def _make_optimiser(self, net: nn.Module, lr: float) -> FlatAdam:
-        return FlatAdam(net, lr, self.device, betas(net))
-
-    def _load_optimiser(self, optimiser: FlatAdam, saved: dict, lr: float) -> None:
-        optimiser.load_state_dict(saved)  # keeps its own (the config's) rate
+    def adam_betas(self, net: nn.Module) -> tuple[float, float]:
+        return betas(net)
 
     @torch.no_grad()
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -137,11 +134,9 @@ class FusedCrossQAgent(KeepsProducts, CrossQAgent):
         grad_q1, grad_q2 = max_entropy_ops.lower_critic_gradients(q1, q2)
         grad_x = renorm_ops.backward(self._critics[0], tape1, grad_q1, self.products)
         grad_x += renorm_ops.backward(self._critics[1], tape2, grad_q2, self.products)
-        grad_s = grad_x[:, obs.shape[1]:]  # the critic takes s itself (normalised units)
-        grad_u, grad_log_std = max_entropy_ops.squash_backward(sample, grad_s,
-                                                               ent_coef / obs.shape[0])
-        grad_latent = max_entropy_ops.heads_backward(self._heads, self._head_grads,
-                                                     policy.latent, grad_u, grad_log_std)
+        grad_latent = max_entropy_ops.actor_latent_gradient(
+            sample, grad_x, obs.shape[1], ent_coef, self._heads, self._head_grads,
+            policy.latent)
         renorm_ops.backward(self._actor, policy.tape, grad_latent, self.products,
                             self._actor_grads)
         self.actor_opt.attach_grads()
@@ -177,8 +172,8 @@ def actor_views(actor: GaussianActor, grads: list[torch.Tensor]
                 ) -> tuple[RenormStack, StackGrads, list[Layer], list[Layer]]:
     """The actor's hidden stack and heads as the kernels take them (views, no copies),
     and the same of its gradient buffers `grads`."""
-    params, grad_of, modules = dict(actor.named_parameters()), _named(actor, grads), \
-        dict(actor.named_modules())
+    params, grad_of = dict(actor.named_parameters()), _named(actor, grads)
+    modules = dict(actor.named_modules())
     renorms = _modules(actor, BatchRenorm)
     hidden = [name for name in _modules(actor, nn.Linear) if name not in HEADS]
     stack = RenormStack([renorm_ops.layer_of(modules[name]) for name in renorms],
@@ -193,8 +188,8 @@ def critic_views(critic: Critic, grads: list[torch.Tensor]
                  ) -> tuple[list[RenormStack], list[StackGrads]]:
     """Each critic of the ensemble as its own `RenormStack` (views, no copies), and the
     same of its gradient buffers `grads`."""
-    params, grad_of, modules = dict(critic.named_parameters()), _named(critic, grads), \
-        dict(critic.named_modules())
+    params, grad_of = dict(critic.named_parameters()), _named(critic, grads)
+    modules = dict(critic.named_modules())
     renorms, linears = _modules(critic, BatchRenorm), _modules(critic, EnsembleLinear)
     stacks, stack_grads = [], []
     for member in range(critic.n_critics):

@@ -163,9 +163,6 @@ class DDPGAgent:
     def optimizers(self) -> dict[str, Any]:
         return {"actor": self.actor_opt, "critic": self.critic_opt}
 
-    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.critic.q1(obs, action)
-
     def probe_losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Critic loss (without target smoothing noise: no random draw), actor loss and the
         critics' Q [n, B, 1], with their autograd graphs."""

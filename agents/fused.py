@@ -15,16 +15,15 @@ import functools
 
 import numpy as np
 import torch
-from torch import nn
 
 from rltrain.agents import fused_ops
 from rltrain.agents.deterministic import Batch, DDPGAgent, DDPGSettings
-from rltrain.agents.fused_ops import FlatAdam, Layer
+from rltrain.agents.fused_ops import FlatAdamOptimisers, Layer
 from rltrain.agents.gemm import KeepsProducts
 from rltrain.agents.probes import Probe, probe_from_gradients
 
 
-class FusedDDPGAgent(KeepsProducts, DDPGAgent):
+class FusedDDPGAgent(KeepsProducts, FlatAdamOptimisers, DDPGAgent):
     """DDPGAgent whose update runs on flat buffers and hand-written backward passes."""
 
     def __init__(self, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
@@ -51,12 +50,6 @@ class FusedDDPGAgent(KeepsProducts, DDPGAgent):
                                   for name in ("critic", "critic_target")}
             self._critic_views["critic_grads"] = fused_ops.ensemble_members(
                 self.critic_opt.grads)
-
-    def _make_optimiser(self, net: nn.Module, lr: float) -> FlatAdam:
-        return FlatAdam(net, lr, self.device)
-
-    def _load_optimiser(self, optimiser: FlatAdam, saved: dict, lr: float) -> None:
-        optimiser.load_state_dict(saved)  # keeps its own (the config's) rate
 
     @torch.no_grad()
     def td_target(self, batch: Batch, smooth: bool = True) -> torch.Tensor:
@@ -144,7 +137,7 @@ class FusedDDPGAgent(KeepsProducts, DDPGAgent):
         """The first critic's Q [B, 1] through this update's kernels (outside autograd;
         with gradients on, the module's)."""
         if torch.is_grad_enabled():
-            return super().q1(obs, action)
+            return self.critic.q1(obs, action)
         return fused_ops.forward(self._critic_views["critic"][0],
                                  self.critic.inputs(obs, action), self.products)[0]
 

@@ -1,6 +1,6 @@
 """Kernels of the accelerated updates (agents/fused.py, agents/sac_fused.py,
-agents/crossq_fused.py): a hand-written MLP forward and backward, and Adam over one flat
-buffer per network.
+agents/tqc_fused.py, agents/crossq_fused.py): a hand-written MLP forward and backward,
+and Adam over one flat buffer per network.
 
 This module and agents/gemm.py (which matrix-product kernel, `Products`) are the only
 ones that use torch's private ops. They are looked up once; where the installed torch
@@ -250,3 +250,20 @@ class FlatAdam:
             exp_avg.copy_(entry["exp_avg"])
             exp_avg_sq.copy_(entry["exp_avg_sq"])
         self.step_count.fill_(steps.pop())
+
+
+class FlatAdamOptimisers:
+    """For an agent (put before its base class): its optimisers are `FlatAdam`s, with
+    `adam_betas(net)` (Adam's usual betas unless the agent says otherwise), and a
+    restored one keeps its own learning rate, the config's."""
+
+    device: torch.device
+
+    def adam_betas(self, net: nn.Module) -> tuple[float, float]:
+        return BETAS
+
+    def _make_optimiser(self, net: nn.Module, lr: float) -> FlatAdam:
+        return FlatAdam(net, lr, self.device, self.adam_betas(net))
+
+    def _load_optimiser(self, optimiser: FlatAdam, saved: dict[str, Any], lr: float) -> None:
+        optimiser.load_state_dict(saved)

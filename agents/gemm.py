@@ -1,5 +1,6 @@
 """The matrix products of the fused updates (agents/fused.py, agents/sac_fused.py,
-agents/crossq_fused.py): torch's BLAS or oneDNN, whichever measures faster on this machine.
+agents/tqc_fused.py, agents/crossq_fused.py): torch's BLAS or oneDNN, whichever measures
+faster on this machine.
 
 torch's CPU build does its dense products with Intel's MKL, which on other vendors' CPUs
 can take a slower code path (on an AMD EPYC with AVX-512 a 256x256x256 product ran at

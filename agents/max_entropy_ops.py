@@ -82,6 +82,18 @@ def heads_backward(heads: list[Layer], head_grads: list[Layer], latent: torch.Te
     return torch.addmm(torch.mm(grad_mean, mu_w.t()), grad_log_std, std_w.t())
 
 
+def actor_latent_gradient(sample: Squashed, grad_x: torch.Tensor, obs_dim: int,
+                          ent_coef: torch.Tensor, heads: list[Layer], head_grads: list[Layer],
+                          latent: torch.Tensor) -> torch.Tensor:
+    """dL/dlatent of the actor's loss mean(alpha log pi - Q(obs, s)) [rows, hidden], from
+    its gradient at the critics' input `grad_x` = dL/d[obs, s] (the critic takes s
+    itself, in normalised units) and the alpha log pi term; the heads' weight and bias
+    gradients are written into `head_grads`."""
+    grad_s = grad_x[:, obs_dim:]
+    grad_u, grad_log_std = squash_backward(sample, grad_s, ent_coef / grad_x.shape[0])
+    return heads_backward(heads, head_grads, latent, grad_u, grad_log_std)
+
+
 def lower_critic_gradients(q1: torch.Tensor, q2: torch.Tensor
                            ) -> tuple[torch.Tensor, torch.Tensor]:
     """d(-mean(min(q1, q2)))/dq1 and /dq2, [rows, 1]: the minimum's gradient goes to the

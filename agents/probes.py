@@ -6,8 +6,9 @@ critic and actor losses with autograd and takes their gradients with
 `torch.autograd.grad`: no optimiser step, no random draw (no target smoothing noise; a
 stochastic policy samples from a fixed-seed stream of its own), and the networks'
 `.grad` stay as the last update left them, so training continues exactly as if it had
-not run. A fused update backend probes the same way with its own kernels and scratch
-gradient buffers (`hand_probe`, several times faster on the CPU).
+not run. DDPG's, TD3's, SAC's and TQC's fused agents probe the same way with their own
+kernels and scratch gradient buffers (`hand_probe`, several times faster on the CPU);
+CrossQ's probes through autograd.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def probe_from_gradients(critic: nn.Module, critic_grads: list[torch.Tensor],
     read back in one transfer."""
     named = [[name for name, _ in net.named_parameters()] for net in (critic, actor)]
     assert [len(names) for names in named] == [len(critic_grads), len(actor_grads)]
-    norms = torch._foreach_norm([*critic_grads, *actor_grads])
+    norms = [torch.linalg.vector_norm(grad) for grad in (*critic_grads, *actor_grads)]
     values = torch.stack([*norms, *losses, q_mean]).cpu().tolist()
     split = len(critic_grads)
     return Probe(values[-3], values[-2], values[-1],

@@ -28,7 +28,7 @@ from rltrain.networks.gaussian_actor import GaussianActor
 def build(obs_dim: int, action_low: np.ndarray, action_high: np.ndarray,
           common: CommonSettings, options: Any, device: torch.device,
           backend: str = "auto") -> tuple[Agent, str | None]:
-    """SAC's agent for `backend` (chosen as DDPG's and TD3's, agents/backends.py), and a
+    """SAC's agent for `backend` (agents/backends.py `choose_agent_class`), and a
     warning when `auto` had to fall back; `fused` for a network it cannot run is a
     ValueError. The autograd update is stepped by the flat Adam on the CPU with `auto`."""
     cls, warning = choose_agent_class(backend, common, device, reference=SACAgent,

@@ -10,20 +10,15 @@ and the gradient norm and clipping are one kernel over the flat buffer.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
 
-from rltrain.agents.fused_ops import FlatAdam
+from rltrain.agents.fused_ops import FlatAdam, FlatAdamOptimisers
 from rltrain.agents.sac_update import SACAgent
 
 
-class FlatSACAgent(SACAgent):
+class FlatSACAgent(FlatAdamOptimisers, SACAgent):
     """`SACAgent` whose optimisers are `FlatAdam`s."""
-
-    def _make_optimiser(self, net: nn.Module, lr: float) -> FlatAdam:
-        return FlatAdam(net, lr, self.device)
 
     def _step(self, optimiser: FlatAdam, net: nn.Module, loss: torch.Tensor,
               clip: bool = True) -> torch.Tensor:
@@ -36,6 +31,3 @@ class FlatSACAgent(SACAgent):
         norm = torch.nn.utils.get_total_norm(optimiser.grads)
         return optimiser.step(loss, self.settings.grad_clip_norm if clip else None,
                               norm).detach()
-
-    def _load_optimiser(self, optimiser: FlatAdam, saved: dict[str, Any], lr: float) -> None:
-        optimiser.load_state_dict(saved)  # keeps its own (the config's) rate

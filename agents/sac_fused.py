@@ -116,7 +116,7 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
         outputs (one, or a quantile critic's quantiles). Outside autograd; with
         gradients on, the module's."""
         if torch.is_grad_enabled():
-            return super().q1(obs, action)
+            return self.critic.q1(obs, action)
         outputs = fused_ops.forward(self._critics[0], self.critic.inputs(obs, action),
                                     self.products)[0]
         return outputs.mean(dim=-1, keepdim=True)
@@ -168,11 +168,8 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
         sample = policy.sample
         x = torch.cat([obs, sample.squashed], dim=-1)
         loss, grad_x = self._actor_loss_through_critics(x, sample, ent_coef)
-        grad_s = grad_x[:, obs.shape[1]:]  # the critic takes s itself (normalised units)
-        grad_u, grad_log_std = max_entropy_ops.squash_backward(sample, grad_s,
-                                                               ent_coef / obs.shape[0])
-        grad_latent = max_entropy_ops.heads_backward(self._heads, head_grads, policy.latent,
-                                                     grad_u, grad_log_std)
+        grad_latent = max_entropy_ops.actor_latent_gradient(
+            sample, grad_x, obs.shape[1], ent_coef, self._heads, head_grads, policy.latent)
         grad_hidden = fused_ops.relu_backward(grad_latent, policy.latent)
         fused_ops.backward(self._hidden, policy.inputs, grad_hidden, hidden_grads, self.products)
         return loss

@@ -10,8 +10,9 @@ the stepped critics; then the target critics.
 
 This module is update maths only, like agents/deterministic.py: `act`, `update(batch)
 -> metrics`, `state_dict`. Metrics are detached tensors on the agent's device. The
-gradients are autograd's; agents/sac_flat.py steps them with rltrain's flat Adam, and
-agents/sac.py is the algorithm's entry that chooses between the two.
+gradients are autograd's; agents/sac_flat.py steps them with rltrain's flat Adam,
+agents/sac_fused.py computes them by hand, and agents/sac.py is the algorithm's entry
+that chooses among the three.
 """
 
 from __future__ import annotations
@@ -238,9 +239,6 @@ class SACAgent:
             found["ent_coef"] = self.ent_coef_opt
         return found
 
-    def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.critic.q1(obs, action)
-
     def probe_losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Critic and actor losses on `batch` with their graphs, sampling from a stream of
         the probe's own (the agent's random stream is left as it is)."""
@@ -285,8 +283,11 @@ class SACAgent:
                              self.settings.critic_lr)
         # The temperature continues where it was learnt; a fixed one, or a learnt one that
         # was fixed in the checkpoint (a resume that changed sac.ent_coef), starts from
-        # the config's value, as the config's learning rates win over the saved ones.
-        was_learnt = bool(state["ent_coef_optimizer"].get("state"))
+        # the config's value, as the config's learning rates win over the saved ones. A
+        # fixed temperature's optimiser never steps (a flat Adam's state from before it
+        # kept none until its first step says step 0).
+        was_learnt = any(float(entry["step"]) > 0
+                         for entry in state["ent_coef_optimizer"].get("state", {}).values())
         if self.temperature.learnt and was_learnt:
             with torch.no_grad():
                 self.log_ent_coef.copy_(torch.as_tensor(state["log_ent_coef"]).reshape(1))

@@ -10,8 +10,9 @@ agents/tqc_fused.py: the stock ReLU MLPs only). `auto` chooses as SAC's does
 (agents/backends.py `choose_agent_class`): the fused update on the CPU for the stock
 networks where torch has its ops, the flat one for other networks, autograd on CUDA.
 TQC explores by sampling its own policy; its checkpoint holds SAC's keys (its critics
-are quantile critics) whichever backend wrote it, and the fused agent's its matrix-product
-kernel too (`gemm`, agents/gemm.py), so that a checkpoint loads into any of the three.
+are quantile critics) whichever backend wrote it, and the fused agent's also holds its
+matrix-product kernel (`gemm`, agents/gemm.py), so that a checkpoint loads into any of
+the three.
 """
 
 from __future__ import annotations

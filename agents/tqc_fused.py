@@ -71,6 +71,7 @@ class FusedTQCAgent(FusedSACAgent, TQCAgent):
         # glibc's malloc gives an allocation of this size back to the OS when it is freed,
         # and every update would fault fresh pages in.
         self._work = torch.empty(0, device=device)
+        self._updating = False  # in `update` (not a probe): its scratch is the one kept
 
     def _critic_gradients(self, batch: Batch, next_sample: Squashed, ent_coef: torch.Tensor,
                           grads: list[list[Layer]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -90,11 +91,24 @@ class FusedTQCAgent(FusedSACAgent, TQCAgent):
             quantiles_of.append(quantiles)
         return torch.stack(totals).sum() / count, quantiles_of[0]
 
+    @torch.no_grad()
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        self._updating = True
+        try:
+            return super().update(batch)
+        finally:
+            self._updating = False
+
     def _work_for(self, quantiles: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The scratch of this loss's shape: the one kept for the updates, or for a probe
+        of another batch size one of its own (the updates' stays)."""
         shape = (3, *quantiles.shape, target.shape[1])  # [3, B, Q, K]
-        if self._work.shape != shape:
-            self._work = quantiles.new_empty(shape)
-        return self._work
+        if self._work.shape == shape:
+            return self._work
+        work = quantiles.new_empty(shape)
+        if self._updating:
+            self._work = work
+        return work
 
     def _fused_td_target(self, batch: Batch, next_sample: Squashed,
                          ent_coef: torch.Tensor) -> torch.Tensor:

@@ -257,7 +257,8 @@ def test_it_continues_bit_for_bit_from_its_state_dict(kernel):
 
 
 def test_its_checkpoint_has_the_autograd_ones_layout():
-    fused, reference = make(FusedCrossQAgent), make(CrossQAgent)
+    # policy_delay 1: every optimiser has stepped, so their states have a layout to compare
+    fused, reference = make(FusedCrossQAgent, policy_delay=1), make(CrossQAgent, policy_delay=1)
     batch = make_batch()
     fused.update(batch)
     reference.update(batch)
@@ -268,7 +269,9 @@ def test_its_checkpoint_has_the_autograd_ones_layout():
     for key in ("actor_optimizer", "critic_optimizer", "ent_coef_optimizer"):
         group, expected = ours[key]["param_groups"][0], theirs[key]["param_groups"][0]
         assert group.keys() == expected.keys() and group["betas"] == expected["betas"]
-        assert ours[key]["state"].keys() == theirs[key]["state"].keys()
+        assert ours[key]["state"].keys() == theirs[key]["state"].keys() != set()
+        for index, entry in ours[key]["state"].items():
+            assert entry.keys() == theirs[key]["state"][index].keys()
     assert ours["actor_optimizer"]["param_groups"][0]["betas"] == (0.5, 0.999)
     assert ours["ent_coef_optimizer"]["param_groups"][0]["betas"] == (0.9, 0.999)
 
@@ -316,18 +319,22 @@ def test_auto_without_the_private_ops_trains_through_autograd_and_says_so(monkey
 
 
 # ------------------------------------------------------------------ probes
-def test_the_probe_reads_the_fused_agent_as_the_autograd_one_and_changes_nothing():
-    probed, twin = make(FusedCrossQAgent), make(FusedCrossQAgent)
+@pytest.mark.parametrize("rows", [32, 8])  # a batch's, and the gradient noise's small parts
+def test_the_probe_reads_the_fused_agent_as_the_autograd_one_and_changes_nothing(rows):
+    # Past the renormalisation's warm-up: r and d correct the batch statistics
+    options = {"renorm_warmup_steps": 2, "policy_delay": 1}
+    probed, twin = make(FusedCrossQAgent, **options), make(FusedCrossQAgent, **options)
     for seed in range(4):
         for agent in (probed, twin):
             agent.update(make_batch(seed=seed))
-    reference = make(CrossQAgent, seed=5)
+    reference = make(CrossQAgent, seed=5, **options)
     reference.load_state_dict(copy.deepcopy(probed.state_dict()))
     before = copy.deepcopy(probed.state_dict())
     grads_before = [opt.grad.clone() for opt in (probed.actor_opt, probed.critic_opt)]
-    ours, theirs = gradient_probe(probed, make_batch(seed=9)), gradient_probe(reference,
-                                                                             make_batch(seed=9))
+    batch = make_batch(n=rows, seed=9)
+    ours, theirs = gradient_probe(probed, batch), gradient_probe(reference, batch)
     assert ours.critic_loss == pytest.approx(theirs.critic_loss, rel=1e-6)
+    assert ours.q_mean == pytest.approx(theirs.q_mean, rel=1e-6)
     assert ours.actor_loss == pytest.approx(theirs.actor_loss, rel=1e-6)
     assert ours.critic_layers == pytest.approx(theirs.critic_layers, rel=1e-5)
     assert ours.actor_layers == pytest.approx(theirs.actor_layers, rel=1e-5)

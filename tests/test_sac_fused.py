@@ -128,3 +128,11 @@ def test_a_resume_that_learns_a_fixed_temperature_starts_from_the_configs():
     learnt = make(FusedSACAgent, ent_coef="auto_0.2")
     learnt.load_state_dict(copy.deepcopy(fixed.state_dict()))
     assert float(learnt.log_ent_coef.detach().exp()) == pytest.approx(0.2)
+    # A checkpoint whose flat Adam kept an unstepped state (step 0), as older ones did
+    older = copy.deepcopy(fixed.state_dict())
+    older["ent_coef_optimizer"]["state"] = {0: {"step": torch.tensor(0.0),
+                                                "exp_avg": torch.zeros(1),
+                                                "exp_avg_sq": torch.zeros(1)}}
+    learnt = make(FusedSACAgent, ent_coef="auto_0.2")
+    learnt.load_state_dict(older)
+    assert float(learnt.log_ent_coef.detach().exp()) == pytest.approx(0.2)

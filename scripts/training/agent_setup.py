@@ -64,9 +64,11 @@ def build_agent(config: TrainConfig, obs_dim: int, action_low: np.ndarray,
 
 
 def agent_view(agent: Agent, action_low: np.ndarray, action_high: np.ndarray) -> AgentView:
-    """What the diagnostics may see of `agent`."""
+    """What the diagnostics may see of `agent` (its own `q1` where it has one: the base
+    Agent's optional methods)."""
     return AgentView(
-        actor=agent.actor, critic=agent.critic, q_value=agent.q1, act=agent.act,
+        actor=agent.actor, critic=agent.critic,
+        q_value=getattr(agent, "q1", agent.critic.q1), act=agent.act,
         probe=functools.partial(gradient_probe, agent), updates=lambda: agent.updates,
         networks=agent.networks, action_low=np.asarray(action_low, np.float32),
         action_high=np.asarray(action_high, np.float32), device=agent.device)
