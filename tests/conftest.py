@@ -139,3 +139,12 @@ def runner_events(log_dir: Path) -> list[dict[str, Any]]:
     from rltrain.utils.run.logger import read_jsonl
 
     return [e for e in read_jsonl(log_dir / "events.jsonl") if e.get("rule") == "env_runner"]
+
+
+@pytest.fixture
+def double_precision():
+    """float64 as torch's default dtype for the test, restored after it."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)

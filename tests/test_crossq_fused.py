@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import subprocess
-import sys
 
 import pytest
 import torch
 from test_sac import HIGH, LOW, make_batch
 
-from rltrain.agents import fused_ops, gemm, renorm_ops
+from rltrain.agents import gemm, renorm_ops
 from rltrain.agents.base import CommonSettings
 from rltrain.agents.crossq import build
 from rltrain.agents.crossq_fused import FusedCrossQAgent
@@ -112,14 +110,6 @@ class ClipCounter:
         d = (x.mean(dim=-2, keepdim=True) - module.running_mean) / running_std
         self.r += int(((r < 1 / R_MAX) | (r > R_MAX)).sum())
         self.d += int((d.abs() > D_MAX).sum())
-
-
-@pytest.fixture
-def double_precision():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
 
 
 # -------------------------------------------------------------- the networks
@@ -304,20 +294,6 @@ def test_auto_takes_the_fused_update_for_the_stock_networks_on_the_cpu():
     assert type(agent) is CrossQAgent
 
 
-def test_fused_with_a_custom_network_is_refused():
-    custom = CommonSettings(critic_net=NetworkSpec((16,), layer_norm=True))
-    with pytest.raises(ValueError, match="stock ReLU networks only"):
-        build(3, LOW, HIGH, custom, CrossQOptions(), CPU, "fused")
-
-
-def test_auto_without_the_private_ops_trains_through_autograd_and_says_so(monkeypatch):
-    monkeypatch.setitem(fused_ops._OPS, "torch.ops.aten.threshold_backward", None)
-    agent, warning = build(3, LOW, HIGH, CommonSettings(), CrossQOptions(), CPU, "auto")
-    assert type(agent) is CrossQAgent and "threshold_backward" in warning
-    with pytest.raises(ValueError, match="threshold_backward"):
-        build(3, LOW, HIGH, CommonSettings(), CrossQOptions(), CPU, "fused")
-
-
 # ------------------------------------------------------------------ probes
 @pytest.mark.parametrize("rows", [32, 8])  # a batch's, and the gradient noise's small parts
 def test_the_probe_reads_the_fused_agent_as_the_autograd_one_and_changes_nothing(rows):
@@ -348,21 +324,3 @@ def test_the_probe_reads_the_fused_agent_as_the_autograd_one_and_changes_nothing
         ours_metrics, twin_metrics = probed.update(make_batch(seed=seed)), twin.update(
             make_batch(seed=seed))
         assert all(torch.equal(ours_metrics[key], twin_metrics[key]) for key in ours_metrics)
-
-
-def test_training_the_fused_update_does_not_import_torch_dynamo():
-    code = (
-        "import sys, numpy as np, torch\n"
-        "from rltrain.scripts.training.agent_setup import build_agent\n"
-        "from rltrain.utils.config.loader import config_from_dict\n"
-        "from rltrain.utils.training.replay_buffer import Batch\n"
-        "agent, _ = build_agent(config_from_dict({'algo': 'crossq', 'hidden_sizes': [8, 8],\n"
-        "    'crossq': {'policy_delay': 1}}), 3, np.array([-2.0], np.float32),\n"
-        "    np.array([2.0], np.float32), torch.device('cpu'))\n"
-        "b = Batch(torch.randn(4, 3), torch.rand(4, 1), torch.randn(4, 1), torch.randn(4, 3),\n"
-        "          torch.zeros(4, 1))\n"
-        "agent.update(b); agent.load_state_dict(agent.state_dict()); agent.update(b)\n"
-        "print(type(agent).__name__, 'torch._dynamo' in sys.modules)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)
-    assert result.stdout.strip() == "FusedCrossQAgent False"

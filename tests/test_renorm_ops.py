@@ -11,15 +11,6 @@ import torch
 from rltrain.agents import renorm_ops
 from rltrain.networks.batch_renorm import D_MAX, R_MAX, BatchRenorm, Renorm
 
-
-@pytest.fixture
-def double_precision():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
-
-
 # Six features of batches of mean 2 and these spreads, and running statistics that put
 # r past its clips in the first three features, d in the first two.
 SPREADS = torch.tensor([1.0, 1.0, 0.1, 1.0, 2.0, 0.5])

@@ -105,20 +105,6 @@ def test_auto_takes_the_fused_update_for_the_stock_networks_on_the_cpu():
     assert type(auto) is FusedSACAgent
 
 
-def test_fused_with_a_custom_network_is_refused():
-    custom = CommonSettings(actor_net=NetworkSpec((16,), activation="tanh"))
-    with pytest.raises(ValueError, match="stock ReLU networks only"):
-        build(3, LOW, HIGH, custom, SACOptions(), CPU, "fused")
-
-
-def test_auto_without_the_private_ops_trains_through_autograd_and_says_so(monkeypatch):
-    from rltrain.agents import fused_ops
-
-    monkeypatch.setitem(fused_ops._OPS, "torch.ops.aten.threshold_backward", None)
-    agent, warning = build(3, LOW, HIGH, CommonSettings(), SACOptions(), CPU, "auto")
-    assert type(agent) is SACAgent and "threshold_backward" in warning
-
-
 def test_a_resume_that_learns_a_fixed_temperature_starts_from_the_configs():
     # The fixed temperature's optimiser never stepped: its state is empty, as torch's.
     fixed = make(FusedSACAgent, ent_coef=0.001)

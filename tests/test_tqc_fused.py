@@ -5,18 +5,16 @@ checkpoints with the other backends, and is what `auto` picks where SAC's would 
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 
 import pytest
 import torch
 from test_sac import HIGH, LOW, make_batch
 
-from rltrain.agents import fused_ops, gemm
+from rltrain.agents import gemm
 from rltrain.agents.base import CommonSettings
 from rltrain.agents.probes import gradient_probe
 from rltrain.agents.registry import TQCOptions
-from rltrain.agents.tqc import FlatTQCAgent, build
+from rltrain.agents.tqc import FlatTQCAgent
 from rltrain.agents.tqc_fused import FusedTQCAgent, quantile_huber_sum
 from rltrain.agents.tqc_update import TQCAgent, quantile_huber_loss, quantile_levels
 from rltrain.networks.mlp import NetworkSpec
@@ -155,40 +153,6 @@ def test_the_config_picks_the_update(backend, networks, expected):
                                "networks": networks})
     agent, warning = build_agent(config, 3, LOW, HIGH, CPU)
     assert type(agent) is expected and warning is None
-
-
-@pytest.mark.parametrize("networks", [{}, {"critic": {"layer_norm": True}}])
-def test_the_cpu_defaults_train_and_save_without_torch_dynamo(networks):
-    """torch.optim imports torch._dynamo; the fused and the flat agent use neither."""
-    code = (
-        "import sys, numpy as np, torch\n"
-        "from rltrain.scripts.training.agent_setup import build_agent\n"
-        "from rltrain.utils.config.loader import config_from_dict\n"
-        "from rltrain.utils.training.replay_buffer import Batch\n"
-        "config = config_from_dict({'algo': 'tqc', 'hidden_sizes': [8, 8],\n"
-        f"                           'networks': {networks!r}}})\n"
-        "agent, _ = build_agent(config, 3, np.array([-2.0], np.float32),\n"
-        "                       np.array([2.0], np.float32), torch.device('cpu'))\n"
-        "b = Batch(torch.randn(4, 3), torch.rand(4, 1), torch.randn(4, 1), torch.randn(4, 3),\n"
-        "          torch.zeros(4, 1))\n"
-        "agent.update(b); agent.load_state_dict(agent.state_dict()); agent.update(b)\n"
-        "print(type(agent).__name__, 'torch._dynamo' in sys.modules)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)
-    expected = "FlatTQCAgent" if networks else "FusedTQCAgent"
-    assert result.stdout.split() == [expected, "False"]
-
-
-def test_fused_with_a_custom_network_is_refused():
-    custom = CommonSettings(critic_net=NetworkSpec((16,), layer_norm=True))
-    with pytest.raises(ValueError, match="stock ReLU networks only"):
-        build(3, LOW, HIGH, custom, TQCOptions(), CPU, "fused")
-
-
-def test_auto_without_the_private_ops_trains_through_autograd_and_says_so(monkeypatch):
-    monkeypatch.setitem(fused_ops._OPS, "torch.ops.aten.threshold_backward", None)
-    agent, warning = build(3, LOW, HIGH, CommonSettings(), TQCOptions(), CPU, "auto")
-    assert type(agent) is TQCAgent and "threshold_backward" in warning
 
 
 def test_the_probes_see_the_fused_agent_as_the_autograd_one_and_change_nothing():
