@@ -13,8 +13,9 @@ backward, the gradients are written straight into the flat buffers of rltrain's 
 (agents/fused_ops.py `FlatAdam`, with CrossQ's betas), and no autograd graph is built.
 The squashed Gaussian's sample, its backward and the temperature's step are those of
 SAC's fused update (agents/max_entropy_ops.py). tests/test_crossq_fused.py checks that
-it agrees with the autograd update. Acting, saving, loading and the diagnostics'
-probes are CrossQAgent's; the checkpoint adds the products' kernel ("gemm").
+it agrees with the autograd update. The diagnostics' probe (`hand_probe`) runs on the
+same kernels; acting, saving and loading are CrossQAgent's; the checkpoint adds the
+products' kernel ("gemm").
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from rltrain.agents.base import Batch, CommonSettings
 from rltrain.agents.crossq_update import CrossQAgent, betas
 from rltrain.agents.fused_ops import FlatAdamOptimisers, Layer
 from rltrain.agents.gemm import KeepsProducts
+from rltrain.agents.probes import Probe, probe_from_gradients
 from rltrain.agents.registry import CrossQOptions
 from rltrain.agents.renorm_ops import RenormStack, StackGrads
+from rltrain.agents.sac_update import PROBE_SEED
 from rltrain.networks.batch_renorm import BatchRenorm
 from rltrain.networks.critic import Critic, EnsembleLinear
 from rltrain.networks.gaussian_actor import GaussianActor
@@ -82,33 +85,68 @@ class FusedCrossQAgent(KeepsProducts, FlatAdamOptimisers, CrossQAgent):
             metrics["entropy"] = -policy.sample.log_prob.mean()
         return metrics
 
-    def _policy(self, obs: torch.Tensor, training: bool) -> _PolicyPass:
-        """A sample of the policy on `obs`, from a training pass of its layers (counted)
-        or with their running statistics."""
-        latent, tape = renorm_ops.forward(self._actor, obs, self.products, training)
-        if training:
+    @torch.no_grad()
+    def hand_probe(self, batch: Batch) -> Probe:
+        """agents/probes.py's probe with this update's kernels: the losses of
+        `CrossQAgent.probe_losses` (training passes that move no running statistics and
+        count none, the policy sampled from the probe's own stream, in its order) and
+        their gradients, written into scratch buffers."""
+        generator = torch.Generator(device=self.device).manual_seed(PROBE_SEED)
+        ent_coef = self.log_ent_coef.detach().exp()
+        critic_grads = self.critic_opt.scratch_grads()
+        critic_loss, q1 = self._critic_gradients(batch, ent_coef,
+                                                 critic_views(self.critic, critic_grads)[1],
+                                                 generator, track=False)
+        policy = self._policy(batch.obs, training=True, generator=generator, track=False)
+        actor_grads = self.actor_opt.scratch_grads()
+        _, hidden_grads, _, head_grads = actor_views(self.actor, actor_grads)
+        actor_loss = self._actor_gradients(batch.obs, policy, ent_coef, hidden_grads,
+                                           head_grads)
+        return probe_from_gradients(self.critic, critic_grads, self.actor, actor_grads,
+                                    (critic_loss, actor_loss), q1.mean())
+
+    def _policy(self, obs: torch.Tensor, training: bool,
+                generator: torch.Generator | None = None, track: bool = True) -> _PolicyPass:
+        """A sample of the policy on `obs` (noise from `generator`, the agent's by
+        default), from a training pass of its layers (counted and moving their running
+        statistics where `track`) or with their running statistics."""
+        latent, tape = renorm_ops.forward(self._actor, obs, self.products, training, track)
+        if training and track:
             renorm_ops.count_training_pass(self._actor_renorms)
         mean, raw_log_std = max_entropy_ops.heads_forward(self._heads, latent)
-        noise = torch.randn(mean.shape, device=mean.device, generator=self.generator)
+        noise = torch.randn(mean.shape, device=mean.device,
+                            generator=generator or self.generator)
         return _PolicyPass(max_entropy_ops.squash(mean, raw_log_std, noise), latent, tape)
 
     def _fused_critic_step(self, batch: Batch,
                            ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
+        loss, q1 = self._critic_gradients(batch, ent_coef, self._critic_grads)
+        self.critic_opt.attach_grads()
+        grad_norm = self.critic_opt.step(loss, self.settings.grad_clip_norm)
+        return {"critic_loss": loss, "q_mean": q1.mean(), "critic_grad_norm": grad_norm}
+
+    def _critic_gradients(self, batch: Batch, ent_coef: torch.Tensor,
+                          grads: list[StackGrads], generator: torch.Generator | None = None,
+                          track: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Half the sum of the critics' MSE to the soft TD target, from one training pass
+        of the critics over the current and next state-actions (`track`: counted and
+        moving their running statistics), its gradient written into `grads` (each
+        member's), and the first critic's Q on the current rows [B, 1]."""
         rows = batch.obs.shape[0]
-        next_sample = self._policy(batch.next_obs, training=False).sample
+        next_sample = self._policy(batch.next_obs, training=False, generator=generator).sample
         # [s, a; s', a'], actions in the critic's normalised units (a' is tanh's own)
         x = torch.cat([self.critic.inputs(batch.obs, batch.actions),
                        torch.cat([batch.next_obs, next_sample.squashed], dim=-1)])
-        passes = [renorm_ops.forward(member, x, self.products, training=True)
+        passes = [renorm_ops.forward(member, x, self.products, training=True, track=track)
                   for member in self._critics]
-        renorm_ops.count_training_pass(self._critic_renorms)
+        if track:
+            renorm_ops.count_training_pass(self._critic_renorms)
         (q1, _), (q2, _) = passes  # [2B, 1] each
         soft_q = torch.minimum(q1[rows:], q2[rows:]) - ent_coef * next_sample.log_prob
         # A time-limit truncation is not the end of the task: bootstrap through it.
         target = batch.rewards + self.settings.gamma * (1.0 - batch.terminated) * soft_q
         losses = []
-        for (q, tape), member, grads in zip(passes, self._critics, self._critic_grads,
-                                            strict=True):
+        for (q, tape), member, member_grads in zip(passes, self._critics, grads, strict=True):
             error = q[:rows] - target
             losses.append(error.square().mean())
             # d(0.5 mean error^2)/dq = error / B on the current rows; the next rows' Q is
@@ -116,17 +154,23 @@ class FusedCrossQAgent(KeepsProducts, FlatAdamOptimisers, CrossQAgent):
             # batch statistics both halves share.
             grad_q = torch.zeros_like(q)
             torch.mul(error, 1.0 / rows, out=grad_q[:rows])
-            renorm_ops.backward(member, tape, grad_q, self.products, grads)
-        loss = 0.5 * torch.stack(losses).sum()
-        self.critic_opt.attach_grads()
-        grad_norm = self.critic_opt.step(loss, self.settings.grad_clip_norm)
-        return {"critic_loss": loss, "q_mean": q1[:rows].mean(), "critic_grad_norm": grad_norm}
+            renorm_ops.backward(member, tape, grad_q, self.products, member_grads)
+        return 0.5 * torch.stack(losses).sum(), q1[:rows]
 
     def _fused_actor_step(self, obs: torch.Tensor, policy: _PolicyPass,
                           ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
+        loss = self._actor_gradients(obs, policy, ent_coef, self._actor_grads,
+                                     self._head_grads)
+        self.actor_opt.attach_grads()
+        grad_norm = self.actor_opt.step(loss, self.settings.grad_clip_norm)
+        return {"actor_loss": loss, "actor_grad_norm": grad_norm}
+
+    def _actor_gradients(self, obs: torch.Tensor, policy: _PolicyPass, ent_coef: torch.Tensor,
+                         hidden_grads: StackGrads, head_grads: list[Layer]) -> torch.Tensor:
+        """The actor's loss on the critics with their running statistics (eval mode: it
+        reaches the actor through their input alone), its gradient written into
+        `hidden_grads` and `head_grads`."""
         sample = policy.sample
-        # The critics with their running statistics (eval mode): the loss reaches the
-        # actor through their input alone.
         x = torch.cat([obs, sample.squashed], dim=-1)
         (q1, tape1), (q2, tape2) = (renorm_ops.forward(member, x, self.products, training=False)
                                     for member in self._critics)
@@ -135,13 +179,9 @@ class FusedCrossQAgent(KeepsProducts, FlatAdamOptimisers, CrossQAgent):
         grad_x = renorm_ops.backward(self._critics[0], tape1, grad_q1, self.products)
         grad_x += renorm_ops.backward(self._critics[1], tape2, grad_q2, self.products)
         grad_latent = max_entropy_ops.actor_latent_gradient(
-            sample, grad_x, obs.shape[1], ent_coef, self._heads, self._head_grads,
-            policy.latent)
-        renorm_ops.backward(self._actor, policy.tape, grad_latent, self.products,
-                            self._actor_grads)
-        self.actor_opt.attach_grads()
-        grad_norm = self.actor_opt.step(loss, self.settings.grad_clip_norm)
-        return {"actor_loss": loss, "actor_grad_norm": grad_norm}
+            sample, grad_x, obs.shape[1], ent_coef, self._heads, head_grads, policy.latent)
+        renorm_ops.backward(self._actor, policy.tape, grad_latent, self.products, hidden_grads)
+        return loss
 
 
 HEADS = ("mu", "log_std")  # GaussianActor's heads, in the order max_entropy_ops takes them

@@ -6,9 +6,9 @@ critic and actor losses with autograd and takes their gradients with
 `torch.autograd.grad`: no optimiser step, no random draw (no target smoothing noise; a
 stochastic policy samples from a fixed-seed stream of its own), and the networks'
 `.grad` stay as the last update left them, so training continues exactly as if it had
-not run. DDPG's, TD3's, SAC's and TQC's fused agents probe the same way with their own
-kernels and scratch gradient buffers (`hand_probe`, several times faster on the CPU);
-CrossQ's probes through autograd.
+not run. The fused agents probe the same way with their own kernels and scratch
+gradient buffers (`hand_probe`, several times faster on the CPU, and without an autograd
+graph's memory).
 """
 
 from __future__ import annotations

@@ -66,10 +66,11 @@ class Normalised(NamedTuple):
     d: torch.Tensor        # [1, width], 0 during the warm-up
 
 
-def train_forward(layer: RenormLayer, x: torch.Tensor) -> tuple[torch.Tensor, Normalised]:
-    """A training pass on x [N, width]: the output, and what the backward needs. The
-    layer's running statistics follow the batch's; its `steps` are the caller's to
-    count."""
+def train_forward(layer: RenormLayer, x: torch.Tensor,
+                  track: bool = True) -> tuple[torch.Tensor, Normalised]:
+    """A training pass on x [N, width]: the output, and what the backward needs. With
+    `track` the layer's running statistics follow the batch's (a probe's pass leaves
+    them); its `steps` are the caller's to count."""
     settings = layer.settings
     mean = x.mean(dim=0, keepdim=True)
     centred = x - mean
@@ -83,8 +84,9 @@ def train_forward(layer: RenormLayer, x: torch.Tensor) -> tuple[torch.Tensor, No
     r = torch.where(warm, (std / running_std).clamp_(1 / R_MAX, R_MAX), 1.0)
     d = torch.where(warm, ((mean - layer.running_mean) / running_std).clamp_(-D_MAX, D_MAX),
                     0.0)
-    layer.running_mean.lerp_(mean, settings.momentum)
-    layer.running_var.lerp_(var, settings.momentum)
+    if track:
+        layer.running_mean.lerp_(mean, settings.momentum)
+        layer.running_var.lerp_(var, settings.momentum)
     # (n r + d) w + b with n = (x - mu) / sigma, in one pass over the rows
     out = torch.addcmul(torch.addcmul(layer.bias, d, layer.weight), centred,
                         r * layer.weight / std)
@@ -146,13 +148,14 @@ class Tape(NamedTuple):
 
 
 def forward(stack: RenormStack, x: torch.Tensor, products: Products,
-            training: bool) -> tuple[torch.Tensor, Tape]:
+            training: bool, track: bool = True) -> tuple[torch.Tensor, Tape]:
     """The stack on x [N, in], its renormalisations in a training pass (`training`: the
-    caller counts it) or with their running statistics; the output and the `Tape`."""
+    caller counts it; `track`: it moves their running statistics) or with their running
+    statistics; the output and the `Tape`."""
     tape = Tape(training, [], [], [])
     for index, renorm in enumerate(stack.renorms):
         tape.inputs.append(x)
-        x, kept = train_forward(renorm, x) if training else eval_forward(renorm, x)
+        x, kept = train_forward(renorm, x, track) if training else eval_forward(renorm, x)
         tape.kept.append(kept)
         tape.outputs.append(x)
         if index < len(stack.linears):
