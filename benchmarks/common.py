@@ -167,9 +167,8 @@ def sbx_td3(config, seed: int, device: str = "cpu"):
 
 
 def sbx_model(config, seed: int, device: str = "cpu"):
-    """The SBX model that trains like the rltrain config `config` (no TQC in SBX's
-    comparison here)."""
-    makers = {"sac": sbx_sac, "crossq": sbx_crossq}
+    """The SBX model that trains like the rltrain config `config`."""
+    makers = {"sac": sbx_sac, "crossq": sbx_crossq, "tqc": sbx_tqc}
     return makers.get(config.algo, sbx_td3)(config, seed, device)
 
 
@@ -191,6 +190,25 @@ def sbx_crossq(config, seed: int, device: str = "cpu"):
                                  "batch_norm_momentum": 1 - crossq.batch_norm_momentum,
                                  "renorm_warmup_steps": crossq.renorm_warmup_steps},
                   seed=seed, verbose=0)
+
+
+def sbx_tqc(config, seed: int, device: str = "cpu"):
+    """SBX's TQC (JAX) set up like an rltrain TQC config, as `sb3_tqc` (SBX averages its
+    target critics after every update: the config must too). JAX picks its own device;
+    `device` is unused."""
+    import gymnasium as gym
+    from sbx import TQC
+
+    tqc = config.tqc
+    assert tqc.target_update_interval == 1, "SBX's TQC averages its targets every update"
+    return TQC("MlpPolicy", gym.make(config.env_name), learning_rate=config.actor_lr,
+               buffer_size=config.replay_buffer_size, learning_starts=config.learning_starts,
+               batch_size=config.batch_size, tau=config.tau, gamma=config.gamma, train_freq=1,
+               gradient_steps=1, ent_coef=tqc.ent_coef, target_entropy=tqc.target_entropy,
+               top_quantiles_to_drop_per_net=tqc.top_quantiles_to_drop_per_net,
+               policy_kwargs={"net_arch": _net_arch(config), "n_quantiles": tqc.n_quantiles,
+                              "n_critics": tqc.n_critics},
+               seed=seed, verbose=0)
 
 
 def sb3_model(config, seed: int, device: str = "cpu"):

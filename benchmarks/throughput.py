@@ -270,7 +270,7 @@ def main() -> None:
                         help="train on this Gymnasium env instead of the base config's "
                              "Pendulum-v1 (e.g. HalfCheetah-v5), every library alike")
     parser.add_argument("--sbx", action="store_true",
-                        help="SBX (JAX, `pip install sbx-rl`) too: SAC, TD3/DDPG, CrossQ; "
+                        help="SBX (JAX, `pip install sbx-rl`) too: SAC, TD3/DDPG, CrossQ, TQC; "
                              "with --threads 1, XLA on one thread")
     args = parser.parse_args()
     script = Path(__file__).resolve()
