@@ -769,3 +769,24 @@ def test_finite_rows_is_is_finite_for_each_env_of_a_vector_step():
     obs[1, 2], actions[2, 0], rewards[3] = np.nan, np.inf, -np.inf
     expected = [is_finite(obs[i], actions[i], float(rewards[i])) for i in range(4)]
     assert finite_rows(obs, actions, rewards).tolist() == expected == [True, False, False, False]
+
+
+def test_short_horizon_fires_for_a_horizon_of_a_few_steps_not_rl_zoos_shortest():
+    """Its threshold lies between gamma 0.6 on Hopper (2.5 steps, about 4% of its mean
+    episode) and RL Zoo's shortest tuned horizon (gamma 0.9 on Pendulum's 200 steps:
+    5%)."""
+    from rltrain.utils.diagnosis.measure.episode_ends import EpisodeEnds
+    from rltrain.utils.diagnosis.rules.input_rules import ShortHorizon
+    from rltrain.utils.diagnosis.rules.spec import RuleContext
+
+    def check(gamma: float, lengths: list[int]) -> list:
+        rule = ShortHorizon(RuleContext(config_from_dict({"gamma": gamma}), 3, 1))
+        share = EpisodeEnds(100)
+        for length in lengths:
+            share.add(length, True)
+        return rule.check(1000, share.horizon_share(gamma), share.lengths)
+
+    assert check(0.6, [60] * 10)  # 2.5 of 60 steps: 0.042
+    assert not check(0.9, [200] * 10)  # 10 of 200: 0.05
+    assert not check(0.99, [1000] * 10)  # 100 of 1000: 0.1
+    assert check(0.99, [2500] * 10)  # 100 of 2500: 0.04

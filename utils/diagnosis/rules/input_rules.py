@@ -112,7 +112,7 @@ SPECS = (
         section='diagnostics',
         group='What goes into learning',
         fires_when="gamma's horizon 1/(1-gamma) is below this share of the mean episode length",
-        threshold=0.02,
+        threshold=0.045,
         action='warn',
         hypothesis='if gamma is too small for the task, then the agent values only the next few '
                    'rewards (1/(1-gamma) steps) and never learns what pays off later in the '
