@@ -121,7 +121,6 @@ class FusedCrossQAgent(KeepsProducts, FlatAdamOptimisers, CrossQAgent):
     def _fused_critic_step(self, batch: Batch,
                            ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
         loss, q1 = self._critic_gradients(batch, ent_coef, self._critic_grads)
-        self.critic_opt.attach_grads()
         grad_norm = self.critic_opt.step(loss, self.settings.grad_clip_norm)
         return {"critic_loss": loss, "q_mean": q1.mean(), "critic_grad_norm": grad_norm}
 
@@ -161,7 +160,6 @@ class FusedCrossQAgent(KeepsProducts, FlatAdamOptimisers, CrossQAgent):
                           ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
         loss = self._actor_gradients(obs, policy, ent_coef, self._actor_grads,
                                      self._head_grads)
-        self.actor_opt.attach_grads()
         grad_norm = self.actor_opt.step(loss, self.settings.grad_clip_norm)
         return {"actor_loss": loss, "actor_grad_norm": grad_norm}
 

@@ -72,7 +72,6 @@ class FusedDDPGAgent(KeepsProducts, FlatAdamOptimisers, DDPGAgent):
     def _critic_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         loss, q1 = self._critic_gradients(batch, self.td_target(batch),
                                           self._critic_views["critic_grads"])
-        self.critic_opt.attach_grads()
         grad_norm = self.critic_opt.step(loss, self.settings.grad_clip_norm)
         return {"critic_loss": loss, "q_mean": q1.mean(), "critic_grad_norm": grad_norm}
 
@@ -95,7 +94,6 @@ class FusedDDPGAgent(KeepsProducts, FlatAdamOptimisers, DDPGAgent):
 
     def _actor_step(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         loss = self._actor_gradients(obs, self._actor_views["actor_grads"])
-        self.actor_opt.attach_grads()
         grad_norm = self.actor_opt.step(loss, self.settings.grad_clip_norm)
         return {"actor_loss": loss, "actor_grad_norm": grad_norm}
 
@@ -134,12 +132,8 @@ class FusedDDPGAgent(KeepsProducts, FlatAdamOptimisers, DDPGAgent):
                                     (critic_loss, actor_loss), q1.mean())
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """The first critic's Q [B, 1] through this update's kernels (outside autograd;
-        with gradients on, the module's)."""
-        if torch.is_grad_enabled():
-            return self.critic.q1(obs, action)
-        return fused_ops.forward(self._critic_views["critic"][0],
-                                 self.critic.inputs(obs, action), self.products)[0]
+        return fused_ops.first_critic_q(self.critic, self._critic_views["critic"][0], obs,
+                                        action, self.products)
 
     @torch.no_grad()
     def _soft_update_targets(self) -> None:

@@ -121,6 +121,17 @@ def linear_backward(layer: Layer, layer_input: torch.Tensor, grad: torch.Tensor,
     return grad * weight.t() if grad.shape[1] == 1 else products.mm(grad, weight.t())
 
 
+def first_critic_q(critic: nn.Module, layers: list[Layer], obs: torch.Tensor,
+                   action: torch.Tensor, products: Products = BLAS) -> torch.Tensor:
+    """The first critic's Q [B, 1] as a fused agent's diagnostics read it: its `layers`
+    through `products`, the mean of its outputs (one, or a quantile critic's quantiles).
+    With gradients on, the module's own differentiable pass (`critic.q1`)."""
+    if torch.is_grad_enabled():
+        return critic.q1(obs, action)
+    outputs = forward(layers, critic.inputs(obs, action), products)[0]
+    return outputs.mean(dim=-1, keepdim=True)
+
+
 def relu_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
     """`grad` (dLoss/d relu's output) through the ReLU that gave `output`."""
     return _relu_backward(grad, output, 0)
@@ -196,7 +207,9 @@ class FlatAdam:
         """Clip the gradient if configured and take an Adam step; return the norm before
         clipping (`norm`: the caller's, else the flat buffer's). A NaN/inf loss or
         gradient leaves parameters, moments and the step count untouched: the kernel
-        skips where `found_inf` is 1, decided on the device."""
+        skips where `found_inf` is 1, decided on the device. The parameters' `.grad` are
+        the buffer's views afterwards (`attach_grads`), whoever wrote the buffer."""
+        self.attach_grads()
         if norm is None:
             norm = torch.linalg.vector_norm(self.grad)
         if clip_norm is not None:

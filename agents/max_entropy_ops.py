@@ -113,6 +113,5 @@ def temperature_step(agent: SACAgent, log_prob: torch.Tensor) -> dict[str, torch
     loss = -(agent.log_ent_coef * shortfall).mean()
     optimiser = agent.ent_coef_opt
     torch.mean(shortfall, dim=0, out=optimiser.grad).neg_()  # dLoss/dlog(alpha)
-    optimiser.attach_grads()
     optimiser.step(loss, None)
     return {"ent_coef_loss": loss}

@@ -112,19 +112,12 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
                                     (critic_loss, actor_loss), q1.mean())
 
     def q1(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """The first critic's Q [B, 1] through this update's kernels: the mean of its
-        outputs (one, or a quantile critic's quantiles). Outside autograd; with
-        gradients on, the module's."""
-        if torch.is_grad_enabled():
-            return self.critic.q1(obs, action)
-        outputs = fused_ops.forward(self._critics[0], self.critic.inputs(obs, action),
-                                    self.products)[0]
-        return outputs.mean(dim=-1, keepdim=True)
+        return fused_ops.first_critic_q(self.critic, self._critics[0], obs, action,
+                                        self.products)
 
     def _fused_critic_step(self, batch: Batch, next_sample: max_entropy_ops.Squashed,
                            ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
         loss, q1 = self._critic_gradients(batch, next_sample, ent_coef, self._critic_grads)
-        self.critic_opt.attach_grads()
         grad_norm = self.critic_opt.step(loss, self.settings.grad_clip_norm)
         return {"critic_loss": loss, "q_mean": q1.mean(), "critic_grad_norm": grad_norm}
 
@@ -155,7 +148,6 @@ class FusedSACAgent(KeepsProducts, FlatSACAgent):
                           ent_coef: torch.Tensor) -> dict[str, torch.Tensor]:
         loss = self._actor_gradients(obs, policy, ent_coef, self._hidden_grads,
                                      self._head_grads)
-        self.actor_opt.attach_grads()
         grad_norm = self.actor_opt.step(loss, self.settings.grad_clip_norm)
         return {"actor_loss": loss, "actor_grad_norm": grad_norm}
 

@@ -110,6 +110,18 @@ def test_parameters_become_views_of_one_flat_buffer():
     assert not torch.equal(opt.param, flat)  # the optimiser flattened them again, and stepped
 
 
+def test_a_step_makes_the_buffers_views_the_parameters_grad_again():
+    # A fused update writes its gradients into the flat buffer, not into `.grad`.
+    net = make_net()
+    opt = FlatAdam(net, 1e-2, DEVICE)
+    for p in net.parameters():
+        p.grad = None  # as a user's zero_grad(set_to_none=True) leaves them
+    opt.grad.fill_(0.5)
+    opt.step(torch.tensor(1.0, device=DEVICE), None)
+    assert all(p.grad is g for p, g in zip(net.parameters(), opt.grads, strict=True))
+    assert all(bool((p.grad == 0.5).all()) for p in net.parameters())
+
+
 def test_a_state_with_unequal_step_counts_is_refused():
     net = make_net()
     ours = FlatAdam(net, 1e-2, DEVICE)
