@@ -132,6 +132,22 @@ def test_eval_collapse_silent_on_a_gain_inside_the_training_returns_spread(
     assert len(_evaluations(narrow, [-0.1, -0.0, -0.1, -0.1])) == 1
 
 
+def test_eval_collapse_judges_the_gain_against_the_way_to_a_solved_return(
+        tmp_path: Path) -> None:
+    """InvertedPendulum declares 950 as solved: a rise from 63 to 107 and a fall back is
+    a policy still learning, while one that reached 1,000 and lost it has collapsed. An
+    env that declares nothing (Pendulum) is judged on the first evaluation's scale."""
+    early = [63.0, 92.0, 107.0, 71.0, 68.0, 70.0]
+    solved = EvalCollapse(RuleContext(tiny_config(tmp_path, env_name="InvertedPendulum-v5"),
+                                      4, 1))
+    assert _evaluations(solved, early) == []
+    lost = EvalCollapse(RuleContext(tiny_config(tmp_path, env_name="InvertedPendulum-v5"),
+                                    4, 1))
+    assert [f.env_steps for f in _evaluations(lost, [63.0, 480.0, 1000.0, 90.0, 70.0])] == [500]
+    undeclared = EvalCollapse(RuleContext(tiny_config(tmp_path), 3, 1))  # Pendulum-v1
+    assert [f.env_steps for f in _evaluations(undeclared, early)] == [500]
+
+
 def test_eval_collapse_state_round_trips(tmp_path: Path) -> None:
     context = RuleContext(tiny_config(tmp_path), 3, 1)
     hook = EvalCollapse(context)

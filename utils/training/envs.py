@@ -77,6 +77,18 @@ def check_env_id(env_name: str) -> None:
         return  # traceback in a file
 
 
+def solved_return(env_name: str) -> float | None:
+    """The return that solves `env_name` as its Gymnasium registration declares it
+    (`reward_threshold`); None where it declares none or the id is not registered."""
+    try:
+        with warnings.catch_warnings():  # an unversioned id: the lookup warns
+            warnings.simplefilter("ignore")
+            threshold = find_spec(env_name).reward_threshold
+    except Exception:  # not registered, or its module fails to import: judged without
+        return None
+    return None if threshold is None else float(threshold)
+
+
 @contextlib.contextmanager
 def env_code(env_name: str, call: str) -> Iterator[None]:
     """Around calls into the env (`call`: what rltrain was doing): an exception raised

@@ -21,6 +21,7 @@ import numpy as np
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
+from rltrain.utils.training.envs import solved_return
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
@@ -46,8 +47,9 @@ SPECS = (RuleSpec(
     options=(Option("evaluations", 2, "evaluations in a row below the collapse line before "
                     "the rule fires", AT_LEAST_ONE),
              Option("min_gain", 0.2, "the gain since the first evaluation must be at least "
-                    "this share of its magnitude and of the training returns' spread: a "
-                    "policy that learnt something",
+                    "this share of its magnitude, of the training returns' spread and of "
+                    "the way to the env's declared solving return: a policy that learnt "
+                    "something",
                     NON_NEGATIVE)),
 ),)
 
@@ -63,6 +65,7 @@ class EvalCollapse(RuleHook):
         self.below = 0  # evaluations in a row below the collapse line
         self.checkpoints: list[tuple[int, str]] = []  # periodic and paused, oldest first
         self.returns: deque[float] = deque(maxlen=RETURNS)  # training episodes', newest last
+        self.solved = solved_return(context.config.env_name)  # None: not declared
 
     def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
         if np.isfinite(episode.episode_return):
@@ -89,7 +92,8 @@ class EvalCollapse(RuleHook):
             self.best, self.best_step, self.below = mean, steps, 0
             return []
         gain = self.best - self.first
-        scale = max(abs(self.first), self.returns_spread())
+        scale = max(abs(self.first), self.returns_spread(),
+                    0.0 if self.solved is None else self.solved - self.first)
         if gain <= 0 or gain < self.settings.min_gain * scale:
             return []
         share = (self.best - mean) / gain
