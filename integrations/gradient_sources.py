@@ -121,6 +121,18 @@ class GradientSources:
             c.stale[name] = c.stale.get(name, 0) + (name in stale)
         c.through_actor += through_actor
 
+    @property
+    def traced(self) -> bool:
+        return self._counts.traced
+
+    def count_steps(self, names: list[str]) -> None:
+        """Steps of `names` counted alone, where backward passes are not traced (what
+        `stepped` counts there: nothing can be stale or come through the actor)."""
+        c = self._counts
+        for name in names:
+            c.steps[name] = c.steps.get(name, 0) + 1
+            c.stale[name] = c.stale.get(name, 0)
+
     def counts(self) -> StepSources:
         return self._counts
 

@@ -13,6 +13,7 @@ policy's action), taken with `torch.autograd.grad` so that nothing is changed, a
 
 from __future__ import annotations
 
+import weakref
 from typing import Callable
 
 import numpy as np
@@ -63,29 +64,76 @@ class StepGradients:
     critic's `.grad`), so `.grad` after the update is not what the critic learnt from. A
     global optimiser step pre-hook (`torch.optim.Optimizer`'s, for every optimiser of
     the process) copies the gradients of the watched parameters an optimiser is about to
-    step; `gradients(name)` gives the newest copy of a network's, by parameter name.
-    `sources` counts where those gradients came from (integrations/gradient_sources.py;
-    `trace_backwards=False`: the steps only, for a library's own update). `close()`
-    removes the hooks."""
+    step into buffers kept per network; `gradients(name)` gives the newest copy of a
+    network's, by parameter name, valid until that network's next step (its readers
+    take their norms at once). `sources` counts where those gradients came from
+    (integrations/gradient_sources.py; `trace_backwards=False`: the steps only, for a
+    library's own update). `close()` removes the hooks."""
 
     def __init__(self, networks: dict[str, nn.Module], trace_backwards: bool = True) -> None:
         self.named = {name: list(net.named_parameters()) for name, net in networks.items()}
         self.owner = {id(p): name for name, params in self.named.items() for _, p in params}
-        self.latest: dict[str, dict[str, torch.Tensor | None]] = {}
+        self.latest: dict[str, dict[str, torch.Tensor | None]] = {}  # the buffers by name
+        self._buffers: dict[str, list[torch.Tensor | None]] = {}  # in `named`'s order
         self.sources = GradientSources(networks, trace_backwards)
+        # per optimiser: its parameter groups' signature when last read, and the watched
+        # networks it steps with their parameters in it (this runs at every step)
+        self._plans: weakref.WeakKeyDictionary[torch.optim.Optimizer, tuple[
+            tuple[tuple[int, int], ...], list[tuple[str, list[nn.Parameter]]]]] = (
+            weakref.WeakKeyDictionary())
         # Here, not at the top: a loop with an optimiser has imported torch.optim already.
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
         self._handle = register_optimizer_step_pre_hook(self._before)
 
+    def _networks(self, optimizer: torch.optim.Optimizer
+                  ) -> list[tuple[str, list[nn.Parameter]]]:
+        """The watched networks `optimizer` steps, each with its parameters there."""
+        signature = tuple((id(g["params"]), len(g["params"])) for g in optimizer.param_groups)
+        plan = self._plans.get(optimizer)
+        if plan is None or plan[0] != signature:
+            stepped: dict[str, list[nn.Parameter]] = {}
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if id(p) in self.owner:
+                        stepped.setdefault(self.owner[id(p)], []).append(p)
+            plan = self._plans[optimizer] = (signature, list(stepped.items()))
+        return plan[1]
+
     def _before(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
-        stepped = {self.owner[id(p)] for group in optimizer.param_groups
-                   for p in group["params"] if id(p) in self.owner}
-        if stepped:
+        networks = self._networks(optimizer)
+        if not networks:
+            return
+        if self.sources.traced:
             self.sources.stepped(optimizer, self.owner)
-        for name in stepped:
-            self.latest[name] = {key: None if p.grad is None else p.grad.detach().clone()
-                                 for key, p in self.named[name]}
+        else:  # only the steps are counted: those of networks with a gradient
+            self.sources.count_steps([name for name, params in networks
+                                      if any(p.grad is not None for p in params)])
+        targets, sources = [], []
+        for name, _ in networks:
+            grads = [p.grad for _, p in self.named[name]]
+            buffers = self._buffers.get(name)
+            if buffers is None or any((g is None) is not (b is None) for g, b in zip(
+                    grads, buffers, strict=True)) or self._moved(grads, buffers):
+                buffers = self._buffers[name] = [None if g is None else torch.empty_like(
+                    g, memory_format=torch.contiguous_format) for g in grads]
+                self.latest[name] = {key: b for (key, _), b in zip(
+                    self.named[name], buffers, strict=True)}
+            for g, b in zip(grads, buffers, strict=True):
+                if g is not None:
+                    targets.append(b)
+                    sources.append(g)
+        if targets:
+            with torch.no_grad():
+                torch._foreach_copy_(targets, sources)
+
+    @staticmethod
+    def _moved(grads: list[torch.Tensor | None], buffers: list[torch.Tensor | None]) -> bool:
+        """The network's gradients are no longer of its buffers' dtype or device (the
+        network was moved: all its parameters at once)."""
+        g = next((g for g in grads if g is not None), None)
+        b = next((b for b in buffers if b is not None), None)
+        return g is not None and b is not None and (g.dtype != b.dtype or g.device != b.device)
 
     def gradients(self, name: str) -> dict[str, torch.Tensor | None] | None:
         """Network `name`'s gradients at its latest step; None before its first."""

@@ -70,3 +70,35 @@ def test_a_closed_recorder_records_nothing_more():
     critic(torch.randn(2, 4)).sum().backward()
     opt.step()
     assert steps.gradients("critic") is None and steps.norms() == {}
+
+
+def test_each_step_is_copied_anew_and_an_added_parameter_group_is_seen():
+    """The copies are kept in buffers that the next step overwrites: each read holds
+    that step's gradients, a parameter whose gradient appears or goes is followed, and
+    a parameter group added to an optimiser after its first step is watched too."""
+    actor, critic = nets()
+    first, last = list(critic.parameters())[:2], list(critic.parameters())[2:]
+    opt = torch.optim.SGD(first, lr=0.1)
+    steps = StepGradients({"actor": actor, "critic": critic}, trace_backwards=False)
+    try:
+        for value in (1.0, 2.0):
+            for p in first:
+                p.grad = torch.full_like(p, value)
+            opt.step()
+            assert all(g is None for g in list(steps.gradients("critic").values())[2:])
+            assert all(torch.all(g == value) for g in list(
+                steps.gradients("critic").values())[:2])
+        opt.add_param_group({"params": last})
+        for p in critic.parameters():
+            p.grad = torch.full_like(p, 3.0)
+        opt.step()
+        assert all(torch.all(g == 3.0) for g in steps.gradients("critic").values())
+        assert steps.gradients("actor") is None  # no optimiser stepped it
+        counts = steps.sources.counts()
+        assert counts.steps == {"critic": 3} and counts.stale == {"critic": 0}
+        for p in critic.parameters():
+            p.grad = None
+        opt.step()  # nothing to step with: not a step of the critic
+        assert steps.sources.counts().steps == {"critic": 3}
+    finally:
+        steps.close()
