@@ -42,7 +42,7 @@ except ImportError:
     raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
                       'pip install "rltrain[sb3]"') from None
 
-from rltrain.agents.families import ON_POLICY
+from rltrain.agents.families import ACTOR_Q_CRITICS, ON_POLICY
 from rltrain.agents.registry import Algorithm
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
 from rltrain.integrations.sb3_env_watch import EnvWatch
@@ -114,8 +114,12 @@ class RltrainCallback(BaseCallback):
         # The gradients each optimiser steps with: SB3 runs the actor's loss through the
         # critic after the critic's step, so the critic's .grad then is not its own.
         # SB3's update is its own: its steps are counted, its backward passes not traced.
+        # Its actor's gradients, and PPO's, A2C's and DQN's all (one loss per step), stay
+        # as stepped until the next step: kept by reference, not copied.
         steps = StepGradients({"actor": view.actor, "critic": view.critic},
-                              trace_backwards=False)
+                              trace_backwards=False, by_reference=(
+                                  ("actor",) if self.family in ACTOR_Q_CRITICS
+                                  else ("actor", "critic")))
         view = dataclasses.replace(view, step_gradients=steps.gradients,
                                    step_sources=steps.sources.counts)
         # A replay buffer told not to handle time limits (SB3's handle_timeout_termination,

@@ -68,13 +68,25 @@ class StepGradients:
     network's, by parameter name, valid until that network's next step (its readers
     take their norms at once). `sources` counts where those gradients came from
     (integrations/gradient_sources.py; `trace_backwards=False`: the steps only, for a
-    library's own update). `close()` removes the hooks."""
+    library's own update). `close()` removes the hooks.
 
-    def __init__(self, networks: dict[str, nn.Module], trace_backwards: bool = True) -> None:
+    `by_reference`: networks whose stepped gradients are kept as the `.grad` tensors
+    themselves, not copied, where the library's update changes none of them after its
+    step (SB3's PPO, A2C and DQN: one loss, each step's gradients new). Each tensor's
+    version counter, which every in-place change raises, is kept with it: a network
+    whose held gradients changed after all is copied from its next step on, and read
+    as having no stepped gradients until then."""
+
+    def __init__(self, networks: dict[str, nn.Module], trace_backwards: bool = True,
+                 by_reference: tuple[str, ...] = ()) -> None:
         self.named = {name: list(net.named_parameters()) for name, net in networks.items()}
         self.owner = {id(p): name for name, params in self.named.items() for _, p in params}
         self.latest: dict[str, dict[str, torch.Tensor | None]] = {}  # the buffers by name
         self._buffers: dict[str, list[torch.Tensor | None]] = {}  # in `named`'s order
+        self._by_reference = set(by_reference)  # less any whose held gradients changed
+        # per network kept by reference: its .grad tensors at its newest step (`named`'s
+        # order) and their versions then
+        self._held: dict[str, tuple[list[torch.Tensor | None], list[int]]] = {}
         self.sources = GradientSources(networks, trace_backwards)
         # per optimiser: its parameter groups' signature when last read, and the watched
         # networks it steps with their parameters in it (this runs at every step)
@@ -112,6 +124,12 @@ class StepGradients:
         targets, sources = [], []
         for name, _ in networks:
             grads = [p.grad for _, p in self.named[name]]
+            if name in self._by_reference:
+                if not self._changed(name):
+                    self._held[name] = (grads, [-1 if g is None else g._version
+                                                for g in grads])
+                    continue
+                self._unhold(name)  # copied from this step on
             buffers = self._buffers.get(name)
             if buffers is None or any((g is None) is not (b is None) for g, b in zip(
                     grads, buffers, strict=True)) or self._moved(grads, buffers):
@@ -135,8 +153,25 @@ class StepGradients:
         b = next((b for b in buffers if b is not None), None)
         return g is not None and b is not None and (g.dtype != b.dtype or g.device != b.device)
 
+    def _changed(self, name: str) -> bool:
+        """Whether network `name`'s held gradients changed since its newest step."""
+        held = self._held.get(name)
+        return held is not None and any(g is not None and g._version != v
+                                        for g, v in zip(*held, strict=True))
+
+    def _unhold(self, name: str) -> None:
+        self._by_reference.discard(name)
+        self._held.pop(name, None)
+
     def gradients(self, name: str) -> dict[str, torch.Tensor | None] | None:
-        """Network `name`'s gradients at its latest step; None before its first."""
+        """Network `name`'s gradients at its latest step; None before its first (and
+        where the held ones changed since)."""
+        if name in self._held:
+            if self._changed(name):
+                self._unhold(name)
+                return None
+            return dict(zip((key for key, _ in self.named[name]), self._held[name][0],
+                            strict=True))
         return self.latest.get(name)
 
     def norms(self) -> dict[str, float]:
@@ -144,7 +179,7 @@ class StepGradients:
         (the norm of the per-tensor norms, as `torch.nn.utils.get_total_norm` gives)."""
         names, norms = [], []
         for name in ("critic", "actor"):
-            grads = [g for g in (self.latest.get(name) or {}).values() if g is not None]
+            grads = [g for g in (self.gradients(name) or {}).values() if g is not None]
             if grads:
                 names.append(f"{name}_grad_norm")
                 norms.append(torch.linalg.vector_norm(torch.stack(

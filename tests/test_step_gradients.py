@@ -102,3 +102,47 @@ def test_each_step_is_copied_anew_and_an_added_parameter_group_is_seen():
         assert steps.sources.counts().steps == {"critic": 3}
     finally:
         steps.close()
+
+
+def test_gradients_kept_by_reference_until_one_changes_after_its_step():
+    """A network kept by reference reads the `.grad` tensors it stepped with, also after
+    `zero_grad()` set them to None; one whose stepped gradient is changed in place (the
+    actor's loss run through the critic) reads as unknown, then is copied."""
+    actor, critic = nets()
+    g = torch.Generator().manual_seed(2)
+    obs, actions, target = (torch.randn(16, 3, generator=g), torch.randn(16, 1, generator=g),
+                            torch.randn(16, 1, generator=g))
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-3)
+    steps = StepGradients({"actor": actor, "critic": critic}, trace_backwards=False,
+                          by_reference=("actor", "critic"))
+    try:
+        critic_loss, _ = losses(actor, critic, obs, actions, target)
+        critic_opt.zero_grad()
+        critic_loss.backward()
+        stepped = [p.grad.clone() for p in critic.parameters()]
+        critic_opt.step()
+        critic_opt.zero_grad()  # .grad set to None: the held tensors stay as stepped
+        assert all(p.grad is None for p in critic.parameters())
+        for got, want in zip(steps.gradients("critic").values(), stepped, strict=True):
+            assert torch.equal(got, want)
+        for step in range(2):
+            critic_loss, _ = losses(actor, critic, obs, actions, target)
+            critic_opt.zero_grad()
+            critic_loss.backward()
+            stepped = [p.grad.clone() for p in critic.parameters()]
+            critic_opt.step()
+            _, actor_loss = losses(actor, critic, obs, actions, target)
+            actor_opt.zero_grad()
+            actor_loss.backward()  # into the critic's held .grad, in place
+            actor_opt.step()
+            if step == 0:  # found changed: unknown rather than wrong
+                assert steps.gradients("critic") is None
+                assert "critic_grad_norm" not in steps.norms()
+            else:  # copied since its next step
+                for got, want in zip(steps.gradients("critic").values(), stepped,
+                                     strict=True):
+                    assert torch.equal(got, want)
+        assert "actor_grad_norm" in steps.norms()
+    finally:
+        steps.close()
