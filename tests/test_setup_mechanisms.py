@@ -161,6 +161,9 @@ def test_batches_far_under_the_noise_scale_are_named_with_a_larger_batch(tmp_pat
     found = small.check(200, ratio=400.0, scale=800.0, measured=2)
     assert found and found[0].suggested_set["batch_size"] > 2
     assert found[0].action == "warn"  # a batch of 2 is far under any usual one
+    four = GradientNoise(RuleContext(tiny_config(tmp_path, batch_size=4), 3, 1))
+    assert four.check(200, ratio=3.5, scale=14.0, measured=2) == []  # noise 3.5x signal
+    assert four.check(300, ratio=6.1, scale=24.4, measured=3)  # LunarLander SAC's, batch 4
     usual = GradientNoise(RuleContext(tiny_config(tmp_path, batch_size=256), 3, 1))
     assert usual.check(200, ratio=2.0, scale=512.0, measured=5) == []
     noted = usual.check(300, ratio=199.0, scale=5.1e4, measured=6)  # healthy LunarLander

@@ -29,7 +29,7 @@ USUAL_BATCH = 256  # RL Zoo's batch size for off-policy continuous control
 MIN_BATCH = 32  # a batch under this is far under any RL Zoo off-policy batch
 
 SPECS = (RuleSpec(
-    name="gradient_noise", section="diagnostics", group="Training set-up", threshold=10.0,
+    name="gradient_noise", section="diagnostics", group="Training set-up", threshold=4.0,
     algorithms=ACTOR_Q_CRITICS,
     action="warn",
     fires_when="the critic's or the actor's gradient noise scale (the batch size at which a "
