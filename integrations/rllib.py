@@ -269,8 +269,7 @@ class RltrainRLlibCallback(RLlibCallback):
             return
         metrics = self.watched.metrics(learner, chunks, epsilon)
         metrics.update(self.step_gradients.norms())
-        for _ in range(updates):
-            self.session.update(metrics)
+        self.session.update(metrics, count=updates)
 
     def _report(self) -> dict[str, Any]:
         """What `result["rltrain"]` holds for the user's loop."""

@@ -306,17 +306,16 @@ class RltrainCallback(BaseCallback):
         return self.session.pause.rule != "outside_request"
 
     def _tell_updates(self) -> None:
-        """The updates SB3 made since the last call: one record each, with the losses and
-        statistics SB3 logged for them (its means over the call's gradient steps) and the gradient
-        norms `.grad` holds now."""
+        """The updates SB3 made since the last call, told at once, with the losses and
+        statistics SB3 logged for them (its means over the call's gradient steps) and the
+        gradient norms of the latest steps."""
         done = self.model._n_updates - self._updates_seen
         if done <= 0:
             return
         self._updates_seen = self.model._n_updates
         metrics = reported(self.model, self.family, self.model.logger.name_to_value)
         metrics.update(self.step_gradients.norms())
-        for _ in range(done):
-            self.session.update(metrics)
+        self.session.update(metrics, count=done)
 
     def _on_training_end(self) -> None:
         s = self.session

@@ -218,9 +218,10 @@ class StepTelling:
                     self.counters, episode, first + row, env, bool(terminated[row])))
                 self.episodes[env] = EpisodeTally(next_episode_index(self.counters, n))
 
-    def update(self, metrics: dict[str, float]) -> None:
-        self.updates += 1
-        self.hooks.on_update(Update(self.env_steps, self.updates, metrics))
+    def update(self, metrics: dict[str, float], count: int = 1) -> None:
+        """`count` updates with these metrics (a library's mean over them), told at once."""
+        self.updates += count
+        self.hooks.on_update(Update(self.env_steps, self.updates, metrics, count))
 
     def step_end(self, requests: bool = True) -> None:
         """After the updates of the latest env steps: what is due by step count, and

@@ -52,6 +52,7 @@ class Flow1Diagnostics(Hook):
     call the loop makes and the actor hook are timed: `seconds` is what they took."""
 
     name = "diagnostics"
+    update_batches = True
 
     def __init__(self, config: TrainConfig, obs_dim: int, agent: AgentView,
                  buffer: ReplayBuffer, paths: RunPaths, logger: RunLogger,
@@ -205,19 +206,21 @@ class Flow1Diagnostics(Hook):
 
     @hook_method
     def on_update(self, update: Update) -> None:
-        metrics = update.metrics
+        """An update, or each of several told at once, in turn (`update_batches`)."""
+        metrics, env_steps = update.metrics, update.env_steps
         if "actor_grad_norm" in metrics:
             self.actor_pre_clip = metrics["actor_grad_norm"]
-        self.inputs.after_update(update.env_steps, update.updates)
-        self.entropy_bonus.update(update.updates, metrics)
-        with self.paused_collection():  # the fit's forward passes are not the policy's
-            self.fit.after_update(update.env_steps, update.updates)
-            self.noise.after_update(update.env_steps, update.updates)
-            self.q_values.after_update(update.env_steps, update.updates)
-        self.observability.after_update(update.env_steps, update.updates)
-        if update.updates % self.settings.grad_freq == 0:
-            self.gradients.record(update.env_steps, self.actor_pre_clip,
-                                  metrics.get("critic_grad_norm"), self.reward.max_abs)
+        for updates in range(update.updates - update.count + 1, update.updates + 1):
+            self.inputs.after_update(env_steps, updates)
+            self.entropy_bonus.update(updates, metrics)
+            with self.paused_collection():  # the fit's forward passes are not the policy's
+                self.fit.after_update(env_steps, updates)
+                self.noise.after_update(env_steps, updates)
+                self.q_values.after_update(env_steps, updates)
+            self.observability.after_update(env_steps, updates)
+            if updates % self.settings.grad_freq == 0:
+                self.gradients.record(env_steps, self.actor_pre_clip,
+                                      metrics.get("critic_grad_norm"), self.reward.max_abs)
 
     @hook_method
     def on_step_end(self, env_steps: int) -> None:

@@ -99,6 +99,16 @@ class Update:
     env_steps: int
     updates: int    # updates so far, this one included
     metrics: dict[str, float]  # critic_loss, q_mean, critic_grad_norm (+ actor_*)
+    # The updates this record stands for, the newest being `updates`: a library that
+    # reports one mean over a call's gradient steps (SB3, RLlib) tells them at once.
+    count: int = 1
+
+    def each(self) -> list["Update"]:
+        """One record per update, oldest first (itself where it stands for one)."""
+        if self.count == 1:
+            return [self]
+        return [Update(self.env_steps, u, self.metrics)
+                for u in range(self.updates - self.count + 1, self.updates + 1)]
 
 
 @dataclass(frozen=True)
@@ -131,6 +141,9 @@ class Hook:
     # step: 1); a hook whose work there is due every N steps says N, and a loop whose
     # vector step adds many env steps calls it at those steps alone.
     step_end_every = 1
+    # `on_update` takes a record of several updates (`Update.count`) in one call; a hook
+    # that does not (the default) is called once per update, `updates` counting up.
+    update_batches = False
 
     def on_step(self, step: Step) -> list[Finding]:
         """After an env step, before the updates it allows."""
@@ -224,7 +237,23 @@ class HookList:
         self._each("on_steps", steps)
 
     def on_update(self, update: Update) -> None:
-        self._each("on_update", update)
+        """An update, or several told at once (`Update.count`): each hook in turn, once
+        if it takes batches (`update_batches`), else once per update."""
+        if update.count == 1:
+            self._each("on_update", update)
+            return
+        each: list[Update] | None = None
+        for call in self._calls("on_update"):
+            if call.__self__.update_batches:
+                found = call(update)
+                if found:
+                    self.report(found)
+                continue
+            each = each or update.each()
+            for one in each:
+                found = call(one)
+                if found:
+                    self.report(found)
 
     def on_step_end(self, env_steps: int) -> None:
         self.on_steps_end(env_steps - 1, env_steps)

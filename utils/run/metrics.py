@@ -58,10 +58,12 @@ class RunMetrics(Hook):
         # Written before rollout/ep_rew_mean: its mean starts over from the resumed step.
         self.episodes = recent_episodes(state.get("recent_episodes", ()))
 
+    update_batches = True  # a batch's metrics count once per update it holds
+
     def on_update(self, update: Update) -> list[Finding]:
         self.updates = update.updates
         for name, value in update.metrics.items():
-            self.loss_window.setdefault(name, []).append(value)
+            self.loss_window.setdefault(name, []).extend([value] * update.count)
         return []
 
     def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:

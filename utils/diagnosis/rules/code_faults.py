@@ -62,6 +62,7 @@ class _StepCount:
 
     context: Any
     fired = False
+    update_batches = True  # the counts as they stand: the same for a batch's updates
 
     def on_update(self, update: Update) -> list[Finding]:
         view = self.context.view

@@ -110,7 +110,9 @@ def library_setting(config: Any, name: str, default: Any = None) -> Any:
 
 class RolloutRule(RuleHook):
     """A rule judged once per rollout's report (the callback hands the same metrics on
-    with each of a rollout's updates), with the training episodes' returns at hand."""
+    for all of a rollout's updates), with the training episodes' returns at hand."""
+
+    update_batches = True  # judged once per env step, however many updates it holds
 
     def __init__(self, context: Any) -> None:
         super().__init__(context)

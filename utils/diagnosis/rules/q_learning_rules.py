@@ -85,6 +85,7 @@ SPECS = (
 
 class ExplorationSchedule(RuleHook):
     spec = SPECS[0]
+    update_batches = True  # reads the exploration rate, which a batch's updates share
 
     def __init__(self, context: Any) -> None:
         super().__init__(context)

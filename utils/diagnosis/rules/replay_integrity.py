@@ -67,6 +67,8 @@ SPECS = (
 class _Captured(RuleHook):
     """A rule judged on each new capture of the loop's batches (AgentView.sampled_batches)."""
 
+    update_batches = True  # a new capture is judged once, whatever the updates
+
     def __init__(self, context: Any) -> None:
         super().__init__(context)
         self.seen = 0  # captures judged

@@ -78,6 +78,8 @@ SPECS = (
 class Explosion(RuleHook):
     """|metric| above the threshold, for each (metric key, its words) of `metrics`."""
 
+    update_batches = True  # judges the metrics, which a batch's updates share
+
     metrics: tuple[tuple[str, str], ...] = ()
     largest_reward = 0.0  # the largest finite |reward| so far
 

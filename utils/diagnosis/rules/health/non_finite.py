@@ -58,6 +58,7 @@ def non_finite_metrics(metrics: dict[str, float]) -> list[str]:
 
 class NonFinite(RuleHook):
     spec = SPECS[0]
+    update_batches = True  # judges the metrics, which a batch's updates share
 
     def on_step(self, step: Step) -> list[Finding]:
         if step.stored:  # the loop found it finite (`is_finite`)
