@@ -58,6 +58,25 @@ def test_analyzer_keeps_a_bounded_window_and_the_largest_reward():
     assert analyzer.stats()["max_abs"] == 7.0
 
 
+def test_the_window_statistics_read_each_episodes_return_and_length_kept_with_it():
+    """The returns and lengths kept beside the window are its episodes' own, after the
+    window slides and after a round trip through a checkpoint's state."""
+    rng = np.random.default_rng(3)
+    analyzer = RewardAnalyzer(window=8)
+    for _ in range(13):
+        for reward in rng.normal(size=int(rng.integers(1, 40))):
+            analyzer.add(float(reward))
+        analyzer.end_episode(terminated=bool(rng.integers(2)))
+    stats = analyzer.stats()
+    rewards = np.concatenate(analyzer.episodes)
+    returns = np.array([e.sum() for e in analyzer.episodes], dtype=np.float64)
+    assert stats["trend"] == reward_stats(rewards, returns)["trend"]
+    assert list(analyzer.lengths) == [e.size for e in analyzer.episodes]
+    restored = RewardAnalyzer(window=8)
+    restored.load_state_dict(analyzer.state_dict())
+    assert restored.stats() == stats
+
+
 def test_the_statistics_are_due_once_a_tenth_of_the_window_is_new():
     """Every episode from the fifth while the window holds under 20; then once
     len(window) // 10 episodes are new, the count kept across a checkpoint."""

@@ -76,8 +76,7 @@ def reward_stats(rewards: np.ndarray, returns: np.ndarray,
         "rms": float(np.sqrt(np.mean(r ** 2))),
         "same_share": float(np.unique(r, return_counts=True)[1].max() / r.size)
         if r.size else 0.0,
-        "median_abs": float(np.median(np.abs(r))),
-        "typical_abs": typical_abs(r),
+        **_middles(r),
         "trend": float(np.polyfit(np.arange(len(returns)), returns, 1)[0])
         if len(returns) > 1 else 0.0,
     }
@@ -93,13 +92,28 @@ def length_r2(returns: np.ndarray, lengths: np.ndarray) -> float:
     return float(np.corrcoef(returns, lengths)[0, 1] ** 2)
 
 
-def typical_abs(rewards: np.ndarray) -> float:
-    """The median |r| of the non-zero rewards (0 when there are none)."""
-    nonzero = np.sort(np.abs(rewards[rewards != 0]))  # np.median's own overhead is larger
-    n = nonzero.size
+def _middles(r: np.ndarray) -> dict[str, float]:
+    """median_abs (the median |r|) and typical_abs (`typical_abs`) from one sort of |r|:
+    its zeros come first, the non-zero rewards' sorted |r| after them."""
+    ordered = np.sort(np.abs(r))
+    n = ordered.size
+    if n == 0:
+        return {"median_abs": float("nan"), "typical_abs": 0.0}
+    return {"median_abs": _middle(ordered),
+            "typical_abs": _middle(ordered[np.count_nonzero(ordered == 0):])}
+
+
+def _middle(ordered: np.ndarray) -> float:
+    """The median of sorted values, as np.median gives it (0 where there are none)."""
+    n = ordered.size
     if n == 0:
         return 0.0
-    return float(nonzero[n // 2]) if n % 2 else float((nonzero[n // 2 - 1] + nonzero[n // 2]) / 2)
+    return float(ordered[n // 2]) if n % 2 else float((ordered[n // 2 - 1] + ordered[n // 2]) / 2)
+
+
+def typical_abs(rewards: np.ndarray) -> float:
+    """The median |r| of the non-zero rewards (0 when there are none)."""
+    return _middle(np.sort(np.abs(rewards[rewards != 0])))  # np.median's overhead is larger
 
 
 class RewardAnalyzer:
@@ -112,6 +126,9 @@ class RewardAnalyzer:
         self.steps = 0
         self.episodes: deque[np.ndarray] = deque(maxlen=window)
         self.terminated: deque[bool] = deque(maxlen=window)  # each episode's ending
+        # each kept episode's return (its float32 sum) and length, as `episodes` holds them
+        self.sums: deque[np.float32] = deque(maxlen=window)
+        self.lengths: deque[int] = deque(maxlen=window)
         self._current: list[list[float]] = [[] for _ in range(num_envs)]
         self.max_abs = 0.0  # the largest |reward| of the run
         self.episode_typical = 0.0  # the largest episode's typical |reward|
@@ -144,6 +161,8 @@ class RewardAnalyzer:
         if rewards.size and np.isfinite(rewards).all():
             self.episodes.append(rewards)
             self.terminated.append(terminated)
+            self.sums.append(rewards.sum())
+            self.lengths.append(rewards.size)
             self.unjudged += 1
             self.terminations += terminated
             self.max_abs = max(self.max_abs, float(np.abs(rewards).max()))
@@ -173,12 +192,12 @@ class RewardAnalyzer:
         if len(self.episodes) < min(MIN_EPISODES, self.episodes.maxlen or MIN_EPISODES):
             return None
         rewards = np.concatenate(self.episodes)
-        returns = np.array([e.sum() for e in self.episodes], dtype=np.float64)
-        last_steps = np.cumsum([len(e) for e in self.episodes]) - 1
+        returns = np.array(self.sums, dtype=np.float64)
+        last_steps = np.cumsum(self.lengths) - 1
         judged = np.ones(len(rewards), dtype=bool)  # all but a terminated episode's last
         judged[last_steps[np.array(self.terminated, dtype=bool)]] = False
         typical, source = self.typical()
-        lengths = np.array([len(e) for e in self.episodes], dtype=np.float64)
+        lengths = np.array(self.lengths, dtype=np.float64)
         return {**reward_stats(rewards, returns, judged), "max_abs": self.max_abs,
                 "typical_abs": typical, "typical_from_warmup": float(source == "warm-up"),
                 "length_r2": length_r2(returns, lengths),
@@ -198,6 +217,10 @@ class RewardAnalyzer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.episodes.clear()
         self.episodes.extend(t.numpy() for t in state["episodes"])
+        self.sums.clear()
+        self.sums.extend(e.sum() for e in self.episodes)
+        self.lengths.clear()
+        self.lengths.extend(e.size for e in self.episodes)
         endings = [bool(t) for t in state.get("terminated", ())]
         if len(endings) != len(self.episodes):  # not kept before: every step judged, as then
             endings = [False] * len(self.episodes)
