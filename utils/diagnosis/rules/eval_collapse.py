@@ -21,7 +21,6 @@ import numpy as np
 
 from rltrain.utils.config.fields import AT_LEAST_ONE, NON_NEGATIVE
 from rltrain.utils.diagnosis.rules.spec import Option, RuleHook, RuleSpec
-from rltrain.utils.training.envs import solved_return
 
 if TYPE_CHECKING:
     from rltrain.utils.hooks.findings import Finding
@@ -65,6 +64,10 @@ class EvalCollapse(RuleHook):
         self.below = 0  # evaluations in a row below the collapse line
         self.checkpoints: list[tuple[int, str]] = []  # periodic and paused, oldest first
         self.returns: deque[float] = deque(maxlen=RETURNS)  # training episodes', newest last
+        # Here, not at the top: the config schema imports the rules, and the quick
+        # commands import no gymnasium (a rule hook exists only in a watched run).
+        from rltrain.utils.training.envs import solved_return
+
         self.solved = solved_return(context.config.env_name)  # None: not declared
 
     def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
