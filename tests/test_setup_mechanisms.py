@@ -166,6 +166,8 @@ def test_batches_far_under_the_noise_scale_are_named_with_a_larger_batch(tmp_pat
     assert four.check(300, ratio=6.1, scale=24.4, measured=3)  # LunarLander SAC's, batch 4
     usual = GradientNoise(RuleContext(tiny_config(tmp_path, batch_size=256), 3, 1))
     assert usual.check(200, ratio=2.0, scale=512.0, measured=5) == []
+    # a usual batch's note needs 10 times: healthy runs at 256 reach 7.9
+    assert usual.check(250, ratio=7.9, scale=2022.0, measured=5) == []
     noted = usual.check(300, ratio=199.0, scale=5.1e4, measured=6)  # healthy LunarLander
     assert noted and noted[0].action == "info"
 
