@@ -347,6 +347,33 @@ def test_two_rules_proposing_one_change_are_one_experiment():
         ("actor_stalled", ["learning_rate"]), ("tau", None)]
 
 
+def test_verify_tries_a_rules_last_proposal_where_its_latest_finding_has_none(tmp_path):
+    from rltrain.scripts.verify.verify import proposing
+    from rltrain.utils.diagnosis.report.findings import findings
+
+    events = [{"env_steps": 2000, "rule": "reward_terms", "action": "warn", "value": 0.97,
+               "message": "reward term reward_ctrl is 97% of the return",
+               "suggested_set": {"env_kwargs.ctrl_cost_weight": 0.02}},
+              {"env_steps": 3000, "rule": "reward_terms", "action": "warn", "value": 0.96,
+               "message": "reward term reward_ctrl is 96% of the return",
+               "suggested_set": {"env_kwargs.ctrl_cost_weight": 0.03}},
+              {"env_steps": 4000, "rule": "reward_terms", "action": "warn", "value": -0.2,
+               "message": "reward term reward_forward correlates -0.20 with the return"},
+              {"env_steps": 4000, "rule": "short_horizon", "action": "warn", "value": 0.5,
+               "message": "horizon"}]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    found = {f["rule"]: f for f in findings(tmp_path)}
+    terms = found["reward_terms"]
+    assert terms["suggested_set"] == {} and terms["step"] == 4000  # the report's is the latest
+    assert terms["last_proposal"] == {"step": 3000,
+                                      "suggested_set": {"env_kwargs.ctrl_cost_weight": 0.03}}
+    tried = proposing(terms)
+    assert tried["suggested_set"] == {"env_kwargs.ctrl_cost_weight": 0.03}
+    assert tried["proposed_at"] == 3000
+    assert proposing(found["short_horizon"]) is None  # never proposed anything
+    assert proposing({**terms, "withdrawn_set": {"x": 1}}) is None  # against its cause
+
+
 @pytest.mark.parametrize("made, max_timesteps, expected", [
     (1000, 6000, 6000),    # paused in its first updates: past the warm-up, to its budget
     (1000, 20000, 6000),   # ... 5000 steps past the 1000-step warm-up

@@ -68,7 +68,7 @@ def verify_case(case: Case, result: dict[str, Any], log_dir: Path,
 
 def _verdict_of(case: Case, tried: list[dict[str, Any]]) -> dict[str, Any]:
     """The verdict of verify's experiment for one of the case's rules (the right key
-    first: verify tries each rule's latest proposal)."""
+    first: verify tries each rule's newest proposal)."""
     ours = [t for t in tried if {t["rule"], *t.get("also", [])} & set(case.rules)]
     keyed = [t for t in ours if right_key(case, t["suggested_set"])]
     chosen = (keyed or ours or [None])[0]

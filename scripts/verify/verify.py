@@ -1,6 +1,7 @@
 """`rltrain diagnose RUN --verify`: a finding's proposed fix, tried as a controlled experiment.
 
-For each of the top findings that propose a config change (`suggested_set`), two
+For each of the top findings that propose a config change (`suggested_set`, or where
+the finding's latest event proposes none, its rule's newest proposal), two
 branches are trained, one with the change and one without, where the fault can be
 undone:
 
@@ -206,6 +207,20 @@ def _judged(pairs: list[dict[str, Any]], last: int | None) -> dict[str, Any]:
     return result
 
 
+def proposing(finding: dict[str, Any]) -> dict[str, Any] | None:
+    """The finding with the change verify tries: its own `suggested_set`; where its
+    latest event proposes none, the newest one its rule did propose (`last_proposal`: a
+    rule that fires for two reasons); None where there is none, or the ranking withdrew
+    the finding's proposal for contradicting its cause's."""
+    if finding["suggested_set"]:
+        return finding
+    earlier = finding.get("last_proposal")
+    if earlier is None or finding.get("withdrawn_set"):
+        return None
+    return {**finding, "suggested_set": dict(earlier["suggested_set"]),
+            "proposed_at": earlier["step"]}
+
+
 def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
            top: int = TOP, before: int | None = None, last: int | None = None,
            jobs: int | None = None, say: Any = None,
@@ -225,7 +240,7 @@ def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
     for name, value in given.items():
         if value < 1:
             raise UserError(f"{name} must be at least 1 (got {value})")
-    candidates = distinct([f for f in findings(folder) if f["suggested_set"]])[:top]
+    candidates = distinct([f for f in map(proposing, findings(folder)) if f is not None])[:top]
     kept = step_checkpoints(checkpoint_dir(folder))
     if before is not None and kept and kept[0][0] > before:
         raise UserError(f"--fork-step {before}: run '{folder.name}' keeps no checkpoint at "

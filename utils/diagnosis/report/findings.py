@@ -35,11 +35,14 @@ VERIFY_FILE = "verify.json"  # the verdicts of `diagnose --verify` (scripts/veri
 
 
 def findings(log_dir: Path) -> list[dict[str, Any]]:
-    """The latest finding per (rule, severity) with the step it was first seen at and how
-    often it was seen; warnings and pauses before notes, and among them causes first
-    (ranking.py: a learning rate or a reward scale before the explosions they set off),
-    then the most severe, then in the order they first appeared. A pause that the run
-    was resumed from says so in its message, with the changes made on resume."""
+    """The latest finding per (rule, severity) with the step it was first seen at, how
+    often it was seen and its `last_proposal` (the step and `suggested_set` of the newest
+    of its events that proposed a change, which a rule firing for two reasons may not
+    repeat at its latest: `diagnose --verify` tries it); warnings and pauses before
+    notes, and among them causes first (ranking.py: a learning rate or a reward scale
+    before the explosions they set off), then the most severe, then in the order they
+    first appeared. A pause that the run was resumed from says so in its message, with
+    the changes made on resume."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for event in read_jsonl(log_dir / EVENTS_FILE):
         rule, action = event.get("rule"), event.get("action")
@@ -53,12 +56,18 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
             continue
         severity = SEVERITY[action]
         earlier = latest.get((rule, severity), {"first_step": event["env_steps"], "count": 0})
-        latest[(rule, severity)] = {"rule": rule, "step": event["env_steps"],
-                                    "first_step": earlier["first_step"],
-                                    "count": earlier["count"] + 1 + event.get("held_back", 0),
-                                    "evidence": event.get("value"), "severity": severity,
-                                    "message": printable(str(event.get("message", ""))),
-                                    "suggested_set": dict(event.get("suggested_set") or {})}
+        proposed = dict(event.get("suggested_set") or {})
+        finding = {"rule": rule, "step": event["env_steps"], "first_step": earlier["first_step"],
+                   "count": earlier["count"] + 1 + event.get("held_back", 0),
+                   "evidence": event.get("value"), "severity": severity,
+                   "message": printable(str(event.get("message", ""))),
+                   "suggested_set": proposed}
+        if proposed:
+            finding["last_proposal"] = {"step": event["env_steps"],
+                                        "suggested_set": dict(proposed)}
+        elif "last_proposal" in earlier:
+            finding["last_proposal"] = earlier["last_proposal"]
+        latest[(rule, severity)] = finding
     return link(list(latest.values()))
 
 
