@@ -76,6 +76,10 @@ def test_a_watched_loops_info_is_read_in_each_layout_and_once_without_terms():
     plain = TermReader()
     assert plain.of_envs({"x": 1.0}, 1) == [{}] and plain.keys == ()
     assert plain.of_env({"reward_ctrl": -1.0}) == {}  # looked at once: the first info
+    assert plain.of_envs([{"reward_ctrl": -1.0}] * 3, 3) is None  # nothing read per step
+    listed = TermReader()
+    assert listed.of_envs([{"x": 1.0}, {"x": 2.0}], 2) == [{}, {}] and listed.keys == ()
+    assert listed.of_envs([{"x": 1.0}, {"x": 2.0}], 2) is None
     assert TermReader().of_envs(None, 2) == [{}, {}]
 
 

@@ -374,6 +374,23 @@ def test_verify_tries_a_rules_last_proposal_where_its_latest_finding_has_none(tm
     assert proposing({**terms, "withdrawn_set": {"x": 1}}) is None  # against its cause
 
 
+def test_a_change_to_the_env_is_judged_on_the_env_as_it_makes_it(tmp_path: Path) -> None:
+    """A reward weight or a time limit changes what a return measures: both branches are
+    evaluated on the env as the change makes it (eval_env_kwargs), training on their own."""
+    from rltrain.scripts.verify.verify import evaluated_on
+
+    assert evaluated_on({"env_kwargs.max_episode_steps": 200, "actor_lr": 1e-3}) == {
+        "eval_env_kwargs.max_episode_steps": 200}
+    assert evaluated_on({"critic_lr": 1e-3}) == {}
+    run = train(tmp_path, "short_evals", max_timesteps=300, eval_freq=100,
+                **{"eval_env_kwargs": {"max_episode_steps": 5}})
+    lines = read_jsonl(run / "metrics.jsonl")
+    evals = [r for line in lines if line["kind"] == "eval" for r in line["returns"]]
+    # Pendulum pays at most 16.3 a step: 5-step returns, where its 200 steps lose ~1000
+    assert evals and all(r > -5 * 16.3 for r in evals)
+    assert [line["length"] for line in lines if line["kind"] == "episode"][:1] == [200]
+
+
 @pytest.mark.parametrize("made, max_timesteps, expected", [
     (1000, 6000, 6000),    # paused in its first updates: past the warm-up, to its budget
     (1000, 20000, 6000),   # ... 5000 steps past the 1000-step warm-up

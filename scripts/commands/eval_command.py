@@ -45,6 +45,7 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
     import torch
 
     from rltrain.scripts.training.agent_setup import checkpoint_config
+    from rltrain.utils.config.schema import evaluation_env_kwargs
     from rltrain.utils.diagnosis.measure import snapshots
     from rltrain.utils.io.checkpoint import load_checkpoint
     from rltrain.utils.training.evaluation import evaluate
@@ -54,7 +55,7 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
         raise UserError(snapshots.INSTALL_HINT)
     payload = load_checkpoint(checkpoint_path)
     config = checkpoint_config(payload, checkpoint_path)
-    env = make_env(config.env_name, env_kwargs=config.env_kwargs)
+    env = make_env(config.env_name, env_kwargs=evaluation_env_kwargs(config))
     actor = load_actor(payload, env, checkpoint_path)
     seen = normalizer_from_checkpoint(payload, config.normalize, config.gamma).observation
     episodes = episodes or config.n_eval_episodes

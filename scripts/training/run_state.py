@@ -30,7 +30,7 @@ from rltrain.agents.probes import gradient_probe
 from rltrain.agents.registry import algorithm
 from rltrain.scripts.training.agent_setup import agent_view, build_agent, network_spec
 from rltrain.scripts.workers.distributed import make_collector
-from rltrain.utils.config.schema import TrainConfig, config_to_dict
+from rltrain.utils.config.schema import TrainConfig, config_to_dict, evaluation_env_kwargs
 from rltrain.utils.errors import CheckpointError, EnvFailure, first_line
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.findings import Finding
@@ -93,7 +93,7 @@ class RunState:
                      else default_threads(widths, device))
         seed_global_generators(config.seed)
         # First: a bad env fails here, in-process.
-        self.eval_env = make_env(config.env_name, env_kwargs=config.env_kwargs)
+        self.eval_env = make_env(config.env_name, env_kwargs=evaluation_env_kwargs(config))
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         check_network_memory(self.obs_dim, self.action_dim,
                              network_spec(config, "actor").hidden_sizes,

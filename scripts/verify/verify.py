@@ -17,6 +17,9 @@ undone:
   first seen (else the newest), forked with and without the change (`rltrain resume
   --checkpoint C --run-name NEW --set ...`).
 
+A change to `env_kwargs` (a reward weight, a time limit) changes what a return
+measures: both branches evaluate on the env as the change makes it (`evaluated_on`).
+
 Branches are ordinary runs beside the original, so they show in `rltrain status` and
 TensorBoard; they run `jobs` at a time, sharing the cores (torch_threads), for the same
 env steps, evaluate at the same steps (EVALUATIONS times) with the same evaluation
@@ -159,6 +162,7 @@ def _verify_plan(folder: Path, plan: dict[str, Any], last: int | None,
     finding = plan["finding"]
     result = {"rule": finding["rule"], "also": finding.get("also", []),
               "first_step": finding["first_step"], "suggested_set": finding["suggested_set"],
+              "evaluated_on": evaluated_on(finding["suggested_set"]),
               "checkpoint": None if checkpoint is None else str(checkpoint),
               "fork_step": step, "start": plan["why"], "steps": plan["steps"],
               "seeds": len(plan["pairs"])}
@@ -205,6 +209,15 @@ def _judged(pairs: list[dict[str, Any]], last: int | None) -> dict[str, Any]:
         result.update(difference=diff["difference"], interval=[diff["low"], diff["high"]],
                       verdict=verdict(diff, base))
     return result
+
+
+def evaluated_on(change: dict[str, Any]) -> dict[str, Any]:
+    """What both branches of `change` evaluate on, beyond the run's own env: a change to
+    `env_kwargs` (a reward term's weight, the time limit) changes what a return
+    measures, so both are evaluated on the env as the change makes it, the task as the
+    finding says it should be (`eval_env_kwargs`); {} for any other change."""
+    return {f"eval_{key}": value for key, value in change.items()
+            if key.startswith("env_kwargs.")}
 
 
 def proposing(finding: dict[str, Any]) -> dict[str, Any] | None:
@@ -255,7 +268,8 @@ def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,
     if threads is None:  # the branches at once share the cores
         threads = max(1, (os.cpu_count() or 2) // jobs)
     commands = [_command(folder, p["start"], pair["names"][kind],
-                         p["finding"]["suggested_set"] if kind == "fix" else {},
+                         {**(p["finding"]["suggested_set"] if kind == "fix" else {}),
+                          **evaluated_on(p["finding"]["suggested_set"])},
                          p["start"][0] + p["steps"], max(1, p["steps"] // EVALUATIONS),
                          pair["seed"], threads)
                 for p in plans for pair in p["pairs"] for kind in ("fix", "control")]

@@ -161,6 +161,11 @@ class TrainConfig:
     env_kwargs: dict[str, Any] = opt(
         {}, "keyword arguments of gymnasium.make for every env of the run (training, "
         "evaluation, rltrain eval), e.g. {g: 9.81} for Pendulum-v1; plain YAML values only")
+    eval_env_kwargs: dict[str, Any] = opt(
+        {}, "keyword arguments for the evaluation env (and rltrain eval) only, over "
+        "env_kwargs, with the same spaces: `rltrain diagnose --verify` judges a change to "
+        "env_kwargs (a reward weight, a time limit) with both branches evaluated on the env "
+        "as the change makes it")
     seed: int = opt(0, "seeds networks, replay sampling, noise and every episode's reset",
                     NON_NEGATIVE)
     device: Literal["auto", "cpu", "cuda"] = opt("auto", "auto picks CUDA when it is available")
@@ -319,6 +324,11 @@ def with_algorithms(cls: type) -> type:
 
 
 TrainConfig = with_algorithms(TrainConfig)  # type: ignore[misc]
+
+
+def evaluation_env_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """The evaluation env's keyword arguments: env_kwargs, with eval_env_kwargs over them."""
+    return {**config.env_kwargs, **config.eval_env_kwargs}
 
 
 def training_envs(config: TrainConfig) -> int:
