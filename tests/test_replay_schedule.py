@@ -98,3 +98,23 @@ def test_the_train_freq_proposed_counts_every_env_of_a_step(tmp_path):
                                   n_envs=16))
     (found,) = feed(hook, 12_000, every=2000)
     assert found.suggested_set == {"train_freq": 1, "gradient_steps": 1}
+
+
+@pytest.mark.parametrize("every, per", [(2000, 3), (256, 128), (300, 40)])
+def test_a_batch_of_updates_is_judged_as_its_updates_one_by_one(tmp_path, every, per):
+    """Told at once (`Update.count`, SB3's train() calls), the updates give the same
+    findings and the same judgements as told one by one."""
+    config = dict(batch_size=128, train_freq=[every, "step"], gradient_steps=per)
+    one, batch = UpdateSchedule(context(tmp_path, **config)), UpdateSchedule(
+        context(tmp_path, **config))
+    found_one, found_batch, updates = feed(one, 30_000, every=every, per=per), [], 0
+    for step in range(1, 30_001):
+        if step > 1000 and (step - 1000) % every == 0:
+            updates += per
+            found_batch += batch.on_update(Update(step, updates, {}, count=per))
+        if step % 20 == 0:
+            found_batch += batch.on_episode_end(episode(step))
+    assert [(f.env_steps, f.value, f.message) for f in found_batch] == [
+        (f.env_steps, f.value, f.message) for f in found_one]
+    assert batch.state_dict() == one.state_dict()
+    assert UpdateSchedule.update_batches

@@ -210,17 +210,20 @@ class Flow1Diagnostics(Hook):
         metrics, env_steps = update.metrics, update.env_steps
         if "actor_grad_norm" in metrics:
             self.actor_pre_clip = metrics["actor_grad_norm"]
-        for updates in range(update.updates - update.count + 1, update.updates + 1):
-            self.inputs.after_update(env_steps, updates)
-            self.entropy_bonus.update(updates, metrics)
-            with self.paused_collection():  # the fit's forward passes are not the policy's
+        grad_freq = self.settings.grad_freq
+        # The fit's, the noise's and the Q values' forward passes are not the policy's (the
+        # other measurements call no network): no sampling, once for the batch.
+        with self.paused_collection():
+            for updates in range(update.updates - update.count + 1, update.updates + 1):
+                self.inputs.after_update(env_steps, updates)
+                self.entropy_bonus.update(updates, metrics)
                 self.fit.after_update(env_steps, updates)
                 self.noise.after_update(env_steps, updates)
                 self.q_values.after_update(env_steps, updates)
-            self.observability.after_update(env_steps, updates)
-            if updates % self.settings.grad_freq == 0:
-                self.gradients.record(env_steps, self.actor_pre_clip,
-                                      metrics.get("critic_grad_norm"), self.reward.max_abs)
+                self.observability.after_update(env_steps, updates)
+                if updates % grad_freq == 0:
+                    self.gradients.record(env_steps, self.actor_pre_clip,
+                                          metrics.get("critic_grad_norm"), self.reward.max_abs)
 
     @hook_method
     def on_step_end(self, env_steps: int) -> None:

@@ -109,6 +109,7 @@ class LearningNotStarted(RuleHook):
 
 class UpdateSchedule(RuleHook):
     spec = SPECS[1]
+    update_batches = True
 
     def __init__(self, context: Any) -> None:
         super().__init__(context)
@@ -117,8 +118,12 @@ class UpdateSchedule(RuleHook):
         self.judged_at = 0  # the collected transitions at the last judgement
 
     def on_update(self, update: Update) -> list[Finding]:
+        """A batch's updates (`update_batches`) as one by one: only the first of them
+        can judge (they share the env step), with its own count."""
+        self.updates = update.updates - update.count + 1
+        found = self._judge(update.env_steps)
         self.updates = update.updates
-        return self._judge(update.env_steps)
+        return found
 
     def on_episode_end(self, episode: EpisodeEnd) -> list[Finding]:
         return self._judge(episode.env_steps)  # also where no update comes at all

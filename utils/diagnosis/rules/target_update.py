@@ -92,12 +92,15 @@ class TargetUpdate(RuleHook):
         return None if target is None else (view.critic, target)
 
     def on_update(self, update: Update) -> list[Finding]:
+        learning = update.env_steps - int(self.context.config.learning_starts)
+        self.updates_per_step = update.updates / max(learning, 1)
+        due = update.updates % max(1, self.settings.every_updates) == 0
+        if self.before is None and not due:  # nothing to measure (this runs per update)
+            return []
         nets = self._networks()
         if nets is None:
             return []
         online, target = nets
-        learning = update.env_steps - int(self.context.config.learning_starts)
-        self.updates_per_step = update.updates / max(learning, 1)
         # TD3's targets move with its actor's updates; a DQN's target at its copies only
         if self.before is not None and ("actor_loss" in update.metrics or self.copied):
             after = flat(online)
@@ -107,7 +110,7 @@ class TargetUpdate(RuleHook):
             self.lags = [*self.lags, distance / step if step > 0 else float("inf")][-keep:]
             self.distances = [*self.distances, distance][-keep:]
             self.before = None
-        if update.updates % max(1, self.settings.every_updates) == 0:
+        if due:
             self.before = flat(online)
             self._span(self.before, flat(target))
             return self._judge(update.env_steps)
