@@ -6,6 +6,7 @@ CartPole-v1, with and without it.
     python benchmarks/callback_overhead.py --algo ppo --steps 40000
     python benchmarks/callback_overhead.py --algo dqn --steps 20000
     python benchmarks/callback_overhead.py --algo ppo --env LunarLander-v3 --steps 65536
+    python benchmarks/callback_overhead.py --algo ppo --steps 40000 --rounds 6 --parts
 
 `td3`: SB3's TD3 set up like rltrain's DDPG (common.py: 256x256 networks, batch 256, one
 update per env step, 1000 random warm-up steps). `ppo`, `dqn`: RL Zoo's settings for
@@ -89,11 +90,22 @@ def model_of(algo: str, seed: int, env: str = "CartPole-v1") -> tuple[object, in
     return model, warmup
 
 
+# --parts: the callback's cost taken apart, each variant a run of its own
+PARTS = ("none", "idle", "no diagnostics", "full")
+
+
 def one_run(algo: str, steps: int, seed: int, watched: bool,
-            env: str = "CartPole-v1") -> dict[str, float]:
+            env: str = "CartPole-v1", variant: str = "full") -> dict[str, float]:
+    """One run's rates. `variant` (with `watched`): "full"; "idle", the callback installed
+    (its optimiser step hook and env wrapper included) with `_on_step` doing nothing; "no
+    diagnostics", `diagnostics.enabled` false."""
     model, warmup = model_of(algo, seed, env)
     with tempfile.TemporaryDirectory() as folder:
         callbacks, times = timers(warmup, watched, folder)
+        if watched and variant == "idle":
+            callbacks[0]._on_step = lambda: True
+        elif watched and variant == "no diagnostics":
+            callbacks[0].user_config = {"diagnostics": {"enabled": False}}
         model.learn(warmup + steps, callback=callbacks)
     elapsed = times["end"] - times["start"]
     return {"steps_per_s": steps / elapsed, "inside_share": times["inside"] / elapsed,
@@ -107,10 +119,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--algo", choices=("td3", "ppo", "dqn"), default="td3")
     parser.add_argument("--env", default="CartPole-v1", help="ppo, dqn: the env")
+    parser.add_argument("--parts", action="store_true",
+                        help="alternate four runs a round: " + ", ".join(PARTS))
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(1)  # both sides alike; the machine is shared
+    if args.parts:
+        parts(args)
+        return
     ratios, cpu_ratios, shares = [], [], []
     print("round  without (steps/s)  with (steps/s)  with/without  per CPU-second  "
           "callback share")
@@ -128,6 +145,25 @@ def main() -> None:
           f"{1 - statistics.median(ratios):.1%}), {statistics.median(cpu_ratios):.3f} per "
           f"CPU-second (cost {1 - statistics.median(cpu_ratios):.1%}); median callback share "
           f"of the learning phase: {statistics.median(shares):.1%}; target: cost at most 5%")
+
+
+def parts(args: argparse.Namespace) -> None:
+    """The callback's cost taken apart: each round runs PARTS (reversed every other
+    round) and prints env steps per CPU-second; then each variant's median ratio to no
+    callback, and the median of its per-round ratios."""
+    rates: dict[str, list[float]] = {name: [] for name in PARTS}
+    for r in range(args.rounds):
+        for name in PARTS if r % 2 == 0 else PARTS[::-1]:
+            rates[name].append(one_run(args.algo, args.steps, args.seed, name != "none",
+                                       args.env, name)["steps_per_cpu_s"])
+        print(f"round {r + 1}: " + ", ".join(f"{n} {rates[n][-1]:.1f}" for n in PARTS),
+              flush=True)
+    base = rates["none"]
+    for name in PARTS:
+        paired = [a / b for a, b in zip(rates[name], base, strict=True)]
+        print(f"{name}: median {statistics.median(rates[name]):.1f} env steps per CPU-second, "
+              f"{statistics.median(rates[name]) / statistics.median(base):.3f} of none "
+              f"(per round: median {statistics.median(paired):.3f})")
 
 
 if __name__ == "__main__":
