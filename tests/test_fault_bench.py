@@ -381,3 +381,10 @@ def test_results_are_written_after_every_run(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         bench.main()
     assert [r["name"] for r in json.loads(out.read_text())["runs"]] == ["tau_one"]
+
+
+def test_the_seeds_run_start_at_first_seed():
+    assert list(bench.run_seeds("pendulum_ddpg", 1)) == [0]
+    assert list(bench.run_seeds("pendulum_ddpg", 1, first=1)) == [1]
+    assert list(bench.run_seeds("pendulum_sac", 1, first=2)) == [2, 3]  # it asks for 2
+    assert bench.arguments().parse_args(["--first-seed", "1"]).first_seed == 1

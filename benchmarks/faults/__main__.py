@@ -168,7 +168,7 @@ def main() -> None:
              and (args.half is None or half(n) == args.half)]
     verify = verify_options(args, os.cpu_count() or 1)
     jobs = [(n, s, args.scale, verify, args.keep) for n in names
-            for s in range(max(args.seeds, seeds_of(n)))]
+            for s in run_seeds(n, args.seeds, args.first_seed)]
     args.out.parent.mkdir(exist_ok=True)
     if verify is not None:
         print(verify_cost(names, args.scale, verify), flush=True)
@@ -187,6 +187,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=_positive, default=1,
                         help="seeds per run, at least (a case or a healthy run may ask for more: "
                              "its `seeds`)")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the seeds run are this one and the next ones (another draw of "
+                             "every run: --first-seed 1 with --seeds 1 runs seed 1 alone)")
     parser.add_argument("--jobs", type=_positive, default=1)
     parser.add_argument("--scale", type=float, default=1.0,
                         help="budget relative to each healthy run's steps")
@@ -242,6 +245,12 @@ def verify_cost(names: list[str], scale: float, options: dict[str, Any]) -> str:
     return (f"verify: at most {total:,} env steps of branches: {len(cases)} cases with a "
             f"config fix, for each named one up to {top} experiment(s) of "
             f"{options['seeds']} seed pairs of 2 branches of the case's budget")
+
+
+def run_seeds(name: str, seeds: int, first: int = 0) -> range:
+    """The seeds a case or a healthy run is trained with: `seeds` or its own count if
+    larger, from `first`."""
+    return range(first, first + max(seeds, seeds_of(name)))
 
 
 def seeds_of(name: str) -> int:
