@@ -102,11 +102,14 @@ def one_run(algo: str, steps: int, seed: int, watched: bool,
     model, warmup = model_of(algo, seed, env)
     with tempfile.TemporaryDirectory() as folder:
         callbacks, times = timers(warmup, watched, folder)
-        if watched and variant == "idle":
+        if watched and variant == "idle":  # nothing told, at the steps or at the end
             callbacks[0]._on_step = lambda: True
+            callbacks[0]._tell_updates = lambda: None
         elif watched and variant == "no diagnostics":
             callbacks[0].user_config = {"diagnostics": {"enabled": False}}
         model.learn(warmup + steps, callback=callbacks)
+    if not times["start"]:
+        raise RuntimeError(f"the learning phase's start (step {warmup}) was never seen")
     elapsed = times["end"] - times["start"]
     return {"steps_per_s": steps / elapsed, "inside_share": times["inside"] / elapsed,
             "steps_per_cpu_s": steps / (times["cpu_end"] - times["cpu_start"])}

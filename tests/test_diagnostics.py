@@ -424,7 +424,7 @@ def test_diagnose_json_format_table_and_report(tmp_path, monkeypatch):
         assert {"rule", "step", "first_step", "count", "evidence", "severity", "message",
                 "suggested_set", "caused_by"} <= set(finding) <= {
             "rule", "step", "first_step", "count", "evidence", "severity", "message",
-            "suggested_set", "caused_by", "withdrawn_set"}
+            "suggested_set", "caused_by", "withdrawn_set", "last_proposal"}
         assert finding["rule"] in RULE_NAMES
         assert finding["severity"] in {"info", "warning", "pause"}
         assert isinstance(finding["step"], int) and finding["message"]

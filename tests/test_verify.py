@@ -391,6 +391,55 @@ def test_a_change_to_the_env_is_judged_on_the_env_as_it_makes_it(tmp_path: Path)
     assert [line["length"] for line in lines if line["kind"] == "episode"][:1] == [200]
 
 
+def test_an_earlier_proposal_a_resume_has_made_is_not_kept(tmp_path):
+    from rltrain.utils.diagnosis.report.findings import findings
+
+    events = [{"env_steps": 1000, "rule": "target_update", "action": "warn", "value": 1.0,
+               "message": "chases", "suggested_set": {"tau": 0.005}},
+              {"env_steps": 1500, "rule": "resume", "action": "resume",
+               "value": ["tau=0.005"], "message": "resumed"},
+              {"env_steps": 2000, "rule": "target_update", "action": "warn", "value": 1.0,
+               "message": "chases still"}]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    [found] = findings(tmp_path)
+    assert found["suggested_set"] == {} and "last_proposal" not in found
+
+
+def test_an_earlier_proposal_against_its_cause_is_withdrawn_too(tmp_path):
+    """A symptom whose latest event proposes nothing keeps no earlier proposal that its
+    cause contradicts: verify does not try it."""
+    from rltrain.scripts.verify.verify import proposing
+    from rltrain.utils.diagnosis.ranking import explains
+    from rltrain.utils.diagnosis.report.findings import findings
+
+    assert explains("learning_rate", "actor_stalled")
+    events = [{"env_steps": 1000, "rule": "actor_stalled", "action": "warn", "value": 0.0,
+               "message": "stalled", "suggested_set": {"actor_lr": 0.01, "tau": 0.01}},
+              {"env_steps": 2000, "rule": "actor_stalled", "action": "warn", "value": 0.0,
+               "message": "stalled"},
+              {"env_steps": 2000, "rule": "learning_rate", "action": "warn", "value": 0.1,
+               "message": "too high", "suggested_set": {"actor_lr": 0.001}}]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    stalled = {f["rule"]: f for f in findings(tmp_path)}["actor_stalled"]
+    assert stalled["caused_by"] == ["learning_rate"]
+    assert stalled["last_proposal"]["suggested_set"] == {"tau": 0.01}  # actor_lr withdrawn
+    assert proposing(stalled)["suggested_set"] == {"tau": 0.01}
+
+
+def test_eval_env_kwargs_that_change_the_spaces_are_refused(tmp_path: Path) -> None:
+    from rltrain.scripts.training.run_state import check_same_spaces
+    from rltrain.utils.config.loader import config_from_dict
+    from rltrain.utils.errors import ConfigError
+    from rltrain.utils.training.envs import make_env
+
+    config = config_from_dict(tiny_dict(tmp_path, env_name="Hopper-v5", eval_env_kwargs={
+        "exclude_current_positions_from_observation": False}))
+    with pytest.raises(ConfigError, match="changes the env's observation or action space"):
+        check_same_spaces(config, make_env("Hopper-v5", env_kwargs=config.eval_env_kwargs))
+    same = config_from_dict(tiny_dict(tmp_path, eval_env_kwargs={"max_episode_steps": 5}))
+    check_same_spaces(same, make_env("Pendulum-v1", env_kwargs={"max_episode_steps": 5}))
+
+
 @pytest.mark.parametrize("made, max_timesteps, expected", [
     (1000, 6000, 6000),    # paused in its first updates: past the warm-up, to its budget
     (1000, 20000, 6000),   # ... 5000 steps past the 1000-step warm-up

@@ -177,7 +177,8 @@ def main() -> None:
         for result in pool.map(_safe_run, jobs):  # in order, each as soon as it is in
             results.append(result)
             # Written after every run: a benchmark stopped halfway keeps what it measured.
-            args.out.write_text(json.dumps({"seeds": args.seeds, "scale": args.scale,
+            args.out.write_text(json.dumps({"seeds": args.seeds,
+                                            "first_seed": args.first_seed, "scale": args.scale,
                                             "verify": verify, "runs": results}, indent=1))
     print(table(results))
 
@@ -187,7 +188,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=_positive, default=1,
                         help="seeds per run, at least (a case or a healthy run may ask for more: "
                              "its `seeds`)")
-    parser.add_argument("--first-seed", type=int, default=0,
+    parser.add_argument("--first-seed", type=_non_negative, default=0,
                         help="the seeds run are this one and the next ones (another draw of "
                              "every run: --first-seed 1 with --seeds 1 runs seed 1 alone)")
     parser.add_argument("--jobs", type=_positive, default=1)
@@ -256,6 +257,13 @@ def run_seeds(name: str, seeds: int, first: int = 0) -> range:
 def seeds_of(name: str) -> int:
     """The seeds a case or a healthy run asks for."""
     return next((c.seeds for c in (*CASES, *HEALTHY) if c.id == name), 1)
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0 (got {value})")
+    return value
 
 
 def _positive(text: str) -> int:

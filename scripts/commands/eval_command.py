@@ -1,8 +1,9 @@
 """`rltrain eval`: a saved policy evaluated deterministically, as training evaluates it.
 
-The env is made with the run's `env_kwargs`, and with `normalize.observations` the
-policy sees observations normalised with the statistics the checkpoint holds (frozen).
-torch and Gymnasium are imported when the command runs, not when the CLI starts.
+The env is made with the run's `env_kwargs` (and its `eval_env_kwargs` over them), and
+with `normalize.observations` the policy sees observations normalised with the
+statistics the checkpoint holds (frozen). torch and Gymnasium are imported when the
+command runs, not when the CLI starts.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def eval_command(checkpoint_path: str, episodes: int | None, seed: int | None,
         if video_dir is not None:
             video = snapshots.record_episode(policy, config.env_name, seed, _video_path(
                 Path(video_dir), payload.get("run_name"), Path(checkpoint_path).stem, seed),
-                config.env_kwargs)
+                evaluation_env_kwargs(config))
     env.close()
     _print_result(as_json, checkpoint_path, config.env_name, int(payload["total_steps"]),
                   episodes, seed, result, video)

@@ -31,7 +31,7 @@ from rltrain.agents.registry import algorithm
 from rltrain.scripts.training.agent_setup import agent_view, build_agent, network_spec
 from rltrain.scripts.workers.distributed import make_collector
 from rltrain.utils.config.schema import TrainConfig, config_to_dict, evaluation_env_kwargs
-from rltrain.utils.errors import CheckpointError, EnvFailure, first_line
+from rltrain.utils.errors import CheckpointError, ConfigError, EnvFailure, first_line
 from rltrain.utils.hooks.eval_result import EvalResult
 from rltrain.utils.hooks.findings import Finding
 from rltrain.utils.hooks.hook import EpisodeEnd, Step, Update
@@ -83,6 +83,22 @@ class ResumeInfo:
         return f"resumed from {self.checkpoint}{origin} ({changes})"
 
 
+def check_same_spaces(config: TrainConfig, eval_env: Any) -> None:
+    """eval_env_kwargs may change the evaluation env's reward or time limit, never what
+    the networks see and do: its spaces must be the training env's."""
+    train_env = make_env(config.env_name, env_kwargs=config.env_kwargs)
+    try:
+        same = (train_env.observation_space == eval_env.observation_space
+                and train_env.action_space == eval_env.action_space)
+    finally:
+        train_env.close()
+    if not same:
+        eval_env.close()
+        raise ConfigError(f"eval_env_kwargs {config.eval_env_kwargs} changes the env's "
+                          "observation or action space: it may change only what does not "
+                          "(a reward weight, the time limit)")
+
+
 class RunState:
     """A run's agent, replay buffer, envs, counters and watchers' state."""
 
@@ -94,6 +110,8 @@ class RunState:
         seed_global_generators(config.seed)
         # First: a bad env fails here, in-process.
         self.eval_env = make_env(config.env_name, env_kwargs=evaluation_env_kwargs(config))
+        if config.eval_env_kwargs:
+            check_same_spaces(config, self.eval_env)
         self.obs_dim, self.action_dim, low, high = space_dims(self.eval_env)
         check_network_memory(self.obs_dim, self.action_dim,
                              network_spec(config, "actor").hidden_sizes,

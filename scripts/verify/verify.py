@@ -163,6 +163,7 @@ def _verify_plan(folder: Path, plan: dict[str, Any], last: int | None,
     result = {"rule": finding["rule"], "also": finding.get("also", []),
               "first_step": finding["first_step"], "suggested_set": finding["suggested_set"],
               "evaluated_on": evaluated_on(finding["suggested_set"]),
+              "proposed_at": finding.get("proposed_at"),
               "checkpoint": None if checkpoint is None else str(checkpoint),
               "fork_step": step, "start": plan["why"], "steps": plan["steps"],
               "seeds": len(plan["pairs"])}
@@ -217,7 +218,7 @@ def evaluated_on(change: dict[str, Any]) -> dict[str, Any]:
     measures, so both are evaluated on the env as the change makes it, the task as the
     finding says it should be (`eval_env_kwargs`); {} for any other change."""
     return {f"eval_{key}": value for key, value in change.items()
-            if key.startswith("env_kwargs.")}
+            if key == "env_kwargs" or key.startswith("env_kwargs.")}
 
 
 def proposing(finding: dict[str, Any]) -> dict[str, Any] | None:

@@ -67,8 +67,9 @@ def rules_of(section: Any) -> dict[str, RuleConfig]:
 
 # The keys `rltrain resume --set` cannot change: the networks, the replay buffer and the
 # episodes a checkpoint holds depend on them.
-FIXED_ON_RESUME = ("env_name", "env_kwargs", "seed", "algo", "hidden_sizes", "networks",
-                   "replay_buffer_size", "num_envs", "normalize", "diagnostics.max_samples")
+FIXED_ON_RESUME = ("env_name", "env_kwargs", "eval_env_kwargs", "seed", "algo", "hidden_sizes",
+                   "networks", "replay_buffer_size", "num_envs", "normalize",
+                   "diagnostics.max_samples")
 
 # The keys that run a command, send data somewhere or name a folder to write. They are
 # never taken from a file rltrain did not just get from the user (a checkpoint, a run

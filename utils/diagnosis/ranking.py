@@ -133,7 +133,23 @@ def link(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if conflicting:
             finding["withdrawn_set"] = {k: finding["suggested_set"].pop(k)
                                         for k in sorted(conflicting)}
+        _withdraw_earlier(finding, causes)
     return sorted(findings, key=finding_rank)
+
+
+def _withdraw_earlier(finding: dict[str, Any], causes: list[dict[str, Any]]) -> None:
+    """A finding's `last_proposal` (report/findings.py) loses the keys its causes'
+    proposals contradict, as its own `suggested_set` does; none left, it goes."""
+    earlier = finding.get("last_proposal")
+    if earlier is None:
+        return
+    kept = {key: value for key, value in earlier["suggested_set"].items()
+            if not any(_against(earlier["suggested_set"], c["suggested_set"], key)
+                       for c in causes)}
+    if kept:
+        finding["last_proposal"] = {**earlier, "suggested_set": kept}
+    else:
+        del finding["last_proposal"]
 
 
 def _against(symptom: dict[str, Any], cause: dict[str, Any], key: str) -> bool:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from rltrain.agents.registry import algorithm
-from rltrain.utils.config.schema import TrainConfig, training_envs
+from rltrain.utils.config.schema import TrainConfig, evaluation_env_kwargs, training_envs
 from rltrain.utils.diagnosis.heatmaps import HeatmapWriter
 from rltrain.utils.diagnosis.measure import critic, reward_terms, snapshots
 from rltrain.utils.diagnosis.measure.fit import FitChecks
@@ -211,8 +211,9 @@ class Flow1Diagnostics(Hook):
         if "actor_grad_norm" in metrics:
             self.actor_pre_clip = metrics["actor_grad_norm"]
         grad_freq = self.settings.grad_freq
-        # The fit's, the noise's and the Q values' forward passes are not the policy's (the
-        # other measurements call no network): no sampling, once for the batch.
+        # The measurements' forward passes are not the policy's: no sampling, once for
+        # the batch (the fit's, the noise's, the Q values'; the gradients' saturation
+        # check, under no_grad on a batch, which the map's hook skips anyway).
         with self.paused_collection():
             for updates in range(update.updates - update.count + 1, update.updates + 1):
                 self.inputs.after_update(env_steps, updates)
@@ -278,8 +279,12 @@ class Flow1Diagnostics(Hook):
         # algorithm: flow1.jsonl's kinds are a file format that run folders keep.
         self.logger.diagnostic("ddpg", env_steps, **q, dead_relu=dead)
         checks = self.critic_checks
-        self.pending += (checks["q_overestimation"].check(env_steps, q, self.agent.updates())
-                         + checks["dead_relu"].check(env_steps, dead))
+        # The critic learnt the training env's returns: against another env's
+        # (eval_env_kwargs: another reward weight or time limit), Q is not judged.
+        if evaluation_env_kwargs(self.config) == self.config.env_kwargs:
+            self.pending += checks["q_overestimation"].check(env_steps, q,
+                                                             self.agent.updates())
+        self.pending += checks["dead_relu"].check(env_steps, dead)
 
     def _trace(self, env_steps: int, reason: str) -> None:
         """A return drop: recorded (`rltrain diagnose` lists it), then traced unless a

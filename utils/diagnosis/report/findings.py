@@ -48,9 +48,12 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
         rule, action = event.get("rule"), event.get("action")
         if action == "resume":
             changes = ", ".join(event.get("value") or []) or "no changes"
+            changed = {str(c).split("=", 1)[0].strip() for c in event.get("value") or []}
             for finding in latest.values():
                 if finding["severity"] == "pause" and "; resumed at step" not in finding["message"]:
                     finding["message"] += f"; resumed at step {event['env_steps']} ({changes})"
+                if changed & set(finding.get("last_proposal", {}).get("suggested_set", {})):
+                    del finding["last_proposal"]  # the resume made that change: not again
             continue
         if rule not in RULES or action not in SEVERITY:
             continue
