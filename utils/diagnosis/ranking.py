@@ -128,8 +128,7 @@ def link(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
         causes = [c for c in problems if c is not finding and finding["severity"] != "info"
                   and explains(c["rule"], finding["rule"])]
         finding["caused_by"] = sorted({c["rule"] for c in causes})
-        conflicting = {key for c in causes for key in finding["suggested_set"]
-                       if _against(finding["suggested_set"], c["suggested_set"], key)}
+        conflicting = _conflicts(finding["suggested_set"], causes)
         if conflicting:
             finding["withdrawn_set"] = {k: finding["suggested_set"].pop(k)
                                         for k in sorted(conflicting)}
@@ -143,13 +142,18 @@ def _withdraw_earlier(finding: dict[str, Any], causes: list[dict[str, Any]]) -> 
     earlier = finding.get("last_proposal")
     if earlier is None:
         return
-    kept = {key: value for key, value in earlier["suggested_set"].items()
-            if not any(_against(earlier["suggested_set"], c["suggested_set"], key)
-                       for c in causes)}
+    conflicting = _conflicts(earlier["suggested_set"], causes)
+    kept = {k: v for k, v in earlier["suggested_set"].items() if k not in conflicting}
     if kept:
         finding["last_proposal"] = {**earlier, "suggested_set": kept}
     else:
         del finding["last_proposal"]
+
+
+def _conflicts(proposal: dict[str, Any], causes: list[dict[str, Any]]) -> set[str]:
+    """The keys of a symptom's `proposal` that one of its causes' proposals contradicts."""
+    return {key for c in causes for key in proposal
+            if _against(proposal, c["suggested_set"], key)}
 
 
 def _against(symptom: dict[str, Any], cause: dict[str, Any], key: str) -> bool:

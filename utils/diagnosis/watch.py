@@ -87,6 +87,9 @@ class Flow1Diagnostics(Hook):
                                                  seed + 2)
         self.q_values = TakenActionQ(context, buffer, logger, self._report)
         self.entropy_bonus = critic.EntropyBonus(config.gamma, target_pace(config))
+        # The critic learnt the training env's returns: against another env's
+        # (eval_env_kwargs: another reward weight or time limit), Q is not judged.
+        self.judges_q = evaluation_env_kwargs(config) == config.env_kwargs
         self.episode_drop = DropDetector(self.settings.trace_drop)
         self.eval_drop = DropDetector(self.settings.trace_drop)
         self.recent_returns: deque[float] = deque(maxlen=5)
@@ -215,7 +218,7 @@ class Flow1Diagnostics(Hook):
         # the batch (the fit's, the noise's, the Q values'; the gradients' saturation
         # check, under no_grad on a batch, which the map's hook skips anyway).
         with self.paused_collection():
-            for updates in range(update.updates - update.count + 1, update.updates + 1):
+            for updates in range(update.first, update.updates + 1):
                 self.inputs.after_update(env_steps, updates)
                 self.entropy_bonus.update(updates, metrics)
                 self.fit.after_update(env_steps, updates)
@@ -279,9 +282,7 @@ class Flow1Diagnostics(Hook):
         # algorithm: flow1.jsonl's kinds are a file format that run folders keep.
         self.logger.diagnostic("ddpg", env_steps, **q, dead_relu=dead)
         checks = self.critic_checks
-        # The critic learnt the training env's returns: against another env's
-        # (eval_env_kwargs: another reward weight or time limit), Q is not judged.
-        if evaluation_env_kwargs(self.config) == self.config.env_kwargs:
+        if self.judges_q:
             self.pending += checks["q_overestimation"].check(env_steps, q,
                                                              self.agent.updates())
         self.pending += checks["dead_relu"].check(env_steps, dead)

@@ -103,12 +103,17 @@ class Update:
     # reports one mean over a call's gradient steps (SB3, RLlib) tells them at once.
     count: int = 1
 
+    @property
+    def first(self) -> int:
+        """The number of the oldest update this record stands for."""
+        return self.updates - self.count + 1
+
     def each(self) -> list["Update"]:
         """One record per update, oldest first (itself where it stands for one)."""
         if self.count == 1:
             return [self]
         return [Update(self.env_steps, u, self.metrics)
-                for u in range(self.updates - self.count + 1, self.updates + 1)]
+                for u in range(self.first, self.updates + 1)]
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ class UpdateSchedule(RuleHook):
     def on_update(self, update: Update) -> list[Finding]:
         """A batch's updates (`update_batches`) as one by one: only the first of them
         can judge (they share the env step), with its own count."""
-        self.updates = update.updates - update.count + 1
+        self.updates = update.first
         found = self._judge(update.env_steps)
         self.updates = update.updates
         return found
