@@ -348,7 +348,7 @@ def test_two_rules_proposing_one_change_are_one_experiment():
 
 
 def test_verify_tries_a_rules_last_proposal_where_its_latest_finding_has_none(tmp_path):
-    from rltrain.scripts.verify.verify import proposing
+    from rltrain.scripts.verify.verify_plan import proposing
     from rltrain.utils.diagnosis.report.findings import findings
 
     events = [{"env_steps": 2000, "rule": "reward_terms", "action": "warn", "value": 0.97,
@@ -377,7 +377,7 @@ def test_verify_tries_a_rules_last_proposal_where_its_latest_finding_has_none(tm
 def test_a_change_to_the_env_is_judged_on_the_env_as_it_makes_it(tmp_path: Path) -> None:
     """A reward weight or a time limit changes what a return measures: both branches are
     evaluated on the env as the change makes it (eval_env_kwargs), training on their own."""
-    from rltrain.scripts.verify.verify import evaluated_on
+    from rltrain.scripts.verify.verify_plan import evaluated_on
 
     assert evaluated_on({"env_kwargs.max_episode_steps": 200, "actor_lr": 1e-3}) == {
         "eval_env_kwargs.max_episode_steps": 200}
@@ -408,7 +408,7 @@ def test_an_earlier_proposal_a_resume_has_made_is_not_kept(tmp_path):
 def test_an_earlier_proposal_against_its_cause_is_withdrawn_too(tmp_path):
     """A symptom whose latest event proposes nothing keeps no earlier proposal that its
     cause contradicts: verify does not try it."""
-    from rltrain.scripts.verify.verify import proposing
+    from rltrain.scripts.verify.verify_plan import proposing
     from rltrain.utils.diagnosis.ranking import explains
     from rltrain.utils.diagnosis.report.findings import findings
 

@@ -60,8 +60,10 @@ from rltrain.scripts.verify.verify_plan import (
     checkpoint_dir,
     cost_line,
     distinct,
+    evaluated_on,
     fork_point,
     plan_finding,
+    proposing,
     run_config,
     start_point,
     step_checkpoints,
@@ -210,29 +212,6 @@ def _judged(pairs: list[dict[str, Any]], last: int | None) -> dict[str, Any]:
         result.update(difference=diff["difference"], interval=[diff["low"], diff["high"]],
                       verdict=verdict(diff, base))
     return result
-
-
-def evaluated_on(change: dict[str, Any]) -> dict[str, Any]:
-    """What both branches of `change` evaluate on, beyond the run's own env: a change to
-    `env_kwargs` (a reward term's weight, the time limit) changes what a return
-    measures, so both are evaluated on the env as the change makes it, the task as the
-    finding says it should be (`eval_env_kwargs`); {} for any other change."""
-    return {f"eval_{key}": value for key, value in change.items()
-            if key == "env_kwargs" or key.startswith("env_kwargs.")}
-
-
-def proposing(finding: dict[str, Any]) -> dict[str, Any] | None:
-    """The finding with the change verify tries: its own `suggested_set`; where its
-    latest event proposes none, the newest one its rule did propose (`last_proposal`: a
-    rule that fires for two reasons); None where there is none, or the ranking withdrew
-    the finding's proposal for contradicting its cause's."""
-    if finding["suggested_set"]:
-        return finding
-    earlier = finding.get("last_proposal")
-    if earlier is None or finding.get("withdrawn_set"):
-        return None
-    return {**finding, "suggested_set": dict(earlier["suggested_set"]),
-            "proposed_at": earlier["step"]}
 
 
 def verify(folder: Path, steps: int | None = None, seeds: int = DEFAULT_SEEDS,

@@ -1,7 +1,8 @@
-"""`diagnose --verify`'s plan: where each finding's branches start (from the start for a
-fault of the set-up, else from a checkpoint before it), their seeds and names, and what
-the experiment will cost; scripts/verify/verify.py runs and judges it (its docstring says
-why the branches start where they do).
+"""`diagnose --verify`'s plan: which findings' changes are tried (`proposing`, `distinct`)
+and what both branches evaluate on (`evaluated_on`), where each finding's branches start
+(from the start for a fault of the set-up, else from a checkpoint before it), their seeds
+and names, and what the experiment will cost; scripts/verify/verify.py runs and judges
+it (its docstring says why the branches start where they do).
 """
 
 from __future__ import annotations
@@ -135,3 +136,26 @@ def distinct(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             kept[change] = dict(finding)
     return list(kept.values())
+
+
+def evaluated_on(change: dict[str, Any]) -> dict[str, Any]:
+    """What both branches of `change` evaluate on, beyond the run's own env: a change to
+    `env_kwargs` (a reward term's weight, the time limit) changes what a return
+    measures, so both are evaluated on the env as the change makes it, the task as the
+    finding says it should be (`eval_env_kwargs`); {} for any other change."""
+    return {f"eval_{key}": value for key, value in change.items()
+            if key == "env_kwargs" or key.startswith("env_kwargs.")}
+
+
+def proposing(finding: dict[str, Any]) -> dict[str, Any] | None:
+    """The finding with the change verify tries: its own `suggested_set`; where its
+    latest event proposes none, the newest one its rule did propose (`last_proposal`: a
+    rule that fires for two reasons); None where there is none, or the ranking withdrew
+    the finding's proposal for contradicting its cause's."""
+    if finding["suggested_set"]:
+        return finding
+    earlier = finding.get("last_proposal")
+    if earlier is None or finding.get("withdrawn_set"):
+        return None
+    return {**finding, "suggested_set": dict(earlier["suggested_set"]),
+            "proposed_at": earlier["step"]}
