@@ -80,6 +80,7 @@ class StepGradients:
     def __init__(self, networks: dict[str, nn.Module], trace_backwards: bool = True,
                  by_reference: tuple[str, ...] = ()) -> None:
         self.named = {name: list(net.named_parameters()) for name, net in networks.items()}
+        self._params = {name: [p for _, p in named] for name, named in self.named.items()}
         self.owner = {id(p): name for name, params in self.named.items() for _, p in params}
         self.latest: dict[str, dict[str, torch.Tensor | None]] = {}  # the buffers by name
         self._buffers: dict[str, list[torch.Tensor | None]] = {}  # in `named`'s order
@@ -118,16 +119,14 @@ class StepGradients:
             return
         if self.sources.traced:
             self.sources.stepped(optimizer, self.owner)
-        else:  # only the steps are counted: those of networks with a gradient
-            self.sources.count_steps([name for name, params in networks
-                                      if any(p.grad is not None for p in params)])
-        targets, sources = [], []
+        targets, sources, with_grads = [], [], []
         for name, _ in networks:
-            grads = [p.grad for _, p in self.named[name]]
+            grads = [p.grad for p in self._params[name]]
+            if any(g is not None for g in grads):
+                with_grads.append(name)
             if name in self._by_reference:
                 if not self._changed(name):
-                    self._held[name] = (grads, [-1 if g is None else g._version
-                                                for g in grads])
+                    self._held[name] = (grads, versions(grads))
                     continue
                 self._unhold(name)  # copied from this step on
             buffers = self._buffers.get(name)
@@ -141,6 +140,8 @@ class StepGradients:
                 if g is not None:
                     targets.append(b)
                     sources.append(g)
+        if not self.sources.traced:  # only the steps are counted: those with a gradient
+            self.sources.count_steps(with_grads)
         if targets:
             with torch.no_grad():
                 torch._foreach_copy_(targets, sources)
@@ -156,8 +157,7 @@ class StepGradients:
     def _changed(self, name: str) -> bool:
         """Whether network `name`'s held gradients changed since its newest step."""
         held = self._held.get(name)
-        return held is not None and any(g is not None and g._version != v
-                                        for g, v in zip(*held, strict=True))
+        return held is not None and versions(held[0]) != held[1]
 
     def _unhold(self, name: str) -> None:
         self._by_reference.discard(name)
@@ -189,6 +189,11 @@ class StepGradients:
     def close(self) -> None:
         self._handle.remove()
         self.sources.close()
+
+
+def versions(grads: list[torch.Tensor | None]) -> list[int]:
+    """Each gradient's version counter (every in-place change raises it); -1 for None."""
+    return [-1 if g is None else g._version for g in grads]
 
 
 def ddpg_probe(actor: nn.Module, critic: nn.Module, q_value: QFunction,

@@ -30,6 +30,12 @@ from rltrain.utils.io.run_files import open_run_file, write_run_file
 from rltrain.utils.run.folders import RunPaths
 from rltrain.utils.run.notify_target import mask_config_dict, mask_text
 
+# Scalar records are handed to TensorBoard's writer thread together, at most this many
+# or this old: its thread then wakes once per batch, not once per record (each wake
+# costs the loop's thread about as much again as the record).
+PENDING_RECORDS = 64
+PENDING_SECONDS = 1.0
+
 
 class RunLogger:
     """Writes one run's TensorBoard events, metrics.jsonl and events.jsonl."""
@@ -42,7 +48,8 @@ class RunLogger:
         from torch.utils.tensorboard import SummaryWriter  # slow to import: only to write
 
         self.writer = SummaryWriter(log_dir=str(paths.log_dir), purge_step=purge,
-                                    flush_secs=30)
+                                    flush_secs=30, max_queue=2 * PENDING_RECORDS)
+        self._pending: list[tuple[Any, int, float]] = []  # (summary, step, wall time)
         self._metrics = open_run_file(paths.metrics_file, line_buffered=True)
         self._events = open_run_file(paths.events_file, line_buffered=True)
         self._diagnostics = open_run_file(paths.diagnostics_file, line_buffered=True)
@@ -67,16 +74,31 @@ class RunLogger:
 
     def scalars(self, env_steps: int, values: dict[str, float]) -> None:
         """One TensorBoard event holding every value (what `add_scalar` of each would
-        write, as one record: this runs at every episode's end)."""
+        write, as one record: this runs at every episode's end), handed to the writer
+        with the records pending (`PENDING_RECORDS`) and stamped with the time now."""
         if not values or self.writer.file_writer is None:  # none, or the run's end
             return
         from tensorboard.compat.proto.summary_pb2 import Summary
 
-        self.writer.file_writer.add_summary(Summary(value=[
+        now = time.time()
+        self._pending.append((Summary(value=[
             Summary.Value(tag=tag, simple_value=float(value))
-            for tag, value in values.items()]), env_steps)
+            for tag, value in values.items()]), env_steps, now))
+        if len(self._pending) >= PENDING_RECORDS or now - self._pending[0][2] >= \
+                PENDING_SECONDS:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """The pending scalar records to the writer, before any other record."""
+        pending, self._pending = self._pending, []
+        file_writer = self.writer.file_writer
+        if file_writer is None:
+            return
+        for summary, env_steps, wall_time in pending:
+            file_writer.add_summary(summary, env_steps, wall_time)
 
     def text(self, tag: str, message: str, env_steps: int) -> None:
+        self._hand_over()
         self.writer.add_text(tag, message, env_steps)
 
     def metric(self, kind: str, env_steps: int, **fields: Any) -> None:
@@ -137,6 +159,7 @@ class RunLogger:
         self.unwritten = lines
 
     def histogram(self, tag: str, values: Any, env_steps: int) -> None:
+        self._hand_over()
         self.writer.add_histogram(tag, values, env_steps)
 
     def image(self, tag: str, png: bytes, height: int, width: int, env_steps: int) -> None:
@@ -147,6 +170,7 @@ class RunLogger:
             return
         from tensorboard.compat.proto.summary_pb2 import Summary
 
+        self._hand_over()
         picture = Summary.Image(height=height, width=width, colorspace=3,
                                 encoded_image_string=png)
         # the record add_image writes, to the same event file
@@ -154,9 +178,11 @@ class RunLogger:
             Summary(value=[Summary.Value(tag=tag, image=picture)]), env_steps)
 
     def flush(self) -> None:
+        self._hand_over()
         self.writer.flush()
 
     def close(self) -> None:
+        self._hand_over()
         self.writer.close()
         self._metrics.close()
         self._events.close()

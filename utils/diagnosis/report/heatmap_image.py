@@ -63,7 +63,8 @@ def heatmap(view: ClusterView, path: Path, action_low: np.ndarray,
     TensorBoard, which takes it encoded)."""
     picture, _ = draw(view, action_low, action_high)
     encoded = io.BytesIO()
-    picture.save(encoded, format="PNG")
+    # zlib level 1: its flat colours compress as well, in about two thirds of the time
+    picture.save(encoded, format="PNG", compress_level=1)
     png = encoded.getvalue()
     # Temp file and rename: a full disk names the file, and a link there is replaced.
     atomic_write(path, lambda f: f.write(png), durable=False)

@@ -136,7 +136,7 @@ class ValueFit(RolloutRule):
         gamma = self.context.config.gamma
         if not self.reward_size or gamma >= 1:
             return 0.0
-        return statistics.mean(self.reward_size) / (1 - gamma)
+        return statistics.fmean(self.reward_size) / (1 - gamma)  # floats: no fractions
 
     def flat_returns(self, explained: float, value_loss: float | None) -> bool:
         """Whether the rollout's returns hardly vary: their std, sqrt(value_loss / (1 -

@@ -11,6 +11,7 @@ this rule's pause too (scripts/training/trainer.py stops the run there).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,7 @@ class Memory(RuleHook):
 
         device = self.context.device or torch.device("cpu")
         self.device = device
+        self.process: psutil.Process | None = None  # this process, found in `check`
         self.every = self.step_end_every = self.context.config.monitor.memory_check_freq
         self.gpu_mib = self.settings.gpu_threshold
         if self.gpu_mib is None and device.type == "cuda":
@@ -76,7 +78,9 @@ class Memory(RuleHook):
         import psutil
         import torch
 
-        rss = psutil.Process().memory_info().rss / MIB
+        if self.process is None or self.process.pid != os.getpid():
+            self.process = psutil.Process()  # reading /proc once per process, not per check
+        rss = self.process.memory_info().rss / MIB
         found = []
         cgroup = cgroup_memory() if self.cgroup_mib is not None else None
         if cgroup is not None and cgroup.used / MIB > max(rss, self.rule.threshold):
