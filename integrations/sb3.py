@@ -57,7 +57,7 @@ from rltrain.integrations.sb3_rollouts import StepBlock, collection_ends, transi
 from rltrain.integrations.sb3_settings import SB3Keys
 from rltrain.integrations.sb3_taps import PolicyTap
 from rltrain.integrations.session import Session, session_config
-from rltrain.integrations.views import StepGradients
+from rltrain.integrations.views import LeftGradients, StepGradients
 from rltrain.utils.errors import UserError
 from rltrain.utils.hooks.agent_view import ENDINGS
 from rltrain.utils.hooks.findings import Finding
@@ -111,17 +111,21 @@ class RltrainCallback(BaseCallback):
     def _on_training_start(self) -> None:
         model = self.model
         view, buffer, noise, self.scale, self.kept = watched(model, self.entry)
-        # The gradients each optimiser steps with: SB3 runs the actor's loss through the
-        # critic after the critic's step, so the critic's .grad then is not its own.
-        # SB3's update is its own: its steps are counted, its backward passes not traced.
-        # Its actor's gradients, and PPO's, A2C's and DQN's all (one loss per step), stay
-        # as stepped until the next step: kept by reference, not copied.
-        steps = StepGradients({"actor": view.actor, "critic": view.critic},
-                              trace_backwards=False, by_reference=(
-                                  ("actor",) if self.family in ACTOR_Q_CRITICS
-                                  else ("actor", "critic")))
-        view = dataclasses.replace(view, step_gradients=steps.gradients,
-                                   step_sources=steps.sources.counts)
+        # The gradients each optimiser steps with. TD3, DDPG, SAC: SB3 runs the actor's
+        # loss through the critic after the critic's step, so the critic's .grad then is
+        # not its own: read at each step (the actor's kept by reference, not copied), and
+        # the steps counted (SB3's update is its own: its backward passes not traced).
+        # PPO, A2C, DQN: one loss per step, whose gradients stay as stepped until the
+        # next update clears them: read where SB3 leaves them, with no hook at its steps.
+        networks = {"actor": view.actor, "critic": view.critic}
+        steps: StepGradients | LeftGradients
+        if self.family in ACTOR_Q_CRITICS:
+            steps = StepGradients(networks, trace_backwards=False, by_reference=("actor",))
+            view = dataclasses.replace(view, step_gradients=steps.gradients,
+                                       step_sources=steps.sources.counts)
+        else:
+            steps = LeftGradients(networks)
+            view = dataclasses.replace(view, step_gradients=steps.gradients)
         # A replay buffer told not to handle time limits (SB3's handle_timeout_termination,
         # off where optimize_memory_usage is on) stores every truncation as the task's end.
         self.stored_ends: dict[str, int] | None = None

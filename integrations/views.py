@@ -4,7 +4,8 @@
 actor maps observations to env-unit actions; the critic maps (observation, env-unit
 action) to every Q head, [B, n_q]) while sharing its submodules and parameters under
 their own names, so gradient tags and dead-ReLU layers read as in that library.
-`StepGradients` reads each network's gradients at its optimiser's step.
+`StepGradients` reads each network's gradients at its optimiser's step, `LeftGradients`
+where a library whose update leaves them alone left them.
 `ddpg_probe` measures losses and per-layer gradients with no agent object: a DDPG-style
 critic loss (one-step target from the online networks) and actor loss (-Q1 of the
 policy's action), taken with `torch.autograd.grad` so that nothing is changed, as
@@ -175,20 +176,54 @@ class StepGradients:
         return self.latest.get(name)
 
     def norms(self) -> dict[str, float]:
-        """critic_grad_norm and actor_grad_norm at their latest steps, in one transfer
-        (the norm of the per-tensor norms, as `torch.nn.utils.get_total_norm` gives)."""
-        names, norms = [], []
-        for name in ("critic", "actor"):
-            grads = [g for g in (self.gradients(name) or {}).values() if g is not None]
-            if grads:
-                names.append(f"{name}_grad_norm")
-                norms.append(torch.linalg.vector_norm(torch.stack(
-                    torch._foreach_norm(grads))))
-        return dict(zip(names, torch.stack(norms).tolist(), strict=True)) if norms else {}
+        return stepped_norms(self.gradients)
 
     def close(self) -> None:
         self._handle.remove()
         self.sources.close()
+
+
+class LeftGradients:
+    """The gradients each watched network was last stepped with, read where the library
+    left them: for an update that steps one loss's gradients and changes none of them
+    between its step and its next update's `zero_grad` (SB3's PPO, A2C and DQN). No hook
+    runs at their optimisers' steps, which a `StepGradients` would run at every one;
+    their steps are not counted (the rules that read step counts judge the
+    actor-critics only)."""
+
+    def __init__(self, networks: dict[str, nn.Module]) -> None:
+        self.named = {name: list(net.named_parameters()) for name, net in networks.items()}
+        # As StepGradients: a parameter two networks share is the later one's, and a
+        # network left with none of its own is never stepped (DQN's greedy actor).
+        owner = {id(p): name for name, params in self.named.items() for _, p in params}
+        self.stepped = {owner[id(p)] for params in self.named.values() for _, p in params}
+
+    def gradients(self, name: str) -> dict[str, torch.Tensor | None] | None:
+        """Network `name`'s gradients as the library left them; None before its first
+        step, and for a network never stepped as itself."""
+        if name not in self.stepped:
+            return None
+        grads = {key: p.grad for key, p in self.named[name]}
+        return grads if any(g is not None for g in grads.values()) else None
+
+    def norms(self) -> dict[str, float]:
+        return stepped_norms(self.gradients)
+
+    def close(self) -> None:
+        """Nothing to remove: no hooks."""
+
+
+def stepped_norms(gradients: Callable[[str], dict[str, torch.Tensor | None] | None]
+                  ) -> dict[str, float]:
+    """critic_grad_norm and actor_grad_norm at their latest steps, in one transfer
+    (the norm of the per-tensor norms, as `torch.nn.utils.get_total_norm` gives)."""
+    names, norms = [], []
+    for name in ("critic", "actor"):
+        grads = [g for g in (gradients(name) or {}).values() if g is not None]
+        if grads:
+            names.append(f"{name}_grad_norm")
+            norms.append(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))))
+    return dict(zip(names, torch.stack(norms).tolist(), strict=True)) if norms else {}
 
 
 def versions(grads: list[torch.Tensor | None]) -> list[int]:

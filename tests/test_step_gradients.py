@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from torch import nn
 
-from rltrain.integrations.views import StepGradients
+from rltrain.integrations.views import LeftGradients, StepGradients
 
 
 def nets() -> tuple[nn.Module, nn.Module]:
@@ -146,3 +147,41 @@ def test_gradients_kept_by_reference_until_one_changes_after_its_step():
         assert "actor_grad_norm" in steps.norms()
     finally:
         steps.close()
+
+
+@pytest.mark.parametrize("algo", ["PPO", "A2C", "DQN"])
+def test_sb3_leaves_the_gradients_it_stepped_with(algo):
+    """`LeftGradients` (what the SB3 callback reads for PPO, A2C and DQN, with no hook at
+    their steps) gives what the optimiser stepped with at the last step of `learn()`: a
+    copying `StepGradients` watching the same networks at every step agrees."""
+    import stable_baselines3
+
+    from rltrain.integrations.sb3_models import check_model, watched
+
+    settings = {"PPO": dict(n_steps=32, batch_size=32, n_epochs=2),
+                "A2C": dict(n_steps=8),
+                "DQN": dict(learning_starts=64, train_freq=16, gradient_steps=4,
+                            buffer_size=1000)}[algo]
+    model = getattr(stable_baselines3, algo)("MlpPolicy", "CartPole-v1", seed=0,
+                                             device="cpu", **settings)
+    view = watched(model, check_model(model)).view
+    networks = {"actor": view.actor, "critic": view.critic}
+    copied = StepGradients(networks, trace_backwards=False)
+    left = LeftGradients(networks)
+    assert left.gradients("actor") is None  # no step yet
+    try:
+        model.learn(256)
+    finally:
+        copied.close()
+    for name in networks:
+        want = copied.gradients(name)
+        got = left.gradients(name)
+        if want is None:  # DQN's greedy actor: its parameters are the critic's
+            assert algo == "DQN" and name == "actor" and got is None
+            continue
+        assert got is not None and want.keys() == got.keys()
+        for key in want:
+            assert (want[key] is None) == (got[key] is None)
+            if want[key] is not None:
+                assert torch.equal(got[key], want[key]), (name, key)
+    assert left.norms() == pytest.approx(copied.norms(), rel=0, abs=0)
