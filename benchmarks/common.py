@@ -218,10 +218,11 @@ def sb3_model(config, seed: int, device: str = "cpu"):
 
 
 def agent_on_filled_buffer(package: str = "rltrain", rows: int = 10_000,
-                           seed: int | None = None):
-    """A DDPG agent (`configs/pendulum_ddpg.yaml`, Pendulum's shapes, CPU) and a replay
-    buffer holding `rows` random transitions, both built by `package` (rltrain, or a
-    commit's copy of it under another name); `seed` seeds the weights' initialisation."""
+                           seed: int | None = None, config_name: str = "pendulum_ddpg.yaml"):
+    """The agent of a shipped Pendulum config (`config_name`, DDPG's by default;
+    Pendulum's shapes, CPU) and a replay buffer holding `rows` random transitions, both
+    built by `package` (rltrain, or a commit's copy of it under another name); `seed`
+    seeds the weights' initialisation."""
     import importlib
 
     import numpy as np
@@ -232,7 +233,7 @@ def agent_on_filled_buffer(package: str = "rltrain", rows: int = 10_000,
     if seed is not None:
         torch.manual_seed(seed)
     low, high = np.array([-2.0], np.float32), np.array([2.0], np.float32)
-    config = configs.load_config("pendulum_ddpg.yaml")
+    config = configs.load_config(config_name)
     try:  # the config's update backend, as a run would build it
         setup = importlib.import_module(f"{package}.scripts.training.agent_setup")
         agent, _ = setup.build_agent(config, 3, low, high, torch.device("cpu"))

@@ -2,6 +2,7 @@
 
     python benchmarks/update_ab.py                      # against HEAD
     python benchmarks/update_ab.py --against 2315883 --blocks 40
+    python benchmarks/update_ab.py --config pendulum_sac.yaml
 
 Changes to the update worth a few percent drown in the machine's drift between
 processes (10-20% within minutes here), so this runs both versions in one process:
@@ -11,7 +12,7 @@ identically filled replay buffers, and blocks of updates alternate between them 
 order flips every block). Prints each version's median time per update, the median of
 the per-pair ratios with their range, and whether the two agents' weights are still
 bit-identical after all their updates (a change meant to keep behaviour should say yes).
-Settings: `configs/pendulum_ddpg.yaml` (256x256, batch 256), CPU.
+Settings: `configs/pendulum_ddpg.yaml` (256x256, batch 256), CPU, or `--config`'s.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=20, help="blocks per version")
     parser.add_argument("--updates", type=int, default=100, help="updates per block")
     parser.add_argument("--buffer", type=int, default=20_000, help="filled replay rows")
+    parser.add_argument("--config", default="pendulum_ddpg.yaml",
+                        help="a shipped Pendulum config (pendulum_sac.yaml, ...)")
     args = parser.parse_args()
     from rltrain.utils.run.device import tune_process
 
@@ -67,7 +70,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         extract(args.against, Path(folder))
         sys.path.insert(0, folder)
-        versions = {name: agent_on_filled_buffer(package, args.buffer, seed=0)
+        versions = {name: agent_on_filled_buffer(package, args.buffer, seed=0,
+                                                 config_name=args.config)
                     for name, package in (("reference", REF), ("working tree", "rltrain"))}
         times: dict[str, list[float]] = {name: [] for name in versions}
         for _ in range(10):  # warm-up, the same updates for both
