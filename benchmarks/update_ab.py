@@ -49,7 +49,10 @@ def extract(ref: str, folder: Path) -> None:
 
 
 def same_weights(a, b) -> bool:
-    nets = ("actor", "critic", "actor_target", "critic_target")
+    """Whether two agents' networks (those each keeps: SAC has no actor target) hold the
+    same weights."""
+    nets = [net for net in ("actor", "critic", "actor_target", "critic_target")
+            if hasattr(a, net)]
     return all(torch.equal(x, y) for net in nets
                for x, y in zip(getattr(a, net).parameters(), getattr(b, net).parameters(),
                                strict=True))
