@@ -42,7 +42,7 @@ except ImportError:
     raise ImportError('rltrain.integrations.sb3 needs Stable-Baselines3: '
                       'pip install "rltrain[sb3]"') from None
 
-from rltrain.agents.families import ACTOR_Q_CRITICS, ON_POLICY
+from rltrain.agents.families import ON_POLICY
 from rltrain.agents.registry import Algorithm
 from rltrain.integrations.continued import Continuation, check_continuable, from_logs
 from rltrain.integrations.sb3_env_watch import EnvWatch
@@ -111,16 +111,18 @@ class RltrainCallback(BaseCallback):
     def _on_training_start(self) -> None:
         model = self.model
         view, buffer, noise, self.scale, self.kept = watched(model, self.entry)
-        # The gradients each optimiser steps with. TD3, DDPG, SAC: SB3 runs the actor's
-        # loss through the critic after the critic's step, so the critic's .grad then is
-        # not its own: read at each step (the actor's kept by reference, not copied), and
-        # the steps counted (SB3's update is its own: its backward passes not traced).
-        # PPO, A2C, DQN: one loss per step, whose gradients stay as stepped until the
-        # next update clears them: read where SB3 leaves them, with no hook at its steps.
+        # The gradients each optimiser steps with. TD3, DDPG, SAC (no `entry`): SB3 runs
+        # the actor's loss through the critic after the critic's step, so the critic's
+        # .grad then is not its own: read at each step, kept by reference until a change
+        # after its step is seen, then copied (StepGradients), and the steps counted
+        # (SB3's update is its own: its backward passes not traced). PPO, A2C, DQN: one
+        # loss per step, whose gradients stay as stepped until the next update clears
+        # them: read where SB3 leaves them, with no hook at its steps.
         networks = {"actor": view.actor, "critic": view.critic}
         steps: StepGradients | LeftGradients
-        if self.family in ACTOR_Q_CRITICS:
-            steps = StepGradients(networks, trace_backwards=False, by_reference=("actor",))
+        if self.entry is None:
+            steps = StepGradients(networks, trace_backwards=False,
+                                  by_reference=("actor", "critic"))
             view = dataclasses.replace(view, step_gradients=steps.gradients,
                                        step_sources=steps.sources.counts)
         else:
