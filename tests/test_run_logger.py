@@ -1,0 +1,56 @@
+"""RunLogger's TensorBoard scalars (utils/run/logger.py): handed to the writer's thread in
+batches, each record with the wall time of its own call, none lost at `flush` or `close`."""
+
+from __future__ import annotations
+
+import time
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rltrain.utils.run.folders import RunPaths
+from rltrain.utils.run.logger import PENDING_RECORDS, RunLogger
+
+
+def scalars_in(log_dir) -> dict[str, list]:
+    events = EventAccumulator(str(log_dir))
+    events.Reload()
+    return {tag: events.Scalars(tag) for tag in events.Tags()["scalars"]}
+
+
+def logger(tmp_path) -> RunLogger:
+    paths = RunPaths("r", tmp_path / "logs" / "r", tmp_path / "checkpoints" / "r")
+    paths.log_dir.mkdir(parents=True)
+    return RunLogger(paths)
+
+
+def test_each_record_keeps_the_time_of_its_call_and_close_writes_the_pending(tmp_path):
+    log = logger(tmp_path)
+    windows = []
+    for step in (1, 2, 3):
+        before = time.time()
+        log.scalars(step, {"charts/episodic_return": float(step), "rollout/episode_length": 5.0})
+        windows.append((before, time.time()))
+        time.sleep(0.05)  # the batch is handed over later than each record was made
+    log.close()
+    found = scalars_in(tmp_path / "logs" / "r")
+    returns = found["charts/episodic_return"]
+    assert [e.step for e in returns] == [1, 2, 3]
+    assert [e.value for e in returns] == [1.0, 2.0, 3.0]
+    assert [e.step for e in found["rollout/episode_length"]] == [1, 2, 3]
+    for event, (before, after) in zip(returns, windows, strict=True):
+        assert before - 1e-3 <= event.wall_time <= after + 1e-3
+
+
+def test_flush_writes_the_pending_records_and_a_full_batch_goes_without_it(tmp_path):
+    log = logger(tmp_path)
+    try:
+        log.scalars(1, {"x": 1.0})
+        log.flush()
+        assert [e.step for e in scalars_in(tmp_path / "logs" / "r")["x"]] == [1]
+        for step in range(2, 2 + PENDING_RECORDS):  # a batch's worth: handed over
+            log.scalars(step, {"x": float(step)})
+        log.writer.flush()  # the writer's own flush: only what it was handed
+        steps = [e.step for e in scalars_in(tmp_path / "logs" / "r")["x"]]
+        assert steps == list(range(1, 2 + PENDING_RECORDS))
+    finally:
+        log.close()
