@@ -6,6 +6,7 @@
     python benchmarks/throughput.py --algo sac      # rltrain's SAC against SB3's SAC
     python benchmarks/throughput.py --algo crossq --threads 1   # against sb3-contrib's
     python benchmarks/throughput.py --algo sac --threads 1 --sbx --env HalfCheetah-v5
+    python benchmarks/throughput.py --algo sac --threads 1 --sbx --only rltrain,sbx --rounds 8
 
 Each round runs, each in a fresh process on the same settings and each round starting
 with the next: rltrain (flow-1 diagnostics on, the default), rltrain with diagnostics
@@ -15,8 +16,10 @@ ways, and SB3's SAC on the same settings; `--algo
 crossq` and `--algo tqc` likewise, against sb3-contrib's CrossQ and TQC
 (pendulum_crossq.yaml, pendulum_tqc.yaml; common.py `sb3_model`). `--threads N` gives
 both libraries N torch threads. It measures env steps per second over the learning
-phase (from the end of the random warm-up to the last env step, marked inside each
-library's loop: start-up and the end of the run are left out for all alike, and the
+phase (from `SETTLE` learning steps after the random warm-up, past each library's
+first updates, which set it up, SBX's XLA compile among them, to the last env step,
+marked inside each library's loop: start-up and the end of the run are left out for all
+alike, and the
 seconds from the last step to the end are printed apart), per second of wall time and
 per second of the process's CPU time (all its threads), the process's peak memory, and
 with the diagnostics on the share of the learning phase spent in their own calls. Then, on the
@@ -53,6 +56,10 @@ from gemm_floor import (  # noqa: E402
 from throughput_report import print_table  # noqa: E402
 
 WARMUP = 1000
+# Learning steps before the clock starts, for every library alike: a library's first
+# updates set it up (SBX's first compiles its update with XLA, about 2.5 s for SAC here;
+# oneDNN makes its primitives), which is start-up, not the learning rate.
+SETTLE = 100
 FLOOR_BLOCKS = 5
 # Env steps per block of the one-process diagnostics comparison: about 0.2 s, so that
 # both halves of a pair see the same machine (with 200-step blocks, pairs ranged 0.7-1.3).
@@ -67,7 +74,7 @@ FUSED = ("pendulum_ddpg.yaml", "pendulum_td3.yaml", "pendulum_sac.yaml")  # a fu
 
 
 def bench_config(base: str, steps: int, seed: int, extra: list[str]):
-    """`base` (a shipped config) for WARMUP + `steps` env steps, no evaluations or
+    """`base` (a shipped config) for WARMUP + SETTLE + `steps` env steps, no evaluations or
     checkpoints until the end, output in a temporary folder removed when the worker
     exits."""
     import torch
@@ -79,7 +86,8 @@ def bench_config(base: str, steps: int, seed: int, extra: list[str]):
     # networks is one thread: docs/performance.md, "Threads"); --set torch_threads=N in
     # `extra` compares another count.
     return load_config(base, [
-        f"max_timesteps={WARMUP + steps}", f"learning_starts={WARMUP}", f"seed={seed}",
+        f"max_timesteps={WARMUP + SETTLE + steps}", f"learning_starts={WARMUP}",
+        f"seed={seed}",
         "eval_freq=1000000", "checkpoint_freq=1000000", f"replay_buffer_size={BUFFER}",
         f"log_dir={folder}/logs", f"checkpoint_dir={folder}/checkpoints",
         f"torch_threads={torch.get_num_threads()}", *extra])
@@ -97,7 +105,7 @@ def rltrain_worker(base: str, steps: int, seed: int, extra: list[str]) -> dict:
     class TimedTrainer(Trainer):
         def _step(self) -> None:
             super()._step()
-            if self.state.counters.env_steps in (WARMUP, WARMUP + steps):
+            if self.state.counters.env_steps in (WARMUP + SETTLE, WARMUP + SETTLE + steps):
                 watch.mark_start() if not diagnostics_at else watch.mark_stop()
                 diagnostics_at.append(self.diagnostics.seconds)
 
@@ -188,9 +196,9 @@ def sb3_worker(base: str, steps: int, seed: int, extra: list[str],
 
     class Timer(BaseCallback):
         def _on_step(self) -> bool:
-            if self.num_timesteps == WARMUP:
+            if self.num_timesteps == WARMUP + SETTLE:
                 watch.mark_start()
-            elif self.num_timesteps == WARMUP + steps:
+            elif self.num_timesteps == WARMUP + SETTLE + steps:
                 watch.mark_stop()
             return True
 
@@ -203,7 +211,7 @@ def sb3_worker(base: str, steps: int, seed: int, extra: list[str],
 
         torch.set_num_threads(config.torch_threads)
     model = make_model(config, seed, config.device)
-    model.learn(WARMUP + steps, callback=Timer())
+    model.learn(WARMUP + SETTLE + steps, callback=Timer())
     return {"steps_per_second": steps / watch.seconds, "peak_rss_mib": peak_rss_mib(),
             "cpu_steps_per_second": steps / watch.cpu_seconds,
             "end_seconds": watch.since_stop()}
@@ -269,23 +277,29 @@ def main() -> None:
     parser.add_argument("--env", default=None,
                         help="train on this Gymnasium env instead of the base config's "
                              "Pendulum-v1 (e.g. HalfCheetah-v5), every library alike")
+    parser.add_argument("--only", default=None,
+                        help="a comma-separated subset of the kinds to run (rltrain,sbx: "
+                             "rltrain against SBX alone, with --sbx)")
     parser.add_argument("--sbx", action="store_true",
                         help="SBX (JAX, `pip install sbx-rl`) too: SAC, TD3/DDPG, CrossQ, TQC; "
                              "with --threads 1, XLA on one thread")
     args = parser.parse_args()
     script = Path(__file__).resolve()
     rows = run_rounds(script, args.rounds, args.steps, args.device, BASE_CONFIGS[args.algo],
-                      args.threads, args.sbx, args.env)
+                      args.threads, args.sbx, args.env,
+                      None if args.only is None else args.only.split(","))
     print_table(rows, args.rounds, BUFFER)
-    if args.device == "cuda" or args.algo != "ddpg" or args.env is not None:
+    if (args.device == "cuda" or args.algo != "ddpg" or args.env is not None
+            or args.only is not None):
         return  # the rest measures the CPU: its matrix products, caches and threads
     print_one_process(script, args.updates, args.ab_steps)
 
 
 def run_rounds(script: Path, rounds: int, steps: int, device_name: str,
                base: str, threads: int | None = None, sbx: bool = False,
-               env: str | None = None) -> dict[str, list]:
-    """Every kind of run once per round, each in a fresh process; their results by kind."""
+               env: str | None = None, only: list[str] | None = None) -> dict[str, list]:
+    """Every kind of run (or those `only` names) once per round, each in a fresh
+    process; their results by kind."""
     device = f"device={device_name}"
     if threads is not None:
         device = f"{device} torch_threads={threads}"
@@ -300,6 +314,12 @@ def run_rounds(script: Path, rounds: int, steps: int, device_name: str,
         del kinds["rltrain, autograd backend"]
     if sbx:
         kinds["sbx"] = ["sbx", *device.split()]
+    if only is not None:
+        unknown = set(only) - set(kinds)
+        if unknown:
+            raise SystemExit(f"--only: no kind {', '.join(sorted(unknown))} here; the kinds: "
+                             f"{', '.join(kinds)}")
+        kinds = {kind: kinds[kind] for kind in only}
     rows: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for round_index in range(rounds):
         # Each round starts with the next kind, so that no kind always runs first or

@@ -14,6 +14,9 @@ def print_table(rows: dict[str, list], rounds: int, capacity: int) -> None:
     def median(kind: str, key: str) -> float:
         return statistics.median(r[key] for r in rows[kind])
 
+    if "sb3" not in rows:  # `--only`: rltrain against SBX alone
+        print_sbx(rows, median)
+        return
     ours, theirs = median("rltrain", "steps_per_second"), median("sb3", "steps_per_second")
     bare = median("rltrain, diagnostics off", "steps_per_second")
     mem_ours, mem_theirs = median("rltrain", "peak_rss_mib"), median("sb3", "peak_rss_mib")
@@ -36,17 +39,7 @@ def print_table(rows: dict[str, list], rounds: int, capacity: int) -> None:
     print(f"| peak memory, replay capacity {capacity:.0e} (MiB) | {mem_ours:.0f} | "
           f"{mem_theirs:.0f} | {mem_ours / mem_theirs:.2f} |")
     if "sbx" in rows:
-        print("\n| measure | rltrain | SBX | ratio |\n|---|---|---|---|")
-        for label, key in (("env steps/s, learning phase", "steps_per_second"),
-                           ("env steps per CPU-second, learning phase",
-                            "cpu_steps_per_second"), ("peak memory (MiB)", "peak_rss_mib")):
-            mine, sbx = median("rltrain", key), median("sbx", key)
-            print(f"| {label} | {mine:.1f} | {sbx:.1f} | {mine / sbx:.2f}x |")
-        # per round: the two runs of a round follow each other
-        paired = [ours_["cpu_steps_per_second"] / sbx_["cpu_steps_per_second"]
-                  for ours_, sbx_ in zip(rows["rltrain"], rows["sbx"], strict=True)]
-        print(f"rltrain/SBX per CPU-second, per round: "
-              f"{', '.join(f'{ratio:.2f}' for ratio in paired)}")
+        print_sbx(rows, median)
     print(f"\nflow-1 diagnostics on: {ours:.1f} steps/s, off: {bare:.1f} steps/s; on/off = "
           f"{ours / bare:.1%}")
     # The two runs of one round follow each other, so their ratio sees less of the
@@ -63,3 +56,20 @@ def print_table(rows: dict[str, list], rounds: int, capacity: int) -> None:
           f"{median('rltrain', 'diagnostics_share'):.1%} of the learning phase (rounds: "
           f"{shares}), so on/off = "
           f"{1 - median('rltrain', 'diagnostics_share'):.1%} from within the runs")
+
+
+def print_sbx(rows: dict[str, list], median) -> None:
+    """rltrain against SBX: the medians' ratios, and the ratio of each round's pair (the
+    two runs of a round follow each other) with its median."""
+    print("\n| measure | rltrain | SBX | ratio |\n|---|---|---|---|")
+    for label, key in (("env steps/s, learning phase", "steps_per_second"),
+                       ("env steps per CPU-second, learning phase", "cpu_steps_per_second"),
+                       ("peak memory (MiB)", "peak_rss_mib")):
+        mine, sbx = median("rltrain", key), median("sbx", key)
+        print(f"| {label} | {mine:.1f} | {sbx:.1f} | {mine / sbx:.2f}x |")
+    for label, key in (("per CPU-second", "cpu_steps_per_second"),
+                       ("per wall second", "steps_per_second")):
+        paired = [ours[key] / sbx[key] for ours, sbx in zip(rows["rltrain"], rows["sbx"],
+                                                            strict=True)]
+        print(f"rltrain/SBX {label}, per round: {', '.join(f'{r:.2f}' for r in paired)}; "
+              f"median {statistics.median(paired):.2f}")
