@@ -196,6 +196,8 @@ def run_rounds(script: Path, rounds: int, steps: int, device_name: str,
         if unknown:
             raise SystemExit(f"--only: no kind {', '.join(sorted(unknown))} here; the kinds: "
                              f"{', '.join(kinds)}")
+        if set(only) != {"rltrain", "sbx"}:  # the one subset the report prints
+            raise SystemExit("--only takes rltrain,sbx (with --sbx): rltrain against SBX")
         kinds = {kind: kinds[kind] for kind in only}
     rows: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for round_index in range(rounds):

@@ -72,8 +72,9 @@ class StepGradients:
     library's own update). `close()` removes the hooks.
 
     `by_reference`: networks whose stepped gradients are kept as the `.grad` tensors
-    themselves, not copied, where the library's update changes none of them after its
-    step (SB3's PPO, A2C and DQN: one loss, each step's gradients new). Each tensor's
+    themselves, not copied, where the library's update may change none of them after its
+    step (the SB3 callback holds both networks of TD3, DDPG and SAC so: the actor's stay,
+    the critic's are found changed by the actor's loss and copied). Each tensor's
     version counter, which every in-place change raises, is kept with it: a network
     whose held gradients changed after all is copied from its next step on, and read
     as having no stepped gradients until then."""
@@ -123,7 +124,7 @@ class StepGradients:
         targets, sources, with_grads = [], [], []
         for name, _ in networks:
             grads = [p.grad for p in self._params[name]]
-            if any(g is not None for g in grads):
+            if not self.sources.traced and any(g is not None for g in grads):
                 with_grads.append(name)
             if name in self._by_reference:
                 if not self._changed(name):
@@ -158,7 +159,8 @@ class StepGradients:
     def _changed(self, name: str) -> bool:
         """Whether network `name`'s held gradients changed since its newest step."""
         held = self._held.get(name)
-        return held is not None and versions(held[0]) != held[1]
+        return held is not None and any(g is not None and g._version != v
+                                        for g, v in zip(*held, strict=True))
 
     def _unhold(self, name: str) -> None:
         self._by_reference.discard(name)
@@ -196,7 +198,7 @@ class LeftGradients:
         # As StepGradients: a parameter two networks share is the later one's, and a
         # network left with none of its own is never stepped (DQN's greedy actor).
         owner = {id(p): name for name, params in self.named.items() for _, p in params}
-        self.stepped = {owner[id(p)] for params in self.named.values() for _, p in params}
+        self.stepped = set(owner.values())
 
     def gradients(self, name: str) -> dict[str, torch.Tensor | None] | None:
         """Network `name`'s gradients as the library left them; None before its first

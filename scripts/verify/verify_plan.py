@@ -14,7 +14,7 @@ from typing import Any
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import to_json
 from rltrain.utils.run.folders import CONFIG_FILE, METRICS_FILE, STEP_CHECKPOINT
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.logger import read_jsonl, resume_keys
 from rltrain.utils.seeding import FORKS, derive_seed
 
 DEFAULT_STEPS = 5000  # per fork branch, unless --steps
@@ -76,7 +76,7 @@ def _changed_on_resume(folder: Path, keys: set[str], first_step: int) -> int | N
 
     steps = [int(e["env_steps"]) for e in read_jsonl(folder / EVENTS_FILE)
              if e.get("rule") == "resume" and int(e["env_steps"]) <= first_step
-             and any(str(change).split("=", 1)[0] in keys for change in e.get("value") or [])]
+             and resume_keys(e) & keys]
     return max(steps) if steps else None
 
 def plan_finding(folder: Path, finding: dict[str, Any], steps: int | None, seeds: int,

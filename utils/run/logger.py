@@ -189,6 +189,12 @@ class RunLogger:
         self._diagnostics.close()
 
 
+def resume_keys(event: dict[str, Any]) -> set[str]:
+    """The config keys a `resume` line of events.jsonl says the resume changed (its
+    value: the --set changes, "KEY=VALUE" each)."""
+    return {str(change).split("=", 1)[0].strip() for change in event.get("value") or []}
+
+
 def event_line(env_steps: int | None, **fields: Any) -> str:
     """One line of events.jsonl."""
     return to_json({"env_steps": env_steps, "time": round(time.time(), 3), **fields}) + "\n"

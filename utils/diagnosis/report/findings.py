@@ -19,7 +19,7 @@ from rltrain.utils.diagnosis.report import evidence
 from rltrain.utils.diagnosis.rules.registry import all_specs
 from rltrain.utils.errors import ConfigError, printable
 from rltrain.utils.run.folders import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.logger import read_jsonl, resume_keys
 
 # Every rule rltrain can report -> (hypothesis, suggested check), as `diagnose` shows them
 # (each rule declares both in its spec, rules/). Each hypothesis is falsifiable: "if X,
@@ -48,7 +48,7 @@ def findings(log_dir: Path) -> list[dict[str, Any]]:
         rule, action = event.get("rule"), event.get("action")
         if action == "resume":
             changes = ", ".join(event.get("value") or []) or "no changes"
-            changed = {str(c).split("=", 1)[0].strip() for c in event.get("value") or []}
+            changed = resume_keys(event)
             for finding in latest.values():
                 if finding["severity"] == "pause" and "; resumed at step" not in finding["message"]:
                     finding["message"] += f"; resumed at step {event['env_steps']} ({changes})"
