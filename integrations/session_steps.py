@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from rltrain.integrations.session_monitor import LibraryMonitor
     from rltrain.utils.config.schema import TrainConfig
     from rltrain.utils.hooks.agent_view import AgentView
+    from rltrain.utils.run.logger import RunLogger
     from rltrain.utils.run.status import StatusFile
 
 
@@ -49,6 +50,7 @@ class StepTelling:
     episodes: list[EpisodeTally]
     eval_env: gym.Env | None
     status_file: StatusFile
+    logger: RunLogger
     updates: int
     _ended: int  # the env steps step_end has run for
 
@@ -230,5 +232,6 @@ class StepTelling:
         self.hooks.on_steps_end(before, now)
         self._ended = now
         self.monitor.due(before, now, self.eval_env is not None, requests)
+        self.logger.hand_over_due()
         if now // 100 > before // 100:  # a heartbeat, at most every few seconds
             self.status_file.after_step(now - now % 100, "running")

@@ -56,3 +56,24 @@ def test_flush_writes_the_pending_records_and_a_full_batch_goes_without_it(tmp_p
         assert steps == list(range(1, 2 + PENDING_RECORDS))
     finally:
         log.close()
+
+
+def test_a_record_left_waiting_is_handed_over_once_it_is_due(tmp_path, monkeypatch):
+    """A slow run's last record reaches the writer at the loop's next `hand_over_due`
+    once it has waited PENDING_SECONDS, with no later record to carry it."""
+    log = logger(tmp_path)
+    now = [1000.0]
+    monkeypatch.setattr(run_logger, "time", SimpleNamespace(time=lambda: now[0]))
+    try:
+        log.scalars(1, {"x": 1.0})
+        now[0] += run_logger.PENDING_SECONDS / 2
+        log.hand_over_due()  # not yet due: still pending
+        log.writer.flush()
+        assert "x" not in scalars_in(tmp_path / "logs" / "r")
+        now[0] += run_logger.PENDING_SECONDS / 2
+        log.hand_over_due()
+        log.writer.flush()
+        assert [e.step for e in scalars_in(tmp_path / "logs" / "r")["x"]] == [1]
+    finally:
+        monkeypatch.undo()
+        log.close()

@@ -255,6 +255,7 @@ class Trainer:
         self.monitor.after_step(steps)
         self.in_due = False
         self.status.after_step(steps, "running")
+        self.logger.hand_over_due()
 
     def _warn(self, env_steps: int, rule: str, warning: str) -> None:
         self.logger.event(env_steps, rule=rule, value=None, threshold=None, action="warn",

@@ -88,6 +88,13 @@ class RunLogger:
                 PENDING_SECONDS:
             self._hand_over()
 
+    def hand_over_due(self) -> None:
+        """The pending scalar records to the writer where the oldest has waited
+        `PENDING_SECONDS`: the loops call this after each step, so that a slow run's
+        records reach TensorBoard without waiting for the next record."""
+        if self._pending and time.time() - self._pending[0][2] >= PENDING_SECONDS:
+            self._hand_over()
+
     def _hand_over(self) -> None:
         """The pending scalar records to the writer, before any other record."""
         pending, self._pending = self._pending, []
