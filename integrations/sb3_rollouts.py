@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.type_aliases import TrainFrequencyUnit
 
-from rltrain.utils.diagnosis.rules.health.non_finite import finite_rows, is_finite
+from rltrain.utils.diagnosis.rules.health.non_finite import all_finite, finite_rows, is_finite
 
 MAX_STEPS = 512  # vector steps a block holds at most
 MAX_BYTES = 16 << 20  # the observations a block holds at most (images: a few steps)
@@ -56,8 +56,7 @@ class StepBlock:
         self.steps.append((new_obs, actions, rewards, np.array(learnt, dtype=np.float32),
                            np.asarray(dones, dtype=bool), infos))
         self.bytes += new_obs.nbytes
-        return bool(np.isfinite(rewards).all() and np.isfinite(new_obs).all()
-                    and np.isfinite(actions).all() and finals_finite(dones, infos))
+        return all_finite(rewards, new_obs, actions) and finals_finite(dones, infos)
 
     def full(self) -> bool:
         return (len(self.steps) >= MAX_STEPS or self.bytes >= MAX_BYTES

@@ -790,6 +790,27 @@ def test_finite_rows_is_is_finite_for_each_env_of_a_vector_step():
     assert finite_rows(obs, actions, rewards).tolist() == expected == [True, False, False, False]
 
 
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_all_finite_finds_one_bad_value_among_arrays_of_any_dtype(bad):
+    from rltrain.utils.diagnosis.rules.health.non_finite import all_finite
+
+    obs, actions = np.zeros((8, 3), np.float32), np.ones((8, 1), np.int64)
+    rewards = np.arange(8, dtype=np.float64)
+    assert all_finite(rewards, obs, actions)
+    obs[5, 1] = bad
+    assert not all_finite(rewards, obs, actions)
+    assert not all_finite(np.array([np.inf, -np.inf]))  # a sum of NaN
+
+
+def test_all_finite_checks_values_where_their_sum_overflows():
+    from rltrain.utils.diagnosis.rules.health.non_finite import all_finite
+
+    big = np.full(4, np.finfo(np.float32).max, np.float32)  # its float32 sum is inf
+    assert all_finite(big, np.array([1e308, 1e308]))
+    big[2] = np.inf
+    assert not all_finite(big)
+
 def test_short_horizon_fires_for_a_horizon_of_a_few_steps_not_rl_zoos_shortest():
     """Its threshold lies between gamma 0.6 on Hopper (2.5 steps, about 4% of its mean
     episode) and RL Zoo's shortest tuned horizon (gamma 0.9 on Pendulum's 200 steps:

@@ -100,7 +100,7 @@ class DiagnosticsConfig:
                            Range(2, None))
     heatmap_freq: int = opt(5000, "env steps between state-action heatmaps", AT_LEAST_ONE)
     heatmap_time_share: float = opt(
-        0.005, "the heatmaps' pictures (PNG, TensorBoard image) take at most this share of "
+        0.002, "the heatmaps' pictures (PNG, TensorBoard image) take at most this share of "
         "the run's wall time: where one is due sooner, its clusters and findings are kept "
         "and its picture left out (fast envs; 1: every one drawn)", Range(0, 1,
                                                                           low_open=True))

@@ -42,6 +42,20 @@ def is_finite(obs: np.ndarray, action: np.ndarray, reward: float) -> bool:
     return bool(np.isfinite(obs).all() and math.isfinite(reward) and np.isfinite(action).all())
 
 
+def all_finite(*arrays: np.ndarray) -> bool:
+    """Whether every value of these arrays is finite, the way a loop that asks at every
+    step can afford: one sum per float array (a NaN or inf makes the sum NaN or inf); a
+    sum that overflows to inf is checked value by value. Integer and bool arrays are
+    finite."""
+    total = 0.0
+    for array in arrays:
+        if array.dtype.kind in "fc":
+            total += float(np.add.reduce(array, axis=None).real)
+    if math.isfinite(total):
+        return True
+    return all(bool(np.isfinite(array).all()) for array in arrays)
+
+
 def finite_rows(obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> np.ndarray:
     """`is_finite` of each transition of a vector step (row i of each: env i's), in one
     call."""
