@@ -110,3 +110,46 @@ def test_the_memory_check_counts_a_target_copy_only_for_the_networks_with_one(mo
     check(3, 1, (10,), (10,), torch.device("cpu"), targets=())  # exactly fits
     with pytest.raises(ConfigError, match="GiB for the networks"):
         check(3, 1, (10,), (10,), torch.device("cpu"), targets=("critic",))
+
+
+def test_a_diagnostics_call_runs_numpy_blas_on_one_thread_and_restores_it():
+    """numpy's BLAS pool (its threads would spin on a second core after a large dot) is
+    set to one thread for a timed diagnostics call, nested calls included, and put back
+    to what it was after it, even when the call raises."""
+    import numpy  # noqa: F401  (its BLAS loaded)
+    from threadpoolctl import ThreadpoolController
+
+    from rltrain.utils.diagnosis.measure.timing import timed
+    from rltrain.utils.run.device import _numpy_blas
+
+    libs = _numpy_blas()
+    assert libs, "numpy's BLAS library was not found"
+
+    def threads() -> list[int]:
+        return [lib.get_num_threads() for lib in libs]
+
+    class Probe:
+        timing, seconds = False, 0.0
+
+        @timed
+        def call(self, fail: bool = False) -> list[int]:
+            if fail:
+                raise RuntimeError("probe")
+            return threads()
+
+    class Outer:
+        timing, seconds = False, 0.0
+
+        @timed
+        def call(self) -> tuple[list[int], list[int]]:
+            return Probe().call(), threads()
+
+    with ThreadpoolController().select(user_api="blas").limit(limits=2):
+        before = threads()
+        assert before == [2] * len(libs)
+        assert Probe().call() == [1] * len(libs)
+        assert Outer().call() == ([1] * len(libs), [1] * len(libs))
+        assert threads() == before
+        with pytest.raises(RuntimeError):
+            Probe().call(fail=True)
+        assert threads() == before

@@ -4,8 +4,10 @@ process-wide settings (threads, float32 precision, denormals, memory) training r
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
+from typing import Any
 
 import psutil
 import torch
@@ -111,3 +113,40 @@ def keep_freed_memory(mmap_threshold: int = 16 << 20, trim_threshold: int = 64 <
         return False
     return (mallopt(M_MMAP_THRESHOLD, mmap_threshold) == 1
             and mallopt(M_TRIM_THRESHOLD, trim_threshold) == 1)
+
+
+@functools.cache
+def _numpy_blas() -> tuple[Any, ...]:
+    """The BLAS libraries loaded in this process other than torch's own (numpy's
+    OpenBLAS, or an MKL it links), as threadpoolctl controls them; read once."""
+    from threadpoolctl import ThreadpoolController
+
+    torch_dir = os.path.realpath(os.path.dirname(torch.__file__))
+    return tuple(lib for lib in ThreadpoolController().lib_controllers
+                 if lib.user_api == "blas"
+                 and not os.path.realpath(lib.filepath).startswith(torch_dir))
+
+
+class OneBlasThread:
+    """numpy's BLAS on one thread inside the block, its thread count restored after.
+
+    numpy's OpenBLAS splits a large enough product (a dot of a network's gradients, as
+    TensorBoard's histogram takes) over a pool of threads, one per core, which then keep
+    spinning for a while: in a watched DQN CartPole run that second thread took about 7%
+    of a core, CPU time the run pays for work of a few milliseconds. The diagnostics run
+    their calls inside this (utils/diagnosis/measure/timing.py); torch's own threads are
+    torch.set_num_threads'. The setting is the process's: another thread's numpy call
+    during the block also gets one thread."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[Any, int]] = []
+
+    def __enter__(self) -> None:
+        self._saved = [(lib, n) for lib in _numpy_blas() if (n := lib.get_num_threads()) > 1]
+        for lib, _ in self._saved:
+            lib.set_num_threads(1)
+
+    def __exit__(self, *exc: object) -> None:
+        for lib, threads in self._saved:
+            lib.set_num_threads(threads)
+        self._saved = []
