@@ -106,7 +106,7 @@ def worker(name: str) -> dict:
 
 
 def result_of(paths, config) -> dict:
-    from rltrain.utils.run.logger import eval_curve, read_jsonl
+    from rltrain.utils.run.log_files import eval_curve, read_jsonl
 
     events = read_jsonl(paths.events_file)
     records = read_jsonl(paths.diagnostics_file)

@@ -57,7 +57,7 @@ def worker(name: str, steps: int, seed: int, root: str, extra: list[str]) -> dic
     from rltrain.scripts.training.resume import prepare_train
     from rltrain.utils.config.loader import apply_overrides, config_from_dict, resolve_config_path
     from rltrain.utils.io.safe_yaml import read_yaml_mapping
-    from rltrain.utils.run.logger import read_jsonl
+    from rltrain.utils.run.log_files import read_jsonl
 
     config_file, overrides, expected = SCENARIOS[name]
     raw = read_yaml_mapping(resolve_config_path(config_file))

@@ -28,7 +28,7 @@ def rltrain_curve(config_name: str, seed: int, steps: int) -> list[tuple[int, fl
     from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.config.loader import load_config
     from rltrain.utils.run.folders import create_run
-    from rltrain.utils.run.logger import eval_curve, read_jsonl
+    from rltrain.utils.run.log_files import eval_curve, read_jsonl
 
     folder = scratch_folder()
     config = load_config(config_name, [f"seed={seed}", f"max_timesteps={steps}",

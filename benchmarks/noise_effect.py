@@ -17,7 +17,7 @@ import tempfile
 
 from rltrain.scripts.api import train
 from rltrain.utils.diagnosis.measure.action_effect import ROWS
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 LEARNING_STARTS = 100
 # Small networks and batches, for speed: the statistic judges the noise, not what is learnt.

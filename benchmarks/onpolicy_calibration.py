@@ -126,7 +126,7 @@ def train(name: str, steps: int, folder: Path) -> Path:
 
 def summary(name: str, log_dir: Path, seconds: float) -> dict[str, Any]:
     """What each rule measured (its statistics' range) and every warning."""
-    from rltrain.utils.run.logger import read_jsonl
+    from rltrain.utils.run.log_files import read_jsonl
 
     stats: dict[str, dict[str, list[float]]] = {}
     for line in read_jsonl(log_dir / "flow1.jsonl"):

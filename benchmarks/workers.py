@@ -144,7 +144,7 @@ def worker(steps: int, seed: int, extra: list[str]) -> dict:
     from rltrain.utils.config.loader import load_config
     from rltrain.utils.run.device import resolve_device
     from rltrain.utils.run.folders import create_run
-    from rltrain.utils.run.logger import read_jsonl
+    from rltrain.utils.run.log_files import read_jsonl
 
     folder = tempfile.mkdtemp(prefix="rltrain_workers_bench_")
     config = load_config("pendulum_ddpg.yaml", [

@@ -19,7 +19,7 @@ from typing import Any
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import load_tensors, save_tensors
 from rltrain.utils.run.folders import RunPaths
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 from rltrain.utils.run.status import read_status
 
 

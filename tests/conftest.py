@@ -136,7 +136,7 @@ def kill_runner(runner: Any) -> int:
 
 def runner_events(log_dir: Path) -> list[dict[str, Any]]:
     """The events.jsonl lines about env runners (lost, restarted, failed)."""
-    from rltrain.utils.run.logger import read_jsonl
+    from rltrain.utils.run.log_files import read_jsonl
 
     return [e for e in read_jsonl(log_dir / "events.jsonl") if e.get("rule") == "env_runner"]
 

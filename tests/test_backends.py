@@ -127,7 +127,7 @@ def test_a_run_whose_torch_lacks_a_private_op_trains_through_autograd_and_says_s
     from rltrain.agents import fused_ops
     from rltrain.scripts.training.trainer import Trainer
     from rltrain.utils.run.folders import create_run
-    from rltrain.utils.run.logger import read_jsonl
+    from rltrain.utils.run.log_files import read_jsonl
 
     from conftest import tiny_config
 

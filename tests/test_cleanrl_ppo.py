@@ -13,7 +13,7 @@ import torch
 import yaml
 from example_helpers import assert_watcher_lines_marked, diagnose, in_tmp  # noqa: F401
 
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import load_example
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import rltrain
 from rltrain.scripts.cli import cli
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import load_example
 

@@ -15,7 +15,7 @@ from torch import nn
 from benchmarks.faults.loop import run as run_loop
 from rltrain.integrations.sb3 import RltrainCallback
 from rltrain.integrations.views import StepGradients
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 CODE_RULES = {"gradients_not_zeroed", "actor_loss_steps_critic"}
 

@@ -17,7 +17,7 @@ from rltrain.utils.diagnosis.measure.gradients import prune_traces
 from rltrain.utils.diagnosis.measure.inputs import Explored
 from rltrain.utils.hooks.hook import Step
 from rltrain.utils.run.folders import create_run
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 from rltrain.utils.training.replay_buffer import Batch
 
 from conftest import DEVICE, tiny_config

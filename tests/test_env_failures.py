@@ -16,7 +16,7 @@ from test_resume import assert_same_state, metrics
 from rltrain.scripts.cli import cli
 from rltrain.utils.errors import EnvFailure
 from rltrain.utils.io.checkpoint import load_checkpoint
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 from rltrain.utils.run.status import StatusFile, read_status
 from rltrain.utils.training.env_clock import ENV_CLOCK
 from rltrain.utils.training.evaluation import evaluate

@@ -16,7 +16,7 @@ from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.environment import FIELDS, environment_record, environment_warning
 from rltrain.utils.run.folders import create_run
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import DEVICE, tiny_config
 

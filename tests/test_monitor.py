@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from rltrain.scripts.cli import cli
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.health import HealthRules
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import tiny_config, tiny_dict
 

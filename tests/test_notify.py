@@ -16,7 +16,7 @@ from webhook import Webhook, refused_url
 
 from rltrain.scripts.cli import cli
 from rltrain.utils.config.schema import NotifyConfig
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 from rltrain.utils.run.notify import Notifier
 from rltrain.utils.run.notify_target import mask_text, mask_url
 

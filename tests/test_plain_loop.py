@@ -15,7 +15,7 @@ import rltrain
 from rltrain.integrations import Watcher
 from rltrain.scripts.cli import cli
 from rltrain.utils.errors import ConfigError, UserError
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import load_example
 

@@ -14,7 +14,7 @@ from rltrain.scripts.cli import cli
 from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 from rltrain.utils.run.status import read_status
 
 from conftest import DEVICE, tiny_config, tiny_dict
@@ -436,7 +436,7 @@ def test_eval_curve_reads_nan_evaluations_back_as_numbers(tmp_path):
     the curve) and diagnose's plot must get back as a float."""
     import math
 
-    from rltrain.utils.run.logger import eval_curve
+    from rltrain.utils.run.log_files import eval_curve
 
     path = tmp_path / "m.jsonl"
     path.write_text('{"kind": "eval", "env_steps": 100, "mean_return": -150.5}\n'

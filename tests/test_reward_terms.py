@@ -24,7 +24,7 @@ from rltrain.utils.diagnosis.rules.reward_terms import (
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 from rltrain.utils.training import collector
 from rltrain.utils.training.reward_terms import TermReader, step_terms, term_keys
 

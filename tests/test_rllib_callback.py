@@ -21,7 +21,7 @@ from rltrain.scripts.cli import cli
 from rltrain.scripts.workers.ray_start import init_ray
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.hooks.findings import Finding
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.rllib")

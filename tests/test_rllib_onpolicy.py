@@ -33,7 +33,7 @@ from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.errors import ConfigError
 from rltrain.utils.hooks.agent_view import AgentView
 from rltrain.utils.hooks.hook import EpisodeEnd, Update
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.rllib")

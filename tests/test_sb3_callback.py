@@ -27,7 +27,7 @@ from rltrain.utils.config.loader import config_from_dict
 from rltrain.utils.diagnosis.rules.registry import rule_hooks
 from rltrain.utils.diagnosis.rules.spec import RuleContext
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import tiny_dict
 
@@ -358,7 +358,7 @@ def test_time_limits_stored_as_the_tasks_end_are_named(tmp_path, monkeypatch, ha
     """SB3's replay buffer without handle_timeout_termination (which its
     optimize_memory_usage needs) stores every truncation as terminal: named once ten
     time limits were stored so, with the setting to change; with it, nothing."""
-    from rltrain.utils.run.logger import read_jsonl
+    from rltrain.utils.run.log_files import read_jsonl
 
     monkeypatch.chdir(tmp_path)
     env = gym.make("Pendulum-v1", max_episode_steps=20)

@@ -18,7 +18,7 @@ from rltrain.integrations.sb3 import RltrainCallback
 from rltrain.scripts.cli import cli
 from rltrain.scripts.commands.run_commands import _say_paused
 from rltrain.utils.errors import UserError
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 ENV = "fake_envs:FakePoint-v0"  # 20-step episodes
 

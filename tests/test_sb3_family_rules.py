@@ -14,7 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from test_sb3_onpolicy import ZOO
 
 from rltrain.integrations.sb3 import RltrainCallback
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 # The health rules warn instead of pausing, so that the run goes on to what is judged.
 WARN_ONLY = {"monitor": {"critic_loss_explosion": {"action": "warn"},

@@ -21,7 +21,7 @@ from test_sb3_callback import PauseAt
 from rltrain.integrations.sb3 import RltrainCallback
 from rltrain.scripts.cli import cli
 from rltrain.utils.errors import ConfigError
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 # RL Zoo's hyperparameters (rl-baselines3-zoo, hyperparams/<algo>.yml), with fewer
 # steps per rollout where a run of a few thousand steps must see several.

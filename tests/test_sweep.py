@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from rltrain.scripts.cli import cli
 from rltrain.scripts.workers.ray_start import init_ray
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import TESTS_DIR, tiny_dict
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import TESTS_DIR, tiny_dict
 

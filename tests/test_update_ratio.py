@@ -10,7 +10,7 @@ from benchmarks.faults.loop import run as run_loop
 from rltrain.integrations.sb3 import RltrainCallback
 from rltrain.scripts.training.trainer import Trainer
 from rltrain.utils.run.folders import create_run
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import DEVICE, tiny_config
 

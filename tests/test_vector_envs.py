@@ -13,7 +13,7 @@ from rltrain.utils.config.loader import load_config
 from rltrain.utils.diagnosis.measure.reward_signal import RewardAnalyzer
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import DEVICE, tiny_config
 

@@ -109,7 +109,7 @@ def test_a_vector_steps_findings_are_reported_as_its_envs_steps_in_turn(tmp_path
     """Env 0's next observation leaves the configured bounds and env 1's reward is NaN in
     one vector step: told env by env, state_bounds (env step 1) fires before non_finite
     (env step 2), so the pause is state_bounds', whatever the order of the hooks."""
-    from rltrain.utils.run.logger import read_jsonl
+    from rltrain.utils.run.log_files import read_jsonl
 
     monkeypatch.chdir(tmp_path)
     watcher = bounded_watcher()
@@ -130,7 +130,7 @@ def test_what_a_vector_step_found_is_reported_when_a_later_hook_raises(tmp_path,
     is still reported, as the env-by-env order would have reported it already."""
     import pytest
 
-    from rltrain.utils.run.logger import read_jsonl
+    from rltrain.utils.run.log_files import read_jsonl
 
     class Failing(Hook):
         def on_episode_end(self, episode) -> list:

@@ -19,7 +19,7 @@ from rltrain.scripts.verify.verify import difference, fork_point, verdict
 from rltrain.utils.config.loader import apply_overrides, config_from_dict
 from rltrain.utils.config.schema import TrainConfig, config_to_dict
 from rltrain.utils.diagnosis.rules.registry import remedies
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import tiny_dict
 

@@ -24,7 +24,7 @@ from rltrain.scripts.training.run_state import check_resumable
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import RunLock, RunPaths
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import TESTS_DIR, tiny_dict
 

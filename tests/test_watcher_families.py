@@ -16,7 +16,7 @@ from torch import nn
 
 from rltrain.integrations import Watcher
 from rltrain.utils.errors import ConfigError, UserError
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 import fake_envs  # noqa: F401  (registers the fake envs)
 

@@ -19,7 +19,7 @@ from rltrain.scripts.workers.env_runner import noise_scale
 from rltrain.scripts.workers.ray_start import init_ray
 from rltrain.utils.io.checkpoint import load_checkpoint
 from rltrain.utils.run.folders import create_run
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 from rltrain.utils.run.monitor import TrainingMonitor
 from rltrain.utils.run.status import read_status
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from rltrain.utils.io.checkpoint import load_checkpoint
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 from conftest import TESTS_DIR, tiny_dict
 

@@ -14,7 +14,7 @@ import click
 from rltrain.scripts.commands.run_commands import LOG_DIR_HELP
 from rltrain.utils.io.checkpoint import to_json
 from rltrain.utils.run.folders import find_run_log_dir
-from rltrain.utils.run.logger import unreadable_note
+from rltrain.utils.run.log_files import unreadable_note
 
 EXIT_FINDINGS = 6  # `diagnose --fail-on`: a finding at least that severe
 

@@ -27,7 +27,7 @@ from rltrain.utils.run.folders import (
     STEP_CHECKPOINT,
     find_run_log_dir,
 )
-from rltrain.utils.run.logger import read_jsonl, unreadable_note
+from rltrain.utils.run.log_files import read_jsonl, unreadable_note
 from rltrain.utils.run.status import LIVE_STATES, effective_state, process_alive, read_status
 
 LOG_DIR_HELP = "Where run folders live, when RUN is a name (default: logs)."

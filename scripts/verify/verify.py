@@ -82,7 +82,7 @@ from rltrain.utils.diagnosis.report.findings import VERIFY_FILE
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import atomic_write, to_json
 from rltrain.utils.run.folders import CONFIG_FILE, METRICS_FILE
-from rltrain.utils.run.logger import read_jsonl
+from rltrain.utils.run.log_files import read_jsonl
 
 __all__ = ["DEFAULT_STEPS", "MARGIN", "difference", "fork_point", "start_point", "verdict",
            "verify", "summary_lines"]

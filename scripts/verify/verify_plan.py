@@ -14,7 +14,7 @@ from typing import Any
 from rltrain.utils.errors import UserError
 from rltrain.utils.io.checkpoint import to_json
 from rltrain.utils.run.folders import CONFIG_FILE, METRICS_FILE, STEP_CHECKPOINT
-from rltrain.utils.run.logger import read_jsonl, resume_keys
+from rltrain.utils.run.log_files import read_jsonl, resume_keys
 from rltrain.utils.seeding import FORKS, derive_seed
 
 DEFAULT_STEPS = 5000  # per fork branch, unless --steps

@@ -16,7 +16,7 @@ from typing import Any
 
 from rltrain.utils.io.checkpoint import atomic_write, write_json
 from rltrain.utils.run.folders import METRICS_FILE, STATUS_FILE
-from rltrain.utils.run.logger import eval_curve, read_jsonl
+from rltrain.utils.run.log_files import eval_curve, read_jsonl
 from rltrain.utils.run.status import effective_state, read_status
 
 ERROR_FILE = "trial_error.txt"  # in a trial's log folder: why it could not run

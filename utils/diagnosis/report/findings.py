@@ -19,7 +19,7 @@ from rltrain.utils.diagnosis.report import evidence
 from rltrain.utils.diagnosis.rules.registry import all_specs
 from rltrain.utils.errors import ConfigError, printable
 from rltrain.utils.run.folders import CONFIG_FILE, DIAGNOSTICS_FILE, EVENTS_FILE
-from rltrain.utils.run.logger import read_jsonl, resume_keys
+from rltrain.utils.run.log_files import read_jsonl, resume_keys
 
 # Every rule rltrain can report -> (hypothesis, suggested check), as `diagnose` shows them
 # (each rule declares both in its spec, rules/). Each hypothesis is falsifiable: "if X,

@@ -23,7 +23,7 @@ from rltrain.utils.diagnosis.report.table import (
 )
 from rltrain.utils.io.checkpoint import atomic_write
 from rltrain.utils.run.folders import DIAGNOSTICS_FILE, METRICS_FILE
-from rltrain.utils.run.logger import HEATMAP, eval_curve, number, read_jsonl
+from rltrain.utils.run.log_files import HEATMAP, eval_curve, number, read_jsonl
 
 ZERO_GRADIENT = "zero gradient"  # the gradient chart's label for layers with none
 
