@@ -82,15 +82,18 @@ class RunLogger:
         self._pending.append((Summary(value=[
             Summary.Value(tag=tag, simple_value=float(value))
             for tag, value in values.items()]), env_steps, now))
-        if len(self._pending) >= PENDING_RECORDS or now - self._pending[0][2] >= \
-                PENDING_SECONDS:
+        if len(self._pending) >= PENDING_RECORDS:
             self._hand_over()
+        else:
+            self.hand_over_due(now)
 
-    def hand_over_due(self) -> None:
+    def hand_over_due(self, now: float | None = None) -> None:
         """The pending scalar records to the writer where the oldest has waited
-        `PENDING_SECONDS`: the loops call this after each step, so that a slow run's
-        records reach TensorBoard without waiting for the next record."""
-        if self._pending and time.time() - self._pending[0][2] >= PENDING_SECONDS:
+        `PENDING_SECONDS` (at `now`, default the time now): the loops call this after
+        each step, so that a slow run's records reach TensorBoard without waiting for
+        the next record."""
+        if self._pending and (time.time() if now is None else now) - self._pending[0][2] \
+                >= PENDING_SECONDS:
             self._hand_over()
 
     def _hand_over(self) -> None:
